@@ -255,21 +255,25 @@ fn mor(type_: &str, value: impl Into<String>) -> ManagedObjectReference {
 fn large_config_spec() -> ReconfigVMRequestType {
     let mut device_change: Vec<AnyVirtualDeviceConfigSpec> = Vec::new();
     for i in 0..32 {
+        let backing = VirtualDiskFlatVer2BackingInfo {
+            virtual_device_file_backing_info: VirtualDeviceFileBackingInfo {
+                file_name: format!("[datastore1] app-01/app-01_{i}.vmdk"),
+                datastore: Some(mor("Datastore", "datastore-11")),
+                ..Default::default()
+            },
+            disk_mode: "persistent".into(),
+            thin_provisioned: Some(true),
+            ..Default::default()
+        };
         let disk = VirtualDisk {
-            key: -100 - i,
-            controller_key: Some(1000 + i / 15),
-            unit_number: Some(i % 15),
+            virtual_device: VirtualDevice {
+                key: -100 - i,
+                controller_key: Some(1000 + i / 15),
+                unit_number: Some(i % 15),
+                backing: Some(backing.into()),
+                ..Default::default()
+            },
             capacity_in_kb: 64 * 1024 * 1024,
-            backing: Some(
-                VirtualDiskFlatVer2BackingInfo {
-                    file_name: format!("[datastore1] app-01/app-01_{i}.vmdk"),
-                    disk_mode: "persistent".into(),
-                    thin_provisioned: Some(true),
-                    datastore: Some(mor("Datastore", "datastore-11")),
-                    ..Default::default()
-                }
-                .into(),
-            ),
             ..Default::default()
         };
         device_change.push(
@@ -283,24 +287,31 @@ fn large_config_spec() -> ReconfigVMRequestType {
         );
     }
     for i in 0..8 {
-        let nic = VirtualVmxnet3 {
+        let backing = VirtualEthernetCardDistributedVirtualPortBackingInfo {
+            port: DistributedVirtualSwitchPortConnection {
+                switch_uuid: "50 1a 2b 3c 4d 5e 6f 70-81 92 a3 b4 c5 d6 e7 f8".into(),
+                portgroup_key: Some(format!("dvportgroup-{}", 40 + i)),
+                ..Default::default()
+            },
+        };
+        let device = VirtualDevice {
             key: -200 - i,
-            backing: Some(
-                VirtualEthernetCardDistributedVirtualPortBackingInfo {
-                    port: DistributedVirtualSwitchPortConnection {
-                        switch_uuid: "50 1a 2b 3c 4d 5e 6f 70-81 92 a3 b4 c5 d6 e7 f8".into(),
-                        portgroup_key: Some(format!("dvportgroup-{}", 40 + i)),
-                        ..Default::default()
-                    },
-                }
-                .into(),
-            ),
+            backing: Some(backing.into()),
             connectable: Some(VirtualDeviceConnectInfo {
                 start_connected: true,
                 allow_guest_control: true,
                 connected: true,
                 ..Default::default()
             }),
+            ..Default::default()
+        };
+        let nic = VirtualVmxnet3 {
+            virtual_vmxnet: VirtualVmxnet {
+                virtual_ethernet_card: VirtualEthernetCard {
+                    virtual_device: device,
+                    ..Default::default()
+                },
+            },
             ..Default::default()
         };
         device_change.push(

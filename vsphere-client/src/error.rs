@@ -664,8 +664,10 @@ mod tests {
         let missing = fault_error(
             "FileNotFound",
             Some(AnyMethodFault::FileNotFound(Box::new(FileNotFound {
-                file: "[ds] vm/vm.vmx".into(),
-                ..Default::default()
+                file_fault: FileFault {
+                    file: "[ds] vm/vm.vmx".into(),
+                    ..Default::default()
+                },
             }))),
         );
         assert!(missing.is_fault::<FileNotFound>());

@@ -31,8 +31,7 @@ use crate::error::{Error, ErrorKind, Fault};
 use crate::mo;
 use crate::property::updates::{UpdateKind, UpdateStreamOptions, Watch};
 use crate::types::{
-    AnySelectionSpec, ManagedObjectReference, ObjectSpec, PropertyFilterSpec, PropertySpec,
-    TaskInfo, TaskInfoState, TraversalSpec,
+    ManagedObjectReference, ObjectSpec, PropertyFilterSpec, PropertySpec, TaskInfo, TaskInfoState,
 };
 use crate::xml::Value;
 use crate::Client;
@@ -380,13 +379,12 @@ async fn ensure_setup(
         object_set: vec![ObjectSpec {
             obj: view.clone(),
             skip: Some(true),
-            select_set: vec![AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
-                name: Some("taskView".to_string()),
-                type_: "ListView".to_string(),
-                path: "view".to_string(),
-                skip: Some(false),
-                select_set: Vec::new(),
-            }))],
+            select_set: vec![crate::property::traversal_spec(
+                "taskView",
+                "ListView",
+                "view",
+                &[],
+            )],
         }],
         report_missing_objects_in_results: None,
     };

@@ -39,13 +39,14 @@ use crate::mo;
 use crate::task::{task_result_reference, Task};
 use crate::types::{
     AnyOptionValue, AnyVirtualDevice, AnyVirtualDeviceBackingInfo, AnyVirtualDeviceConfigSpec,
-    DistributedVirtualSwitchPortConnection, ManagedObjectReference, OptionValue,
+    DistributedVirtualSwitchPortConnection, ManagedObjectReference, OptionValue, VirtualDevice,
     VirtualDeviceConfigSpec, VirtualDeviceConfigSpecFileOperation,
-    VirtualDeviceConfigSpecOperation, VirtualDeviceConnectInfo, VirtualDisk,
-    VirtualDiskFlatVer2BackingInfo, VirtualE1000e,
-    VirtualEthernetCardDistributedVirtualPortBackingInfo, VirtualEthernetCardNetworkBackingInfo,
-    VirtualMachineBootOptions, VirtualMachineCloneSpec, VirtualMachineConfigSpec,
-    VirtualMachinePowerState, VirtualMachineRelocateSpec, VirtualTPM, VirtualVmxnet3,
+    VirtualDeviceConfigSpecOperation, VirtualDeviceConnectInfo, VirtualDeviceDeviceBackingInfo,
+    VirtualDeviceFileBackingInfo, VirtualDisk, VirtualDiskFlatVer2BackingInfo, VirtualE1000e,
+    VirtualEthernetCard, VirtualEthernetCardDistributedVirtualPortBackingInfo,
+    VirtualEthernetCardNetworkBackingInfo, VirtualMachineBootOptions, VirtualMachineCloneSpec,
+    VirtualMachineConfigSpec, VirtualMachinePowerState, VirtualMachineRelocateSpec,
+    VirtualSCSIController, VirtualTPM, VirtualVmxnet, VirtualVmxnet3,
 };
 use crate::xml::Value;
 use crate::Client;
@@ -331,7 +332,10 @@ impl ConfigSpec {
                 .any(|d| matches!(d, AnyVirtualDevice::VirtualTPM(_)))
             {
                 let tpm = VirtualTPM {
-                    key: keys.next(),
+                    virtual_device: VirtualDevice {
+                        key: keys.next(),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 };
                 changes.push(device_change(
@@ -352,8 +356,8 @@ impl ConfigSpec {
         let mut taken_units: Vec<(i32, i32)> = devices
             .iter()
             .filter_map(|d| {
-                let common = common(d);
-                Some((common.controller_key?, common.unit_number?))
+                let device = d.base();
+                Some((device.controller_key?, device.unit_number?))
             })
             .collect();
         for change in &self.disks {
@@ -404,25 +408,33 @@ impl ConfigSpec {
                         })?;
                     taken_units.push((controller, unit));
                     let backing = VirtualDiskFlatVer2BackingInfo {
-                        file_name: placement
-                            .as_ref()
-                            .map(|p| format!("[{}]", p.datastore_name))
-                            .unwrap_or_default(),
-                        datastore: placement.as_ref().map(|p| p.datastore.clone()),
+                        virtual_device_file_backing_info: VirtualDeviceFileBackingInfo {
+                            file_name: placement
+                                .as_ref()
+                                .map(|p| format!("[{}]", p.datastore_name))
+                                .unwrap_or_default(),
+                            datastore: placement.as_ref().map(|p| p.datastore.clone()),
+                            ..Default::default()
+                        },
                         disk_mode: "persistent".to_string(),
                         thin_provisioned: Some(*provisioning == DiskProvisioning::Thin),
                         eagerly_scrub: Some(*provisioning == DiskProvisioning::EagerZeroedThick),
                         ..Default::default()
                     };
                     let disk = VirtualDisk {
-                        key: keys.next(),
-                        controller_key: Some(controller),
-                        unit_number: Some(unit),
+                        virtual_device: VirtualDevice {
+                            key: keys.next(),
+                            controller_key: Some(controller),
+                            unit_number: Some(unit),
+                            backing: Some(
+                                AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(
+                                    Box::new(backing),
+                                ),
+                            ),
+                            ..Default::default()
+                        },
                         capacity_in_kb: *capacity_kb,
                         capacity_in_bytes: Some(capacity_kb.saturating_mul(1024)),
-                        backing: Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(
-                            Box::new(backing),
-                        )),
                         ..Default::default()
                     };
                     changes.push(device_change(
@@ -505,62 +517,14 @@ fn disk_controller(devices: &[AnyVirtualDevice], disks: &[&VirtualDisk]) -> Opti
     if let Some(key) = disks.first().and_then(|d| d.controller_key) {
         return Some(key);
     }
-    devices.iter().find_map(|d| match d {
-        AnyVirtualDevice::ParaVirtualSCSIController(c) => Some(c.key),
-        AnyVirtualDevice::VirtualLsiLogicController(c) => Some(c.key),
-        AnyVirtualDevice::VirtualLsiLogicSASController(c) => Some(c.key),
-        AnyVirtualDevice::VirtualBusLogicController(c) => Some(c.key),
-        AnyVirtualDevice::VirtualSCSIController(c) => Some(c.key),
-        _ => None,
-    })
+    devices
+        .iter()
+        .find(|d| d.is::<VirtualSCSIController>())
+        .map(|d| d.base().key)
 }
 
 fn is_nic(device: &AnyVirtualDevice) -> bool {
-    matches!(
-        device,
-        AnyVirtualDevice::VirtualEthernetCard(_)
-            | AnyVirtualDevice::VirtualE1000(_)
-            | AnyVirtualDevice::VirtualE1000e(_)
-            | AnyVirtualDevice::VirtualPCNet32(_)
-            | AnyVirtualDevice::VirtualVmxnet(_)
-            | AnyVirtualDevice::VirtualVmxnet2(_)
-            | AnyVirtualDevice::VirtualVmxnet3(_)
-            | AnyVirtualDevice::VirtualVmxnet3Vrdma(_)
-            | AnyVirtualDevice::VirtualSriovEthernetCard(_)
-    )
-}
-
-/// The fields every device has.
-struct Common {
-    controller_key: Option<i32>,
-    unit_number: Option<i32>,
-}
-
-macro_rules! common_of {
-    ($device:expr; $($variant:ident),* $(,)?) => {
-        match $device {
-            $(AnyVirtualDevice::$variant(d) => Common {
-                controller_key: d.controller_key,
-                unit_number: d.unit_number,
-            },)*
-        }
-    };
-}
-
-fn common(device: &AnyVirtualDevice) -> Common {
-    common_of!(device;
-        VirtualDevice, ParaVirtualSCSIController, VirtualAHCIController, VirtualBusLogicController,
-        VirtualCdrom, VirtualController, VirtualDisk, VirtualE1000, VirtualE1000e, VirtualEnsoniq1371,
-        VirtualEthernetCard, VirtualFloppy, VirtualHdAudioCard, VirtualIDEController, VirtualKeyboard,
-        VirtualLsiLogicController, VirtualLsiLogicSASController, VirtualMachineVMCIDevice,
-        VirtualMachineVMIROM, VirtualMachineVideoCard, VirtualNVDIMM, VirtualNVDIMMController,
-        VirtualNVMEController, VirtualPCIController, VirtualPCIPassthrough, VirtualPCNet32,
-        VirtualPS2Controller, VirtualParallelPort, VirtualPointingDevice, VirtualPrecisionClock,
-        VirtualSATAController, VirtualSCSIController, VirtualSCSIPassthrough, VirtualSIOController,
-        VirtualSerialPort, VirtualSoundBlaster16, VirtualSoundCard, VirtualSriovEthernetCard,
-        VirtualTPM, VirtualUSB, VirtualUSBController, VirtualUSBXHCIController, VirtualVmxnet,
-        VirtualVmxnet2, VirtualVmxnet3, VirtualVmxnet3Vrdma, VirtualWDT,
-    )
+    device.is::<VirtualEthernetCard>()
 }
 
 fn new_nic(nic: &NicSpec, key: i32) -> Result<AnyVirtualDevice, Error> {
@@ -568,7 +532,10 @@ fn new_nic(nic: &NicSpec, key: i32) -> Result<AnyVirtualDevice, Error> {
         NetworkKind::Standard => {
             AnyVirtualDeviceBackingInfo::VirtualEthernetCardNetworkBackingInfo(Box::new(
                 VirtualEthernetCardNetworkBackingInfo {
-                    device_name: nic.network.name.clone(),
+                    virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo {
+                        device_name: nic.network.name.clone(),
+                        ..Default::default()
+                    },
                     network: Some(nic.network.reference.clone()),
                     ..Default::default()
                 },
@@ -612,22 +579,26 @@ fn new_nic(nic: &NicSpec, key: i32) -> Result<AnyVirtualDevice, Error> {
         Some(mac) => (Some("manual".to_string()), Some(mac.clone())),
         None => (Some("generated".to_string()), None),
     };
-    Ok(match nic.adapter {
-        NicAdapter::Vmxnet3 => AnyVirtualDevice::VirtualVmxnet3(Box::new(VirtualVmxnet3 {
+    let card = VirtualEthernetCard {
+        virtual_device: VirtualDevice {
             key,
             backing: Some(backing),
             connectable,
-            address_type,
-            mac_address,
+            ..Default::default()
+        },
+        address_type,
+        mac_address,
+        ..Default::default()
+    };
+    Ok(match nic.adapter {
+        NicAdapter::Vmxnet3 => AnyVirtualDevice::VirtualVmxnet3(Box::new(VirtualVmxnet3 {
+            virtual_vmxnet: VirtualVmxnet {
+                virtual_ethernet_card: card,
+            },
             ..Default::default()
         })),
         NicAdapter::E1000e => AnyVirtualDevice::VirtualE1000e(Box::new(VirtualE1000e {
-            key,
-            backing: Some(backing),
-            connectable,
-            address_type,
-            mac_address,
-            ..Default::default()
+            virtual_ethernet_card: card,
         })),
     })
 }
@@ -1065,26 +1036,40 @@ fn check_uuid(uuid: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::ParaVirtualSCSIController;
+    use crate::types::{ParaVirtualSCSIController, VirtualController};
 
     fn template_devices() -> Vec<AnyVirtualDevice> {
         vec![
             AnyVirtualDevice::ParaVirtualSCSIController(Box::new(ParaVirtualSCSIController {
-                key: 1000,
-                bus_number: 0,
-                ..Default::default()
+                virtual_scsi_controller: VirtualSCSIController {
+                    virtual_controller: VirtualController {
+                        virtual_device: VirtualDevice {
+                            key: 1000,
+                            ..Default::default()
+                        },
+                        bus_number: 0,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
             })),
             AnyVirtualDevice::VirtualDisk(Box::new(VirtualDisk {
-                key: 2000,
-                controller_key: Some(1000),
-                unit_number: Some(0),
+                virtual_device: VirtualDevice {
+                    key: 2000,
+                    controller_key: Some(1000),
+                    unit_number: Some(0),
+                    ..Default::default()
+                },
                 capacity_in_kb: 10 * 1024 * 1024,
                 ..Default::default()
             })),
             AnyVirtualDevice::VirtualDisk(Box::new(VirtualDisk {
-                key: 2001,
-                controller_key: Some(1000),
-                unit_number: Some(1),
+                virtual_device: VirtualDevice {
+                    key: 2001,
+                    controller_key: Some(1000),
+                    unit_number: Some(1),
+                    ..Default::default()
+                },
                 capacity_in_kb: 1024,
                 ..Default::default()
             })),
@@ -1370,9 +1355,12 @@ mod tests {
         let mut devices = template_devices();
         for unit in 2..=15 {
             devices.push(AnyVirtualDevice::VirtualDisk(Box::new(VirtualDisk {
-                key: 3000 + unit,
-                controller_key: Some(1000),
-                unit_number: Some(unit),
+                virtual_device: VirtualDevice {
+                    key: 3000 + unit,
+                    controller_key: Some(1000),
+                    unit_number: Some(unit),
+                    ..Default::default()
+                },
                 ..Default::default()
             })));
         }

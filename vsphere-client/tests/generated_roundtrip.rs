@@ -42,52 +42,59 @@ fn device_change(device: impl Into<AnyVirtualDevice>) -> VirtualDeviceConfigSpec
 
 #[test]
 fn vm_config_spec_with_devices_of_several_subtypes() {
-    let disk = VirtualDisk {
-        key: -101,
-        controller_key: Some(1000),
-        unit_number: Some(0),
+    // Inherited fields are set through `DerefMut` (a subtype embeds its
+    // parent: `disk.virtual_device.key`), own fields in the literal.
+    let mut disk_backing = VirtualDiskFlatVer2BackingInfo {
+        disk_mode: "persistent".into(),
+        thin_provisioned: Some(true),
+        ..Default::default()
+    };
+    disk_backing.file_name = "[datastore1] vm/vm.vmdk".into();
+    disk_backing.datastore = Some(mor("Datastore", "datastore-1"));
+    let mut disk = VirtualDisk {
         capacity_in_kb: 16 * 1024 * 1024,
-        backing: Some(
-            VirtualDiskFlatVer2BackingInfo {
-                file_name: "[datastore1] vm/vm.vmdk".into(),
-                disk_mode: "persistent".into(),
-                thin_provisioned: Some(true),
-                datastore: Some(mor("Datastore", "datastore-1")),
-                ..Default::default()
-            }
-            .into(),
-        ),
         ..Default::default()
     };
-    let nic = VirtualVmxnet3 {
-        key: -102,
-        address_type: Some("generated".into()),
-        backing: Some(
-            VirtualEthernetCardNetworkBackingInfo {
-                device_name: "VM Network & <test> ünïcode".into(),
-                network: Some(mor("Network", "network-7")),
-                ..Default::default()
-            }
-            .into(),
-        ),
-        connectable: Some(VirtualDeviceConnectInfo {
-            start_connected: true,
-            connected: false,
-            allow_guest_control: true,
-            ..Default::default()
-        }),
+    disk.key = -101;
+    disk.controller_key = Some(1000);
+    disk.unit_number = Some(0);
+    disk.backing = Some(disk_backing.into());
+
+    let mut nic_backing = VirtualEthernetCardNetworkBackingInfo {
+        network: Some(mor("Network", "network-7")),
         ..Default::default()
     };
+    nic_backing.device_name = "VM Network & <test> ünïcode".into();
+    let mut nic = VirtualVmxnet3::default();
+    nic.key = -102;
+    nic.address_type = Some("generated".into());
+    nic.backing = Some(nic_backing.into());
+    nic.connectable = Some(VirtualDeviceConnectInfo {
+        start_connected: true,
+        connected: false,
+        allow_guest_control: true,
+        ..Default::default()
+    });
+    assert_eq!(
+        nic.virtual_vmxnet.virtual_ethernet_card.virtual_device.key,
+        -102
+    );
+
+    // Or nested literals, one per level of the inheritance chain.
     let cdrom = VirtualCdrom {
-        key: -103,
-        backing: Some(
-            VirtualCdromIsoBackingInfo {
-                file_name: "[iso] ubuntu.iso".into(),
-                ..Default::default()
-            }
-            .into(),
-        ),
-        ..Default::default()
+        virtual_device: VirtualDevice {
+            key: -103,
+            backing: Some(
+                VirtualCdromIsoBackingInfo {
+                    virtual_device_file_backing_info: VirtualDeviceFileBackingInfo {
+                        file_name: "[iso] ubuntu.iso".into(),
+                        ..Default::default()
+                    },
+                }
+                .into(),
+            ),
+            ..Default::default()
+        },
     };
     let spec = VirtualMachineConfigSpec {
         name: Some("web-01".into()),
@@ -156,7 +163,9 @@ fn vm_config_spec_with_devices_of_several_subtypes() {
 #[test]
 fn property_filter_spec_with_traversal_specs() {
     let traverse_folders = TraversalSpec {
-        name: Some("folderTraversal".into()),
+        selection_spec: SelectionSpec {
+            name: Some("folderTraversal".into()),
+        },
         type_: "Folder".into(),
         path: "childEntity".into(),
         skip: Some(false),
@@ -208,31 +217,25 @@ fn property_filter_spec_with_traversal_specs() {
 
 #[test]
 fn faults_round_trip_and_decode_from_a_soap_fault() {
-    let fault: AnyMethodFault = InvalidLogin {
-        fault_message: vec![LocalizableMessage {
-            key: "vim.fault.InvalidLogin".into(),
-            message: Some("Cannot complete login".into()),
-            ..Default::default()
-        }],
+    let mut login = InvalidLogin::default();
+    login.fault_message = vec![LocalizableMessage {
+        key: "vim.fault.InvalidLogin".into(),
+        message: Some("Cannot complete login".into()),
         ..Default::default()
-    }
-    .into();
+    }];
+    let fault: AnyMethodFault = login.into();
     round_trip(&fault);
 
-    let nested: AnyMethodFault = FileNotFound {
-        file: "[ds] missing.vmdk".into(),
-        fault_cause: Some(LocalizedMethodFault {
-            fault: NotAuthenticated {
-                object: mor("Folder", "group-d1"),
-                privilege_id: "System.View".into(),
-                ..Default::default()
-            }
-            .into(),
-            localized_message: Some("not authenticated".into()),
-        }),
-        ..Default::default()
-    }
-    .into();
+    let mut not_authenticated = NotAuthenticated::default();
+    not_authenticated.object = mor("Folder", "group-d1");
+    not_authenticated.privilege_id = "System.View".into();
+    let mut not_found = FileNotFound::default();
+    not_found.file = "[ds] missing.vmdk".into();
+    not_found.fault_cause = Some(LocalizedMethodFault {
+        fault: not_authenticated.into(),
+        localized_message: Some("not authenticated".into()),
+    });
+    let nested: AnyMethodFault = not_found.into();
     round_trip(&nested);
 
     let document = r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -494,4 +497,93 @@ fn deep_nesting_is_rejected_not_a_stack_overflow() {
     }
     ok.push_str("</f>");
     assert!(decode::<AnyMethodFault>(&ok).is_ok());
+}
+
+/// What a program listing a VM's hardware does: walk the devices, read the
+/// fields every device has through `base()`, pick the NICs with `is`.
+#[test]
+fn any_enums_give_the_declared_type_and_a_subtype_test() {
+    let xml = r#"<hardware xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<numCPU>2</numCPU><numCoresPerSocket>1</numCoresPerSocket><memoryMB>4096</memoryMB>
+<device xsi:type="VirtualLsiLogicController"><key>1000</key><deviceInfo><label>SCSI controller 0</label><summary>LSI Logic</summary></deviceInfo><busNumber>0</busNumber><hotAddRemove>true</hotAddRemove><sharedBus>noSharing</sharedBus><scsiCtlrUnitNumber>7</scsiCtlrUnitNumber></device>
+<device xsi:type="VirtualDisk"><key>2000</key><controllerKey>1000</controllerKey><unitNumber>0</unitNumber><capacityInKB>1024</capacityInKB></device>
+<device xsi:type="VirtualE1000"><key>4000</key><deviceInfo><label>Network adapter 1</label><summary>VM Network</summary></deviceInfo><addressType>generated</addressType><macAddress>00:50:56:aa:bb:01</macAddress></device>
+<device xsi:type="VirtualVmxnet3"><key>4001</key><addressType>assigned</addressType><macAddress>00:50:56:aa:bb:02</macAddress></device>
+<device xsi:type="VirtualSriovEthernetCard"><key>4002</key><allowGuestOSMtuChange>false</allowGuestOSMtuChange></device>
+<device xsi:type="VirtualFutureDevice"><key>9000</key><unitNumber>3</unitNumber><futureField>1</futureField></device>
+</hardware>"#;
+    let mut hardware: VirtualHardware = decode(xml).expect("decodes");
+    let keys: Vec<i32> = hardware.device.iter().map(|d| d.base().key).collect();
+    assert_eq!(keys, [1000, 2000, 4000, 4001, 4002, 9000]);
+    let labels: Vec<Option<&str>> = hardware
+        .device
+        .iter()
+        .map(|d| {
+            d.base()
+                .device_info
+                .as_ref()
+                .map(|i| i.base().label.as_str())
+        })
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            Some("SCSI controller 0"),
+            None,
+            Some("Network adapter 1"),
+            None,
+            None,
+            None
+        ]
+    );
+    // An unknown xsi:type decodes as the declared type, its known fields kept.
+    assert_eq!(hardware.device[5].type_name(), "VirtualDevice");
+    assert_eq!(hardware.device[5].base().unit_number, Some(3));
+
+    let nics: Vec<i32> = hardware
+        .device
+        .iter()
+        .filter(|d| d.is::<VirtualEthernetCard>())
+        .map(|d| d.base().key)
+        .collect();
+    assert_eq!(nics, [4000, 4001, 4002]);
+    assert!(hardware.device.iter().all(|d| d.is::<VirtualDevice>()));
+    assert!(hardware.device[0].is::<VirtualSCSIController>());
+    assert!(
+        hardware.device[0].is::<VirtualController>() && !hardware.device[0].is::<VirtualDisk>()
+    );
+    assert!(!hardware.device[1].is::<VirtualEthernetCard>());
+
+    // Every NIC kind of the schema is a VirtualEthernetCard.
+    let kinds: Vec<AnyVirtualDevice> = vec![
+        VirtualE1000::default().into(),
+        VirtualE1000e::default().into(),
+        VirtualPCNet32::default().into(),
+        VirtualVmxnet::default().into(),
+        VirtualVmxnet2::default().into(),
+        VirtualVmxnet3::default().into(),
+        VirtualVmxnet3Vrdma::default().into(),
+        VirtualSriovEthernetCard::default().into(),
+        VirtualEthernetCard::default().into(),
+    ];
+    assert!(kinds.iter().all(|d| d.is::<VirtualEthernetCard>()));
+
+    // base_mut changes the value held: renumbered keys are what is encoded.
+    for (key, device) in (-100..).zip(hardware.device.iter_mut()) {
+        device.base_mut().key = key;
+    }
+    let again = encode(&hardware, "hardware");
+    assert!(
+        again.contains(r#"<device xsi:type="VirtualE1000"><key>-98</key>"#),
+        "{again}"
+    );
+
+    // The same on faults: the MethodFault part of any fault.
+    let mut fault: AnyMethodFault = FileNotFound::default().into();
+    fault.base_mut().fault_message.push(LocalizableMessage {
+        key: "msg.file".into(),
+        ..Default::default()
+    });
+    assert_eq!(fault.base().fault_message[0].key, "msg.file");
+    assert!(fault.is::<FileFault>() && fault.is::<VimFault>() && !fault.is::<InvalidState>());
 }

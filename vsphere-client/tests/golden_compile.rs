@@ -64,17 +64,21 @@ fn golden_types_round_trip_with_polymorphism_recursion_and_any_type() {
     let drawing = Drawing {
         type_: "sketch & <draft>".into(),
         main: Circle {
-            id: 1,
-            color: Some(Color::DarkBlue),
+            shape: Shape {
+                id: 1,
+                color: Some(Color::DarkBlue),
+            },
             radius_mm: 2.5,
         }
         .into(),
         shapes: vec![
             Square {
-                id: 2,
+                shape: Shape {
+                    id: 2,
+                    color: Some(Color::Self_),
+                },
                 side_length: 10,
                 rounded_corners: Some(true),
-                color: Some(Color::Self_),
                 ..Default::default()
             }
             .into(),
@@ -154,11 +158,11 @@ fn encode_for<T: Encode>(x: &T, server: &str) -> Result<String, (String, String)
 #[test]
 fn golden_items_newer_than_the_server_are_named_and_unset_ones_left_out() {
     // Square.cornerRadius is 8.0.1.0, Square.layer (required) 8.0.2.0.
-    let square = Square {
-        id: 1,
+    let mut square = Square {
         corner_radius: Some(0.5),
         ..Default::default()
     };
+    square.id = 1;
     assert_eq!(
         encode_for(&square, "8.0.0.0"),
         Err(("Square.cornerRadius".into(), "8.0.1.0".into()))
@@ -239,4 +243,31 @@ fn golden_items_newer_than_the_server_are_named_and_unset_ones_left_out() {
         xml::soap::encode_request_envelope_for(&active, xml::ApiLevel::parse("8.0.0.1").unwrap())
             .expect("8.0.0.1 has it");
     assert!(String::from_utf8_lossy(&sent).contains("<userName>u</userName>"));
+}
+
+#[test]
+fn golden_any_enums_hand_out_the_declared_type_and_test_subtypes() {
+    let mut shapes: Vec<AnyShape> = vec![
+        Circle {
+            radius_mm: 1.0,
+            ..Default::default()
+        }
+        .into(),
+        Square::default().into(),
+        Shape::default().into(),
+    ];
+    for (i, shape) in (10..).zip(shapes.iter_mut()) {
+        shape.base_mut().id = i;
+    }
+    let ids: Vec<i32> = shapes.iter().map(|s| s.base().id).collect();
+    assert_eq!(ids, [10, 11, 12]);
+    // The change is in the value held, so it is what gets encoded.
+    let mut w = XmlWriter::new();
+    shapes[0].encode(&mut w, "main");
+    let xml = String::from_utf8(w.into_bytes()).expect("UTF-8");
+    assert!(xml.contains("<id>10</id><radiusMM>1</radiusMM>"), "{xml}");
+
+    assert!(shapes.iter().all(|s| s.is::<Shape>()));
+    assert!(shapes[0].is::<Circle>() && !shapes[0].is::<Square>());
+    assert!(!shapes[2].is::<Circle>() && !shapes[2].is::<Square>());
 }

@@ -3,6 +3,7 @@
 //! files of bounded size. The output is a map of relative paths to contents.
 
 mod any;
+mod base;
 mod enums;
 mod methods;
 mod mo;
@@ -177,11 +178,13 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     let structs = structs::emit(model, plan, &mut out.counts)?;
     let mut thread_safety_checks = std::collections::BTreeSet::new();
     let any = any::emit(model, plan, &mut out.counts, &mut thread_safety_checks)?;
+    let bases = base::emit(model, plan)?;
     let enums = enums::emit(model, plan, &mut out.counts)?;
     let requests = requests::emit(model, plan, &mut out.counts)?;
     for (prefix, items) in [
         ("", structs),
         ("any_", any),
+        ("base_", bases),
         ("enum_", enums),
         ("request_", requests),
     ] {

@@ -68,7 +68,6 @@ use crate::types::{
     AnySelectionSpec, CancelRetrievePropertiesExRequestType,
     ContinueRetrievePropertiesExRequestType, ManagedObjectReference, MissingProperty, ObjectSpec,
     PropertyFilterSpec, PropertySpec, RetrieveOptions, RetrievePropertiesExRequestType,
-    TraversalSpec,
 };
 use crate::view::ContainerView;
 use crate::xml::{Decode, DecodeError, Fields, Request, XmlReader, XmlWriter};
@@ -381,13 +380,12 @@ pub(crate) fn view_object_spec(view: &ManagedObjectReference) -> ObjectSpec {
     ObjectSpec {
         obj: view.clone(),
         skip: Some(true),
-        select_set: vec![AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
-            name: Some("traverseView".to_string()),
-            type_: "View".to_string(),
-            path: "view".to_string(),
-            skip: Some(false),
-            select_set: Vec::new(),
-        }))],
+        select_set: vec![crate::property::traversal_spec(
+            "traverseView",
+            "View",
+            "view",
+            &[],
+        )],
     }
 }
 

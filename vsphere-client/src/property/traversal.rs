@@ -16,7 +16,9 @@ use crate::types::{AnySelectionSpec, SelectionSpec, TraversalSpec};
 /// ```
 pub fn traversal_spec(name: &str, type_: &str, path: &str, next: &[&str]) -> AnySelectionSpec {
     AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
-        name: Some(name.to_string()),
+        selection_spec: SelectionSpec {
+            name: Some(name.to_string()),
+        },
         type_: type_.to_string(),
         path: path.to_string(),
         skip: Some(false),

@@ -89,42 +89,12 @@ impl x::Fields for AboutInfo {
     }
 }
 /// `AccountCreatedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AccountCreatedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `AccountCreatedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
     /// `spec`.
     pub spec: AnyHostAccountSpec,
     /// `group`.
@@ -134,6 +104,19 @@ impl x::SchemaType for AccountCreatedEvent {
     const TYPE_NAME: &'static str = "AccountCreatedEvent";
 }
 impl x::Structure for AccountCreatedEvent {}
+impl std::ops::Deref for AccountCreatedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for AccountCreatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
 impl x::Fields for AccountCreatedEvent {
     fn decode_field(
         &mut self,
@@ -141,89 +124,26 @@ impl x::Fields for AccountCreatedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "spec" => r.read(&mut self.spec),
             "group" => r.read(&mut self.group),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
         w.write("spec", &self.spec);
         w.write("group", &self.group);
     }
 }
 /// `AccountRemovedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AccountRemovedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `AccountRemovedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
     /// `account`.
     pub account: String,
     /// `group`.
@@ -233,6 +153,19 @@ impl x::SchemaType for AccountRemovedEvent {
     const TYPE_NAME: &'static str = "AccountRemovedEvent";
 }
 impl x::Structure for AccountRemovedEvent {}
+impl std::ops::Deref for AccountRemovedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for AccountRemovedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
 impl x::Fields for AccountRemovedEvent {
     fn decode_field(
         &mut self,
@@ -240,89 +173,26 @@ impl x::Fields for AccountRemovedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "account" => r.read(&mut self.account),
             "group" => r.read(&mut self.group),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
         w.write("account", &self.account);
         w.write("group", &self.group);
     }
 }
 /// `AccountUpdatedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AccountUpdatedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `AccountUpdatedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
     /// `spec`.
     pub spec: AnyHostAccountSpec,
     /// `group`.
@@ -334,6 +204,19 @@ impl x::SchemaType for AccountUpdatedEvent {
     const TYPE_NAME: &'static str = "AccountUpdatedEvent";
 }
 impl x::Structure for AccountUpdatedEvent {}
+impl std::ops::Deref for AccountUpdatedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for AccountUpdatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
 impl x::Fields for AccountUpdatedEvent {
     fn decode_field(
         &mut self,
@@ -341,49 +224,16 @@ impl x::Fields for AccountUpdatedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "spec" => r.read(&mut self.spec),
             "group" => r.read(&mut self.group),
             "prevDescription" => r.read_opt(&mut self.prev_description),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
         w.write("spec", &self.spec);
         w.write("group", &self.group);
         w.write_opt("prevDescription", &self.prev_description);
@@ -409,12 +259,12 @@ impl x::Fields for Action {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `ActiveDirectoryFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ActiveDirectoryFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ActiveDirectoryFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `errorCode`.
     pub error_code: Option<i32>,
 }
@@ -422,6 +272,19 @@ impl x::SchemaType for ActiveDirectoryFault {
     const TYPE_NAME: &'static str = "ActiveDirectoryFault";
 }
 impl x::Structure for ActiveDirectoryFault {}
+impl std::ops::Deref for ActiveDirectoryFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for ActiveDirectoryFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for ActiveDirectoryFault {
     fn decode_field(
         &mut self,
@@ -429,96 +292,62 @@ impl x::Fields for ActiveDirectoryFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "errorCode" => r.read_opt(&mut self.error_code),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write_opt("errorCode", &self.error_code);
     }
 }
 /// `ActiveDirectoryProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ActiveDirectoryProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
+    /// The fields `ActiveDirectoryProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
 }
 impl x::SchemaType for ActiveDirectoryProfile {
     const TYPE_NAME: &'static str = "ActiveDirectoryProfile";
 }
 impl x::Structure for ActiveDirectoryProfile {}
+impl std::ops::Deref for ActiveDirectoryProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for ActiveDirectoryProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
 impl x::Fields for ActiveDirectoryProfile {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
+        x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
 /// `ActiveVMsBlockingEVC` (extends `EVCConfigFault`).
+///
+/// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ActiveVMsBlockingEVC {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `faults`, from `EVCConfigFault`.
-    pub faults: Vec<LocalizedMethodFault>,
+    /// The fields `ActiveVMsBlockingEVC` inherits from `EVCConfigFault`.
+    pub evc_config_fault: EVCConfigFault,
     /// `evcMode`.
     pub evc_mode: Option<String>,
     /// `host`.
@@ -530,6 +359,19 @@ impl x::SchemaType for ActiveVMsBlockingEVC {
     const TYPE_NAME: &'static str = "ActiveVMsBlockingEVC";
 }
 impl x::Structure for ActiveVMsBlockingEVC {}
+impl std::ops::Deref for ActiveVMsBlockingEVC {
+    type Target = EVCConfigFault;
+    #[inline]
+    fn deref(&self) -> &EVCConfigFault {
+        &self.evc_config_fault
+    }
+}
+impl std::ops::DerefMut for ActiveVMsBlockingEVC {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut EVCConfigFault {
+        &mut self.evc_config_fault
+    }
+}
 impl x::Fields for ActiveVMsBlockingEVC {
     fn decode_field(
         &mut self,
@@ -537,186 +379,142 @@ impl x::Fields for ActiveVMsBlockingEVC {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "faults" => r.read_push(&mut self.faults),
             "evcMode" => r.read_opt(&mut self.evc_mode),
             "host" => r.read_push(&mut self.host),
             "hostName" => r.read_push(&mut self.host_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.evc_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_vec("faults", &self.faults);
+        x::Fields::encode_fields(&self.evc_config_fault, w);
         w.write_opt("evcMode", &self.evc_mode);
         w.write_vec("host", &self.host);
         w.write_vec("hostName", &self.host_name);
     }
 }
 /// `AdminDisabled` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AdminDisabled {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `AdminDisabled` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
 }
 impl x::SchemaType for AdminDisabled {
     const TYPE_NAME: &'static str = "AdminDisabled";
 }
 impl x::Structure for AdminDisabled {}
+impl std::ops::Deref for AdminDisabled {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+impl std::ops::DerefMut for AdminDisabled {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
 impl x::Fields for AdminDisabled {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
 /// `AdminNotDisabled` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AdminNotDisabled {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `AdminNotDisabled` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
 }
 impl x::SchemaType for AdminNotDisabled {
     const TYPE_NAME: &'static str = "AdminNotDisabled";
 }
 impl x::Structure for AdminNotDisabled {}
+impl std::ops::Deref for AdminNotDisabled {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+impl std::ops::DerefMut for AdminNotDisabled {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
 impl x::Fields for AdminNotDisabled {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
 /// `AdminPasswordNotChangedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AdminPasswordNotChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `AdminPasswordNotChangedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
 }
 impl x::SchemaType for AdminPasswordNotChangedEvent {
     const TYPE_NAME: &'static str = "AdminPasswordNotChangedEvent";
 }
 impl x::Structure for AdminPasswordNotChangedEvent {}
+impl std::ops::Deref for AdminPasswordNotChangedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for AdminPasswordNotChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
 impl x::Fields for AdminPasswordNotChangedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
     }
 }
 /// `AffinityConfigured` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AffinityConfigured {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `AffinityConfigured` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
     /// `configuredAffinity`.
     pub configured_affinity: Vec<String>,
 }
@@ -724,6 +522,19 @@ impl x::SchemaType for AffinityConfigured {
     const TYPE_NAME: &'static str = "AffinityConfigured";
 }
 impl x::Structure for AffinityConfigured {}
+impl std::ops::Deref for AffinityConfigured {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for AffinityConfigured {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for AffinityConfigured {
     fn decode_field(
         &mut self,
@@ -731,27 +542,24 @@ impl x::Fields for AffinityConfigured {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "configuredAffinity" => r.read_push(&mut self.configured_affinity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
         w.write_vec("configuredAffinity", &self.configured_affinity);
     }
 }
 /// `AfterStartupTaskScheduler` (extends `TaskScheduler`).
+///
+/// The fields of `TaskScheduler` are in `task_scheduler`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AfterStartupTaskScheduler {
-    /// `activeTime`, from `TaskScheduler`.
-    pub active_time: Option<x::DateTime>,
-    /// `expireTime`, from `TaskScheduler`.
-    pub expire_time: Option<x::DateTime>,
+    /// The fields `AfterStartupTaskScheduler` inherits from `TaskScheduler`.
+    pub task_scheduler: TaskScheduler,
     /// `minute`.
     pub minute: i32,
 }
@@ -759,6 +567,19 @@ impl x::SchemaType for AfterStartupTaskScheduler {
     const TYPE_NAME: &'static str = "AfterStartupTaskScheduler";
 }
 impl x::Structure for AfterStartupTaskScheduler {}
+impl std::ops::Deref for AfterStartupTaskScheduler {
+    type Target = TaskScheduler;
+    #[inline]
+    fn deref(&self) -> &TaskScheduler {
+        &self.task_scheduler
+    }
+}
+impl std::ops::DerefMut for AfterStartupTaskScheduler {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut TaskScheduler {
+        &mut self.task_scheduler
+    }
+}
 impl x::Fields for AfterStartupTaskScheduler {
     fn decode_field(
         &mut self,
@@ -766,27 +587,24 @@ impl x::Fields for AfterStartupTaskScheduler {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "activeTime" => r.read_opt(&mut self.active_time),
-            "expireTime" => r.read_opt(&mut self.expire_time),
             "minute" => r.read(&mut self.minute),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.task_scheduler, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("activeTime", &self.active_time);
-        w.write_opt("expireTime", &self.expire_time);
+        x::Fields::encode_fields(&self.task_scheduler, w);
         w.write("minute", &self.minute);
     }
 }
 /// `AgentInstallFailed` (extends `HostConnectFault`).
+///
+/// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AgentInstallFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `AgentInstallFailed` inherits from `HostConnectFault`.
+    pub host_connect_fault: HostConnectFault,
     /// `reason`.
     pub reason: Option<String>,
     /// `statusCode`.
@@ -798,6 +616,19 @@ impl x::SchemaType for AgentInstallFailed {
     const TYPE_NAME: &'static str = "AgentInstallFailed";
 }
 impl x::Structure for AgentInstallFailed {}
+impl std::ops::Deref for AgentInstallFailed {
+    type Target = HostConnectFault;
+    #[inline]
+    fn deref(&self) -> &HostConnectFault {
+        &self.host_connect_fault
+    }
+}
+impl std::ops::DerefMut for AgentInstallFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConnectFault {
+        &mut self.host_connect_fault
+    }
+}
 impl x::Fields for AgentInstallFailed {
     fn decode_field(
         &mut self,
@@ -805,63 +636,28 @@ impl x::Fields for AgentInstallFailed {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "reason" => r.read_opt(&mut self.reason),
             "statusCode" => r.read_opt(&mut self.status_code),
             "installerOutput" => r.read_opt(&mut self.installer_output),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.host_connect_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_connect_fault, w);
         w.write_opt("reason", &self.reason);
         w.write_opt("statusCode", &self.status_code);
         w.write_opt("installerOutput", &self.installer_output);
     }
 }
 /// `AlarmAcknowledgedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmAcknowledgedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmAcknowledgedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `source`.
     pub source: ManagedEntityEventArgument,
     /// `entity`.
@@ -871,6 +667,19 @@ impl x::SchemaType for AlarmAcknowledgedEvent {
     const TYPE_NAME: &'static str = "AlarmAcknowledgedEvent";
 }
 impl x::Structure for AlarmAcknowledgedEvent {}
+impl std::ops::Deref for AlarmAcknowledgedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmAcknowledgedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmAcknowledgedEvent {
     fn decode_field(
         &mut self,
@@ -878,50 +687,15 @@ impl x::Fields for AlarmAcknowledgedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "source" => r.read(&mut self.source),
             "entity" => r.read(&mut self.entity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("source", &self.source);
         w.write("entity", &self.entity);
     }
@@ -946,44 +720,12 @@ impl x::Fields for AlarmAction {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `AlarmActionTriggeredEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmActionTriggeredEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmActionTriggeredEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `source`.
     pub source: ManagedEntityEventArgument,
     /// `entity`.
@@ -993,6 +735,19 @@ impl x::SchemaType for AlarmActionTriggeredEvent {
     const TYPE_NAME: &'static str = "AlarmActionTriggeredEvent";
 }
 impl x::Structure for AlarmActionTriggeredEvent {}
+impl std::ops::Deref for AlarmActionTriggeredEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmActionTriggeredEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmActionTriggeredEvent {
     fn decode_field(
         &mut self,
@@ -1000,93 +755,26 @@ impl x::Fields for AlarmActionTriggeredEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "source" => r.read(&mut self.source),
             "entity" => r.read(&mut self.entity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("source", &self.source);
         w.write("entity", &self.entity);
     }
 }
 /// `AlarmClearedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmClearedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmClearedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `source`.
     pub source: ManagedEntityEventArgument,
     /// `entity`.
@@ -1098,6 +786,19 @@ impl x::SchemaType for AlarmClearedEvent {
     const TYPE_NAME: &'static str = "AlarmClearedEvent";
 }
 impl x::Structure for AlarmClearedEvent {}
+impl std::ops::Deref for AlarmClearedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmClearedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmClearedEvent {
     fn decode_field(
         &mut self,
@@ -1105,95 +806,28 @@ impl x::Fields for AlarmClearedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "source" => r.read(&mut self.source),
             "entity" => r.read(&mut self.entity),
             "from" => r.read(&mut self.from),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("source", &self.source);
         w.write("entity", &self.entity);
         w.write("from", &self.from);
     }
 }
 /// `AlarmCreatedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmCreatedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmCreatedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
 }
@@ -1201,6 +835,19 @@ impl x::SchemaType for AlarmCreatedEvent {
     const TYPE_NAME: &'static str = "AlarmCreatedEvent";
 }
 impl x::Structure for AlarmCreatedEvent {}
+impl std::ops::Deref for AlarmCreatedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmCreatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmCreatedEvent {
     fn decode_field(
         &mut self,
@@ -1208,49 +855,14 @@ impl x::Fields for AlarmCreatedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("entity", &self.entity);
     }
 }
@@ -1329,44 +941,12 @@ impl x::Fields for AlarmDescription {
     }
 }
 /// `AlarmEmailCompletedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmEmailCompletedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmEmailCompletedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
     /// `to`.
@@ -1376,6 +956,19 @@ impl x::SchemaType for AlarmEmailCompletedEvent {
     const TYPE_NAME: &'static str = "AlarmEmailCompletedEvent";
 }
 impl x::Structure for AlarmEmailCompletedEvent {}
+impl std::ops::Deref for AlarmEmailCompletedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmEmailCompletedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmEmailCompletedEvent {
     fn decode_field(
         &mut self,
@@ -1383,93 +976,26 @@ impl x::Fields for AlarmEmailCompletedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
             "to" => r.read(&mut self.to),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("entity", &self.entity);
         w.write("to", &self.to);
     }
 }
 /// `AlarmEmailFailedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmEmailFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmEmailFailedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
     /// `to`.
@@ -1481,6 +1007,19 @@ impl x::SchemaType for AlarmEmailFailedEvent {
     const TYPE_NAME: &'static str = "AlarmEmailFailedEvent";
 }
 impl x::Structure for AlarmEmailFailedEvent {}
+impl std::ops::Deref for AlarmEmailFailedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmEmailFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmEmailFailedEvent {
     fn decode_field(
         &mut self,
@@ -1488,93 +1027,28 @@ impl x::Fields for AlarmEmailFailedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
             "to" => r.read(&mut self.to),
             "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("entity", &self.entity);
         w.write("to", &self.to);
         w.write("reason", &self.reason);
     }
 }
 /// `AlarmEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `AlarmEvent` inherits from `Event`.
+    pub event: Event,
     /// `alarm`.
     pub alarm: AlarmEventArgument,
 }
@@ -1582,6 +1056,19 @@ impl x::SchemaType for AlarmEvent {
     const TYPE_NAME: &'static str = "AlarmEvent";
 }
 impl x::Structure for AlarmEvent {}
+impl std::ops::Deref for AlarmEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for AlarmEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
 impl x::Fields for AlarmEvent {
     fn decode_field(
         &mut self,
@@ -1589,55 +1076,24 @@ impl x::Fields for AlarmEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "alarm" => r.read(&mut self.alarm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.event, w);
         w.write("alarm", &self.alarm);
     }
 }
 /// `AlarmEventArgument` (extends `EntityEventArgument`).
+///
+/// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmEventArgument {
-    /// `name`, from `EntityEventArgument`.
-    pub name: String,
+    /// The fields `AlarmEventArgument` inherits from `EntityEventArgument`.
+    pub entity_event_argument: EntityEventArgument,
     /// `alarm`.
     pub alarm: x::ManagedObjectReference,
 }
@@ -1645,6 +1101,19 @@ impl x::SchemaType for AlarmEventArgument {
     const TYPE_NAME: &'static str = "AlarmEventArgument";
 }
 impl x::Structure for AlarmEventArgument {}
+impl std::ops::Deref for AlarmEventArgument {
+    type Target = EntityEventArgument;
+    #[inline]
+    fn deref(&self) -> &EntityEventArgument {
+        &self.entity_event_argument
+    }
+}
+impl std::ops::DerefMut for AlarmEventArgument {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut EntityEventArgument {
+        &mut self.entity_event_argument
+    }
+}
 impl x::Fields for AlarmEventArgument {
     fn decode_field(
         &mut self,
@@ -1652,15 +1121,14 @@ impl x::Fields for AlarmEventArgument {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
             "alarm" => r.read(&mut self.alarm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.entity_event_argument, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.entity_event_argument, w);
         w.write("alarm", &self.alarm);
     }
 }
@@ -1719,24 +1187,12 @@ impl x::Fields for AlarmFilterSpec {
     }
 }
 /// `AlarmInfo` (extends `AlarmSpec`).
+///
+/// The fields of `AlarmSpec` are in `alarm_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmInfo {
-    /// `name`, from `AlarmSpec`.
-    pub name: String,
-    /// `systemName`, from `AlarmSpec`.
-    pub system_name: Option<String>,
-    /// `description`, from `AlarmSpec`.
-    pub description: String,
-    /// `enabled`, from `AlarmSpec`.
-    pub enabled: bool,
-    /// `expression`, from `AlarmSpec`.
-    pub expression: AnyAlarmExpression,
-    /// `action`, from `AlarmSpec`.
-    pub action: Option<AnyAlarmAction>,
-    /// `actionFrequency`, from `AlarmSpec`.
-    pub action_frequency: Option<i32>,
-    /// `setting`, from `AlarmSpec`.
-    pub setting: Option<AlarmSetting>,
+    /// The fields `AlarmInfo` inherits from `AlarmSpec`.
+    pub alarm_spec: AlarmSpec,
     /// `key`.
     pub key: String,
     /// `alarm`.
@@ -1754,6 +1210,19 @@ impl x::SchemaType for AlarmInfo {
     const TYPE_NAME: &'static str = "AlarmInfo";
 }
 impl x::Structure for AlarmInfo {}
+impl std::ops::Deref for AlarmInfo {
+    type Target = AlarmSpec;
+    #[inline]
+    fn deref(&self) -> &AlarmSpec {
+        &self.alarm_spec
+    }
+}
+impl std::ops::DerefMut for AlarmInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmSpec {
+        &mut self.alarm_spec
+    }
+}
 impl x::Fields for AlarmInfo {
     fn decode_field(
         &mut self,
@@ -1761,34 +1230,19 @@ impl x::Fields for AlarmInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "systemName" => r.read_opt(&mut self.system_name),
-            "description" => r.read(&mut self.description),
-            "enabled" => r.read(&mut self.enabled),
-            "expression" => r.read(&mut self.expression),
-            "action" => r.read_opt(&mut self.action),
-            "actionFrequency" => r.read_opt(&mut self.action_frequency),
-            "setting" => r.read_opt(&mut self.setting),
             "key" => r.read(&mut self.key),
             "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
             "lastModifiedTime" => r.read(&mut self.last_modified_time),
             "lastModifiedUser" => r.read(&mut self.last_modified_user),
             "creationEventId" => r.read(&mut self.creation_event_id),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_opt("systemName", &self.system_name);
-        w.write("description", &self.description);
-        w.write("enabled", &self.enabled);
-        w.write("expression", &self.expression);
-        w.write_opt("action", &self.action);
-        w.write_opt("actionFrequency", &self.action_frequency);
-        w.write_opt("setting", &self.setting);
+        x::Fields::encode_fields(&self.alarm_spec, w);
         w.write("key", &self.key);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
@@ -1798,44 +1252,12 @@ impl x::Fields for AlarmInfo {
     }
 }
 /// `AlarmReconfiguredEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmReconfiguredEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmReconfiguredEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
     /// `configChanges`.
@@ -1845,6 +1267,19 @@ impl x::SchemaType for AlarmReconfiguredEvent {
     const TYPE_NAME: &'static str = "AlarmReconfiguredEvent";
 }
 impl x::Structure for AlarmReconfiguredEvent {}
+impl std::ops::Deref for AlarmReconfiguredEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmReconfiguredEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -1852,93 +1287,26 @@ impl x::Fields for AlarmReconfiguredEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
             "configChanges" => r.read_opt(&mut self.config_changes),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("entity", &self.entity);
         w.write_opt("configChanges", &self.config_changes);
     }
 }
 /// `AlarmRemovedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmRemovedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmRemovedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
 }
@@ -1946,6 +1314,19 @@ impl x::SchemaType for AlarmRemovedEvent {
     const TYPE_NAME: &'static str = "AlarmRemovedEvent";
 }
 impl x::Structure for AlarmRemovedEvent {}
+impl std::ops::Deref for AlarmRemovedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmRemovedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmRemovedEvent {
     fn decode_field(
         &mut self,
@@ -1953,91 +1334,24 @@ impl x::Fields for AlarmRemovedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("entity", &self.entity);
     }
 }
 /// `AlarmScriptCompleteEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmScriptCompleteEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmScriptCompleteEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
     /// `script`.
@@ -2047,6 +1361,19 @@ impl x::SchemaType for AlarmScriptCompleteEvent {
     const TYPE_NAME: &'static str = "AlarmScriptCompleteEvent";
 }
 impl x::Structure for AlarmScriptCompleteEvent {}
+impl std::ops::Deref for AlarmScriptCompleteEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmScriptCompleteEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmScriptCompleteEvent {
     fn decode_field(
         &mut self,
@@ -2054,93 +1381,26 @@ impl x::Fields for AlarmScriptCompleteEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
             "script" => r.read(&mut self.script),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("entity", &self.entity);
         w.write("script", &self.script);
     }
 }
 /// `AlarmScriptFailedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmScriptFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmScriptFailedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
     /// `script`.
@@ -2152,6 +1412,19 @@ impl x::SchemaType for AlarmScriptFailedEvent {
     const TYPE_NAME: &'static str = "AlarmScriptFailedEvent";
 }
 impl x::Structure for AlarmScriptFailedEvent {}
+impl std::ops::Deref for AlarmScriptFailedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmScriptFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmScriptFailedEvent {
     fn decode_field(
         &mut self,
@@ -2159,51 +1432,16 @@ impl x::Fields for AlarmScriptFailedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
             "script" => r.read(&mut self.script),
             "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("entity", &self.entity);
         w.write("script", &self.script);
         w.write("reason", &self.reason);
@@ -2241,44 +1479,12 @@ impl x::Fields for AlarmSetting {
     }
 }
 /// `AlarmSnmpCompletedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmSnmpCompletedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmSnmpCompletedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
 }
@@ -2286,6 +1492,19 @@ impl x::SchemaType for AlarmSnmpCompletedEvent {
     const TYPE_NAME: &'static str = "AlarmSnmpCompletedEvent";
 }
 impl x::Structure for AlarmSnmpCompletedEvent {}
+impl std::ops::Deref for AlarmSnmpCompletedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmSnmpCompletedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmSnmpCompletedEvent {
     fn decode_field(
         &mut self,
@@ -2293,91 +1512,24 @@ impl x::Fields for AlarmSnmpCompletedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("entity", &self.entity);
     }
 }
 /// `AlarmSnmpFailedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmSnmpFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmSnmpFailedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
     /// `reason`.
@@ -2387,6 +1539,19 @@ impl x::SchemaType for AlarmSnmpFailedEvent {
     const TYPE_NAME: &'static str = "AlarmSnmpFailedEvent";
 }
 impl x::Structure for AlarmSnmpFailedEvent {}
+impl std::ops::Deref for AlarmSnmpFailedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmSnmpFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmSnmpFailedEvent {
     fn decode_field(
         &mut self,
@@ -2394,50 +1559,15 @@ impl x::Fields for AlarmSnmpFailedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "entity" => r.read(&mut self.entity),
             "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("entity", &self.entity);
         w.write("reason", &self.reason);
     }
@@ -2567,44 +1697,12 @@ impl x::ArrayItem for AlarmState {
     const ITEM_TAG: &'static str = "AlarmState";
 }
 /// `AlarmStatusChangedEvent` (extends `AlarmEvent`).
+///
+/// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AlarmStatusChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `alarm`, from `AlarmEvent`.
-    pub alarm: AlarmEventArgument,
+    /// The fields `AlarmStatusChangedEvent` inherits from `AlarmEvent`.
+    pub alarm_event: AlarmEvent,
     /// `source`.
     pub source: ManagedEntityEventArgument,
     /// `entity`.
@@ -2618,6 +1716,19 @@ impl x::SchemaType for AlarmStatusChangedEvent {
     const TYPE_NAME: &'static str = "AlarmStatusChangedEvent";
 }
 impl x::Structure for AlarmStatusChangedEvent {}
+impl std::ops::Deref for AlarmStatusChangedEvent {
+    type Target = AlarmEvent;
+    #[inline]
+    fn deref(&self) -> &AlarmEvent {
+        &self.alarm_event
+    }
+}
+impl std::ops::DerefMut for AlarmStatusChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut AlarmEvent {
+        &mut self.alarm_event
+    }
+}
 impl x::Fields for AlarmStatusChangedEvent {
     fn decode_field(
         &mut self,
@@ -2625,52 +1736,17 @@ impl x::Fields for AlarmStatusChangedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "alarm" => r.read(&mut self.alarm),
             "source" => r.read(&mut self.source),
             "entity" => r.read(&mut self.entity),
             "from" => r.read(&mut self.from),
             "to" => r.read(&mut self.to),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.alarm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("alarm", &self.alarm);
+        x::Fields::encode_fields(&self.alarm_event, w);
         w.write("source", &self.source);
         w.write("entity", &self.entity);
         w.write("from", &self.from);

@@ -197,10 +197,12 @@ impl x::ArrayItem for CheckResult {
     const ITEM_TAG: &'static str = "CheckResult";
 }
 /// `ChoiceOption` (extends `OptionType`).
+///
+/// The fields of `OptionType` are in `option_type`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChoiceOption {
-    /// `valueIsReadonly`, from `OptionType`.
-    pub value_is_readonly: Option<bool>,
+    /// The fields `ChoiceOption` inherits from `OptionType`.
+    pub option_type: OptionType,
     /// `choiceInfo`.
     pub choice_info: Vec<AnyElementDescription>,
     /// `defaultIndex`.
@@ -210,6 +212,19 @@ impl x::SchemaType for ChoiceOption {
     const TYPE_NAME: &'static str = "ChoiceOption";
 }
 impl x::Structure for ChoiceOption {}
+impl std::ops::Deref for ChoiceOption {
+    type Target = OptionType;
+    #[inline]
+    fn deref(&self) -> &OptionType {
+        &self.option_type
+    }
+}
+impl std::ops::DerefMut for ChoiceOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OptionType {
+        &mut self.option_type
+    }
+}
 impl x::Fields for ChoiceOption {
     fn decode_field(
         &mut self,
@@ -217,80 +232,93 @@ impl x::Fields for ChoiceOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly),
             "choiceInfo" => r.read_push(&mut self.choice_info),
             "defaultIndex" => r.read_opt(&mut self.default_index),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.option_type, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("valueIsReadonly", &self.value_is_readonly);
+        x::Fields::encode_fields(&self.option_type, w);
         w.write_vec("choiceInfo", &self.choice_info);
         w.write_opt("defaultIndex", &self.default_index);
     }
 }
 /// `ClockSkew` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClockSkew {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ClockSkew` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
 }
 impl x::SchemaType for ClockSkew {
     const TYPE_NAME: &'static str = "ClockSkew";
 }
 impl x::Structure for ClockSkew {}
+impl std::ops::Deref for ClockSkew {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+impl std::ops::DerefMut for ClockSkew {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
 impl x::Fields for ClockSkew {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
 /// `CloneFromSnapshotNotSupported` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CloneFromSnapshotNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `CloneFromSnapshotNotSupported` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
 }
 impl x::SchemaType for CloneFromSnapshotNotSupported {
     const TYPE_NAME: &'static str = "CloneFromSnapshotNotSupported";
 }
 impl x::Structure for CloneFromSnapshotNotSupported {}
+impl std::ops::Deref for CloneFromSnapshotNotSupported {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for CloneFromSnapshotNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for CloneFromSnapshotNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.migration_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
 /// `ClusterAction` (extends `DynamicData`).
@@ -362,24 +390,12 @@ impl x::ArrayItem for ClusterActionHistory {
     const ITEM_TAG: &'static str = "ClusterActionHistory";
 }
 /// `ClusterAffinityRuleSpec` (extends `ClusterRuleInfo`).
+///
+/// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterAffinityRuleSpec {
-    /// `key`, from `ClusterRuleInfo`.
-    pub key: Option<i32>,
-    /// `status`, from `ClusterRuleInfo`.
-    pub status: Option<ManagedEntityStatus>,
-    /// `enabled`, from `ClusterRuleInfo`.
-    pub enabled: Option<bool>,
-    /// `name`, from `ClusterRuleInfo`.
-    pub name: Option<String>,
-    /// `mandatory`, from `ClusterRuleInfo`.
-    pub mandatory: Option<bool>,
-    /// `userCreated`, from `ClusterRuleInfo`.
-    pub user_created: Option<bool>,
-    /// `inCompliance`, from `ClusterRuleInfo`.
-    pub in_compliance: Option<bool>,
-    /// `ruleUuid`, from `ClusterRuleInfo`.
-    pub rule_uuid: Option<String>,
+    /// The fields `ClusterAffinityRuleSpec` inherits from `ClusterRuleInfo`.
+    pub cluster_rule_info: ClusterRuleInfo,
     /// `vm`.
     pub vm: Vec<x::ManagedObjectReference>,
 }
@@ -387,6 +403,19 @@ impl x::SchemaType for ClusterAffinityRuleSpec {
     const TYPE_NAME: &'static str = "ClusterAffinityRuleSpec";
 }
 impl x::Structure for ClusterAffinityRuleSpec {}
+impl std::ops::Deref for ClusterAffinityRuleSpec {
+    type Target = ClusterRuleInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterRuleInfo {
+        &self.cluster_rule_info
+    }
+}
+impl std::ops::DerefMut for ClusterAffinityRuleSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterRuleInfo {
+        &mut self.cluster_rule_info
+    }
+}
 impl x::Fields for ClusterAffinityRuleSpec {
     fn decode_field(
         &mut self,
@@ -394,51 +423,24 @@ impl x::Fields for ClusterAffinityRuleSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "status" => r.read_opt(&mut self.status),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "name" => r.read_opt(&mut self.name),
-            "mandatory" => r.read_opt(&mut self.mandatory),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "inCompliance" => r.read_opt(&mut self.in_compliance),
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
             "vm" => r.read_push(&mut self.vm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_rule_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("status", &self.status);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("name", &self.name);
-        w.write_opt("mandatory", &self.mandatory);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("inCompliance", &self.in_compliance);
-        w.write_opt("ruleUuid", &self.rule_uuid);
+        x::Fields::encode_fields(&self.cluster_rule_info, w);
         w.write_vec("vm", &self.vm);
     }
 }
 /// `ClusterAntiAffinityRuleSpec` (extends `ClusterRuleInfo`).
+///
+/// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterAntiAffinityRuleSpec {
-    /// `key`, from `ClusterRuleInfo`.
-    pub key: Option<i32>,
-    /// `status`, from `ClusterRuleInfo`.
-    pub status: Option<ManagedEntityStatus>,
-    /// `enabled`, from `ClusterRuleInfo`.
-    pub enabled: Option<bool>,
-    /// `name`, from `ClusterRuleInfo`.
-    pub name: Option<String>,
-    /// `mandatory`, from `ClusterRuleInfo`.
-    pub mandatory: Option<bool>,
-    /// `userCreated`, from `ClusterRuleInfo`.
-    pub user_created: Option<bool>,
-    /// `inCompliance`, from `ClusterRuleInfo`.
-    pub in_compliance: Option<bool>,
-    /// `ruleUuid`, from `ClusterRuleInfo`.
-    pub rule_uuid: Option<String>,
+    /// The fields `ClusterAntiAffinityRuleSpec` inherits from `ClusterRuleInfo`.
+    pub cluster_rule_info: ClusterRuleInfo,
     /// `vm`.
     pub vm: Vec<x::ManagedObjectReference>,
 }
@@ -446,6 +448,19 @@ impl x::SchemaType for ClusterAntiAffinityRuleSpec {
     const TYPE_NAME: &'static str = "ClusterAntiAffinityRuleSpec";
 }
 impl x::Structure for ClusterAntiAffinityRuleSpec {}
+impl std::ops::Deref for ClusterAntiAffinityRuleSpec {
+    type Target = ClusterRuleInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterRuleInfo {
+        &self.cluster_rule_info
+    }
+}
+impl std::ops::DerefMut for ClusterAntiAffinityRuleSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterRuleInfo {
+        &mut self.cluster_rule_info
+    }
+}
 impl x::Fields for ClusterAntiAffinityRuleSpec {
     fn decode_field(
         &mut self,
@@ -453,29 +468,14 @@ impl x::Fields for ClusterAntiAffinityRuleSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "status" => r.read_opt(&mut self.status),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "name" => r.read_opt(&mut self.name),
-            "mandatory" => r.read_opt(&mut self.mandatory),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "inCompliance" => r.read_opt(&mut self.in_compliance),
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
             "vm" => r.read_push(&mut self.vm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_rule_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("status", &self.status);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("name", &self.name);
-        w.write_opt("mandatory", &self.mandatory);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("inCompliance", &self.in_compliance);
-        w.write_opt("ruleUuid", &self.rule_uuid);
+        x::Fields::encode_fields(&self.cluster_rule_info, w);
         w.write_vec("vm", &self.vm);
     }
 }
@@ -517,12 +517,12 @@ impl x::ArrayItem for ClusterAttemptedVmInfo {
 /// `ClusterClusterInitialPlacementAction` (extends `ClusterAction`).
 ///
 /// Since vSphere API 8.0.0.1.
+///
+/// The fields of `ClusterAction` are in `cluster_action`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterClusterInitialPlacementAction {
-    /// `type`, from `ClusterAction`.
-    pub type_: String,
-    /// `target`, from `ClusterAction`.
-    pub target: Option<x::ManagedObjectReference>,
+    /// The fields `ClusterClusterInitialPlacementAction` inherits from `ClusterAction`.
+    pub cluster_action: ClusterAction,
     /// `targetHost`.
     ///
     /// Since vSphere API 8.0.0.1.
@@ -544,6 +544,19 @@ impl x::SchemaType for ClusterClusterInitialPlacementAction {
     const TYPE_NAME: &'static str = "ClusterClusterInitialPlacementAction";
 }
 impl x::Structure for ClusterClusterInitialPlacementAction {}
+impl std::ops::Deref for ClusterClusterInitialPlacementAction {
+    type Target = ClusterAction;
+    #[inline]
+    fn deref(&self) -> &ClusterAction {
+        &self.cluster_action
+    }
+}
+impl std::ops::DerefMut for ClusterClusterInitialPlacementAction {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterAction {
+        &mut self.cluster_action
+    }
+}
 impl x::Fields for ClusterClusterInitialPlacementAction {
     fn decode_field(
         &mut self,
@@ -551,21 +564,18 @@ impl x::Fields for ClusterClusterInitialPlacementAction {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "target" => r.read_opt(&mut self.target),
             "targetHost" => r.read_opt(&mut self.target_host),
             "pool" => r.read(&mut self.pool),
             "availableNetworks" => r.read_push(&mut self.available_networks),
             "configSpec" => r.read_opt(&mut self.config_spec),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_action, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "type ClusterClusterInitialPlacementAction", true);
-        w.write("type", &self.type_);
-        w.write_opt("target", &self.target);
+        x::Fields::encode_fields(&self.cluster_action, w);
         w.write_opt("targetHost", &self.target_host);
         w.write("pool", &self.pool);
         if w
@@ -581,42 +591,12 @@ impl x::Fields for ClusterClusterInitialPlacementAction {
     }
 }
 /// `ClusterComplianceCheckedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterComplianceCheckedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `ClusterComplianceCheckedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
     /// `profile`.
     pub profile: ProfileEventArgument,
 }
@@ -624,6 +604,19 @@ impl x::SchemaType for ClusterComplianceCheckedEvent {
     const TYPE_NAME: &'static str = "ClusterComplianceCheckedEvent";
 }
 impl x::Structure for ClusterComplianceCheckedEvent {}
+impl std::ops::Deref for ClusterComplianceCheckedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for ClusterComplianceCheckedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
 impl x::Fields for ClusterComplianceCheckedEvent {
     fn decode_field(
         &mut self,
@@ -631,47 +624,14 @@ impl x::Fields for ClusterComplianceCheckedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "profile" => r.read(&mut self.profile),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.cluster_event, w);
         w.write("profile", &self.profile);
     }
 }
@@ -745,10 +705,12 @@ impl x::Fields for ClusterComputeResourceCryptoModePolicy {
     }
 }
 /// `ClusterComputeResourceDVSConfigurationValidation` (extends `ClusterComputeResourceValidationResultBase`).
+///
+/// The fields of `ClusterComputeResourceValidationResultBase` are in `cluster_compute_resource_validation_result_base`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterComputeResourceDVSConfigurationValidation {
-    /// `info`, from `ClusterComputeResourceValidationResultBase`.
-    pub info: Vec<LocalizableMessage>,
+    /// The fields `ClusterComputeResourceDVSConfigurationValidation` inherits from `ClusterComputeResourceValidationResultBase`.
+    pub cluster_compute_resource_validation_result_base: ClusterComputeResourceValidationResultBase,
     /// `isDvsValid`.
     pub is_dvs_valid: bool,
     /// `isDvpgValid`.
@@ -758,6 +720,19 @@ impl x::SchemaType for ClusterComputeResourceDVSConfigurationValidation {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDVSConfigurationValidation";
 }
 impl x::Structure for ClusterComputeResourceDVSConfigurationValidation {}
+impl std::ops::Deref for ClusterComputeResourceDVSConfigurationValidation {
+    type Target = ClusterComputeResourceValidationResultBase;
+    #[inline]
+    fn deref(&self) -> &ClusterComputeResourceValidationResultBase {
+        &self.cluster_compute_resource_validation_result_base
+    }
+}
+impl std::ops::DerefMut for ClusterComputeResourceDVSConfigurationValidation {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterComputeResourceValidationResultBase {
+        &mut self.cluster_compute_resource_validation_result_base
+    }
+}
 impl x::Fields for ClusterComputeResourceDVSConfigurationValidation {
     fn decode_field(
         &mut self,
@@ -765,16 +740,24 @@ impl x::Fields for ClusterComputeResourceDVSConfigurationValidation {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "info" => r.read_push(&mut self.info),
             "isDvsValid" => r.read(&mut self.is_dvs_valid),
             "isDvpgValid" => r.read(&mut self.is_dvpg_valid),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_compute_resource_validation_result_base,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("info", &self.info);
+        x::Fields::encode_fields(
+            &self.cluster_compute_resource_validation_result_base,
+            w,
+        );
         w.write("isDvsValid", &self.is_dvs_valid);
         w.write("isDvpgValid", &self.is_dvpg_valid);
     }
@@ -1093,10 +1076,12 @@ impl x::Fields for ClusterComputeResourceHostConfigurationProfile {
     }
 }
 /// `ClusterComputeResourceHostConfigurationValidation` (extends `ClusterComputeResourceValidationResultBase`).
+///
+/// The fields of `ClusterComputeResourceValidationResultBase` are in `cluster_compute_resource_validation_result_base`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterComputeResourceHostConfigurationValidation {
-    /// `info`, from `ClusterComputeResourceValidationResultBase`.
-    pub info: Vec<LocalizableMessage>,
+    /// The fields `ClusterComputeResourceHostConfigurationValidation` inherits from `ClusterComputeResourceValidationResultBase`.
+    pub cluster_compute_resource_validation_result_base: ClusterComputeResourceValidationResultBase,
     /// `host`.
     pub host: x::ManagedObjectReference,
     /// `isDvsSettingValid`.
@@ -1112,6 +1097,19 @@ impl x::SchemaType for ClusterComputeResourceHostConfigurationValidation {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostConfigurationValidation";
 }
 impl x::Structure for ClusterComputeResourceHostConfigurationValidation {}
+impl std::ops::Deref for ClusterComputeResourceHostConfigurationValidation {
+    type Target = ClusterComputeResourceValidationResultBase;
+    #[inline]
+    fn deref(&self) -> &ClusterComputeResourceValidationResultBase {
+        &self.cluster_compute_resource_validation_result_base
+    }
+}
+impl std::ops::DerefMut for ClusterComputeResourceHostConfigurationValidation {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterComputeResourceValidationResultBase {
+        &mut self.cluster_compute_resource_validation_result_base
+    }
+}
 impl x::Fields for ClusterComputeResourceHostConfigurationValidation {
     fn decode_field(
         &mut self,
@@ -1119,19 +1117,27 @@ impl x::Fields for ClusterComputeResourceHostConfigurationValidation {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "info" => r.read_push(&mut self.info),
             "host" => r.read(&mut self.host),
             "isDvsSettingValid" => r.read_opt(&mut self.is_dvs_setting_valid),
             "isVmknicSettingValid" => r.read_opt(&mut self.is_vmknic_setting_valid),
             "isNtpSettingValid" => r.read_opt(&mut self.is_ntp_setting_valid),
             "isLockdownModeValid" => r.read_opt(&mut self.is_lockdown_mode_valid),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_compute_resource_validation_result_base,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("info", &self.info);
+        x::Fields::encode_fields(
+            &self.cluster_compute_resource_validation_result_base,
+            w,
+        );
         w.write("host", &self.host);
         w.write_opt("isDvsSettingValid", &self.is_dvs_setting_valid);
         w.write_opt("isVmknicSettingValid", &self.is_vmknic_setting_valid);
@@ -1255,26 +1261,12 @@ impl x::Fields for ClusterComputeResourceMaintenanceInfo {
     }
 }
 /// `ClusterComputeResourceSummary` (extends `ComputeResourceSummary`).
+///
+/// The fields of `ComputeResourceSummary` are in `compute_resource_summary`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterComputeResourceSummary {
-    /// `totalCpu`, from `ComputeResourceSummary`.
-    pub total_cpu: i32,
-    /// `totalMemory`, from `ComputeResourceSummary`.
-    pub total_memory: i64,
-    /// `numCpuCores`, from `ComputeResourceSummary`.
-    pub num_cpu_cores: i16,
-    /// `numCpuThreads`, from `ComputeResourceSummary`.
-    pub num_cpu_threads: i16,
-    /// `effectiveCpu`, from `ComputeResourceSummary`.
-    pub effective_cpu: i32,
-    /// `effectiveMemory`, from `ComputeResourceSummary`.
-    pub effective_memory: i64,
-    /// `numHosts`, from `ComputeResourceSummary`.
-    pub num_hosts: i32,
-    /// `numEffectiveHosts`, from `ComputeResourceSummary`.
-    pub num_effective_hosts: i32,
-    /// `overallStatus`, from `ComputeResourceSummary`.
-    pub overall_status: ManagedEntityStatus,
+    /// The fields `ClusterComputeResourceSummary` inherits from `ComputeResourceSummary`.
+    pub compute_resource_summary: ComputeResourceSummary,
     /// `currentFailoverLevel`.
     pub current_failover_level: i32,
     /// `admissionControlInfo`.
@@ -1308,6 +1300,19 @@ impl x::SchemaType for ClusterComputeResourceSummary {
     const TYPE_NAME: &'static str = "ClusterComputeResourceSummary";
 }
 impl x::Structure for ClusterComputeResourceSummary {}
+impl std::ops::Deref for ClusterComputeResourceSummary {
+    type Target = ComputeResourceSummary;
+    #[inline]
+    fn deref(&self) -> &ComputeResourceSummary {
+        &self.compute_resource_summary
+    }
+}
+impl std::ops::DerefMut for ClusterComputeResourceSummary {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ComputeResourceSummary {
+        &mut self.compute_resource_summary
+    }
+}
 impl x::Fields for ClusterComputeResourceSummary {
     fn decode_field(
         &mut self,
@@ -1315,15 +1320,6 @@ impl x::Fields for ClusterComputeResourceSummary {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "totalCpu" => r.read(&mut self.total_cpu),
-            "totalMemory" => r.read(&mut self.total_memory),
-            "numCpuCores" => r.read(&mut self.num_cpu_cores),
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
-            "effectiveCpu" => r.read(&mut self.effective_cpu),
-            "effectiveMemory" => r.read(&mut self.effective_memory),
-            "numHosts" => r.read(&mut self.num_hosts),
-            "numEffectiveHosts" => r.read(&mut self.num_effective_hosts),
-            "overallStatus" => r.read(&mut self.overall_status),
             "currentFailoverLevel" => r.read(&mut self.current_failover_level),
             "admissionControlInfo" => r.read_opt(&mut self.admission_control_info),
             "numVmotions" => r.read(&mut self.num_vmotions),
@@ -1344,21 +1340,19 @@ impl x::Fields for ClusterComputeResourceSummary {
             }
             "vcsHealthStatus" => r.read_opt(&mut self.vcs_health_status),
             "vcsSlots" => r.read_push(&mut self.vcs_slots),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.compute_resource_summary,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("totalCpu", &self.total_cpu);
-        w.write("totalMemory", &self.total_memory);
-        w.write("numCpuCores", &self.num_cpu_cores);
-        w.write("numCpuThreads", &self.num_cpu_threads);
-        w.write("effectiveCpu", &self.effective_cpu);
-        w.write("effectiveMemory", &self.effective_memory);
-        w.write("numHosts", &self.num_hosts);
-        w.write("numEffectiveHosts", &self.num_effective_hosts);
-        w.write("overallStatus", &self.overall_status);
+        x::Fields::encode_fields(&self.compute_resource_summary, w);
         w.write("currentFailoverLevel", &self.current_failover_level);
         w.write_opt("admissionControlInfo", &self.admission_control_info);
         w.write("numVmotions", &self.num_vmotions);
@@ -1529,16 +1523,12 @@ impl x::Fields for ClusterConfigInfo {
     }
 }
 /// `ClusterConfigInfoEx` (extends `ComputeResourceConfigInfo`).
+///
+/// The fields of `ComputeResourceConfigInfo` are in `compute_resource_config_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterConfigInfoEx {
-    /// `vmSwapPlacement`, from `ComputeResourceConfigInfo`.
-    pub vm_swap_placement: String,
-    /// `spbmEnabled`, from `ComputeResourceConfigInfo`.
-    pub spbm_enabled: Option<bool>,
-    /// `defaultHardwareVersionKey`, from `ComputeResourceConfigInfo`.
-    pub default_hardware_version_key: Option<String>,
-    /// `maximumHardwareVersionKey`, from `ComputeResourceConfigInfo`.
-    pub maximum_hardware_version_key: Option<String>,
+    /// The fields `ClusterConfigInfoEx` inherits from `ComputeResourceConfigInfo`.
+    pub compute_resource_config_info: ComputeResourceConfigInfo,
     /// `systemVMsConfig`.
     pub system_vms_config: Option<ClusterSystemVMsConfigInfo>,
     /// `dasConfig`.
@@ -1580,6 +1570,19 @@ impl x::SchemaType for ClusterConfigInfoEx {
     const TYPE_NAME: &'static str = "ClusterConfigInfoEx";
 }
 impl x::Structure for ClusterConfigInfoEx {}
+impl std::ops::Deref for ClusterConfigInfoEx {
+    type Target = ComputeResourceConfigInfo;
+    #[inline]
+    fn deref(&self) -> &ComputeResourceConfigInfo {
+        &self.compute_resource_config_info
+    }
+}
+impl std::ops::DerefMut for ClusterConfigInfoEx {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ComputeResourceConfigInfo {
+        &mut self.compute_resource_config_info
+    }
+}
 impl x::Fields for ClusterConfigInfoEx {
     fn decode_field(
         &mut self,
@@ -1587,14 +1590,6 @@ impl x::Fields for ClusterConfigInfoEx {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vmSwapPlacement" => r.read(&mut self.vm_swap_placement),
-            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled),
-            "defaultHardwareVersionKey" => {
-                r.read_opt(&mut self.default_hardware_version_key)
-            }
-            "maximumHardwareVersionKey" => {
-                r.read_opt(&mut self.maximum_hardware_version_key)
-            }
             "systemVMsConfig" => r.read_opt(&mut self.system_vms_config),
             "dasConfig" => r.read(&mut self.das_config),
             "dasVmConfig" => r.read_push(&mut self.das_vm_config),
@@ -1612,16 +1607,19 @@ impl x::Fields for ClusterConfigInfoEx {
             "proactiveDrsConfig" => r.read_opt(&mut self.proactive_drs_config),
             "cryptoConfig" => r.read_opt(&mut self.crypto_config),
             "vsanCoreConfig" => r.read_opt(&mut self.vsan_core_config),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.compute_resource_config_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vmSwapPlacement", &self.vm_swap_placement);
-        w.write_opt("spbmEnabled", &self.spbm_enabled);
-        w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
-        w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
+        x::Fields::encode_fields(&self.compute_resource_config_info, w);
         w.write_opt("systemVMsConfig", &self.system_vms_config);
         w.write("dasConfig", &self.das_config);
         w.write_vec("dasVmConfig", &self.das_vm_config);
@@ -1693,34 +1691,12 @@ impl x::Fields for ClusterConfigSpec {
     }
 }
 /// `ClusterConfigSpecEx` (extends `ComputeResourceConfigSpec`).
+///
+/// The fields of `ComputeResourceConfigSpec` are in `compute_resource_config_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterConfigSpecEx {
-    /// `vmSwapPlacement`, from `ComputeResourceConfigSpec`.
-    pub vm_swap_placement: Option<String>,
-    /// `spbmEnabled`, from `ComputeResourceConfigSpec`.
-    pub spbm_enabled: Option<bool>,
-    /// `defaultHardwareVersionKey`, from `ComputeResourceConfigSpec`.
-    pub default_hardware_version_key: Option<String>,
-    /// `desiredSoftwareSpec`, from `ComputeResourceConfigSpec`.
-    pub desired_software_spec: Option<DesiredSoftwareSpec>,
-    /// `maximumHardwareVersionKey`, from `ComputeResourceConfigSpec`.
-    pub maximum_hardware_version_key: Option<String>,
-    /// `enableConfigManager`, from `ComputeResourceConfigSpec`.
-    ///
-    /// Since vSphere API 7.0.3.1.
-    pub enable_config_manager: Option<bool>,
-    /// `hostSeedSpec`, from `ComputeResourceConfigSpec`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_seed_spec: Option<ComputeResourceHostSeedSpec>,
-    /// `softwareSpecId`, from `ComputeResourceConfigSpec`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub software_spec_id: Option<String>,
-    /// `networkBootMode`, from `ComputeResourceConfigSpec`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub network_boot_mode: Option<String>,
+    /// The fields `ClusterConfigSpecEx` inherits from `ComputeResourceConfigSpec`.
+    pub compute_resource_config_spec: ComputeResourceConfigSpec,
     /// `systemVMsConfig`.
     pub system_vms_config: Option<ClusterSystemVMsConfigSpec>,
     /// `dasConfig`.
@@ -1764,6 +1740,19 @@ impl x::SchemaType for ClusterConfigSpecEx {
     const TYPE_NAME: &'static str = "ClusterConfigSpecEx";
 }
 impl x::Structure for ClusterConfigSpecEx {}
+impl std::ops::Deref for ClusterConfigSpecEx {
+    type Target = ComputeResourceConfigSpec;
+    #[inline]
+    fn deref(&self) -> &ComputeResourceConfigSpec {
+        &self.compute_resource_config_spec
+    }
+}
+impl std::ops::DerefMut for ClusterConfigSpecEx {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ComputeResourceConfigSpec {
+        &mut self.compute_resource_config_spec
+    }
+}
 impl x::Fields for ClusterConfigSpecEx {
     fn decode_field(
         &mut self,
@@ -1771,19 +1760,6 @@ impl x::Fields for ClusterConfigSpecEx {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vmSwapPlacement" => r.read_opt(&mut self.vm_swap_placement),
-            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled),
-            "defaultHardwareVersionKey" => {
-                r.read_opt(&mut self.default_hardware_version_key)
-            }
-            "desiredSoftwareSpec" => r.read_opt(&mut self.desired_software_spec),
-            "maximumHardwareVersionKey" => {
-                r.read_opt(&mut self.maximum_hardware_version_key)
-            }
-            "enableConfigManager" => r.read_opt(&mut self.enable_config_manager),
-            "hostSeedSpec" => r.read_opt(&mut self.host_seed_spec),
-            "softwareSpecId" => r.read_opt(&mut self.software_spec_id),
-            "networkBootMode" => r.read_opt(&mut self.network_boot_mode),
             "systemVMsConfig" => r.read_opt(&mut self.system_vms_config),
             "dasConfig" => r.read_opt(&mut self.das_config),
             "dasVmConfigSpec" => r.read_push(&mut self.das_vm_config_spec),
@@ -1802,53 +1778,19 @@ impl x::Fields for ClusterConfigSpecEx {
             "inHciWorkflow" => r.read_opt(&mut self.in_hci_workflow),
             "cryptoConfig" => r.read_opt(&mut self.crypto_config),
             "vsanCoreConfigSpec" => r.read_opt(&mut self.vsan_core_config_spec),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.compute_resource_config_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vmSwapPlacement", &self.vm_swap_placement);
-        w.write_opt("spbmEnabled", &self.spbm_enabled);
-        w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
-        w.write_opt("desiredSoftwareSpec", &self.desired_software_spec);
-        w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
-        if w
-            .since(
-                0x0700_0301,
-                "ComputeResourceConfigSpec.enableConfigManager",
-                self.enable_config_manager.is_some(),
-            )
-        {
-            w.write_opt("enableConfigManager", &self.enable_config_manager);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "ComputeResourceConfigSpec.hostSeedSpec",
-                self.host_seed_spec.is_some(),
-            )
-        {
-            w.write_opt("hostSeedSpec", &self.host_seed_spec);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "ComputeResourceConfigSpec.softwareSpecId",
-                self.software_spec_id.is_some(),
-            )
-        {
-            w.write_opt("softwareSpecId", &self.software_spec_id);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "ComputeResourceConfigSpec.networkBootMode",
-                self.network_boot_mode.is_some(),
-            )
-        {
-            w.write_opt("networkBootMode", &self.network_boot_mode);
-        }
+        x::Fields::encode_fields(&self.compute_resource_config_spec, w);
         w.write_opt("systemVMsConfig", &self.system_vms_config);
         w.write_opt("dasConfig", &self.das_config);
         w.write_vec("dasVmConfigSpec", &self.das_vm_config_spec);
@@ -1878,42 +1820,12 @@ impl x::Fields for ClusterConfigSpecEx {
     }
 }
 /// `ClusterCreatedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterCreatedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `ClusterCreatedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
     /// `parent`.
     pub parent: FolderEventArgument,
 }
@@ -1921,6 +1833,19 @@ impl x::SchemaType for ClusterCreatedEvent {
     const TYPE_NAME: &'static str = "ClusterCreatedEvent";
 }
 impl x::Structure for ClusterCreatedEvent {}
+impl std::ops::Deref for ClusterCreatedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for ClusterCreatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
 impl x::Fields for ClusterCreatedEvent {
     fn decode_field(
         &mut self,
@@ -1928,47 +1853,14 @@ impl x::Fields for ClusterCreatedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "parent" => r.read(&mut self.parent),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.cluster_event, w);
         w.write("parent", &self.parent);
     }
 }
@@ -2336,14 +2228,12 @@ impl x::Fields for ClusterDasDataSummary {
     }
 }
 /// `ClusterDasFailoverLevelAdvancedRuntimeInfo` (extends `ClusterDasAdvancedRuntimeInfo`).
+///
+/// The fields of `ClusterDasAdvancedRuntimeInfo` are in `cluster_das_advanced_runtime_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    /// `dasHostInfo`, from `ClusterDasAdvancedRuntimeInfo`.
-    pub das_host_info: Option<AnyClusterDasHostInfo>,
-    /// `vmcpSupported`, from `ClusterDasAdvancedRuntimeInfo`.
-    pub vmcp_supported: Option<ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo>,
-    /// `heartbeatDatastoreInfo`, from `ClusterDasAdvancedRuntimeInfo`.
-    pub heartbeat_datastore_info: Vec<DasHeartbeatDatastoreInfo>,
+    /// The fields `ClusterDasFailoverLevelAdvancedRuntimeInfo` inherits from `ClusterDasAdvancedRuntimeInfo`.
+    pub cluster_das_advanced_runtime_info: ClusterDasAdvancedRuntimeInfo,
     /// `slotInfo`.
     pub slot_info: ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo,
     /// `totalSlots`.
@@ -2369,6 +2259,19 @@ impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     const TYPE_NAME: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfo";
 }
 impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfo {}
+impl std::ops::Deref for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    type Target = ClusterDasAdvancedRuntimeInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterDasAdvancedRuntimeInfo {
+        &self.cluster_das_advanced_runtime_info
+    }
+}
+impl std::ops::DerefMut for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterDasAdvancedRuntimeInfo {
+        &mut self.cluster_das_advanced_runtime_info
+    }
+}
 impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -2376,9 +2279,6 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "dasHostInfo" => r.read_opt(&mut self.das_host_info),
-            "vmcpSupported" => r.read_opt(&mut self.vmcp_supported),
-            "heartbeatDatastoreInfo" => r.read_push(&mut self.heartbeat_datastore_info),
             "slotInfo" => r.read(&mut self.slot_info),
             "totalSlots" => r.read(&mut self.total_slots),
             "usedSlots" => r.read(&mut self.used_slots),
@@ -2390,15 +2290,19 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfo {
             "vmsRequiringMultipleSlots" => {
                 r.read_push(&mut self.vms_requiring_multiple_slots)
             }
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_das_advanced_runtime_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("dasHostInfo", &self.das_host_info);
-        w.write_opt("vmcpSupported", &self.vmcp_supported);
-        w.write_vec("heartbeatDatastoreInfo", &self.heartbeat_datastore_info);
+        x::Fields::encode_fields(&self.cluster_das_advanced_runtime_info, w);
         w.write("slotInfo", &self.slot_info);
         w.write("totalSlots", &self.total_slots);
         w.write("usedSlots", &self.used_slots);
@@ -2640,12 +2544,12 @@ impl x::ArrayItem for ClusterDasVmConfigInfo {
     const ITEM_TAG: &'static str = "ClusterDasVmConfigInfo";
 }
 /// `ClusterDasVmConfigSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterDasVmConfigSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
+    /// The fields `ClusterDasVmConfigSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
     /// `info`.
     pub info: Option<ClusterDasVmConfigInfo>,
 }
@@ -2653,6 +2557,19 @@ impl x::SchemaType for ClusterDasVmConfigSpec {
     const TYPE_NAME: &'static str = "ClusterDasVmConfigSpec";
 }
 impl x::Structure for ClusterDasVmConfigSpec {}
+impl std::ops::Deref for ClusterDasVmConfigSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterDasVmConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
 impl x::Fields for ClusterDasVmConfigSpec {
     fn decode_field(
         &mut self,
@@ -2660,17 +2577,14 @@ impl x::Fields for ClusterDasVmConfigSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
             "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
+        x::Fields::encode_fields(&self.array_update_spec, w);
         w.write_opt("info", &self.info);
     }
 }
@@ -2729,12 +2643,12 @@ impl x::Fields for ClusterDasVmSettings {
     }
 }
 /// `ClusterDatastoreUpdateSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterDatastoreUpdateSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
+    /// The fields `ClusterDatastoreUpdateSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
     /// `datastore`.
     pub datastore: Option<x::ManagedObjectReference>,
 }
@@ -2742,6 +2656,19 @@ impl x::SchemaType for ClusterDatastoreUpdateSpec {
     const TYPE_NAME: &'static str = "ClusterDatastoreUpdateSpec";
 }
 impl x::Structure for ClusterDatastoreUpdateSpec {}
+impl std::ops::Deref for ClusterDatastoreUpdateSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterDatastoreUpdateSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
 impl x::Fields for ClusterDatastoreUpdateSpec {
     fn decode_field(
         &mut self,
@@ -2749,17 +2676,14 @@ impl x::Fields for ClusterDatastoreUpdateSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
             "datastore" => r.read_opt(&mut self.datastore),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
+        x::Fields::encode_fields(&self.array_update_spec, w);
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -2768,24 +2692,12 @@ impl x::ArrayItem for ClusterDatastoreUpdateSpec {
     const ITEM_TAG: &'static str = "ClusterDatastoreUpdateSpec";
 }
 /// `ClusterDependencyRuleInfo` (extends `ClusterRuleInfo`).
+///
+/// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterDependencyRuleInfo {
-    /// `key`, from `ClusterRuleInfo`.
-    pub key: Option<i32>,
-    /// `status`, from `ClusterRuleInfo`.
-    pub status: Option<ManagedEntityStatus>,
-    /// `enabled`, from `ClusterRuleInfo`.
-    pub enabled: Option<bool>,
-    /// `name`, from `ClusterRuleInfo`.
-    pub name: Option<String>,
-    /// `mandatory`, from `ClusterRuleInfo`.
-    pub mandatory: Option<bool>,
-    /// `userCreated`, from `ClusterRuleInfo`.
-    pub user_created: Option<bool>,
-    /// `inCompliance`, from `ClusterRuleInfo`.
-    pub in_compliance: Option<bool>,
-    /// `ruleUuid`, from `ClusterRuleInfo`.
-    pub rule_uuid: Option<String>,
+    /// The fields `ClusterDependencyRuleInfo` inherits from `ClusterRuleInfo`.
+    pub cluster_rule_info: ClusterRuleInfo,
     /// `vmGroup`.
     pub vm_group: String,
     /// `dependsOnVmGroup`.
@@ -2795,6 +2707,19 @@ impl x::SchemaType for ClusterDependencyRuleInfo {
     const TYPE_NAME: &'static str = "ClusterDependencyRuleInfo";
 }
 impl x::Structure for ClusterDependencyRuleInfo {}
+impl std::ops::Deref for ClusterDependencyRuleInfo {
+    type Target = ClusterRuleInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterRuleInfo {
+        &self.cluster_rule_info
+    }
+}
+impl std::ops::DerefMut for ClusterDependencyRuleInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterRuleInfo {
+        &mut self.cluster_rule_info
+    }
+}
 impl x::Fields for ClusterDependencyRuleInfo {
     fn decode_field(
         &mut self,
@@ -2802,123 +2727,55 @@ impl x::Fields for ClusterDependencyRuleInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "status" => r.read_opt(&mut self.status),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "name" => r.read_opt(&mut self.name),
-            "mandatory" => r.read_opt(&mut self.mandatory),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "inCompliance" => r.read_opt(&mut self.in_compliance),
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
             "vmGroup" => r.read(&mut self.vm_group),
             "dependsOnVmGroup" => r.read(&mut self.depends_on_vm_group),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_rule_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("status", &self.status);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("name", &self.name);
-        w.write_opt("mandatory", &self.mandatory);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("inCompliance", &self.in_compliance);
-        w.write_opt("ruleUuid", &self.rule_uuid);
+        x::Fields::encode_fields(&self.cluster_rule_info, w);
         w.write("vmGroup", &self.vm_group);
         w.write("dependsOnVmGroup", &self.depends_on_vm_group);
     }
 }
 /// `ClusterDestroyedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterDestroyedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `ClusterDestroyedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
 }
 impl x::SchemaType for ClusterDestroyedEvent {
     const TYPE_NAME: &'static str = "ClusterDestroyedEvent";
 }
 impl x::Structure for ClusterDestroyedEvent {}
+impl std::ops::Deref for ClusterDestroyedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for ClusterDestroyedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
 impl x::Fields for ClusterDestroyedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.cluster_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
 /// `ClusterDpmConfigInfo` (extends `DynamicData`).
@@ -2958,5 +2815,228 @@ impl x::Fields for ClusterDpmConfigInfo {
         w.write_opt("defaultDpmBehavior", &self.default_dpm_behavior);
         w.write_opt("hostPowerActionRate", &self.host_power_action_rate);
         w.write_vec("option", &self.option);
+    }
+}
+/// `ClusterDpmHostConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDpmHostConfigInfo {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `behavior`.
+    pub behavior: Option<DpmBehavior>,
+}
+impl x::SchemaType for ClusterDpmHostConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterDpmHostConfigInfo";
+}
+impl x::Structure for ClusterDpmHostConfigInfo {}
+impl x::Fields for ClusterDpmHostConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "behavior" => r.read_opt(&mut self.behavior),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("behavior", &self.behavior);
+    }
+}
+impl x::ArrayItem for ClusterDpmHostConfigInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigInfo";
+    const ITEM_TAG: &'static str = "ClusterDpmHostConfigInfo";
+}
+/// `ClusterDpmHostConfigSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDpmHostConfigSpec {
+    /// The fields `ClusterDpmHostConfigSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
+    /// `info`.
+    pub info: Option<ClusterDpmHostConfigInfo>,
+}
+impl x::SchemaType for ClusterDpmHostConfigSpec {
+    const TYPE_NAME: &'static str = "ClusterDpmHostConfigSpec";
+}
+impl x::Structure for ClusterDpmHostConfigSpec {}
+impl std::ops::Deref for ClusterDpmHostConfigSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterDpmHostConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
+impl x::Fields for ClusterDpmHostConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "info" => r.read_opt(&mut self.info),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.array_update_spec, w);
+        w.write_opt("info", &self.info);
+    }
+}
+impl x::ArrayItem for ClusterDpmHostConfigSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigSpec";
+    const ITEM_TAG: &'static str = "ClusterDpmHostConfigSpec";
+}
+/// `ClusterDrsConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsConfigInfo {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `enableVmBehaviorOverrides`.
+    pub enable_vm_behavior_overrides: Option<bool>,
+    /// `defaultVmBehavior`.
+    pub default_vm_behavior: Option<DrsBehavior>,
+    /// `vmotionRate`.
+    pub vmotion_rate: Option<i32>,
+    /// `scaleDescendantsShares`.
+    pub scale_descendants_shares: Option<String>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for ClusterDrsConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterDrsConfigInfo";
+}
+impl x::Structure for ClusterDrsConfigInfo {}
+impl x::Fields for ClusterDrsConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "enableVmBehaviorOverrides" => {
+                r.read_opt(&mut self.enable_vm_behavior_overrides)
+            }
+            "defaultVmBehavior" => r.read_opt(&mut self.default_vm_behavior),
+            "vmotionRate" => r.read_opt(&mut self.vmotion_rate),
+            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares),
+            "option" => r.read_push(&mut self.option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("enableVmBehaviorOverrides", &self.enable_vm_behavior_overrides);
+        w.write_opt("defaultVmBehavior", &self.default_vm_behavior);
+        w.write_opt("vmotionRate", &self.vmotion_rate);
+        w.write_opt("scaleDescendantsShares", &self.scale_descendants_shares);
+        w.write_vec("option", &self.option);
+    }
+}
+/// `ClusterDrsFaults` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsFaults {
+    /// `reason`.
+    pub reason: String,
+    /// `faultsByVm`.
+    pub faults_by_vm: Vec<AnyClusterDrsFaultsFaultsByVm>,
+}
+impl x::SchemaType for ClusterDrsFaults {
+    const TYPE_NAME: &'static str = "ClusterDrsFaults";
+}
+impl x::Structure for ClusterDrsFaults {}
+impl x::Fields for ClusterDrsFaults {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            "faultsByVm" => r.read_push(&mut self.faults_by_vm),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("reason", &self.reason);
+        w.write_vec("faultsByVm", &self.faults_by_vm);
+    }
+}
+impl x::ArrayItem for ClusterDrsFaults {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsFaults";
+    const ITEM_TAG: &'static str = "ClusterDrsFaults";
+}
+/// `ClusterDrsFaultsFaultsByVirtualDisk` (extends `ClusterDrsFaultsFaultsByVm`).
+///
+/// The fields of `ClusterDrsFaultsFaultsByVm` are in `cluster_drs_faults_faults_by_vm`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsFaultsFaultsByVirtualDisk {
+    /// The fields `ClusterDrsFaultsFaultsByVirtualDisk` inherits from `ClusterDrsFaultsFaultsByVm`.
+    pub cluster_drs_faults_faults_by_vm: ClusterDrsFaultsFaultsByVm,
+    /// `disk`.
+    pub disk: Option<VirtualDiskId>,
+}
+impl x::SchemaType for ClusterDrsFaultsFaultsByVirtualDisk {
+    const TYPE_NAME: &'static str = "ClusterDrsFaultsFaultsByVirtualDisk";
+}
+impl x::Structure for ClusterDrsFaultsFaultsByVirtualDisk {}
+impl std::ops::Deref for ClusterDrsFaultsFaultsByVirtualDisk {
+    type Target = ClusterDrsFaultsFaultsByVm;
+    #[inline]
+    fn deref(&self) -> &ClusterDrsFaultsFaultsByVm {
+        &self.cluster_drs_faults_faults_by_vm
+    }
+}
+impl std::ops::DerefMut for ClusterDrsFaultsFaultsByVirtualDisk {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterDrsFaultsFaultsByVm {
+        &mut self.cluster_drs_faults_faults_by_vm
+    }
+}
+impl x::Fields for ClusterDrsFaultsFaultsByVirtualDisk {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "disk" => r.read_opt(&mut self.disk),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_drs_faults_faults_by_vm,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_drs_faults_faults_by_vm, w);
+        w.write_opt("disk", &self.disk);
     }
 }

@@ -5,203 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `ClusterDpmHostConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDpmHostConfigInfo {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `behavior`.
-    pub behavior: Option<DpmBehavior>,
-}
-impl x::SchemaType for ClusterDpmHostConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterDpmHostConfigInfo";
-}
-impl x::Structure for ClusterDpmHostConfigInfo {}
-impl x::Fields for ClusterDpmHostConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "behavior" => r.read_opt(&mut self.behavior),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("behavior", &self.behavior);
-    }
-}
-impl x::ArrayItem for ClusterDpmHostConfigInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigInfo";
-    const ITEM_TAG: &'static str = "ClusterDpmHostConfigInfo";
-}
-/// `ClusterDpmHostConfigSpec` (extends `ArrayUpdateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDpmHostConfigSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
-    /// `info`.
-    pub info: Option<ClusterDpmHostConfigInfo>,
-}
-impl x::SchemaType for ClusterDpmHostConfigSpec {
-    const TYPE_NAME: &'static str = "ClusterDpmHostConfigSpec";
-}
-impl x::Structure for ClusterDpmHostConfigSpec {}
-impl x::Fields for ClusterDpmHostConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
-            "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
-        w.write_opt("info", &self.info);
-    }
-}
-impl x::ArrayItem for ClusterDpmHostConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigSpec";
-    const ITEM_TAG: &'static str = "ClusterDpmHostConfigSpec";
-}
-/// `ClusterDrsConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsConfigInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `enableVmBehaviorOverrides`.
-    pub enable_vm_behavior_overrides: Option<bool>,
-    /// `defaultVmBehavior`.
-    pub default_vm_behavior: Option<DrsBehavior>,
-    /// `vmotionRate`.
-    pub vmotion_rate: Option<i32>,
-    /// `scaleDescendantsShares`.
-    pub scale_descendants_shares: Option<String>,
-    /// `option`.
-    pub option: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for ClusterDrsConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterDrsConfigInfo";
-}
-impl x::Structure for ClusterDrsConfigInfo {}
-impl x::Fields for ClusterDrsConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "enableVmBehaviorOverrides" => {
-                r.read_opt(&mut self.enable_vm_behavior_overrides)
-            }
-            "defaultVmBehavior" => r.read_opt(&mut self.default_vm_behavior),
-            "vmotionRate" => r.read_opt(&mut self.vmotion_rate),
-            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares),
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("enableVmBehaviorOverrides", &self.enable_vm_behavior_overrides);
-        w.write_opt("defaultVmBehavior", &self.default_vm_behavior);
-        w.write_opt("vmotionRate", &self.vmotion_rate);
-        w.write_opt("scaleDescendantsShares", &self.scale_descendants_shares);
-        w.write_vec("option", &self.option);
-    }
-}
-/// `ClusterDrsFaults` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsFaults {
-    /// `reason`.
-    pub reason: String,
-    /// `faultsByVm`.
-    pub faults_by_vm: Vec<AnyClusterDrsFaultsFaultsByVm>,
-}
-impl x::SchemaType for ClusterDrsFaults {
-    const TYPE_NAME: &'static str = "ClusterDrsFaults";
-}
-impl x::Structure for ClusterDrsFaults {}
-impl x::Fields for ClusterDrsFaults {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read(&mut self.reason),
-            "faultsByVm" => r.read_push(&mut self.faults_by_vm),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("reason", &self.reason);
-        w.write_vec("faultsByVm", &self.faults_by_vm);
-    }
-}
-impl x::ArrayItem for ClusterDrsFaults {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsFaults";
-    const ITEM_TAG: &'static str = "ClusterDrsFaults";
-}
-/// `ClusterDrsFaultsFaultsByVirtualDisk` (extends `ClusterDrsFaultsFaultsByVm`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsFaultsFaultsByVirtualDisk {
-    /// `vm`, from `ClusterDrsFaultsFaultsByVm`.
-    pub vm: Option<x::ManagedObjectReference>,
-    /// `fault`, from `ClusterDrsFaultsFaultsByVm`.
-    pub fault: Vec<LocalizedMethodFault>,
-    /// `disk`.
-    pub disk: Option<VirtualDiskId>,
-}
-impl x::SchemaType for ClusterDrsFaultsFaultsByVirtualDisk {
-    const TYPE_NAME: &'static str = "ClusterDrsFaultsFaultsByVirtualDisk";
-}
-impl x::Structure for ClusterDrsFaultsFaultsByVirtualDisk {}
-impl x::Fields for ClusterDrsFaultsFaultsByVirtualDisk {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read_opt(&mut self.vm),
-            "fault" => r.read_push(&mut self.fault),
-            "disk" => r.read_opt(&mut self.disk),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vm", &self.vm);
-        w.write_vec("fault", &self.fault);
-        w.write_opt("disk", &self.disk);
-    }
-}
 /// `ClusterDrsFaultsFaultsByVm` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterDrsFaultsFaultsByVm`], which also carries its subtypes.
@@ -393,12 +196,12 @@ impl x::ArrayItem for ClusterDrsVmConfigInfo {
     const ITEM_TAG: &'static str = "ClusterDrsVmConfigInfo";
 }
 /// `ClusterDrsVmConfigSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterDrsVmConfigSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
+    /// The fields `ClusterDrsVmConfigSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
     /// `info`.
     pub info: Option<ClusterDrsVmConfigInfo>,
 }
@@ -406,6 +209,19 @@ impl x::SchemaType for ClusterDrsVmConfigSpec {
     const TYPE_NAME: &'static str = "ClusterDrsVmConfigSpec";
 }
 impl x::Structure for ClusterDrsVmConfigSpec {}
+impl std::ops::Deref for ClusterDrsVmConfigSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterDrsVmConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
 impl x::Fields for ClusterDrsVmConfigSpec {
     fn decode_field(
         &mut self,
@@ -413,17 +229,14 @@ impl x::Fields for ClusterDrsVmConfigSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
             "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
+        x::Fields::encode_fields(&self.array_update_spec, w);
         w.write_opt("info", &self.info);
     }
 }
@@ -549,94 +362,41 @@ impl x::Fields for ClusterEnterMaintenanceResult {
     }
 }
 /// `ClusterEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `ClusterEvent` inherits from `Event`.
+    pub event: Event,
 }
 impl x::SchemaType for ClusterEvent {
     const TYPE_NAME: &'static str = "ClusterEvent";
 }
 impl x::Structure for ClusterEvent {}
+impl std::ops::Deref for ClusterEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for ClusterEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
 impl x::Fields for ClusterEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.event, w);
     }
 }
 /// `ClusterFailoverHostAdmissionControlInfo` (extends `ClusterDasAdmissionControlInfo`).
@@ -702,12 +462,12 @@ impl x::ArrayItem for ClusterFailoverHostAdmissionControlInfoHostStatus {
     const ITEM_TAG: &'static str = "ClusterFailoverHostAdmissionControlInfoHostStatus";
 }
 /// `ClusterFailoverHostAdmissionControlPolicy` (extends `ClusterDasAdmissionControlPolicy`).
+///
+/// The fields of `ClusterDasAdmissionControlPolicy` are in `cluster_das_admission_control_policy`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterFailoverHostAdmissionControlPolicy {
-    /// `resourceReductionToToleratePercent`, from `ClusterDasAdmissionControlPolicy`.
-    pub resource_reduction_to_tolerate_percent: Option<i32>,
-    /// `pMemAdmissionControlEnabled`, from `ClusterDasAdmissionControlPolicy`.
-    pub p_mem_admission_control_enabled: Option<bool>,
+    /// The fields `ClusterFailoverHostAdmissionControlPolicy` inherits from `ClusterDasAdmissionControlPolicy`.
+    pub cluster_das_admission_control_policy: ClusterDasAdmissionControlPolicy,
     /// `failoverHosts`.
     pub failover_hosts: Vec<x::ManagedObjectReference>,
     /// `failoverLevel`.
@@ -717,6 +477,19 @@ impl x::SchemaType for ClusterFailoverHostAdmissionControlPolicy {
     const TYPE_NAME: &'static str = "ClusterFailoverHostAdmissionControlPolicy";
 }
 impl x::Structure for ClusterFailoverHostAdmissionControlPolicy {}
+impl std::ops::Deref for ClusterFailoverHostAdmissionControlPolicy {
+    type Target = ClusterDasAdmissionControlPolicy;
+    #[inline]
+    fn deref(&self) -> &ClusterDasAdmissionControlPolicy {
+        &self.cluster_das_admission_control_policy
+    }
+}
+impl std::ops::DerefMut for ClusterFailoverHostAdmissionControlPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterDasAdmissionControlPolicy {
+        &mut self.cluster_das_admission_control_policy
+    }
+}
 impl x::Fields for ClusterFailoverHostAdmissionControlPolicy {
     fn decode_field(
         &mut self,
@@ -724,28 +497,21 @@ impl x::Fields for ClusterFailoverHostAdmissionControlPolicy {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "resourceReductionToToleratePercent" => {
-                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)
-            }
-            "pMemAdmissionControlEnabled" => {
-                r.read_opt(&mut self.p_mem_admission_control_enabled)
-            }
             "failoverHosts" => r.read_push(&mut self.failover_hosts),
             "failoverLevel" => r.read_opt(&mut self.failover_level),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_das_admission_control_policy,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt(
-            "resourceReductionToToleratePercent",
-            &self.resource_reduction_to_tolerate_percent,
-        );
-        w.write_opt(
-            "pMemAdmissionControlEnabled",
-            &self.p_mem_admission_control_enabled,
-        );
+        x::Fields::encode_fields(&self.cluster_das_admission_control_policy, w);
         w.write_vec("failoverHosts", &self.failover_hosts);
         w.write_opt("failoverLevel", &self.failover_level);
     }
@@ -778,12 +544,12 @@ impl x::Fields for ClusterFailoverLevelAdmissionControlInfo {
     }
 }
 /// `ClusterFailoverLevelAdmissionControlPolicy` (extends `ClusterDasAdmissionControlPolicy`).
+///
+/// The fields of `ClusterDasAdmissionControlPolicy` are in `cluster_das_admission_control_policy`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterFailoverLevelAdmissionControlPolicy {
-    /// `resourceReductionToToleratePercent`, from `ClusterDasAdmissionControlPolicy`.
-    pub resource_reduction_to_tolerate_percent: Option<i32>,
-    /// `pMemAdmissionControlEnabled`, from `ClusterDasAdmissionControlPolicy`.
-    pub p_mem_admission_control_enabled: Option<bool>,
+    /// The fields `ClusterFailoverLevelAdmissionControlPolicy` inherits from `ClusterDasAdmissionControlPolicy`.
+    pub cluster_das_admission_control_policy: ClusterDasAdmissionControlPolicy,
     /// `failoverLevel`.
     pub failover_level: i32,
     /// `slotPolicy`.
@@ -793,6 +559,19 @@ impl x::SchemaType for ClusterFailoverLevelAdmissionControlPolicy {
     const TYPE_NAME: &'static str = "ClusterFailoverLevelAdmissionControlPolicy";
 }
 impl x::Structure for ClusterFailoverLevelAdmissionControlPolicy {}
+impl std::ops::Deref for ClusterFailoverLevelAdmissionControlPolicy {
+    type Target = ClusterDasAdmissionControlPolicy;
+    #[inline]
+    fn deref(&self) -> &ClusterDasAdmissionControlPolicy {
+        &self.cluster_das_admission_control_policy
+    }
+}
+impl std::ops::DerefMut for ClusterFailoverLevelAdmissionControlPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterDasAdmissionControlPolicy {
+        &mut self.cluster_das_admission_control_policy
+    }
+}
 impl x::Fields for ClusterFailoverLevelAdmissionControlPolicy {
     fn decode_field(
         &mut self,
@@ -800,28 +579,21 @@ impl x::Fields for ClusterFailoverLevelAdmissionControlPolicy {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "resourceReductionToToleratePercent" => {
-                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)
-            }
-            "pMemAdmissionControlEnabled" => {
-                r.read_opt(&mut self.p_mem_admission_control_enabled)
-            }
             "failoverLevel" => r.read(&mut self.failover_level),
             "slotPolicy" => r.read_opt(&mut self.slot_policy),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_das_admission_control_policy,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt(
-            "resourceReductionToToleratePercent",
-            &self.resource_reduction_to_tolerate_percent,
-        );
-        w.write_opt(
-            "pMemAdmissionControlEnabled",
-            &self.p_mem_admission_control_enabled,
-        );
+        x::Fields::encode_fields(&self.cluster_das_admission_control_policy, w);
         w.write("failoverLevel", &self.failover_level);
         w.write_opt("slotPolicy", &self.slot_policy);
     }
@@ -877,12 +649,12 @@ impl x::Fields for ClusterFailoverResourcesAdmissionControlInfo {
     }
 }
 /// `ClusterFailoverResourcesAdmissionControlPolicy` (extends `ClusterDasAdmissionControlPolicy`).
+///
+/// The fields of `ClusterDasAdmissionControlPolicy` are in `cluster_das_admission_control_policy`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterFailoverResourcesAdmissionControlPolicy {
-    /// `resourceReductionToToleratePercent`, from `ClusterDasAdmissionControlPolicy`.
-    pub resource_reduction_to_tolerate_percent: Option<i32>,
-    /// `pMemAdmissionControlEnabled`, from `ClusterDasAdmissionControlPolicy`.
-    pub p_mem_admission_control_enabled: Option<bool>,
+    /// The fields `ClusterFailoverResourcesAdmissionControlPolicy` inherits from `ClusterDasAdmissionControlPolicy`.
+    pub cluster_das_admission_control_policy: ClusterDasAdmissionControlPolicy,
     /// `cpuFailoverResourcesPercent`.
     pub cpu_failover_resources_percent: i32,
     /// `memoryFailoverResourcesPercent`.
@@ -900,6 +672,19 @@ impl x::SchemaType for ClusterFailoverResourcesAdmissionControlPolicy {
     const TYPE_NAME: &'static str = "ClusterFailoverResourcesAdmissionControlPolicy";
 }
 impl x::Structure for ClusterFailoverResourcesAdmissionControlPolicy {}
+impl std::ops::Deref for ClusterFailoverResourcesAdmissionControlPolicy {
+    type Target = ClusterDasAdmissionControlPolicy;
+    #[inline]
+    fn deref(&self) -> &ClusterDasAdmissionControlPolicy {
+        &self.cluster_das_admission_control_policy
+    }
+}
+impl std::ops::DerefMut for ClusterFailoverResourcesAdmissionControlPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterDasAdmissionControlPolicy {
+        &mut self.cluster_das_admission_control_policy
+    }
+}
 impl x::Fields for ClusterFailoverResourcesAdmissionControlPolicy {
     fn decode_field(
         &mut self,
@@ -907,12 +692,6 @@ impl x::Fields for ClusterFailoverResourcesAdmissionControlPolicy {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "resourceReductionToToleratePercent" => {
-                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)
-            }
-            "pMemAdmissionControlEnabled" => {
-                r.read_opt(&mut self.p_mem_admission_control_enabled)
-            }
             "cpuFailoverResourcesPercent" => {
                 r.read(&mut self.cpu_failover_resources_percent)
             }
@@ -927,20 +706,19 @@ impl x::Fields for ClusterFailoverResourcesAdmissionControlPolicy {
             "autoComputePMemFailoverResourcesPercent" => {
                 r.read_opt(&mut self.auto_compute_p_mem_failover_resources_percent)
             }
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_das_admission_control_policy,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt(
-            "resourceReductionToToleratePercent",
-            &self.resource_reduction_to_tolerate_percent,
-        );
-        w.write_opt(
-            "pMemAdmissionControlEnabled",
-            &self.p_mem_admission_control_enabled,
-        );
+        x::Fields::encode_fields(&self.cluster_das_admission_control_policy, w);
         w.write("cpuFailoverResourcesPercent", &self.cpu_failover_resources_percent);
         w.write(
             "memoryFailoverResourcesPercent",
@@ -992,24 +770,12 @@ impl x::Fields for ClusterFixedSizeSlotPolicy {
 /// `ClusterFtVmHostRuleInfo` (extends `ClusterRuleInfo`).
 ///
 /// Since vSphere API 8.0.3.0.
+///
+/// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterFtVmHostRuleInfo {
-    /// `key`, from `ClusterRuleInfo`.
-    pub key: Option<i32>,
-    /// `status`, from `ClusterRuleInfo`.
-    pub status: Option<ManagedEntityStatus>,
-    /// `enabled`, from `ClusterRuleInfo`.
-    pub enabled: Option<bool>,
-    /// `name`, from `ClusterRuleInfo`.
-    pub name: Option<String>,
-    /// `mandatory`, from `ClusterRuleInfo`.
-    pub mandatory: Option<bool>,
-    /// `userCreated`, from `ClusterRuleInfo`.
-    pub user_created: Option<bool>,
-    /// `inCompliance`, from `ClusterRuleInfo`.
-    pub in_compliance: Option<bool>,
-    /// `ruleUuid`, from `ClusterRuleInfo`.
-    pub rule_uuid: Option<String>,
+    /// The fields `ClusterFtVmHostRuleInfo` inherits from `ClusterRuleInfo`.
+    pub cluster_rule_info: ClusterRuleInfo,
     /// `vmGroupName`.
     ///
     /// Since vSphere API 8.0.3.0.
@@ -1023,6 +789,19 @@ impl x::SchemaType for ClusterFtVmHostRuleInfo {
     const TYPE_NAME: &'static str = "ClusterFtVmHostRuleInfo";
 }
 impl x::Structure for ClusterFtVmHostRuleInfo {}
+impl std::ops::Deref for ClusterFtVmHostRuleInfo {
+    type Target = ClusterRuleInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterRuleInfo {
+        &self.cluster_rule_info
+    }
+}
+impl std::ops::DerefMut for ClusterFtVmHostRuleInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterRuleInfo {
+        &mut self.cluster_rule_info
+    }
+}
 impl x::Fields for ClusterFtVmHostRuleInfo {
     fn decode_field(
         &mut self,
@@ -1030,31 +809,16 @@ impl x::Fields for ClusterFtVmHostRuleInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "status" => r.read_opt(&mut self.status),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "name" => r.read_opt(&mut self.name),
-            "mandatory" => r.read_opt(&mut self.mandatory),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "inCompliance" => r.read_opt(&mut self.in_compliance),
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
             "vmGroupName" => r.read(&mut self.vm_group_name),
             "hostGroupName" => r.read_push(&mut self.host_group_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_rule_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0300, "type ClusterFtVmHostRuleInfo", true);
-        w.write_opt("key", &self.key);
-        w.write_opt("status", &self.status);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("name", &self.name);
-        w.write_opt("mandatory", &self.mandatory);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("inCompliance", &self.in_compliance);
-        w.write_opt("ruleUuid", &self.rule_uuid);
+        x::Fields::encode_fields(&self.cluster_rule_info, w);
         w.write("vmGroupName", &self.vm_group_name);
         w.write_vec("hostGroupName", &self.host_group_name);
     }
@@ -1097,12 +861,12 @@ impl x::Fields for ClusterGroupInfo {
     }
 }
 /// `ClusterGroupSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterGroupSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
+    /// The fields `ClusterGroupSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
     /// `info`.
     pub info: Option<AnyClusterGroupInfo>,
 }
@@ -1110,6 +874,19 @@ impl x::SchemaType for ClusterGroupSpec {
     const TYPE_NAME: &'static str = "ClusterGroupSpec";
 }
 impl x::Structure for ClusterGroupSpec {}
+impl std::ops::Deref for ClusterGroupSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterGroupSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
 impl x::Fields for ClusterGroupSpec {
     fn decode_field(
         &mut self,
@@ -1117,17 +894,14 @@ impl x::Fields for ClusterGroupSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
             "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
+        x::Fields::encode_fields(&self.array_update_spec, w);
         w.write_opt("info", &self.info);
     }
 }
@@ -1136,14 +910,12 @@ impl x::ArrayItem for ClusterGroupSpec {
     const ITEM_TAG: &'static str = "ClusterGroupSpec";
 }
 /// `ClusterHostGroup` (extends `ClusterGroupInfo`).
+///
+/// The fields of `ClusterGroupInfo` are in `cluster_group_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterHostGroup {
-    /// `name`, from `ClusterGroupInfo`.
-    pub name: String,
-    /// `userCreated`, from `ClusterGroupInfo`.
-    pub user_created: Option<bool>,
-    /// `uniqueID`, from `ClusterGroupInfo`.
-    pub unique_id: Option<String>,
+    /// The fields `ClusterHostGroup` inherits from `ClusterGroupInfo`.
+    pub cluster_group_info: ClusterGroupInfo,
     /// `host`.
     pub host: Vec<x::ManagedObjectReference>,
 }
@@ -1151,6 +923,19 @@ impl x::SchemaType for ClusterHostGroup {
     const TYPE_NAME: &'static str = "ClusterHostGroup";
 }
 impl x::Structure for ClusterHostGroup {}
+impl std::ops::Deref for ClusterHostGroup {
+    type Target = ClusterGroupInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterGroupInfo {
+        &self.cluster_group_info
+    }
+}
+impl std::ops::DerefMut for ClusterHostGroup {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterGroupInfo {
+        &mut self.cluster_group_info
+    }
+}
 impl x::Fields for ClusterHostGroup {
     fn decode_field(
         &mut self,
@@ -1158,29 +943,24 @@ impl x::Fields for ClusterHostGroup {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "uniqueID" => r.read_opt(&mut self.unique_id),
             "host" => r.read_push(&mut self.host),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_group_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("uniqueID", &self.unique_id);
+        x::Fields::encode_fields(&self.cluster_group_info, w);
         w.write_vec("host", &self.host);
     }
 }
 /// `ClusterHostInfraUpdateHaModeAction` (extends `ClusterAction`).
+///
+/// The fields of `ClusterAction` are in `cluster_action`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterHostInfraUpdateHaModeAction {
-    /// `type`, from `ClusterAction`.
-    pub type_: String,
-    /// `target`, from `ClusterAction`.
-    pub target: Option<x::ManagedObjectReference>,
+    /// The fields `ClusterHostInfraUpdateHaModeAction` inherits from `ClusterAction`.
+    pub cluster_action: ClusterAction,
     /// `operationType`.
     pub operation_type: String,
 }
@@ -1188,6 +968,19 @@ impl x::SchemaType for ClusterHostInfraUpdateHaModeAction {
     const TYPE_NAME: &'static str = "ClusterHostInfraUpdateHaModeAction";
 }
 impl x::Structure for ClusterHostInfraUpdateHaModeAction {}
+impl std::ops::Deref for ClusterHostInfraUpdateHaModeAction {
+    type Target = ClusterAction;
+    #[inline]
+    fn deref(&self) -> &ClusterAction {
+        &self.cluster_action
+    }
+}
+impl std::ops::DerefMut for ClusterHostInfraUpdateHaModeAction {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterAction {
+        &mut self.cluster_action
+    }
+}
 impl x::Fields for ClusterHostInfraUpdateHaModeAction {
     fn decode_field(
         &mut self,
@@ -1195,27 +988,24 @@ impl x::Fields for ClusterHostInfraUpdateHaModeAction {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "target" => r.read_opt(&mut self.target),
             "operationType" => r.read(&mut self.operation_type),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_action, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("target", &self.target);
+        x::Fields::encode_fields(&self.cluster_action, w);
         w.write("operationType", &self.operation_type);
     }
 }
 /// `ClusterHostPowerAction` (extends `ClusterAction`).
+///
+/// The fields of `ClusterAction` are in `cluster_action`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterHostPowerAction {
-    /// `type`, from `ClusterAction`.
-    pub type_: String,
-    /// `target`, from `ClusterAction`.
-    pub target: Option<x::ManagedObjectReference>,
+    /// The fields `ClusterHostPowerAction` inherits from `ClusterAction`.
+    pub cluster_action: ClusterAction,
     /// `operationType`.
     pub operation_type: HostPowerOperationType,
     /// `powerConsumptionWatt`.
@@ -1229,6 +1019,19 @@ impl x::SchemaType for ClusterHostPowerAction {
     const TYPE_NAME: &'static str = "ClusterHostPowerAction";
 }
 impl x::Structure for ClusterHostPowerAction {}
+impl std::ops::Deref for ClusterHostPowerAction {
+    type Target = ClusterAction;
+    #[inline]
+    fn deref(&self) -> &ClusterAction {
+        &self.cluster_action
+    }
+}
+impl std::ops::DerefMut for ClusterHostPowerAction {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterAction {
+        &mut self.cluster_action
+    }
+}
 impl x::Fields for ClusterHostPowerAction {
     fn decode_field(
         &mut self,
@@ -1236,20 +1039,17 @@ impl x::Fields for ClusterHostPowerAction {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "target" => r.read_opt(&mut self.target),
             "operationType" => r.read(&mut self.operation_type),
             "powerConsumptionWatt" => r.read_opt(&mut self.power_consumption_watt),
             "cpuCapacityMHz" => r.read_opt(&mut self.cpu_capacity_m_hz),
             "memCapacityMB" => r.read_opt(&mut self.mem_capacity_mb),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_action, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("target", &self.target);
+        x::Fields::encode_fields(&self.cluster_action, w);
         w.write("operationType", &self.operation_type);
         w.write_opt("powerConsumptionWatt", &self.power_consumption_watt);
         w.write_opt("cpuCapacityMHz", &self.cpu_capacity_m_hz);
@@ -1335,12 +1135,12 @@ impl x::Fields for ClusterInfraUpdateHaConfigInfo {
     }
 }
 /// `ClusterInitialPlacementAction` (extends `ClusterAction`).
+///
+/// The fields of `ClusterAction` are in `cluster_action`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterInitialPlacementAction {
-    /// `type`, from `ClusterAction`.
-    pub type_: String,
-    /// `target`, from `ClusterAction`.
-    pub target: Option<x::ManagedObjectReference>,
+    /// The fields `ClusterInitialPlacementAction` inherits from `ClusterAction`.
+    pub cluster_action: ClusterAction,
     /// `targetHost`.
     pub target_host: x::ManagedObjectReference,
     /// `pool`.
@@ -1350,6 +1150,19 @@ impl x::SchemaType for ClusterInitialPlacementAction {
     const TYPE_NAME: &'static str = "ClusterInitialPlacementAction";
 }
 impl x::Structure for ClusterInitialPlacementAction {}
+impl std::ops::Deref for ClusterInitialPlacementAction {
+    type Target = ClusterAction;
+    #[inline]
+    fn deref(&self) -> &ClusterAction {
+        &self.cluster_action
+    }
+}
+impl std::ops::DerefMut for ClusterInitialPlacementAction {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterAction {
+        &mut self.cluster_action
+    }
+}
 impl x::Fields for ClusterInitialPlacementAction {
     fn decode_field(
         &mut self,
@@ -1357,39 +1170,26 @@ impl x::Fields for ClusterInitialPlacementAction {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "target" => r.read_opt(&mut self.target),
             "targetHost" => r.read(&mut self.target_host),
             "pool" => r.read_opt(&mut self.pool),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_action, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("target", &self.target);
+        x::Fields::encode_fields(&self.cluster_action, w);
         w.write("targetHost", &self.target_host);
         w.write_opt("pool", &self.pool);
     }
 }
 /// `ClusterIoFilterInfo` (extends `IoFilterInfo`).
+///
+/// The fields of `IoFilterInfo` are in `io_filter_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterIoFilterInfo {
-    /// `id`, from `IoFilterInfo`.
-    pub id: String,
-    /// `name`, from `IoFilterInfo`.
-    pub name: String,
-    /// `vendor`, from `IoFilterInfo`.
-    pub vendor: String,
-    /// `version`, from `IoFilterInfo`.
-    pub version: String,
-    /// `type`, from `IoFilterInfo`.
-    pub type_: Option<String>,
-    /// `summary`, from `IoFilterInfo`.
-    pub summary: Option<String>,
-    /// `releaseDate`, from `IoFilterInfo`.
-    pub release_date: Option<String>,
+    /// The fields `ClusterIoFilterInfo` inherits from `IoFilterInfo`.
+    pub io_filter_info: IoFilterInfo,
     /// `opType`.
     pub op_type: String,
     /// `vibUrl`.
@@ -1399,6 +1199,19 @@ impl x::SchemaType for ClusterIoFilterInfo {
     const TYPE_NAME: &'static str = "ClusterIoFilterInfo";
 }
 impl x::Structure for ClusterIoFilterInfo {}
+impl std::ops::Deref for ClusterIoFilterInfo {
+    type Target = IoFilterInfo;
+    #[inline]
+    fn deref(&self) -> &IoFilterInfo {
+        &self.io_filter_info
+    }
+}
+impl std::ops::DerefMut for ClusterIoFilterInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IoFilterInfo {
+        &mut self.io_filter_info
+    }
+}
 impl x::Fields for ClusterIoFilterInfo {
     fn decode_field(
         &mut self,
@@ -1406,28 +1219,15 @@ impl x::Fields for ClusterIoFilterInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
-            "name" => r.read(&mut self.name),
-            "vendor" => r.read(&mut self.vendor),
-            "version" => r.read(&mut self.version),
-            "type" => r.read_opt(&mut self.type_),
-            "summary" => r.read_opt(&mut self.summary),
-            "releaseDate" => r.read_opt(&mut self.release_date),
             "opType" => r.read(&mut self.op_type),
             "vibUrl" => r.read_opt(&mut self.vib_url),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.io_filter_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("name", &self.name);
-        w.write("vendor", &self.vendor);
-        w.write("version", &self.version);
-        w.write_opt("type", &self.type_);
-        w.write_opt("summary", &self.summary);
-        w.write_opt("releaseDate", &self.release_date);
+        x::Fields::encode_fields(&self.io_filter_info, w);
         w.write("opType", &self.op_type);
         w.write_opt("vibUrl", &self.vib_url);
     }
@@ -1437,12 +1237,12 @@ impl x::ArrayItem for ClusterIoFilterInfo {
     const ITEM_TAG: &'static str = "ClusterIoFilterInfo";
 }
 /// `ClusterMigrationAction` (extends `ClusterAction`).
+///
+/// The fields of `ClusterAction` are in `cluster_action`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterMigrationAction {
-    /// `type`, from `ClusterAction`.
-    pub type_: String,
-    /// `target`, from `ClusterAction`.
-    pub target: Option<x::ManagedObjectReference>,
+    /// The fields `ClusterMigrationAction` inherits from `ClusterAction`.
+    pub cluster_action: ClusterAction,
     /// `drsMigration`.
     pub drs_migration: Option<ClusterDrsMigration>,
 }
@@ -1450,6 +1250,19 @@ impl x::SchemaType for ClusterMigrationAction {
     const TYPE_NAME: &'static str = "ClusterMigrationAction";
 }
 impl x::Structure for ClusterMigrationAction {}
+impl std::ops::Deref for ClusterMigrationAction {
+    type Target = ClusterAction;
+    #[inline]
+    fn deref(&self) -> &ClusterAction {
+        &self.cluster_action
+    }
+}
+impl std::ops::DerefMut for ClusterMigrationAction {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterAction {
+        &mut self.cluster_action
+    }
+}
 impl x::Fields for ClusterMigrationAction {
     fn decode_field(
         &mut self,
@@ -1457,17 +1270,14 @@ impl x::Fields for ClusterMigrationAction {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "target" => r.read_opt(&mut self.target),
             "drsMigration" => r.read_opt(&mut self.drs_migration),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_action, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("target", &self.target);
+        x::Fields::encode_fields(&self.cluster_action, w);
         w.write_opt("drsMigration", &self.drs_migration);
     }
 }
@@ -1565,94 +1375,41 @@ impl x::Fields for ClusterOrchestrationInfo {
     }
 }
 /// `ClusterOvercommittedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterOvercommittedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `ClusterOvercommittedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
 }
 impl x::SchemaType for ClusterOvercommittedEvent {
     const TYPE_NAME: &'static str = "ClusterOvercommittedEvent";
 }
 impl x::Structure for ClusterOvercommittedEvent {}
+impl std::ops::Deref for ClusterOvercommittedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for ClusterOvercommittedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
 impl x::Fields for ClusterOvercommittedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.cluster_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
 /// `ClusterPowerOnVmResult` (extends `DynamicData`).
@@ -1737,12 +1494,12 @@ impl x::Fields for ClusterPreemptibleVmPairInfo {
 /// `ClusterPreemptibleVmPairSpec` (extends `ArrayUpdateSpec`).
 ///
 /// Since vSphere API 8.0.0.1.
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterPreemptibleVmPairSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
+    /// The fields `ClusterPreemptibleVmPairSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
     /// `info`.
     ///
     /// Since vSphere API 8.0.0.1.
@@ -1752,6 +1509,19 @@ impl x::SchemaType for ClusterPreemptibleVmPairSpec {
     const TYPE_NAME: &'static str = "ClusterPreemptibleVmPairSpec";
 }
 impl x::Structure for ClusterPreemptibleVmPairSpec {}
+impl std::ops::Deref for ClusterPreemptibleVmPairSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterPreemptibleVmPairSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
 impl x::Fields for ClusterPreemptibleVmPairSpec {
     fn decode_field(
         &mut self,
@@ -1759,18 +1529,15 @@ impl x::Fields for ClusterPreemptibleVmPairSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
             "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "type ClusterPreemptibleVmPairSpec", true);
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
+        x::Fields::encode_fields(&self.array_update_spec, w);
         w.write_opt("info", &self.info);
     }
 }
@@ -1802,14 +1569,12 @@ impl x::Fields for ClusterProactiveDrsConfigInfo {
     }
 }
 /// `ClusterProfileCompleteConfigSpec` (extends `ClusterProfileConfigSpec`).
+///
+/// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterProfileCompleteConfigSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
+    /// The fields `ClusterProfileCompleteConfigSpec` inherits from `ClusterProfileConfigSpec`.
+    pub cluster_profile_config_spec: ClusterProfileConfigSpec,
     /// `complyProfile`.
     pub comply_profile: Option<ComplianceProfile>,
 }
@@ -1817,6 +1582,19 @@ impl x::SchemaType for ClusterProfileCompleteConfigSpec {
     const TYPE_NAME: &'static str = "ClusterProfileCompleteConfigSpec";
 }
 impl x::Structure for ClusterProfileCompleteConfigSpec {}
+impl std::ops::Deref for ClusterProfileCompleteConfigSpec {
+    type Target = ClusterProfileConfigSpec;
+    #[inline]
+    fn deref(&self) -> &ClusterProfileConfigSpec {
+        &self.cluster_profile_config_spec
+    }
+}
+impl std::ops::DerefMut for ClusterProfileCompleteConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterProfileConfigSpec {
+        &mut self.cluster_profile_config_spec
+    }
+}
 impl x::Fields for ClusterProfileCompleteConfigSpec {
     fn decode_field(
         &mut self,
@@ -1824,31 +1602,30 @@ impl x::Fields for ClusterProfileCompleteConfigSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
             "complyProfile" => r.read_opt(&mut self.comply_profile),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_profile_config_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
+        x::Fields::encode_fields(&self.cluster_profile_config_spec, w);
         w.write_opt("complyProfile", &self.comply_profile);
     }
 }
 /// `ClusterProfileConfigInfo` (extends `ProfileConfigInfo`).
+///
+/// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterProfileConfigInfo {
-    /// `name`, from `ProfileConfigInfo`.
-    pub name: String,
-    /// `annotation`, from `ProfileConfigInfo`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileConfigInfo`.
-    pub enabled: bool,
+    /// The fields `ClusterProfileConfigInfo` inherits from `ProfileConfigInfo`.
+    pub profile_config_info: ProfileConfigInfo,
     /// `complyProfile`.
     pub comply_profile: Option<ComplianceProfile>,
 }
@@ -1856,6 +1633,19 @@ impl x::SchemaType for ClusterProfileConfigInfo {
     const TYPE_NAME: &'static str = "ClusterProfileConfigInfo";
 }
 impl x::Structure for ClusterProfileConfigInfo {}
+impl std::ops::Deref for ClusterProfileConfigInfo {
+    type Target = ProfileConfigInfo;
+    #[inline]
+    fn deref(&self) -> &ProfileConfigInfo {
+        &self.profile_config_info
+    }
+}
+impl std::ops::DerefMut for ClusterProfileConfigInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
+        &mut self.profile_config_info
+    }
+}
 impl x::Fields for ClusterProfileConfigInfo {
     fn decode_field(
         &mut self,
@@ -1863,31 +1653,24 @@ impl x::Fields for ClusterProfileConfigInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read(&mut self.enabled),
             "complyProfile" => r.read_opt(&mut self.comply_profile),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.profile_config_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write("enabled", &self.enabled);
+        x::Fields::encode_fields(&self.profile_config_info, w);
         w.write_opt("complyProfile", &self.comply_profile);
     }
 }
 /// `ClusterProfileConfigServiceCreateSpec` (extends `ClusterProfileConfigSpec`).
+///
+/// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterProfileConfigServiceCreateSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
+    /// The fields `ClusterProfileConfigServiceCreateSpec` inherits from `ClusterProfileConfigSpec`.
+    pub cluster_profile_config_spec: ClusterProfileConfigSpec,
     /// `serviceType`.
     pub service_type: Vec<String>,
 }
@@ -1895,6 +1678,19 @@ impl x::SchemaType for ClusterProfileConfigServiceCreateSpec {
     const TYPE_NAME: &'static str = "ClusterProfileConfigServiceCreateSpec";
 }
 impl x::Structure for ClusterProfileConfigServiceCreateSpec {}
+impl std::ops::Deref for ClusterProfileConfigServiceCreateSpec {
+    type Target = ClusterProfileConfigSpec;
+    #[inline]
+    fn deref(&self) -> &ClusterProfileConfigSpec {
+        &self.cluster_profile_config_spec
+    }
+}
+impl std::ops::DerefMut for ClusterProfileConfigServiceCreateSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterProfileConfigSpec {
+        &mut self.cluster_profile_config_spec
+    }
+}
 impl x::Fields for ClusterProfileConfigServiceCreateSpec {
     fn decode_field(
         &mut self,
@@ -1902,92 +1698,99 @@ impl x::Fields for ClusterProfileConfigServiceCreateSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
             "serviceType" => r.read_push(&mut self.service_type),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_profile_config_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
+        x::Fields::encode_fields(&self.cluster_profile_config_spec, w);
         w.write_vec("serviceType", &self.service_type);
     }
 }
 /// `ClusterProfileConfigSpec` (extends `ClusterProfileCreateSpec`).
 ///
 /// Fields of this type hold [`AnyClusterProfileConfigSpec`], which also carries its subtypes.
+///
+/// The fields of `ClusterProfileCreateSpec` are in `cluster_profile_create_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterProfileConfigSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
+    /// The fields `ClusterProfileConfigSpec` inherits from `ClusterProfileCreateSpec`.
+    pub cluster_profile_create_spec: ClusterProfileCreateSpec,
 }
 impl x::SchemaType for ClusterProfileConfigSpec {
     const TYPE_NAME: &'static str = "ClusterProfileConfigSpec";
 }
 impl x::Structure for ClusterProfileConfigSpec {}
+impl std::ops::Deref for ClusterProfileConfigSpec {
+    type Target = ClusterProfileCreateSpec;
+    #[inline]
+    fn deref(&self) -> &ClusterProfileCreateSpec {
+        &self.cluster_profile_create_spec
+    }
+}
+impl std::ops::DerefMut for ClusterProfileConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterProfileCreateSpec {
+        &mut self.cluster_profile_create_spec
+    }
+}
 impl x::Fields for ClusterProfileConfigSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.cluster_profile_create_spec, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
+        x::Fields::encode_fields(&self.cluster_profile_create_spec, w);
     }
 }
 /// `ClusterProfileCreateSpec` (extends `ProfileCreateSpec`).
+///
+/// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterProfileCreateSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
+    /// The fields `ClusterProfileCreateSpec` inherits from `ProfileCreateSpec`.
+    pub profile_create_spec: ProfileCreateSpec,
 }
 impl x::SchemaType for ClusterProfileCreateSpec {
     const TYPE_NAME: &'static str = "ClusterProfileCreateSpec";
 }
 impl x::Structure for ClusterProfileCreateSpec {}
+impl std::ops::Deref for ClusterProfileCreateSpec {
+    type Target = ProfileCreateSpec;
+    #[inline]
+    fn deref(&self) -> &ProfileCreateSpec {
+        &self.profile_create_spec
+    }
+}
+impl std::ops::DerefMut for ClusterProfileCreateSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
+        &mut self.profile_create_spec
+    }
+}
 impl x::Fields for ClusterProfileCreateSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.profile_create_spec, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
+        x::Fields::encode_fields(&self.profile_create_spec, w);
     }
 }
 /// `ClusterRecommendation` (extends `DynamicData`).
@@ -2062,42 +1865,12 @@ impl x::ArrayItem for ClusterRecommendation {
     const ITEM_TAG: &'static str = "ClusterRecommendation";
 }
 /// `ClusterReconfiguredEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterReconfiguredEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `ClusterReconfiguredEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
@@ -2105,6 +1878,19 @@ impl x::SchemaType for ClusterReconfiguredEvent {
     const TYPE_NAME: &'static str = "ClusterReconfiguredEvent";
 }
 impl x::Structure for ClusterReconfiguredEvent {}
+impl std::ops::Deref for ClusterReconfiguredEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for ClusterReconfiguredEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
 impl x::Fields for ClusterReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -2112,47 +1898,14 @@ impl x::Fields for ClusterReconfiguredEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "configChanges" => r.read_opt(&mut self.config_changes),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.cluster_event, w);
         w.write_opt("configChanges", &self.config_changes);
     }
 }
@@ -2269,12 +2022,12 @@ impl x::Fields for ClusterRuleInfo {
     }
 }
 /// `ClusterRuleSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterRuleSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
+    /// The fields `ClusterRuleSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
     /// `info`.
     pub info: Option<AnyClusterRuleInfo>,
 }
@@ -2282,6 +2035,19 @@ impl x::SchemaType for ClusterRuleSpec {
     const TYPE_NAME: &'static str = "ClusterRuleSpec";
 }
 impl x::Structure for ClusterRuleSpec {}
+impl std::ops::Deref for ClusterRuleSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterRuleSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
 impl x::Fields for ClusterRuleSpec {
     fn decode_field(
         &mut self,
@@ -2289,17 +2055,14 @@ impl x::Fields for ClusterRuleSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
             "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
+        x::Fields::encode_fields(&self.array_update_spec, w);
         w.write_opt("info", &self.info);
     }
 }
@@ -2327,42 +2090,12 @@ impl x::Fields for ClusterSlotPolicy {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `ClusterStatusChangedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterStatusChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `ClusterStatusChangedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
     /// `oldStatus`.
     pub old_status: String,
     /// `newStatus`.
@@ -2372,6 +2105,19 @@ impl x::SchemaType for ClusterStatusChangedEvent {
     const TYPE_NAME: &'static str = "ClusterStatusChangedEvent";
 }
 impl x::Structure for ClusterStatusChangedEvent {}
+impl std::ops::Deref for ClusterStatusChangedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for ClusterStatusChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
 impl x::Fields for ClusterStatusChangedEvent {
     fn decode_field(
         &mut self,
@@ -2379,48 +2125,15 @@ impl x::Fields for ClusterStatusChangedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "oldStatus" => r.read(&mut self.old_status),
             "newStatus" => r.read(&mut self.new_status),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.cluster_event, w);
         w.write("oldStatus", &self.old_status);
         w.write("newStatus", &self.new_status);
     }
@@ -2528,12 +2241,12 @@ impl x::Fields for ClusterSystemVMsConfigSpec {
     }
 }
 /// `ClusterTagCategoryUpdateSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterTagCategoryUpdateSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
+    /// The fields `ClusterTagCategoryUpdateSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
     /// `category`.
     pub category: Option<String>,
 }
@@ -2541,6 +2254,19 @@ impl x::SchemaType for ClusterTagCategoryUpdateSpec {
     const TYPE_NAME: &'static str = "ClusterTagCategoryUpdateSpec";
 }
 impl x::Structure for ClusterTagCategoryUpdateSpec {}
+impl std::ops::Deref for ClusterTagCategoryUpdateSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterTagCategoryUpdateSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
 impl x::Fields for ClusterTagCategoryUpdateSpec {
     fn decode_field(
         &mut self,
@@ -2548,17 +2274,14 @@ impl x::Fields for ClusterTagCategoryUpdateSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
             "category" => r.read_opt(&mut self.category),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
+        x::Fields::encode_fields(&self.array_update_spec, w);
         w.write_opt("category", &self.category);
     }
 }
@@ -2742,14 +2465,12 @@ impl x::Fields for ClusterVmComponentProtectionSettings {
     }
 }
 /// `ClusterVmGroup` (extends `ClusterGroupInfo`).
+///
+/// The fields of `ClusterGroupInfo` are in `cluster_group_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterVmGroup {
-    /// `name`, from `ClusterGroupInfo`.
-    pub name: String,
-    /// `userCreated`, from `ClusterGroupInfo`.
-    pub user_created: Option<bool>,
-    /// `uniqueID`, from `ClusterGroupInfo`.
-    pub unique_id: Option<String>,
+    /// The fields `ClusterVmGroup` inherits from `ClusterGroupInfo`.
+    pub cluster_group_info: ClusterGroupInfo,
     /// `vm`.
     pub vm: Vec<x::ManagedObjectReference>,
 }
@@ -2757,6 +2478,19 @@ impl x::SchemaType for ClusterVmGroup {
     const TYPE_NAME: &'static str = "ClusterVmGroup";
 }
 impl x::Structure for ClusterVmGroup {}
+impl std::ops::Deref for ClusterVmGroup {
+    type Target = ClusterGroupInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterGroupInfo {
+        &self.cluster_group_info
+    }
+}
+impl std::ops::DerefMut for ClusterVmGroup {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterGroupInfo {
+        &mut self.cluster_group_info
+    }
+}
 impl x::Fields for ClusterVmGroup {
     fn decode_field(
         &mut self,
@@ -2764,41 +2498,24 @@ impl x::Fields for ClusterVmGroup {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "uniqueID" => r.read_opt(&mut self.unique_id),
             "vm" => r.read_push(&mut self.vm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_group_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("uniqueID", &self.unique_id);
+        x::Fields::encode_fields(&self.cluster_group_info, w);
         w.write_vec("vm", &self.vm);
     }
 }
 /// `ClusterVmHostRuleInfo` (extends `ClusterRuleInfo`).
+///
+/// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterVmHostRuleInfo {
-    /// `key`, from `ClusterRuleInfo`.
-    pub key: Option<i32>,
-    /// `status`, from `ClusterRuleInfo`.
-    pub status: Option<ManagedEntityStatus>,
-    /// `enabled`, from `ClusterRuleInfo`.
-    pub enabled: Option<bool>,
-    /// `name`, from `ClusterRuleInfo`.
-    pub name: Option<String>,
-    /// `mandatory`, from `ClusterRuleInfo`.
-    pub mandatory: Option<bool>,
-    /// `userCreated`, from `ClusterRuleInfo`.
-    pub user_created: Option<bool>,
-    /// `inCompliance`, from `ClusterRuleInfo`.
-    pub in_compliance: Option<bool>,
-    /// `ruleUuid`, from `ClusterRuleInfo`.
-    pub rule_uuid: Option<String>,
+    /// The fields `ClusterVmHostRuleInfo` inherits from `ClusterRuleInfo`.
+    pub cluster_rule_info: ClusterRuleInfo,
     /// `vmGroupName`.
     pub vm_group_name: Option<String>,
     /// `affineHostGroupName`.
@@ -2810,6 +2527,19 @@ impl x::SchemaType for ClusterVmHostRuleInfo {
     const TYPE_NAME: &'static str = "ClusterVmHostRuleInfo";
 }
 impl x::Structure for ClusterVmHostRuleInfo {}
+impl std::ops::Deref for ClusterVmHostRuleInfo {
+    type Target = ClusterRuleInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterRuleInfo {
+        &self.cluster_rule_info
+    }
+}
+impl std::ops::DerefMut for ClusterVmHostRuleInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterRuleInfo {
+        &mut self.cluster_rule_info
+    }
+}
 impl x::Fields for ClusterVmHostRuleInfo {
     fn decode_field(
         &mut self,
@@ -2817,33 +2547,18 @@ impl x::Fields for ClusterVmHostRuleInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "status" => r.read_opt(&mut self.status),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "name" => r.read_opt(&mut self.name),
-            "mandatory" => r.read_opt(&mut self.mandatory),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "inCompliance" => r.read_opt(&mut self.in_compliance),
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
             "vmGroupName" => r.read_opt(&mut self.vm_group_name),
             "affineHostGroupName" => r.read_opt(&mut self.affine_host_group_name),
             "antiAffineHostGroupName" => {
                 r.read_opt(&mut self.anti_affine_host_group_name)
             }
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_rule_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("status", &self.status);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("name", &self.name);
-        w.write_opt("mandatory", &self.mandatory);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("inCompliance", &self.in_compliance);
-        w.write_opt("ruleUuid", &self.rule_uuid);
+        x::Fields::encode_fields(&self.cluster_rule_info, w);
         w.write_opt("vmGroupName", &self.vm_group_name);
         w.write_opt("affineHostGroupName", &self.affine_host_group_name);
         w.write_opt("antiAffineHostGroupName", &self.anti_affine_host_group_name);
@@ -2885,12 +2600,12 @@ impl x::ArrayItem for ClusterVmOrchestrationInfo {
     const ITEM_TAG: &'static str = "ClusterVmOrchestrationInfo";
 }
 /// `ClusterVmOrchestrationSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterVmOrchestrationSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
+    /// The fields `ClusterVmOrchestrationSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
     /// `info`.
     pub info: Option<ClusterVmOrchestrationInfo>,
 }
@@ -2898,6 +2613,19 @@ impl x::SchemaType for ClusterVmOrchestrationSpec {
     const TYPE_NAME: &'static str = "ClusterVmOrchestrationSpec";
 }
 impl x::Structure for ClusterVmOrchestrationSpec {}
+impl std::ops::Deref for ClusterVmOrchestrationSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterVmOrchestrationSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
 impl x::Fields for ClusterVmOrchestrationSpec {
     fn decode_field(
         &mut self,
@@ -2905,17 +2633,14 @@ impl x::Fields for ClusterVmOrchestrationSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
             "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
+        x::Fields::encode_fields(&self.array_update_spec, w);
         w.write_opt("info", &self.info);
     }
 }

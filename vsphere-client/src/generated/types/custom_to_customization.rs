@@ -57,141 +57,50 @@ impl x::ArrayItem for CustomFieldDef {
     const ITEM_TAG: &'static str = "CustomFieldDef";
 }
 /// `CustomFieldDefAddedEvent` (extends `CustomFieldDefEvent`).
+///
+/// The fields of `CustomFieldDefEvent` are in `custom_field_def_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomFieldDefAddedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `fieldKey`, from `CustomFieldDefEvent`.
-    pub field_key: i32,
-    /// `name`, from `CustomFieldDefEvent`.
-    pub name: String,
+    /// The fields `CustomFieldDefAddedEvent` inherits from `CustomFieldDefEvent`.
+    pub custom_field_def_event: CustomFieldDefEvent,
 }
 impl x::SchemaType for CustomFieldDefAddedEvent {
     const TYPE_NAME: &'static str = "CustomFieldDefAddedEvent";
 }
 impl x::Structure for CustomFieldDefAddedEvent {}
+impl std::ops::Deref for CustomFieldDefAddedEvent {
+    type Target = CustomFieldDefEvent;
+    #[inline]
+    fn deref(&self) -> &CustomFieldDefEvent {
+        &self.custom_field_def_event
+    }
+}
+impl std::ops::DerefMut for CustomFieldDefAddedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomFieldDefEvent {
+        &mut self.custom_field_def_event
+    }
+}
 impl x::Fields for CustomFieldDefAddedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "fieldKey" => r.read(&mut self.field_key),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.custom_field_def_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("fieldKey", &self.field_key);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.custom_field_def_event, w);
     }
 }
 /// `CustomFieldDefEvent` (extends `CustomFieldEvent`).
+///
+/// The fields of `CustomFieldEvent` are in `custom_field_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomFieldDefEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `CustomFieldDefEvent` inherits from `CustomFieldEvent`.
+    pub custom_field_event: CustomFieldEvent,
     /// `fieldKey`.
     pub field_key: i32,
     /// `name`.
@@ -201,6 +110,19 @@ impl x::SchemaType for CustomFieldDefEvent {
     const TYPE_NAME: &'static str = "CustomFieldDefEvent";
 }
 impl x::Structure for CustomFieldDefEvent {}
+impl std::ops::Deref for CustomFieldDefEvent {
+    type Target = CustomFieldEvent;
+    #[inline]
+    fn deref(&self) -> &CustomFieldEvent {
+        &self.custom_field_event
+    }
+}
+impl std::ops::DerefMut for CustomFieldDefEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomFieldEvent {
+        &mut self.custom_field_event
+    }
+}
 impl x::Fields for CustomFieldDefEvent {
     fn decode_field(
         &mut self,
@@ -208,192 +130,64 @@ impl x::Fields for CustomFieldDefEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "fieldKey" => r.read(&mut self.field_key),
             "name" => r.read(&mut self.name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.custom_field_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.custom_field_event, w);
         w.write("fieldKey", &self.field_key);
         w.write("name", &self.name);
     }
 }
 /// `CustomFieldDefRemovedEvent` (extends `CustomFieldDefEvent`).
+///
+/// The fields of `CustomFieldDefEvent` are in `custom_field_def_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomFieldDefRemovedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `fieldKey`, from `CustomFieldDefEvent`.
-    pub field_key: i32,
-    /// `name`, from `CustomFieldDefEvent`.
-    pub name: String,
+    /// The fields `CustomFieldDefRemovedEvent` inherits from `CustomFieldDefEvent`.
+    pub custom_field_def_event: CustomFieldDefEvent,
 }
 impl x::SchemaType for CustomFieldDefRemovedEvent {
     const TYPE_NAME: &'static str = "CustomFieldDefRemovedEvent";
 }
 impl x::Structure for CustomFieldDefRemovedEvent {}
+impl std::ops::Deref for CustomFieldDefRemovedEvent {
+    type Target = CustomFieldDefEvent;
+    #[inline]
+    fn deref(&self) -> &CustomFieldDefEvent {
+        &self.custom_field_def_event
+    }
+}
+impl std::ops::DerefMut for CustomFieldDefRemovedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomFieldDefEvent {
+        &mut self.custom_field_def_event
+    }
+}
 impl x::Fields for CustomFieldDefRemovedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "fieldKey" => r.read(&mut self.field_key),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.custom_field_def_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("fieldKey", &self.field_key);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.custom_field_def_event, w);
     }
 }
 /// `CustomFieldDefRenamedEvent` (extends `CustomFieldDefEvent`).
+///
+/// The fields of `CustomFieldDefEvent` are in `custom_field_def_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomFieldDefRenamedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `fieldKey`, from `CustomFieldDefEvent`.
-    pub field_key: i32,
-    /// `name`, from `CustomFieldDefEvent`.
-    pub name: String,
+    /// The fields `CustomFieldDefRenamedEvent` inherits from `CustomFieldDefEvent`.
+    pub custom_field_def_event: CustomFieldDefEvent,
     /// `newName`.
     pub new_name: String,
 }
@@ -401,6 +195,19 @@ impl x::SchemaType for CustomFieldDefRenamedEvent {
     const TYPE_NAME: &'static str = "CustomFieldDefRenamedEvent";
 }
 impl x::Structure for CustomFieldDefRenamedEvent {}
+impl std::ops::Deref for CustomFieldDefRenamedEvent {
+    type Target = CustomFieldDefEvent;
+    #[inline]
+    fn deref(&self) -> &CustomFieldDefEvent {
+        &self.custom_field_def_event
+    }
+}
+impl std::ops::DerefMut for CustomFieldDefRenamedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomFieldDefEvent {
+        &mut self.custom_field_def_event
+    }
+}
 impl x::Fields for CustomFieldDefRenamedEvent {
     fn decode_field(
         &mut self,
@@ -408,150 +215,64 @@ impl x::Fields for CustomFieldDefRenamedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "fieldKey" => r.read(&mut self.field_key),
-            "name" => r.read(&mut self.name),
             "newName" => r.read(&mut self.new_name),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(&mut self.custom_field_def_event, r, name);
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("fieldKey", &self.field_key);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.custom_field_def_event, w);
         w.write("newName", &self.new_name);
     }
 }
 /// `CustomFieldEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomFieldEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `CustomFieldEvent` inherits from `Event`.
+    pub event: Event,
 }
 impl x::SchemaType for CustomFieldEvent {
     const TYPE_NAME: &'static str = "CustomFieldEvent";
 }
 impl x::Structure for CustomFieldEvent {}
+impl std::ops::Deref for CustomFieldEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for CustomFieldEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
 impl x::Fields for CustomFieldEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.event, w);
     }
 }
 /// `CustomFieldStringValue` (extends `CustomFieldValue`).
+///
+/// The fields of `CustomFieldValue` are in `custom_field_value`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomFieldStringValue {
-    /// `key`, from `CustomFieldValue`.
-    pub key: i32,
+    /// The fields `CustomFieldStringValue` inherits from `CustomFieldValue`.
+    pub custom_field_value: CustomFieldValue,
     /// `value`.
     pub value: String,
 }
@@ -559,6 +280,19 @@ impl x::SchemaType for CustomFieldStringValue {
     const TYPE_NAME: &'static str = "CustomFieldStringValue";
 }
 impl x::Structure for CustomFieldStringValue {}
+impl std::ops::Deref for CustomFieldStringValue {
+    type Target = CustomFieldValue;
+    #[inline]
+    fn deref(&self) -> &CustomFieldValue {
+        &self.custom_field_value
+    }
+}
+impl std::ops::DerefMut for CustomFieldStringValue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomFieldValue {
+        &mut self.custom_field_value
+    }
+}
 impl x::Fields for CustomFieldStringValue {
     fn decode_field(
         &mut self,
@@ -566,15 +300,14 @@ impl x::Fields for CustomFieldStringValue {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
             "value" => r.read(&mut self.value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.custom_field_value, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
+        x::Fields::encode_fields(&self.custom_field_value, w);
         w.write("value", &self.value);
     }
 }
@@ -608,42 +341,12 @@ impl x::Fields for CustomFieldValue {
     }
 }
 /// `CustomFieldValueChangedEvent` (extends `CustomFieldEvent`).
+///
+/// The fields of `CustomFieldEvent` are in `custom_field_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomFieldValueChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `CustomFieldValueChangedEvent` inherits from `CustomFieldEvent`.
+    pub custom_field_event: CustomFieldEvent,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
     /// `fieldKey`.
@@ -659,6 +362,19 @@ impl x::SchemaType for CustomFieldValueChangedEvent {
     const TYPE_NAME: &'static str = "CustomFieldValueChangedEvent";
 }
 impl x::Structure for CustomFieldValueChangedEvent {}
+impl std::ops::Deref for CustomFieldValueChangedEvent {
+    type Target = CustomFieldEvent;
+    #[inline]
+    fn deref(&self) -> &CustomFieldEvent {
+        &self.custom_field_event
+    }
+}
+impl std::ops::DerefMut for CustomFieldValueChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomFieldEvent {
+        &mut self.custom_field_event
+    }
+}
 impl x::Fields for CustomFieldValueChangedEvent {
     fn decode_field(
         &mut self,
@@ -666,51 +382,18 @@ impl x::Fields for CustomFieldValueChangedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "entity" => r.read(&mut self.entity),
             "fieldKey" => r.read(&mut self.field_key),
             "name" => r.read(&mut self.name),
             "value" => r.read(&mut self.value),
             "prevState" => r.read_opt(&mut self.prev_state),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.custom_field_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.custom_field_event, w);
         w.write("entity", &self.entity);
         w.write("fieldKey", &self.field_key);
         w.write("name", &self.name);
@@ -938,44 +621,12 @@ impl x::Fields for CustomizationDisableIpV4 {
     }
 }
 /// `CustomizationEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `CustomizationEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `logLocation`.
     pub log_location: Option<String>,
 }
@@ -983,6 +634,19 @@ impl x::SchemaType for CustomizationEvent {
     const TYPE_NAME: &'static str = "CustomizationEvent";
 }
 impl x::Structure for CustomizationEvent {}
+impl std::ops::Deref for CustomizationEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for CustomizationEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for CustomizationEvent {
     fn decode_field(
         &mut self,
@@ -990,93 +654,24 @@ impl x::Fields for CustomizationEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "logLocation" => r.read_opt(&mut self.log_location),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write_opt("logLocation", &self.log_location);
     }
 }
 /// `CustomizationFailed` (extends `CustomizationEvent`).
+///
+/// The fields of `CustomizationEvent` are in `customization_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationFailed {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
-    /// `logLocation`, from `CustomizationEvent`.
-    pub log_location: Option<String>,
+    /// The fields `CustomizationFailed` inherits from `CustomizationEvent`.
+    pub customization_event: CustomizationEvent,
     /// `reason`.
     pub reason: Option<String>,
 }
@@ -1084,6 +679,19 @@ impl x::SchemaType for CustomizationFailed {
     const TYPE_NAME: &'static str = "CustomizationFailed";
 }
 impl x::Structure for CustomizationFailed {}
+impl std::ops::Deref for CustomizationFailed {
+    type Target = CustomizationEvent;
+    #[inline]
+    fn deref(&self) -> &CustomizationEvent {
+        &self.customization_event
+    }
+}
+impl std::ops::DerefMut for CustomizationFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationEvent {
+        &mut self.customization_event
+    }
+}
 impl x::Fields for CustomizationFailed {
     fn decode_field(
         &mut self,
@@ -1091,83 +699,53 @@ impl x::Fields for CustomizationFailed {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            "logLocation" => r.read_opt(&mut self.log_location),
             "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.customization_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
-        w.write_opt("logLocation", &self.log_location);
+        x::Fields::encode_fields(&self.customization_event, w);
         w.write_opt("reason", &self.reason);
     }
 }
 /// `CustomizationFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `CustomizationFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for CustomizationFault {
     const TYPE_NAME: &'static str = "CustomizationFault";
 }
 impl x::Structure for CustomizationFault {}
+impl std::ops::Deref for CustomizationFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for CustomizationFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for CustomizationFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `CustomizationFixedIp` (extends `CustomizationIpGenerator`).
@@ -1605,106 +1183,41 @@ impl x::Fields for CustomizationLinuxFlexPrep {
     }
 }
 /// `CustomizationLinuxIdentityFailed` (extends `CustomizationFailed`).
+///
+/// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationLinuxIdentityFailed {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
-    /// `logLocation`, from `CustomizationEvent`.
-    pub log_location: Option<String>,
-    /// `reason`, from `CustomizationFailed`.
-    pub reason: Option<String>,
+    /// The fields `CustomizationLinuxIdentityFailed` inherits from `CustomizationFailed`.
+    pub customization_failed: CustomizationFailed,
 }
 impl x::SchemaType for CustomizationLinuxIdentityFailed {
     const TYPE_NAME: &'static str = "CustomizationLinuxIdentityFailed";
 }
 impl x::Structure for CustomizationLinuxIdentityFailed {}
+impl std::ops::Deref for CustomizationLinuxIdentityFailed {
+    type Target = CustomizationFailed;
+    #[inline]
+    fn deref(&self) -> &CustomizationFailed {
+        &self.customization_failed
+    }
+}
+impl std::ops::DerefMut for CustomizationLinuxIdentityFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationFailed {
+        &mut self.customization_failed
+    }
+}
 impl x::Fields for CustomizationLinuxIdentityFailed {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            "logLocation" => r.read_opt(&mut self.log_location),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.customization_failed, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
-        w.write_opt("logLocation", &self.log_location);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.customization_failed, w);
     }
 }
 /// `CustomizationLinuxOptions` (extends `CustomizationOptions`).
@@ -1848,106 +1361,41 @@ impl x::Fields for CustomizationName {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationNetworkSetupFailed` (extends `CustomizationFailed`).
+///
+/// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationNetworkSetupFailed {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
-    /// `logLocation`, from `CustomizationEvent`.
-    pub log_location: Option<String>,
-    /// `reason`, from `CustomizationFailed`.
-    pub reason: Option<String>,
+    /// The fields `CustomizationNetworkSetupFailed` inherits from `CustomizationFailed`.
+    pub customization_failed: CustomizationFailed,
 }
 impl x::SchemaType for CustomizationNetworkSetupFailed {
     const TYPE_NAME: &'static str = "CustomizationNetworkSetupFailed";
 }
 impl x::Structure for CustomizationNetworkSetupFailed {}
+impl std::ops::Deref for CustomizationNetworkSetupFailed {
+    type Target = CustomizationFailed;
+    #[inline]
+    fn deref(&self) -> &CustomizationFailed {
+        &self.customization_failed
+    }
+}
+impl std::ops::DerefMut for CustomizationNetworkSetupFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationFailed {
+        &mut self.customization_failed
+    }
+}
 impl x::Fields for CustomizationNetworkSetupFailed {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            "logLocation" => r.read_opt(&mut self.log_location),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.customization_failed, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
-        w.write_opt("logLocation", &self.log_location);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.customization_failed, w);
     }
 }
 /// `CustomizationOptions` (extends `DynamicData`).
@@ -2001,34 +1449,41 @@ impl x::Fields for CustomizationPassword {
     }
 }
 /// `CustomizationPending` (extends `CustomizationFault`).
+///
+/// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationPending {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `CustomizationPending` inherits from `CustomizationFault`.
+    pub customization_fault: CustomizationFault,
 }
 impl x::SchemaType for CustomizationPending {
     const TYPE_NAME: &'static str = "CustomizationPending";
 }
 impl x::Structure for CustomizationPending {}
+impl std::ops::Deref for CustomizationPending {
+    type Target = CustomizationFault;
+    #[inline]
+    fn deref(&self) -> &CustomizationFault {
+        &self.customization_fault
+    }
+}
+impl std::ops::DerefMut for CustomizationPending {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationFault {
+        &mut self.customization_fault
+    }
+}
 impl x::Fields for CustomizationPending {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.customization_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
 /// `CustomizationPrefixName` (extends `CustomizationName`).
@@ -2180,102 +1635,41 @@ impl x::Fields for CustomizationSpecItem {
     }
 }
 /// `CustomizationStartedEvent` (extends `CustomizationEvent`).
+///
+/// The fields of `CustomizationEvent` are in `customization_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationStartedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
-    /// `logLocation`, from `CustomizationEvent`.
-    pub log_location: Option<String>,
+    /// The fields `CustomizationStartedEvent` inherits from `CustomizationEvent`.
+    pub customization_event: CustomizationEvent,
 }
 impl x::SchemaType for CustomizationStartedEvent {
     const TYPE_NAME: &'static str = "CustomizationStartedEvent";
 }
 impl x::Structure for CustomizationStartedEvent {}
+impl std::ops::Deref for CustomizationStartedEvent {
+    type Target = CustomizationEvent;
+    #[inline]
+    fn deref(&self) -> &CustomizationEvent {
+        &self.customization_event
+    }
+}
+impl std::ops::DerefMut for CustomizationStartedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationEvent {
+        &mut self.customization_event
+    }
+}
 impl x::Fields for CustomizationStartedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            "logLocation" => r.read_opt(&mut self.log_location),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.customization_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
-        w.write_opt("logLocation", &self.log_location);
+        x::Fields::encode_fields(&self.customization_event, w);
     }
 }
 /// `CustomizationStatelessIpV6Generator` (extends `CustomizationIpV6Generator`).
@@ -2296,102 +1690,41 @@ impl x::Fields for CustomizationStatelessIpV6Generator {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationSucceeded` (extends `CustomizationEvent`).
+///
+/// The fields of `CustomizationEvent` are in `customization_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationSucceeded {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
-    /// `logLocation`, from `CustomizationEvent`.
-    pub log_location: Option<String>,
+    /// The fields `CustomizationSucceeded` inherits from `CustomizationEvent`.
+    pub customization_event: CustomizationEvent,
 }
 impl x::SchemaType for CustomizationSucceeded {
     const TYPE_NAME: &'static str = "CustomizationSucceeded";
 }
 impl x::Structure for CustomizationSucceeded {}
+impl std::ops::Deref for CustomizationSucceeded {
+    type Target = CustomizationEvent;
+    #[inline]
+    fn deref(&self) -> &CustomizationEvent {
+        &self.customization_event
+    }
+}
+impl std::ops::DerefMut for CustomizationSucceeded {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationEvent {
+        &mut self.customization_event
+    }
+}
 impl x::Fields for CustomizationSucceeded {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            "logLocation" => r.read_opt(&mut self.log_location),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.customization_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
-        w.write_opt("logLocation", &self.log_location);
+        x::Fields::encode_fields(&self.customization_event, w);
     }
 }
 /// `CustomizationSysprep` (extends `CustomizationIdentitySettings`).
@@ -2480,48 +1813,12 @@ impl x::Fields for CustomizationSysprep {
     }
 }
 /// `CustomizationSysprepFailed` (extends `CustomizationFailed`).
+///
+/// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationSysprepFailed {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
-    /// `logLocation`, from `CustomizationEvent`.
-    pub log_location: Option<String>,
-    /// `reason`, from `CustomizationFailed`.
-    pub reason: Option<String>,
+    /// The fields `CustomizationSysprepFailed` inherits from `CustomizationFailed`.
+    pub customization_failed: CustomizationFailed,
     /// `sysprepVersion`.
     pub sysprep_version: String,
     /// `systemVersion`.
@@ -2531,6 +1828,19 @@ impl x::SchemaType for CustomizationSysprepFailed {
     const TYPE_NAME: &'static str = "CustomizationSysprepFailed";
 }
 impl x::Structure for CustomizationSysprepFailed {}
+impl std::ops::Deref for CustomizationSysprepFailed {
+    type Target = CustomizationFailed;
+    #[inline]
+    fn deref(&self) -> &CustomizationFailed {
+        &self.customization_failed
+    }
+}
+impl std::ops::DerefMut for CustomizationSysprepFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationFailed {
+        &mut self.customization_failed
+    }
+}
 impl x::Fields for CustomizationSysprepFailed {
     fn decode_field(
         &mut self,
@@ -2538,54 +1848,15 @@ impl x::Fields for CustomizationSysprepFailed {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            "logLocation" => r.read_opt(&mut self.log_location),
-            "reason" => r.read_opt(&mut self.reason),
             "sysprepVersion" => r.read(&mut self.sysprep_version),
             "systemVersion" => r.read(&mut self.system_version),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.customization_failed, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
-        w.write_opt("logLocation", &self.log_location);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.customization_failed, w);
         w.write("sysprepVersion", &self.sysprep_version);
         w.write("systemVersion", &self.system_version);
     }
@@ -2618,106 +1889,41 @@ impl x::Fields for CustomizationSysprepText {
     }
 }
 /// `CustomizationUnknownFailure` (extends `CustomizationFailed`).
+///
+/// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationUnknownFailure {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
-    /// `logLocation`, from `CustomizationEvent`.
-    pub log_location: Option<String>,
-    /// `reason`, from `CustomizationFailed`.
-    pub reason: Option<String>,
+    /// The fields `CustomizationUnknownFailure` inherits from `CustomizationFailed`.
+    pub customization_failed: CustomizationFailed,
 }
 impl x::SchemaType for CustomizationUnknownFailure {
     const TYPE_NAME: &'static str = "CustomizationUnknownFailure";
 }
 impl x::Structure for CustomizationUnknownFailure {}
+impl std::ops::Deref for CustomizationUnknownFailure {
+    type Target = CustomizationFailed;
+    #[inline]
+    fn deref(&self) -> &CustomizationFailed {
+        &self.customization_failed
+    }
+}
+impl std::ops::DerefMut for CustomizationUnknownFailure {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationFailed {
+        &mut self.customization_failed
+    }
+}
 impl x::Fields for CustomizationUnknownFailure {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            "logLocation" => r.read_opt(&mut self.log_location),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.customization_failed, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
-        w.write_opt("logLocation", &self.log_location);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.customization_failed, w);
     }
 }
 /// `CustomizationUnknownIpGenerator` (extends `CustomizationIpGenerator`).

@@ -6,79 +6,50 @@ use super::*;
 use crate::xml as x;
 
 /// `DateTimeProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DateTimeProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
+    /// The fields `DateTimeProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
 }
 impl x::SchemaType for DateTimeProfile {
     const TYPE_NAME: &'static str = "DateTimeProfile";
 }
 impl x::Structure for DateTimeProfile {}
+impl std::ops::Deref for DateTimeProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for DateTimeProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
 impl x::Fields for DateTimeProfile {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
+        x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
 /// `DeltaDiskFormatNotSupported` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeltaDiskFormatNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `DeltaDiskFormatNotSupported` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `datastore`.
     pub datastore: Vec<x::ManagedObjectReference>,
     /// `deltaDiskFormat`.
@@ -88,6 +59,19 @@ impl x::SchemaType for DeltaDiskFormatNotSupported {
     const TYPE_NAME: &'static str = "DeltaDiskFormatNotSupported";
 }
 impl x::Structure for DeltaDiskFormatNotSupported {}
+impl std::ops::Deref for DeltaDiskFormatNotSupported {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for DeltaDiskFormatNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for DeltaDiskFormatNotSupported {
     fn decode_field(
         &mut self,
@@ -95,18 +79,15 @@ impl x::Fields for DeltaDiskFormatNotSupported {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "datastore" => r.read_push(&mut self.datastore),
             "deltaDiskFormat" => r.read(&mut self.delta_disk_format),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write_vec("datastore", &self.datastore);
         w.write("deltaDiskFormat", &self.delta_disk_format);
     }
@@ -287,59 +268,50 @@ impl x::Fields for DesiredSoftwareSpecVendorAddOnSpec {
     }
 }
 /// `DestinationSwitchFull` (extends `CannotAccessNetwork`).
+///
+/// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DestinationSwitchFull {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `CannotAccessVmDevice`.
-    pub device: String,
-    /// `backing`, from `CannotAccessVmDevice`.
-    pub backing: String,
-    /// `connected`, from `CannotAccessVmDevice`.
-    pub connected: bool,
-    /// `network`, from `CannotAccessNetwork`.
-    pub network: Option<x::ManagedObjectReference>,
+    /// The fields `DestinationSwitchFull` inherits from `CannotAccessNetwork`.
+    pub cannot_access_network: CannotAccessNetwork,
 }
 impl x::SchemaType for DestinationSwitchFull {
     const TYPE_NAME: &'static str = "DestinationSwitchFull";
 }
 impl x::Structure for DestinationSwitchFull {}
+impl std::ops::Deref for DestinationSwitchFull {
+    type Target = CannotAccessNetwork;
+    #[inline]
+    fn deref(&self) -> &CannotAccessNetwork {
+        &self.cannot_access_network
+    }
+}
+impl std::ops::DerefMut for DestinationSwitchFull {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CannotAccessNetwork {
+        &mut self.cannot_access_network
+    }
+}
 impl x::Fields for DestinationSwitchFull {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "backing" => r.read(&mut self.backing),
-            "connected" => r.read(&mut self.connected),
-            "network" => r.read_opt(&mut self.network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.cannot_access_network, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write("backing", &self.backing);
-        w.write("connected", &self.connected);
-        w.write_opt("network", &self.network);
+        x::Fields::encode_fields(&self.cannot_access_network, w);
     }
 }
 /// `DestinationVsanDisabled` (extends `CannotMoveVsanEnabledHost`).
+///
+/// The fields of `CannotMoveVsanEnabledHost` are in `cannot_move_vsan_enabled_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DestinationVsanDisabled {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `DestinationVsanDisabled` inherits from `CannotMoveVsanEnabledHost`.
+    pub cannot_move_vsan_enabled_host: CannotMoveVsanEnabledHost,
     /// `destinationCluster`.
     pub destination_cluster: String,
 }
@@ -347,6 +319,19 @@ impl x::SchemaType for DestinationVsanDisabled {
     const TYPE_NAME: &'static str = "DestinationVsanDisabled";
 }
 impl x::Structure for DestinationVsanDisabled {}
+impl std::ops::Deref for DestinationVsanDisabled {
+    type Target = CannotMoveVsanEnabledHost;
+    #[inline]
+    fn deref(&self) -> &CannotMoveVsanEnabledHost {
+        &self.cannot_move_vsan_enabled_host
+    }
+}
+impl std::ops::DerefMut for DestinationVsanDisabled {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CannotMoveVsanEnabledHost {
+        &mut self.cannot_move_vsan_enabled_host
+    }
+}
 impl x::Fields for DestinationVsanDisabled {
     fn decode_field(
         &mut self,
@@ -354,27 +339,30 @@ impl x::Fields for DestinationVsanDisabled {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "destinationCluster" => r.read(&mut self.destination_cluster),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cannot_move_vsan_enabled_host,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.cannot_move_vsan_enabled_host, w);
         w.write("destinationCluster", &self.destination_cluster);
     }
 }
 /// `DeviceBackedVirtualDiskSpec` (extends `VirtualDiskSpec`).
+///
+/// The fields of `VirtualDiskSpec` are in `virtual_disk_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceBackedVirtualDiskSpec {
-    /// `diskType`, from `VirtualDiskSpec`.
-    pub disk_type: String,
-    /// `adapterType`, from `VirtualDiskSpec`.
-    pub adapter_type: String,
+    /// The fields `DeviceBackedVirtualDiskSpec` inherits from `VirtualDiskSpec`.
+    pub virtual_disk_spec: VirtualDiskSpec,
     /// `device`.
     pub device: String,
 }
@@ -382,6 +370,19 @@ impl x::SchemaType for DeviceBackedVirtualDiskSpec {
     const TYPE_NAME: &'static str = "DeviceBackedVirtualDiskSpec";
 }
 impl x::Structure for DeviceBackedVirtualDiskSpec {}
+impl std::ops::Deref for DeviceBackedVirtualDiskSpec {
+    type Target = VirtualDiskSpec;
+    #[inline]
+    fn deref(&self) -> &VirtualDiskSpec {
+        &self.virtual_disk_spec
+    }
+}
+impl std::ops::DerefMut for DeviceBackedVirtualDiskSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDiskSpec {
+        &mut self.virtual_disk_spec
+    }
+}
 impl x::Fields for DeviceBackedVirtualDiskSpec {
     fn decode_field(
         &mut self,
@@ -389,31 +390,24 @@ impl x::Fields for DeviceBackedVirtualDiskSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "diskType" => r.read(&mut self.disk_type),
-            "adapterType" => r.read(&mut self.adapter_type),
             "device" => r.read(&mut self.device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.virtual_disk_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskType", &self.disk_type);
-        w.write("adapterType", &self.adapter_type);
+        x::Fields::encode_fields(&self.virtual_disk_spec, w);
         w.write("device", &self.device);
     }
 }
 /// `DeviceBackingNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceBackingNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
+    /// The fields `DeviceBackingNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
     /// `backing`.
     pub backing: String,
 }
@@ -421,6 +415,19 @@ impl x::SchemaType for DeviceBackingNotSupported {
     const TYPE_NAME: &'static str = "DeviceBackingNotSupported";
 }
 impl x::Structure for DeviceBackingNotSupported {}
+impl std::ops::Deref for DeviceBackingNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+impl std::ops::DerefMut for DeviceBackingNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
 impl x::Fields for DeviceBackingNotSupported {
     fn decode_field(
         &mut self,
@@ -428,35 +435,24 @@ impl x::Fields for DeviceBackingNotSupported {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
             "backing" => r.read(&mut self.backing),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.device_not_supported, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.device_not_supported, w);
         w.write("backing", &self.backing);
     }
 }
 /// `DeviceControllerNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceControllerNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
+    /// The fields `DeviceControllerNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
     /// `controller`.
     pub controller: String,
 }
@@ -464,6 +460,19 @@ impl x::SchemaType for DeviceControllerNotSupported {
     const TYPE_NAME: &'static str = "DeviceControllerNotSupported";
 }
 impl x::Structure for DeviceControllerNotSupported {}
+impl std::ops::Deref for DeviceControllerNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+impl std::ops::DerefMut for DeviceControllerNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
 impl x::Fields for DeviceControllerNotSupported {
     fn decode_field(
         &mut self,
@@ -471,21 +480,14 @@ impl x::Fields for DeviceControllerNotSupported {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
             "controller" => r.read(&mut self.controller),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.device_not_supported, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.device_not_supported, w);
         w.write("controller", &self.controller);
     }
 }
@@ -517,90 +519,88 @@ impl x::Fields for DeviceGroupId {
     }
 }
 /// `DeviceHotPlugNotSupported` (extends `InvalidDeviceSpec`).
+///
+/// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceHotPlugNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
-    /// `deviceIndex`, from `InvalidDeviceSpec`.
-    pub device_index: i32,
+    /// The fields `DeviceHotPlugNotSupported` inherits from `InvalidDeviceSpec`.
+    pub invalid_device_spec: InvalidDeviceSpec,
 }
 impl x::SchemaType for DeviceHotPlugNotSupported {
     const TYPE_NAME: &'static str = "DeviceHotPlugNotSupported";
 }
 impl x::Structure for DeviceHotPlugNotSupported {}
+impl std::ops::Deref for DeviceHotPlugNotSupported {
+    type Target = InvalidDeviceSpec;
+    #[inline]
+    fn deref(&self) -> &InvalidDeviceSpec {
+        &self.invalid_device_spec
+    }
+}
+impl std::ops::DerefMut for DeviceHotPlugNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
+        &mut self.invalid_device_spec
+    }
+}
 impl x::Fields for DeviceHotPlugNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
-            "deviceIndex" => r.read(&mut self.device_index),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_device_spec, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
-        w.write("deviceIndex", &self.device_index);
+        x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
 /// `DeviceNotFound` (extends `InvalidDeviceSpec`).
+///
+/// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceNotFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
-    /// `deviceIndex`, from `InvalidDeviceSpec`.
-    pub device_index: i32,
+    /// The fields `DeviceNotFound` inherits from `InvalidDeviceSpec`.
+    pub invalid_device_spec: InvalidDeviceSpec,
 }
 impl x::SchemaType for DeviceNotFound {
     const TYPE_NAME: &'static str = "DeviceNotFound";
 }
 impl x::Structure for DeviceNotFound {}
+impl std::ops::Deref for DeviceNotFound {
+    type Target = InvalidDeviceSpec;
+    #[inline]
+    fn deref(&self) -> &InvalidDeviceSpec {
+        &self.invalid_device_spec
+    }
+}
+impl std::ops::DerefMut for DeviceNotFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
+        &mut self.invalid_device_spec
+    }
+}
 impl x::Fields for DeviceNotFound {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
-            "deviceIndex" => r.read(&mut self.device_index),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_device_spec, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
-        w.write("deviceIndex", &self.device_index);
+        x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
 /// `DeviceNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
+///
+/// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `DeviceNotSupported` inherits from `VirtualHardwareCompatibilityIssue`.
+    pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
     /// `device`.
     pub device: String,
     /// `reason`.
@@ -610,6 +610,19 @@ impl x::SchemaType for DeviceNotSupported {
     const TYPE_NAME: &'static str = "DeviceNotSupported";
 }
 impl x::Structure for DeviceNotSupported {}
+impl std::ops::Deref for DeviceNotSupported {
+    type Target = VirtualHardwareCompatibilityIssue;
+    #[inline]
+    fn deref(&self) -> &VirtualHardwareCompatibilityIssue {
+        &self.virtual_hardware_compatibility_issue
+    }
+}
+impl std::ops::DerefMut for DeviceNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
+        &mut self.virtual_hardware_compatibility_issue
+    }
+}
 impl x::Fields for DeviceNotSupported {
     fn decode_field(
         &mut self,
@@ -617,72 +630,70 @@ impl x::Fields for DeviceNotSupported {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "device" => r.read(&mut self.device),
             "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_hardware_compatibility_issue,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.virtual_hardware_compatibility_issue, w);
         w.write("device", &self.device);
         w.write_opt("reason", &self.reason);
     }
 }
 /// `DeviceUnsupportedForVmPlatform` (extends `InvalidDeviceSpec`).
+///
+/// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceUnsupportedForVmPlatform {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
-    /// `deviceIndex`, from `InvalidDeviceSpec`.
-    pub device_index: i32,
+    /// The fields `DeviceUnsupportedForVmPlatform` inherits from `InvalidDeviceSpec`.
+    pub invalid_device_spec: InvalidDeviceSpec,
 }
 impl x::SchemaType for DeviceUnsupportedForVmPlatform {
     const TYPE_NAME: &'static str = "DeviceUnsupportedForVmPlatform";
 }
 impl x::Structure for DeviceUnsupportedForVmPlatform {}
+impl std::ops::Deref for DeviceUnsupportedForVmPlatform {
+    type Target = InvalidDeviceSpec;
+    #[inline]
+    fn deref(&self) -> &InvalidDeviceSpec {
+        &self.invalid_device_spec
+    }
+}
+impl std::ops::DerefMut for DeviceUnsupportedForVmPlatform {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
+        &mut self.invalid_device_spec
+    }
+}
 impl x::Fields for DeviceUnsupportedForVmPlatform {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
-            "deviceIndex" => r.read(&mut self.device_index),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_device_spec, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
-        w.write("deviceIndex", &self.device_index);
+        x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
 /// `DeviceUnsupportedForVmVersion` (extends `InvalidDeviceSpec`).
+///
+/// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceUnsupportedForVmVersion {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
-    /// `deviceIndex`, from `InvalidDeviceSpec`.
-    pub device_index: i32,
+    /// The fields `DeviceUnsupportedForVmVersion` inherits from `InvalidDeviceSpec`.
+    pub invalid_device_spec: InvalidDeviceSpec,
     /// `currentVersion`.
     pub current_version: String,
     /// `expectedVersion`.
@@ -692,6 +703,19 @@ impl x::SchemaType for DeviceUnsupportedForVmVersion {
     const TYPE_NAME: &'static str = "DeviceUnsupportedForVmVersion";
 }
 impl x::Structure for DeviceUnsupportedForVmVersion {}
+impl std::ops::Deref for DeviceUnsupportedForVmVersion {
+    type Target = InvalidDeviceSpec;
+    #[inline]
+    fn deref(&self) -> &InvalidDeviceSpec {
+        &self.invalid_device_spec
+    }
+}
+impl std::ops::DerefMut for DeviceUnsupportedForVmVersion {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
+        &mut self.invalid_device_spec
+    }
+}
 impl x::Fields for DeviceUnsupportedForVmVersion {
     fn decode_field(
         &mut self,
@@ -699,22 +723,15 @@ impl x::Fields for DeviceUnsupportedForVmVersion {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
-            "deviceIndex" => r.read(&mut self.device_index),
             "currentVersion" => r.read(&mut self.current_version),
             "expectedVersion" => r.read(&mut self.expected_version),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_device_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
-        w.write("deviceIndex", &self.device_index);
+        x::Fields::encode_fields(&self.invalid_device_spec, w);
         w.write("currentVersion", &self.current_version);
         w.write("expectedVersion", &self.expected_version);
     }
@@ -872,42 +889,41 @@ impl x::Fields for DiagnosticManagerLogHeader {
     }
 }
 /// `DigestNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DigestNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
+    /// The fields `DigestNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
 }
 impl x::SchemaType for DigestNotSupported {
     const TYPE_NAME: &'static str = "DigestNotSupported";
 }
 impl x::Structure for DigestNotSupported {}
+impl std::ops::Deref for DigestNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+impl std::ops::DerefMut for DigestNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
 impl x::Fields for DigestNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.device_not_supported, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
 /// `DirectPathProfileInfo` (extends `DynamicData`).

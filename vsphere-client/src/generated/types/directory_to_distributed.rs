@@ -6,78 +6,88 @@ use super::*;
 use crate::xml as x;
 
 /// `DirectoryNotEmpty` (extends `FileFault`).
+///
+/// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DirectoryNotEmpty {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `file`, from `FileFault`.
-    pub file: String,
+    /// The fields `DirectoryNotEmpty` inherits from `FileFault`.
+    pub file_fault: FileFault,
 }
 impl x::SchemaType for DirectoryNotEmpty {
     const TYPE_NAME: &'static str = "DirectoryNotEmpty";
 }
 impl x::Structure for DirectoryNotEmpty {}
+impl std::ops::Deref for DirectoryNotEmpty {
+    type Target = FileFault;
+    #[inline]
+    fn deref(&self) -> &FileFault {
+        &self.file_fault
+    }
+}
+impl std::ops::DerefMut for DirectoryNotEmpty {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FileFault {
+        &mut self.file_fault
+    }
+}
 impl x::Fields for DirectoryNotEmpty {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "file" => r.read(&mut self.file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.file_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("file", &self.file);
+        x::Fields::encode_fields(&self.file_fault, w);
     }
 }
 /// `DisableAdminNotSupported` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DisableAdminNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `DisableAdminNotSupported` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
 }
 impl x::SchemaType for DisableAdminNotSupported {
     const TYPE_NAME: &'static str = "DisableAdminNotSupported";
 }
 impl x::Structure for DisableAdminNotSupported {}
+impl std::ops::Deref for DisableAdminNotSupported {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+impl std::ops::DerefMut for DisableAdminNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
 impl x::Fields for DisableAdminNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
 /// `DisallowedChangeByService` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DisallowedChangeByService {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `DisallowedChangeByService` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
     /// `serviceName`.
     pub service_name: String,
     /// `disallowedChange`.
@@ -87,6 +97,19 @@ impl x::SchemaType for DisallowedChangeByService {
     const TYPE_NAME: &'static str = "DisallowedChangeByService";
 }
 impl x::Structure for DisallowedChangeByService {}
+impl std::ops::Deref for DisallowedChangeByService {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for DisallowedChangeByService {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for DisallowedChangeByService {
     fn decode_field(
         &mut self,
@@ -94,68 +117,64 @@ impl x::Fields for DisallowedChangeByService {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "serviceName" => r.read(&mut self.service_name),
             "disallowedChange" => r.read_opt(&mut self.disallowed_change),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.runtime_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
         w.write("serviceName", &self.service_name);
         w.write_opt("disallowedChange", &self.disallowed_change);
     }
 }
 /// `DisallowedDiskModeChange` (extends `InvalidDeviceSpec`).
+///
+/// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DisallowedDiskModeChange {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
-    /// `deviceIndex`, from `InvalidDeviceSpec`.
-    pub device_index: i32,
+    /// The fields `DisallowedDiskModeChange` inherits from `InvalidDeviceSpec`.
+    pub invalid_device_spec: InvalidDeviceSpec,
 }
 impl x::SchemaType for DisallowedDiskModeChange {
     const TYPE_NAME: &'static str = "DisallowedDiskModeChange";
 }
 impl x::Structure for DisallowedDiskModeChange {}
+impl std::ops::Deref for DisallowedDiskModeChange {
+    type Target = InvalidDeviceSpec;
+    #[inline]
+    fn deref(&self) -> &InvalidDeviceSpec {
+        &self.invalid_device_spec
+    }
+}
+impl std::ops::DerefMut for DisallowedDiskModeChange {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
+        &mut self.invalid_device_spec
+    }
+}
 impl x::Fields for DisallowedDiskModeChange {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
-            "deviceIndex" => r.read(&mut self.device_index),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_device_spec, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
-        w.write("deviceIndex", &self.device_index);
+        x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
 /// `DisallowedMigrationDeviceAttached` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DisallowedMigrationDeviceAttached {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `DisallowedMigrationDeviceAttached` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
     /// `fault`.
     pub fault: LocalizedMethodFault,
 }
@@ -163,6 +182,19 @@ impl x::SchemaType for DisallowedMigrationDeviceAttached {
     const TYPE_NAME: &'static str = "DisallowedMigrationDeviceAttached";
 }
 impl x::Structure for DisallowedMigrationDeviceAttached {}
+impl std::ops::Deref for DisallowedMigrationDeviceAttached {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for DisallowedMigrationDeviceAttached {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for DisallowedMigrationDeviceAttached {
     fn decode_field(
         &mut self,
@@ -170,27 +202,24 @@ impl x::Fields for DisallowedMigrationDeviceAttached {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "fault" => r.read(&mut self.fault),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
         w.write("fault", &self.fault);
     }
 }
 /// `DisallowedOperationOnFailoverHost` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DisallowedOperationOnFailoverHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `DisallowedOperationOnFailoverHost` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
     /// `host`.
     pub host: x::ManagedObjectReference,
     /// `hostname`.
@@ -200,6 +229,19 @@ impl x::SchemaType for DisallowedOperationOnFailoverHost {
     const TYPE_NAME: &'static str = "DisallowedOperationOnFailoverHost";
 }
 impl x::Structure for DisallowedOperationOnFailoverHost {}
+impl std::ops::Deref for DisallowedOperationOnFailoverHost {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for DisallowedOperationOnFailoverHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for DisallowedOperationOnFailoverHost {
     fn decode_field(
         &mut self,
@@ -207,55 +249,55 @@ impl x::Fields for DisallowedOperationOnFailoverHost {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "host" => r.read(&mut self.host),
             "hostname" => r.read(&mut self.hostname),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.runtime_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
         w.write("host", &self.host);
         w.write("hostname", &self.hostname);
     }
 }
 /// `DisconnectedHostsBlockingEVC` (extends `EVCConfigFault`).
+///
+/// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DisconnectedHostsBlockingEVC {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `faults`, from `EVCConfigFault`.
-    pub faults: Vec<LocalizedMethodFault>,
+    /// The fields `DisconnectedHostsBlockingEVC` inherits from `EVCConfigFault`.
+    pub evc_config_fault: EVCConfigFault,
 }
 impl x::SchemaType for DisconnectedHostsBlockingEVC {
     const TYPE_NAME: &'static str = "DisconnectedHostsBlockingEVC";
 }
 impl x::Structure for DisconnectedHostsBlockingEVC {}
+impl std::ops::Deref for DisconnectedHostsBlockingEVC {
+    type Target = EVCConfigFault;
+    #[inline]
+    fn deref(&self) -> &EVCConfigFault {
+        &self.evc_config_fault
+    }
+}
+impl std::ops::DerefMut for DisconnectedHostsBlockingEVC {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut EVCConfigFault {
+        &mut self.evc_config_fault
+    }
+}
 impl x::Fields for DisconnectedHostsBlockingEVC {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "faults" => r.read_push(&mut self.faults),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.evc_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_vec("faults", &self.faults);
+        x::Fields::encode_fields(&self.evc_config_fault, w);
     }
 }
 /// `DiskChangeExtent` (extends `DynamicData`).
@@ -360,183 +402,202 @@ impl x::Fields for DiskCryptoSpec {
     }
 }
 /// `DiskHasPartitions` (extends `VsanDiskFault`).
+///
+/// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DiskHasPartitions {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `VsanDiskFault`.
-    pub device: Option<String>,
+    /// The fields `DiskHasPartitions` inherits from `VsanDiskFault`.
+    pub vsan_disk_fault: VsanDiskFault,
 }
 impl x::SchemaType for DiskHasPartitions {
     const TYPE_NAME: &'static str = "DiskHasPartitions";
 }
 impl x::Structure for DiskHasPartitions {}
+impl std::ops::Deref for DiskHasPartitions {
+    type Target = VsanDiskFault;
+    #[inline]
+    fn deref(&self) -> &VsanDiskFault {
+        &self.vsan_disk_fault
+    }
+}
+impl std::ops::DerefMut for DiskHasPartitions {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VsanDiskFault {
+        &mut self.vsan_disk_fault
+    }
+}
 impl x::Fields for DiskHasPartitions {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vsan_disk_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("device", &self.device);
+        x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
 /// `DiskIsLastRemainingNonSSD` (extends `VsanDiskFault`).
+///
+/// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DiskIsLastRemainingNonSSD {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `VsanDiskFault`.
-    pub device: Option<String>,
+    /// The fields `DiskIsLastRemainingNonSSD` inherits from `VsanDiskFault`.
+    pub vsan_disk_fault: VsanDiskFault,
 }
 impl x::SchemaType for DiskIsLastRemainingNonSSD {
     const TYPE_NAME: &'static str = "DiskIsLastRemainingNonSSD";
 }
 impl x::Structure for DiskIsLastRemainingNonSSD {}
+impl std::ops::Deref for DiskIsLastRemainingNonSSD {
+    type Target = VsanDiskFault;
+    #[inline]
+    fn deref(&self) -> &VsanDiskFault {
+        &self.vsan_disk_fault
+    }
+}
+impl std::ops::DerefMut for DiskIsLastRemainingNonSSD {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VsanDiskFault {
+        &mut self.vsan_disk_fault
+    }
+}
 impl x::Fields for DiskIsLastRemainingNonSSD {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vsan_disk_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("device", &self.device);
+        x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
 /// `DiskIsNonLocal` (extends `VsanDiskFault`).
+///
+/// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DiskIsNonLocal {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `VsanDiskFault`.
-    pub device: Option<String>,
+    /// The fields `DiskIsNonLocal` inherits from `VsanDiskFault`.
+    pub vsan_disk_fault: VsanDiskFault,
 }
 impl x::SchemaType for DiskIsNonLocal {
     const TYPE_NAME: &'static str = "DiskIsNonLocal";
 }
 impl x::Structure for DiskIsNonLocal {}
+impl std::ops::Deref for DiskIsNonLocal {
+    type Target = VsanDiskFault;
+    #[inline]
+    fn deref(&self) -> &VsanDiskFault {
+        &self.vsan_disk_fault
+    }
+}
+impl std::ops::DerefMut for DiskIsNonLocal {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VsanDiskFault {
+        &mut self.vsan_disk_fault
+    }
+}
 impl x::Fields for DiskIsNonLocal {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vsan_disk_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("device", &self.device);
+        x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
 /// `DiskIsUSB` (extends `VsanDiskFault`).
+///
+/// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DiskIsUSB {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `VsanDiskFault`.
-    pub device: Option<String>,
+    /// The fields `DiskIsUSB` inherits from `VsanDiskFault`.
+    pub vsan_disk_fault: VsanDiskFault,
 }
 impl x::SchemaType for DiskIsUSB {
     const TYPE_NAME: &'static str = "DiskIsUSB";
 }
 impl x::Structure for DiskIsUSB {}
+impl std::ops::Deref for DiskIsUSB {
+    type Target = VsanDiskFault;
+    #[inline]
+    fn deref(&self) -> &VsanDiskFault {
+        &self.vsan_disk_fault
+    }
+}
+impl std::ops::DerefMut for DiskIsUSB {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VsanDiskFault {
+        &mut self.vsan_disk_fault
+    }
+}
 impl x::Fields for DiskIsUSB {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vsan_disk_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("device", &self.device);
+        x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
 /// `DiskMoveTypeNotSupported` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DiskMoveTypeNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `DiskMoveTypeNotSupported` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
 }
 impl x::SchemaType for DiskMoveTypeNotSupported {
     const TYPE_NAME: &'static str = "DiskMoveTypeNotSupported";
 }
 impl x::Structure for DiskMoveTypeNotSupported {}
+impl std::ops::Deref for DiskMoveTypeNotSupported {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for DiskMoveTypeNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for DiskMoveTypeNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.migration_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
 /// `DiskNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
+///
+/// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DiskNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `DiskNotSupported` inherits from `VirtualHardwareCompatibilityIssue`.
+    pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
     /// `disk`.
     pub disk: i32,
 }
@@ -544,6 +605,19 @@ impl x::SchemaType for DiskNotSupported {
     const TYPE_NAME: &'static str = "DiskNotSupported";
 }
 impl x::Structure for DiskNotSupported {}
+impl std::ops::Deref for DiskNotSupported {
+    type Target = VirtualHardwareCompatibilityIssue;
+    #[inline]
+    fn deref(&self) -> &VirtualHardwareCompatibilityIssue {
+        &self.virtual_hardware_compatibility_issue
+    }
+}
+impl std::ops::DerefMut for DiskNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
+        &mut self.virtual_hardware_compatibility_issue
+    }
+}
 impl x::Fields for DiskNotSupported {
     fn decode_field(
         &mut self,
@@ -551,53 +625,59 @@ impl x::Fields for DiskNotSupported {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "disk" => r.read(&mut self.disk),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_hardware_compatibility_issue,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.virtual_hardware_compatibility_issue, w);
         w.write("disk", &self.disk);
     }
 }
 /// `DiskTooSmall` (extends `VsanDiskFault`).
+///
+/// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DiskTooSmall {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `VsanDiskFault`.
-    pub device: Option<String>,
+    /// The fields `DiskTooSmall` inherits from `VsanDiskFault`.
+    pub vsan_disk_fault: VsanDiskFault,
 }
 impl x::SchemaType for DiskTooSmall {
     const TYPE_NAME: &'static str = "DiskTooSmall";
 }
 impl x::Structure for DiskTooSmall {}
+impl std::ops::Deref for DiskTooSmall {
+    type Target = VsanDiskFault;
+    #[inline]
+    fn deref(&self) -> &VsanDiskFault {
+        &self.vsan_disk_fault
+    }
+}
+impl std::ops::DerefMut for DiskTooSmall {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VsanDiskFault {
+        &mut self.vsan_disk_fault
+    }
+}
 impl x::Fields for DiskTooSmall {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vsan_disk_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("device", &self.device);
+        x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
 /// `DistributedVirtualPort` (extends `DynamicData`).
@@ -1454,10 +1534,12 @@ impl x::Fields for DistributedVirtualSwitchManagerDvsProductSpec {
     }
 }
 /// `DistributedVirtualSwitchManagerHostArrayFilter` (extends `DistributedVirtualSwitchManagerHostDvsFilterSpec`).
+///
+/// The fields of `DistributedVirtualSwitchManagerHostDvsFilterSpec` are in `distributed_virtual_switch_manager_host_dvs_filter_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DistributedVirtualSwitchManagerHostArrayFilter {
-    /// `inclusive`, from `DistributedVirtualSwitchManagerHostDvsFilterSpec`.
-    pub inclusive: bool,
+    /// The fields `DistributedVirtualSwitchManagerHostArrayFilter` inherits from `DistributedVirtualSwitchManagerHostDvsFilterSpec`.
+    pub distributed_virtual_switch_manager_host_dvs_filter_spec: DistributedVirtualSwitchManagerHostDvsFilterSpec,
     /// `host`.
     pub host: Vec<x::ManagedObjectReference>,
 }
@@ -1465,6 +1547,19 @@ impl x::SchemaType for DistributedVirtualSwitchManagerHostArrayFilter {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchManagerHostArrayFilter";
 }
 impl x::Structure for DistributedVirtualSwitchManagerHostArrayFilter {}
+impl std::ops::Deref for DistributedVirtualSwitchManagerHostArrayFilter {
+    type Target = DistributedVirtualSwitchManagerHostDvsFilterSpec;
+    #[inline]
+    fn deref(&self) -> &DistributedVirtualSwitchManagerHostDvsFilterSpec {
+        &self.distributed_virtual_switch_manager_host_dvs_filter_spec
+    }
+}
+impl std::ops::DerefMut for DistributedVirtualSwitchManagerHostArrayFilter {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DistributedVirtualSwitchManagerHostDvsFilterSpec {
+        &mut self.distributed_virtual_switch_manager_host_dvs_filter_spec
+    }
+}
 impl x::Fields for DistributedVirtualSwitchManagerHostArrayFilter {
     fn decode_field(
         &mut self,
@@ -1472,15 +1567,23 @@ impl x::Fields for DistributedVirtualSwitchManagerHostArrayFilter {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "inclusive" => r.read(&mut self.inclusive),
             "host" => r.read_push(&mut self.host),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.distributed_virtual_switch_manager_host_dvs_filter_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inclusive", &self.inclusive);
+        x::Fields::encode_fields(
+            &self.distributed_virtual_switch_manager_host_dvs_filter_spec,
+            w,
+        );
         w.write_vec("host", &self.host);
     }
 }
@@ -1516,10 +1619,12 @@ impl x::Fields for DistributedVirtualSwitchManagerHostContainer {
     }
 }
 /// `DistributedVirtualSwitchManagerHostContainerFilter` (extends `DistributedVirtualSwitchManagerHostDvsFilterSpec`).
+///
+/// The fields of `DistributedVirtualSwitchManagerHostDvsFilterSpec` are in `distributed_virtual_switch_manager_host_dvs_filter_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DistributedVirtualSwitchManagerHostContainerFilter {
-    /// `inclusive`, from `DistributedVirtualSwitchManagerHostDvsFilterSpec`.
-    pub inclusive: bool,
+    /// The fields `DistributedVirtualSwitchManagerHostContainerFilter` inherits from `DistributedVirtualSwitchManagerHostDvsFilterSpec`.
+    pub distributed_virtual_switch_manager_host_dvs_filter_spec: DistributedVirtualSwitchManagerHostDvsFilterSpec,
     /// `hostContainer`.
     pub host_container: DistributedVirtualSwitchManagerHostContainer,
 }
@@ -1527,6 +1632,19 @@ impl x::SchemaType for DistributedVirtualSwitchManagerHostContainerFilter {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchManagerHostContainerFilter";
 }
 impl x::Structure for DistributedVirtualSwitchManagerHostContainerFilter {}
+impl std::ops::Deref for DistributedVirtualSwitchManagerHostContainerFilter {
+    type Target = DistributedVirtualSwitchManagerHostDvsFilterSpec;
+    #[inline]
+    fn deref(&self) -> &DistributedVirtualSwitchManagerHostDvsFilterSpec {
+        &self.distributed_virtual_switch_manager_host_dvs_filter_spec
+    }
+}
+impl std::ops::DerefMut for DistributedVirtualSwitchManagerHostContainerFilter {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DistributedVirtualSwitchManagerHostDvsFilterSpec {
+        &mut self.distributed_virtual_switch_manager_host_dvs_filter_spec
+    }
+}
 impl x::Fields for DistributedVirtualSwitchManagerHostContainerFilter {
     fn decode_field(
         &mut self,
@@ -1534,15 +1652,23 @@ impl x::Fields for DistributedVirtualSwitchManagerHostContainerFilter {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "inclusive" => r.read(&mut self.inclusive),
             "hostContainer" => r.read(&mut self.host_container),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.distributed_virtual_switch_manager_host_dvs_filter_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inclusive", &self.inclusive);
+        x::Fields::encode_fields(
+            &self.distributed_virtual_switch_manager_host_dvs_filter_spec,
+            w,
+        );
         w.write("hostContainer", &self.host_container);
     }
 }
@@ -1576,10 +1702,12 @@ impl x::Fields for DistributedVirtualSwitchManagerHostDvsFilterSpec {
     }
 }
 /// `DistributedVirtualSwitchManagerHostDvsMembershipFilter` (extends `DistributedVirtualSwitchManagerHostDvsFilterSpec`).
+///
+/// The fields of `DistributedVirtualSwitchManagerHostDvsFilterSpec` are in `distributed_virtual_switch_manager_host_dvs_filter_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DistributedVirtualSwitchManagerHostDvsMembershipFilter {
-    /// `inclusive`, from `DistributedVirtualSwitchManagerHostDvsFilterSpec`.
-    pub inclusive: bool,
+    /// The fields `DistributedVirtualSwitchManagerHostDvsMembershipFilter` inherits from `DistributedVirtualSwitchManagerHostDvsFilterSpec`.
+    pub distributed_virtual_switch_manager_host_dvs_filter_spec: DistributedVirtualSwitchManagerHostDvsFilterSpec,
     /// `distributedVirtualSwitch`.
     pub distributed_virtual_switch: x::ManagedObjectReference,
 }
@@ -1587,6 +1715,19 @@ impl x::SchemaType for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchManagerHostDvsMembershipFilter";
 }
 impl x::Structure for DistributedVirtualSwitchManagerHostDvsMembershipFilter {}
+impl std::ops::Deref for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
+    type Target = DistributedVirtualSwitchManagerHostDvsFilterSpec;
+    #[inline]
+    fn deref(&self) -> &DistributedVirtualSwitchManagerHostDvsFilterSpec {
+        &self.distributed_virtual_switch_manager_host_dvs_filter_spec
+    }
+}
+impl std::ops::DerefMut for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DistributedVirtualSwitchManagerHostDvsFilterSpec {
+        &mut self.distributed_virtual_switch_manager_host_dvs_filter_spec
+    }
+}
 impl x::Fields for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
     fn decode_field(
         &mut self,
@@ -1594,15 +1735,23 @@ impl x::Fields for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "inclusive" => r.read(&mut self.inclusive),
             "distributedVirtualSwitch" => r.read(&mut self.distributed_virtual_switch),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.distributed_virtual_switch_manager_host_dvs_filter_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inclusive", &self.inclusive);
+        x::Fields::encode_fields(
+            &self.distributed_virtual_switch_manager_host_dvs_filter_spec,
+            w,
+        );
         w.write("distributedVirtualSwitch", &self.distributed_virtual_switch);
     }
 }

@@ -6,12 +6,12 @@ use super::*;
 use crate::xml as x;
 
 /// `GenericDrsFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GenericDrsFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GenericDrsFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `hostFaults`.
     pub host_faults: Vec<LocalizedMethodFault>,
 }
@@ -19,6 +19,19 @@ impl x::SchemaType for GenericDrsFault {
     const TYPE_NAME: &'static str = "GenericDrsFault";
 }
 impl x::Structure for GenericDrsFault {}
+impl std::ops::Deref for GenericDrsFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for GenericDrsFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for GenericDrsFault {
     fn decode_field(
         &mut self,
@@ -26,27 +39,24 @@ impl x::Fields for GenericDrsFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "hostFaults" => r.read_push(&mut self.host_faults),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write_vec("hostFaults", &self.host_faults);
     }
 }
 /// `GenericVmConfigFault` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GenericVmConfigFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GenericVmConfigFault` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `reason`.
     pub reason: String,
 }
@@ -54,6 +64,19 @@ impl x::SchemaType for GenericVmConfigFault {
     const TYPE_NAME: &'static str = "GenericVmConfigFault";
 }
 impl x::Structure for GenericVmConfigFault {}
+impl std::ops::Deref for GenericVmConfigFault {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for GenericVmConfigFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for GenericVmConfigFault {
     fn decode_field(
         &mut self,
@@ -61,57 +84,24 @@ impl x::Fields for GenericVmConfigFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write("reason", &self.reason);
     }
 }
 /// `GhostDvsProxySwitchDetectedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GhostDvsProxySwitchDetectedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `GhostDvsProxySwitchDetectedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
     /// `switchUuid`.
     pub switch_uuid: Vec<String>,
 }
@@ -119,6 +109,19 @@ impl x::SchemaType for GhostDvsProxySwitchDetectedEvent {
     const TYPE_NAME: &'static str = "GhostDvsProxySwitchDetectedEvent";
 }
 impl x::Structure for GhostDvsProxySwitchDetectedEvent {}
+impl std::ops::Deref for GhostDvsProxySwitchDetectedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for GhostDvsProxySwitchDetectedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
 impl x::Fields for GhostDvsProxySwitchDetectedEvent {
     fn decode_field(
         &mut self,
@@ -126,87 +129,24 @@ impl x::Fields for GhostDvsProxySwitchDetectedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "switchUuid" => r.read_push(&mut self.switch_uuid),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
         w.write_vec("switchUuid", &self.switch_uuid);
     }
 }
 /// `GhostDvsProxySwitchRemovedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GhostDvsProxySwitchRemovedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `GhostDvsProxySwitchRemovedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
     /// `switchUuid`.
     pub switch_uuid: Vec<String>,
 }
@@ -214,6 +154,19 @@ impl x::SchemaType for GhostDvsProxySwitchRemovedEvent {
     const TYPE_NAME: &'static str = "GhostDvsProxySwitchRemovedEvent";
 }
 impl x::Structure for GhostDvsProxySwitchRemovedEvent {}
+impl std::ops::Deref for GhostDvsProxySwitchRemovedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for GhostDvsProxySwitchRemovedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
 impl x::Fields for GhostDvsProxySwitchRemovedEvent {
     fn decode_field(
         &mut self,
@@ -221,87 +174,24 @@ impl x::Fields for GhostDvsProxySwitchRemovedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "switchUuid" => r.read_push(&mut self.switch_uuid),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
         w.write_vec("switchUuid", &self.switch_uuid);
     }
 }
 /// `GlobalMessageChangedEvent` (extends `SessionEvent`).
+///
+/// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GlobalMessageChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `GlobalMessageChangedEvent` inherits from `SessionEvent`.
+    pub session_event: SessionEvent,
     /// `message`.
     pub message: String,
     /// `prevMessage`.
@@ -311,6 +201,19 @@ impl x::SchemaType for GlobalMessageChangedEvent {
     const TYPE_NAME: &'static str = "GlobalMessageChangedEvent";
 }
 impl x::Structure for GlobalMessageChangedEvent {}
+impl std::ops::Deref for GlobalMessageChangedEvent {
+    type Target = SessionEvent;
+    #[inline]
+    fn deref(&self) -> &SessionEvent {
+        &self.session_event
+    }
+}
+impl std::ops::DerefMut for GlobalMessageChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut SessionEvent {
+        &mut self.session_event
+    }
+}
 impl x::Fields for GlobalMessageChangedEvent {
     fn decode_field(
         &mut self,
@@ -318,48 +221,15 @@ impl x::Fields for GlobalMessageChangedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "message" => r.read(&mut self.message),
             "prevMessage" => r.read_opt(&mut self.prev_message),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.session_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.session_event, w);
         w.write("message", &self.message);
         w.write_opt("prevMessage", &self.prev_message);
     }
@@ -554,12 +424,12 @@ impl x::Fields for GuestAuthentication {
     }
 }
 /// `GuestAuthenticationChallenge` (extends `GuestOperationsFault`).
+///
+/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestAuthenticationChallenge {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GuestAuthenticationChallenge` inherits from `GuestOperationsFault`.
+    pub guest_operations_fault: GuestOperationsFault,
     /// `serverChallenge`.
     pub server_challenge: AnyGuestAuthentication,
     /// `sessionID`.
@@ -569,6 +439,19 @@ impl x::SchemaType for GuestAuthenticationChallenge {
     const TYPE_NAME: &'static str = "GuestAuthenticationChallenge";
 }
 impl x::Structure for GuestAuthenticationChallenge {}
+impl std::ops::Deref for GuestAuthenticationChallenge {
+    type Target = GuestOperationsFault;
+    #[inline]
+    fn deref(&self) -> &GuestOperationsFault {
+        &self.guest_operations_fault
+    }
+}
+impl std::ops::DerefMut for GuestAuthenticationChallenge {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
+        &mut self.guest_operations_fault
+    }
+}
 impl x::Fields for GuestAuthenticationChallenge {
     fn decode_field(
         &mut self,
@@ -576,51 +459,57 @@ impl x::Fields for GuestAuthenticationChallenge {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "serverChallenge" => r.read(&mut self.server_challenge),
             "sessionID" => r.read(&mut self.session_id),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(&mut self.guest_operations_fault, r, name);
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.guest_operations_fault, w);
         w.write("serverChallenge", &self.server_challenge);
         w.write("sessionID", &self.session_id);
     }
 }
 /// `GuestComponentsOutOfDate` (extends `GuestOperationsFault`).
+///
+/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestComponentsOutOfDate {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GuestComponentsOutOfDate` inherits from `GuestOperationsFault`.
+    pub guest_operations_fault: GuestOperationsFault,
 }
 impl x::SchemaType for GuestComponentsOutOfDate {
     const TYPE_NAME: &'static str = "GuestComponentsOutOfDate";
 }
 impl x::Structure for GuestComponentsOutOfDate {}
+impl std::ops::Deref for GuestComponentsOutOfDate {
+    type Target = GuestOperationsFault;
+    #[inline]
+    fn deref(&self) -> &GuestOperationsFault {
+        &self.guest_operations_fault
+    }
+}
+impl std::ops::DerefMut for GuestComponentsOutOfDate {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
+        &mut self.guest_operations_fault
+    }
+}
 impl x::Fields for GuestComponentsOutOfDate {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_operations_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.guest_operations_fault, w);
     }
 }
 /// `GuestDiskInfo` (extends `DynamicData`).
@@ -1084,34 +973,41 @@ impl x::ArrayItem for GuestMappedAliases {
     const ITEM_TAG: &'static str = "GuestMappedAliases";
 }
 /// `GuestMultipleMappings` (extends `GuestOperationsFault`).
+///
+/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestMultipleMappings {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GuestMultipleMappings` inherits from `GuestOperationsFault`.
+    pub guest_operations_fault: GuestOperationsFault,
 }
 impl x::SchemaType for GuestMultipleMappings {
     const TYPE_NAME: &'static str = "GuestMultipleMappings";
 }
 impl x::Structure for GuestMultipleMappings {}
+impl std::ops::Deref for GuestMultipleMappings {
+    type Target = GuestOperationsFault;
+    #[inline]
+    fn deref(&self) -> &GuestOperationsFault {
+        &self.guest_operations_fault
+    }
+}
+impl std::ops::DerefMut for GuestMultipleMappings {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
+        &mut self.guest_operations_fault
+    }
+}
 impl x::Fields for GuestMultipleMappings {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_operations_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.guest_operations_fault, w);
     }
 }
 /// `GuestNicInfo` (extends `DynamicData`).
@@ -1174,65 +1070,79 @@ impl x::ArrayItem for GuestNicInfo {
     const ITEM_TAG: &'static str = "GuestNicInfo";
 }
 /// `GuestOperationsFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestOperationsFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GuestOperationsFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for GuestOperationsFault {
     const TYPE_NAME: &'static str = "GuestOperationsFault";
 }
 impl x::Structure for GuestOperationsFault {}
+impl std::ops::Deref for GuestOperationsFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for GuestOperationsFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for GuestOperationsFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `GuestOperationsUnavailable` (extends `GuestOperationsFault`).
+///
+/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestOperationsUnavailable {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GuestOperationsUnavailable` inherits from `GuestOperationsFault`.
+    pub guest_operations_fault: GuestOperationsFault,
 }
 impl x::SchemaType for GuestOperationsUnavailable {
     const TYPE_NAME: &'static str = "GuestOperationsUnavailable";
 }
 impl x::Structure for GuestOperationsUnavailable {}
+impl std::ops::Deref for GuestOperationsUnavailable {
+    type Target = GuestOperationsFault;
+    #[inline]
+    fn deref(&self) -> &GuestOperationsFault {
+        &self.guest_operations_fault
+    }
+}
+impl std::ops::DerefMut for GuestOperationsUnavailable {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
+        &mut self.guest_operations_fault
+    }
+}
 impl x::Fields for GuestOperationsUnavailable {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_operations_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.guest_operations_fault, w);
     }
 }
 /// `GuestOsDescriptor` (extends `DynamicData`).
@@ -1622,45 +1532,50 @@ impl x::ArrayItem for GuestOsDescriptor {
     const ITEM_TAG: &'static str = "GuestOsDescriptor";
 }
 /// `GuestPermissionDenied` (extends `GuestOperationsFault`).
+///
+/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestPermissionDenied {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GuestPermissionDenied` inherits from `GuestOperationsFault`.
+    pub guest_operations_fault: GuestOperationsFault,
 }
 impl x::SchemaType for GuestPermissionDenied {
     const TYPE_NAME: &'static str = "GuestPermissionDenied";
 }
 impl x::Structure for GuestPermissionDenied {}
+impl std::ops::Deref for GuestPermissionDenied {
+    type Target = GuestOperationsFault;
+    #[inline]
+    fn deref(&self) -> &GuestOperationsFault {
+        &self.guest_operations_fault
+    }
+}
+impl std::ops::DerefMut for GuestPermissionDenied {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
+        &mut self.guest_operations_fault
+    }
+}
 impl x::Fields for GuestPermissionDenied {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_operations_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.guest_operations_fault, w);
     }
 }
 /// `GuestPosixFileAttributes` (extends `GuestFileAttributes`).
+///
+/// The fields of `GuestFileAttributes` are in `guest_file_attributes`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestPosixFileAttributes {
-    /// `modificationTime`, from `GuestFileAttributes`.
-    pub modification_time: Option<x::DateTime>,
-    /// `accessTime`, from `GuestFileAttributes`.
-    pub access_time: Option<x::DateTime>,
-    /// `symlinkTarget`, from `GuestFileAttributes`.
-    pub symlink_target: Option<String>,
+    /// The fields `GuestPosixFileAttributes` inherits from `GuestFileAttributes`.
+    pub guest_file_attributes: GuestFileAttributes,
     /// `ownerId`.
     pub owner_id: Option<i32>,
     /// `groupId`.
@@ -1672,6 +1587,19 @@ impl x::SchemaType for GuestPosixFileAttributes {
     const TYPE_NAME: &'static str = "GuestPosixFileAttributes";
 }
 impl x::Structure for GuestPosixFileAttributes {}
+impl std::ops::Deref for GuestPosixFileAttributes {
+    type Target = GuestFileAttributes;
+    #[inline]
+    fn deref(&self) -> &GuestFileAttributes {
+        &self.guest_file_attributes
+    }
+}
+impl std::ops::DerefMut for GuestPosixFileAttributes {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestFileAttributes {
+        &mut self.guest_file_attributes
+    }
+}
 impl x::Fields for GuestPosixFileAttributes {
     fn decode_field(
         &mut self,
@@ -1679,21 +1607,16 @@ impl x::Fields for GuestPosixFileAttributes {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "modificationTime" => r.read_opt(&mut self.modification_time),
-            "accessTime" => r.read_opt(&mut self.access_time),
-            "symlinkTarget" => r.read_opt(&mut self.symlink_target),
             "ownerId" => r.read_opt(&mut self.owner_id),
             "groupId" => r.read_opt(&mut self.group_id),
             "permissions" => r.read_opt(&mut self.permissions),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.guest_file_attributes, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("modificationTime", &self.modification_time);
-        w.write_opt("accessTime", &self.access_time);
-        w.write_opt("symlinkTarget", &self.symlink_target);
+        x::Fields::encode_fields(&self.guest_file_attributes, w);
         w.write_opt("ownerId", &self.owner_id);
         w.write_opt("groupId", &self.group_id);
         w.write_opt("permissions", &self.permissions);
@@ -1755,12 +1678,12 @@ impl x::ArrayItem for GuestProcessInfo {
     const ITEM_TAG: &'static str = "GuestProcessInfo";
 }
 /// `GuestProcessNotFound` (extends `GuestOperationsFault`).
+///
+/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestProcessNotFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GuestProcessNotFound` inherits from `GuestOperationsFault`.
+    pub guest_operations_fault: GuestOperationsFault,
     /// `pid`.
     pub pid: i64,
 }
@@ -1768,6 +1691,19 @@ impl x::SchemaType for GuestProcessNotFound {
     const TYPE_NAME: &'static str = "GuestProcessNotFound";
 }
 impl x::Structure for GuestProcessNotFound {}
+impl std::ops::Deref for GuestProcessNotFound {
+    type Target = GuestOperationsFault;
+    #[inline]
+    fn deref(&self) -> &GuestOperationsFault {
+        &self.guest_operations_fault
+    }
+}
+impl std::ops::DerefMut for GuestProcessNotFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
+        &mut self.guest_operations_fault
+    }
+}
 impl x::Fields for GuestProcessNotFound {
     fn decode_field(
         &mut self,
@@ -1775,17 +1711,16 @@ impl x::Fields for GuestProcessNotFound {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "pid" => r.read(&mut self.pid),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(&mut self.guest_operations_fault, r, name);
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.guest_operations_fault, w);
         w.write("pid", &self.pid);
     }
 }
@@ -2179,12 +2114,12 @@ impl x::Fields for GuestRegValueStringSpec {
     }
 }
 /// `GuestRegistryFault` (extends `GuestOperationsFault`).
+///
+/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestRegistryFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `GuestRegistryFault` inherits from `GuestOperationsFault`.
+    pub guest_operations_fault: GuestOperationsFault,
     /// `windowsSystemErrorCode`.
     pub windows_system_error_code: i64,
 }
@@ -2192,6 +2127,19 @@ impl x::SchemaType for GuestRegistryFault {
     const TYPE_NAME: &'static str = "GuestRegistryFault";
 }
 impl x::Structure for GuestRegistryFault {}
+impl std::ops::Deref for GuestRegistryFault {
+    type Target = GuestOperationsFault;
+    #[inline]
+    fn deref(&self) -> &GuestOperationsFault {
+        &self.guest_operations_fault
+    }
+}
+impl std::ops::DerefMut for GuestRegistryFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
+        &mut self.guest_operations_fault
+    }
+}
 impl x::Fields for GuestRegistryFault {
     fn decode_field(
         &mut self,
@@ -2199,68 +2147,64 @@ impl x::Fields for GuestRegistryFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(&mut self.guest_operations_fault, r, name);
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.guest_operations_fault, w);
         w.write("windowsSystemErrorCode", &self.windows_system_error_code);
     }
 }
 /// `GuestRegistryKeyAlreadyExists` (extends `GuestRegistryKeyFault`).
+///
+/// The fields of `GuestRegistryKeyFault` are in `guest_registry_key_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestRegistryKeyAlreadyExists {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `windowsSystemErrorCode`, from `GuestRegistryFault`.
-    pub windows_system_error_code: i64,
-    /// `keyName`, from `GuestRegistryKeyFault`.
-    pub key_name: String,
+    /// The fields `GuestRegistryKeyAlreadyExists` inherits from `GuestRegistryKeyFault`.
+    pub guest_registry_key_fault: GuestRegistryKeyFault,
 }
 impl x::SchemaType for GuestRegistryKeyAlreadyExists {
     const TYPE_NAME: &'static str = "GuestRegistryKeyAlreadyExists";
 }
 impl x::Structure for GuestRegistryKeyAlreadyExists {}
+impl std::ops::Deref for GuestRegistryKeyAlreadyExists {
+    type Target = GuestRegistryKeyFault;
+    #[inline]
+    fn deref(&self) -> &GuestRegistryKeyFault {
+        &self.guest_registry_key_fault
+    }
+}
+impl std::ops::DerefMut for GuestRegistryKeyAlreadyExists {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestRegistryKeyFault {
+        &mut self.guest_registry_key_fault
+    }
+}
 impl x::Fields for GuestRegistryKeyAlreadyExists {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
-            "keyName" => r.read(&mut self.key_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_registry_key_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("windowsSystemErrorCode", &self.windows_system_error_code);
-        w.write("keyName", &self.key_name);
+        x::Fields::encode_fields(&self.guest_registry_key_fault, w);
     }
 }
 /// `GuestRegistryKeyFault` (extends `GuestRegistryFault`).
+///
+/// The fields of `GuestRegistryFault` are in `guest_registry_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestRegistryKeyFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `windowsSystemErrorCode`, from `GuestRegistryFault`.
-    pub windows_system_error_code: i64,
+    /// The fields `GuestRegistryKeyFault` inherits from `GuestRegistryFault`.
+    pub guest_registry_fault: GuestRegistryFault,
     /// `keyName`.
     pub key_name: String,
 }
@@ -2268,6 +2212,19 @@ impl x::SchemaType for GuestRegistryKeyFault {
     const TYPE_NAME: &'static str = "GuestRegistryKeyFault";
 }
 impl x::Structure for GuestRegistryKeyFault {}
+impl std::ops::Deref for GuestRegistryKeyFault {
+    type Target = GuestRegistryFault;
+    #[inline]
+    fn deref(&self) -> &GuestRegistryFault {
+        &self.guest_registry_fault
+    }
+}
+impl std::ops::DerefMut for GuestRegistryKeyFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestRegistryFault {
+        &mut self.guest_registry_fault
+    }
+}
 impl x::Fields for GuestRegistryKeyFault {
     fn decode_field(
         &mut self,
@@ -2275,148 +2232,138 @@ impl x::Fields for GuestRegistryKeyFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
             "keyName" => r.read(&mut self.key_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.guest_registry_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("windowsSystemErrorCode", &self.windows_system_error_code);
+        x::Fields::encode_fields(&self.guest_registry_fault, w);
         w.write("keyName", &self.key_name);
     }
 }
 /// `GuestRegistryKeyHasSubkeys` (extends `GuestRegistryKeyFault`).
+///
+/// The fields of `GuestRegistryKeyFault` are in `guest_registry_key_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestRegistryKeyHasSubkeys {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `windowsSystemErrorCode`, from `GuestRegistryFault`.
-    pub windows_system_error_code: i64,
-    /// `keyName`, from `GuestRegistryKeyFault`.
-    pub key_name: String,
+    /// The fields `GuestRegistryKeyHasSubkeys` inherits from `GuestRegistryKeyFault`.
+    pub guest_registry_key_fault: GuestRegistryKeyFault,
 }
 impl x::SchemaType for GuestRegistryKeyHasSubkeys {
     const TYPE_NAME: &'static str = "GuestRegistryKeyHasSubkeys";
 }
 impl x::Structure for GuestRegistryKeyHasSubkeys {}
+impl std::ops::Deref for GuestRegistryKeyHasSubkeys {
+    type Target = GuestRegistryKeyFault;
+    #[inline]
+    fn deref(&self) -> &GuestRegistryKeyFault {
+        &self.guest_registry_key_fault
+    }
+}
+impl std::ops::DerefMut for GuestRegistryKeyHasSubkeys {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestRegistryKeyFault {
+        &mut self.guest_registry_key_fault
+    }
+}
 impl x::Fields for GuestRegistryKeyHasSubkeys {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
-            "keyName" => r.read(&mut self.key_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_registry_key_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("windowsSystemErrorCode", &self.windows_system_error_code);
-        w.write("keyName", &self.key_name);
+        x::Fields::encode_fields(&self.guest_registry_key_fault, w);
     }
 }
 /// `GuestRegistryKeyInvalid` (extends `GuestRegistryKeyFault`).
+///
+/// The fields of `GuestRegistryKeyFault` are in `guest_registry_key_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestRegistryKeyInvalid {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `windowsSystemErrorCode`, from `GuestRegistryFault`.
-    pub windows_system_error_code: i64,
-    /// `keyName`, from `GuestRegistryKeyFault`.
-    pub key_name: String,
+    /// The fields `GuestRegistryKeyInvalid` inherits from `GuestRegistryKeyFault`.
+    pub guest_registry_key_fault: GuestRegistryKeyFault,
 }
 impl x::SchemaType for GuestRegistryKeyInvalid {
     const TYPE_NAME: &'static str = "GuestRegistryKeyInvalid";
 }
 impl x::Structure for GuestRegistryKeyInvalid {}
+impl std::ops::Deref for GuestRegistryKeyInvalid {
+    type Target = GuestRegistryKeyFault;
+    #[inline]
+    fn deref(&self) -> &GuestRegistryKeyFault {
+        &self.guest_registry_key_fault
+    }
+}
+impl std::ops::DerefMut for GuestRegistryKeyInvalid {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestRegistryKeyFault {
+        &mut self.guest_registry_key_fault
+    }
+}
 impl x::Fields for GuestRegistryKeyInvalid {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
-            "keyName" => r.read(&mut self.key_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_registry_key_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("windowsSystemErrorCode", &self.windows_system_error_code);
-        w.write("keyName", &self.key_name);
+        x::Fields::encode_fields(&self.guest_registry_key_fault, w);
     }
 }
 /// `GuestRegistryKeyParentVolatile` (extends `GuestRegistryKeyFault`).
+///
+/// The fields of `GuestRegistryKeyFault` are in `guest_registry_key_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestRegistryKeyParentVolatile {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `windowsSystemErrorCode`, from `GuestRegistryFault`.
-    pub windows_system_error_code: i64,
-    /// `keyName`, from `GuestRegistryKeyFault`.
-    pub key_name: String,
+    /// The fields `GuestRegistryKeyParentVolatile` inherits from `GuestRegistryKeyFault`.
+    pub guest_registry_key_fault: GuestRegistryKeyFault,
 }
 impl x::SchemaType for GuestRegistryKeyParentVolatile {
     const TYPE_NAME: &'static str = "GuestRegistryKeyParentVolatile";
 }
 impl x::Structure for GuestRegistryKeyParentVolatile {}
+impl std::ops::Deref for GuestRegistryKeyParentVolatile {
+    type Target = GuestRegistryKeyFault;
+    #[inline]
+    fn deref(&self) -> &GuestRegistryKeyFault {
+        &self.guest_registry_key_fault
+    }
+}
+impl std::ops::DerefMut for GuestRegistryKeyParentVolatile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestRegistryKeyFault {
+        &mut self.guest_registry_key_fault
+    }
+}
 impl x::Fields for GuestRegistryKeyParentVolatile {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
-            "keyName" => r.read(&mut self.key_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_registry_key_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("windowsSystemErrorCode", &self.windows_system_error_code);
-        w.write("keyName", &self.key_name);
+        x::Fields::encode_fields(&self.guest_registry_key_fault, w);
     }
 }
 /// `GuestRegistryValueFault` (extends `GuestRegistryFault`).
+///
+/// The fields of `GuestRegistryFault` are in `guest_registry_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestRegistryValueFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `windowsSystemErrorCode`, from `GuestRegistryFault`.
-    pub windows_system_error_code: i64,
+    /// The fields `GuestRegistryValueFault` inherits from `GuestRegistryFault`.
+    pub guest_registry_fault: GuestRegistryFault,
     /// `keyName`.
     pub key_name: String,
     /// `valueName`.
@@ -2426,6 +2373,19 @@ impl x::SchemaType for GuestRegistryValueFault {
     const TYPE_NAME: &'static str = "GuestRegistryValueFault";
 }
 impl x::Structure for GuestRegistryValueFault {}
+impl std::ops::Deref for GuestRegistryValueFault {
+    type Target = GuestRegistryFault;
+    #[inline]
+    fn deref(&self) -> &GuestRegistryFault {
+        &self.guest_registry_fault
+    }
+}
+impl std::ops::DerefMut for GuestRegistryValueFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestRegistryFault {
+        &mut self.guest_registry_fault
+    }
+}
 impl x::Fields for GuestRegistryValueFault {
     fn decode_field(
         &mut self,
@@ -2433,65 +2393,55 @@ impl x::Fields for GuestRegistryValueFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
             "keyName" => r.read(&mut self.key_name),
             "valueName" => r.read(&mut self.value_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.guest_registry_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("windowsSystemErrorCode", &self.windows_system_error_code);
+        x::Fields::encode_fields(&self.guest_registry_fault, w);
         w.write("keyName", &self.key_name);
         w.write("valueName", &self.value_name);
     }
 }
 /// `GuestRegistryValueNotFound` (extends `GuestRegistryValueFault`).
+///
+/// The fields of `GuestRegistryValueFault` are in `guest_registry_value_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestRegistryValueNotFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `windowsSystemErrorCode`, from `GuestRegistryFault`.
-    pub windows_system_error_code: i64,
-    /// `keyName`, from `GuestRegistryValueFault`.
-    pub key_name: String,
-    /// `valueName`, from `GuestRegistryValueFault`.
-    pub value_name: String,
+    /// The fields `GuestRegistryValueNotFound` inherits from `GuestRegistryValueFault`.
+    pub guest_registry_value_fault: GuestRegistryValueFault,
 }
 impl x::SchemaType for GuestRegistryValueNotFound {
     const TYPE_NAME: &'static str = "GuestRegistryValueNotFound";
 }
 impl x::Structure for GuestRegistryValueNotFound {}
+impl std::ops::Deref for GuestRegistryValueNotFound {
+    type Target = GuestRegistryValueFault;
+    #[inline]
+    fn deref(&self) -> &GuestRegistryValueFault {
+        &self.guest_registry_value_fault
+    }
+}
+impl std::ops::DerefMut for GuestRegistryValueNotFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestRegistryValueFault {
+        &mut self.guest_registry_value_fault
+    }
+}
 impl x::Fields for GuestRegistryValueNotFound {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
-            "keyName" => r.read(&mut self.key_name),
-            "valueName" => r.read(&mut self.value_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_registry_value_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("windowsSystemErrorCode", &self.windows_system_error_code);
-        w.write("keyName", &self.key_name);
-        w.write("valueName", &self.value_name);
+        x::Fields::encode_fields(&self.guest_registry_value_fault, w);
     }
 }
 /// `GuestScreenInfo` (extends `DynamicData`).
@@ -2569,14 +2519,12 @@ impl x::ArrayItem for GuestStackInfo {
     const ITEM_TAG: &'static str = "GuestStackInfo";
 }
 /// `GuestWindowsFileAttributes` (extends `GuestFileAttributes`).
+///
+/// The fields of `GuestFileAttributes` are in `guest_file_attributes`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestWindowsFileAttributes {
-    /// `modificationTime`, from `GuestFileAttributes`.
-    pub modification_time: Option<x::DateTime>,
-    /// `accessTime`, from `GuestFileAttributes`.
-    pub access_time: Option<x::DateTime>,
-    /// `symlinkTarget`, from `GuestFileAttributes`.
-    pub symlink_target: Option<String>,
+    /// The fields `GuestWindowsFileAttributes` inherits from `GuestFileAttributes`.
+    pub guest_file_attributes: GuestFileAttributes,
     /// `hidden`.
     pub hidden: Option<bool>,
     /// `readOnly`.
@@ -2588,6 +2536,19 @@ impl x::SchemaType for GuestWindowsFileAttributes {
     const TYPE_NAME: &'static str = "GuestWindowsFileAttributes";
 }
 impl x::Structure for GuestWindowsFileAttributes {}
+impl std::ops::Deref for GuestWindowsFileAttributes {
+    type Target = GuestFileAttributes;
+    #[inline]
+    fn deref(&self) -> &GuestFileAttributes {
+        &self.guest_file_attributes
+    }
+}
+impl std::ops::DerefMut for GuestWindowsFileAttributes {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestFileAttributes {
+        &mut self.guest_file_attributes
+    }
+}
 impl x::Fields for GuestWindowsFileAttributes {
     fn decode_field(
         &mut self,
@@ -2595,37 +2556,28 @@ impl x::Fields for GuestWindowsFileAttributes {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "modificationTime" => r.read_opt(&mut self.modification_time),
-            "accessTime" => r.read_opt(&mut self.access_time),
-            "symlinkTarget" => r.read_opt(&mut self.symlink_target),
             "hidden" => r.read_opt(&mut self.hidden),
             "readOnly" => r.read_opt(&mut self.read_only),
             "createTime" => r.read_opt(&mut self.create_time),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.guest_file_attributes, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("modificationTime", &self.modification_time);
-        w.write_opt("accessTime", &self.access_time);
-        w.write_opt("symlinkTarget", &self.symlink_target);
+        x::Fields::encode_fields(&self.guest_file_attributes, w);
         w.write_opt("hidden", &self.hidden);
         w.write_opt("readOnly", &self.read_only);
         w.write_opt("createTime", &self.create_time);
     }
 }
 /// `GuestWindowsProgramSpec` (extends `GuestProgramSpec`).
+///
+/// The fields of `GuestProgramSpec` are in `guest_program_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GuestWindowsProgramSpec {
-    /// `programPath`, from `GuestProgramSpec`.
-    pub program_path: String,
-    /// `arguments`, from `GuestProgramSpec`.
-    pub arguments: String,
-    /// `workingDirectory`, from `GuestProgramSpec`.
-    pub working_directory: Option<String>,
-    /// `envVariables`, from `GuestProgramSpec`.
-    pub env_variables: Vec<String>,
+    /// The fields `GuestWindowsProgramSpec` inherits from `GuestProgramSpec`.
+    pub guest_program_spec: GuestProgramSpec,
     /// `startMinimized`.
     pub start_minimized: bool,
 }
@@ -2633,6 +2585,19 @@ impl x::SchemaType for GuestWindowsProgramSpec {
     const TYPE_NAME: &'static str = "GuestWindowsProgramSpec";
 }
 impl x::Structure for GuestWindowsProgramSpec {}
+impl std::ops::Deref for GuestWindowsProgramSpec {
+    type Target = GuestProgramSpec;
+    #[inline]
+    fn deref(&self) -> &GuestProgramSpec {
+        &self.guest_program_spec
+    }
+}
+impl std::ops::DerefMut for GuestWindowsProgramSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestProgramSpec {
+        &mut self.guest_program_spec
+    }
+}
 impl x::Fields for GuestWindowsProgramSpec {
     fn decode_field(
         &mut self,
@@ -2640,21 +2605,14 @@ impl x::Fields for GuestWindowsProgramSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "programPath" => r.read(&mut self.program_path),
-            "arguments" => r.read(&mut self.arguments),
-            "workingDirectory" => r.read_opt(&mut self.working_directory),
-            "envVariables" => r.read_push(&mut self.env_variables),
             "startMinimized" => r.read(&mut self.start_minimized),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.guest_program_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("programPath", &self.program_path);
-        w.write("arguments", &self.arguments);
-        w.write_opt("workingDirectory", &self.working_directory);
-        w.write_vec("envVariables", &self.env_variables);
+        x::Fields::encode_fields(&self.guest_program_spec, w);
         w.write("startMinimized", &self.start_minimized);
     }
 }

@@ -5,1952 +5,1088 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostDiskConfigurationResult` (extends `DynamicData`).
+/// `HostInternetScsiHbaIPCapabilities` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskConfigurationResult {
-    /// `devicePath`.
-    pub device_path: Option<String>,
-    /// `success`.
-    pub success: Option<bool>,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
+pub struct HostInternetScsiHbaIPCapabilities {
+    /// `addressSettable`.
+    pub address_settable: bool,
+    /// `ipConfigurationMethodSettable`.
+    pub ip_configuration_method_settable: bool,
+    /// `subnetMaskSettable`.
+    pub subnet_mask_settable: bool,
+    /// `defaultGatewaySettable`.
+    pub default_gateway_settable: bool,
+    /// `primaryDnsServerAddressSettable`.
+    pub primary_dns_server_address_settable: bool,
+    /// `alternateDnsServerAddressSettable`.
+    pub alternate_dns_server_address_settable: bool,
+    /// `ipv6Supported`.
+    pub ipv6_supported: Option<bool>,
+    /// `arpRedirectSettable`.
+    pub arp_redirect_settable: Option<bool>,
+    /// `mtuSettable`.
+    pub mtu_settable: Option<bool>,
+    /// `hostNameAsTargetAddress`.
+    pub host_name_as_target_address: Option<bool>,
+    /// `nameAliasSettable`.
+    pub name_alias_settable: Option<bool>,
+    /// `ipv4EnableSettable`.
+    pub ipv4_enable_settable: Option<bool>,
+    /// `ipv6EnableSettable`.
+    pub ipv6_enable_settable: Option<bool>,
+    /// `ipv6PrefixLengthSettable`.
+    pub ipv6_prefix_length_settable: Option<bool>,
+    /// `ipv6PrefixLength`.
+    pub ipv6_prefix_length: Option<i32>,
+    /// `ipv6DhcpConfigurationSettable`.
+    pub ipv6_dhcp_configuration_settable: Option<bool>,
+    /// `ipv6LinkLocalAutoConfigurationSettable`.
+    pub ipv6_link_local_auto_configuration_settable: Option<bool>,
+    /// `ipv6RouterAdvertisementConfigurationSettable`.
+    pub ipv6_router_advertisement_configuration_settable: Option<bool>,
+    /// `ipv6DefaultGatewaySettable`.
+    pub ipv6_default_gateway_settable: Option<bool>,
+    /// `ipv6MaxStaticAddressesSupported`.
+    pub ipv6_max_static_addresses_supported: Option<i32>,
 }
-impl x::SchemaType for HostDiskConfigurationResult {
-    const TYPE_NAME: &'static str = "HostDiskConfigurationResult";
+impl x::SchemaType for HostInternetScsiHbaIPCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPCapabilities";
 }
-impl x::Structure for HostDiskConfigurationResult {}
-impl x::Fields for HostDiskConfigurationResult {
+impl x::Structure for HostInternetScsiHbaIPCapabilities {}
+impl x::Fields for HostInternetScsiHbaIPCapabilities {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "devicePath" => r.read_opt(&mut self.device_path),
-            "success" => r.read_opt(&mut self.success),
-            "fault" => r.read_opt(&mut self.fault),
+            "addressSettable" => r.read(&mut self.address_settable),
+            "ipConfigurationMethodSettable" => {
+                r.read(&mut self.ip_configuration_method_settable)
+            }
+            "subnetMaskSettable" => r.read(&mut self.subnet_mask_settable),
+            "defaultGatewaySettable" => r.read(&mut self.default_gateway_settable),
+            "primaryDnsServerAddressSettable" => {
+                r.read(&mut self.primary_dns_server_address_settable)
+            }
+            "alternateDnsServerAddressSettable" => {
+                r.read(&mut self.alternate_dns_server_address_settable)
+            }
+            "ipv6Supported" => r.read_opt(&mut self.ipv6_supported),
+            "arpRedirectSettable" => r.read_opt(&mut self.arp_redirect_settable),
+            "mtuSettable" => r.read_opt(&mut self.mtu_settable),
+            "hostNameAsTargetAddress" => {
+                r.read_opt(&mut self.host_name_as_target_address)
+            }
+            "nameAliasSettable" => r.read_opt(&mut self.name_alias_settable),
+            "ipv4EnableSettable" => r.read_opt(&mut self.ipv4_enable_settable),
+            "ipv6EnableSettable" => r.read_opt(&mut self.ipv6_enable_settable),
+            "ipv6PrefixLengthSettable" => {
+                r.read_opt(&mut self.ipv6_prefix_length_settable)
+            }
+            "ipv6PrefixLength" => r.read_opt(&mut self.ipv6_prefix_length),
+            "ipv6DhcpConfigurationSettable" => {
+                r.read_opt(&mut self.ipv6_dhcp_configuration_settable)
+            }
+            "ipv6LinkLocalAutoConfigurationSettable" => {
+                r.read_opt(&mut self.ipv6_link_local_auto_configuration_settable)
+            }
+            "ipv6RouterAdvertisementConfigurationSettable" => {
+                r.read_opt(&mut self.ipv6_router_advertisement_configuration_settable)
+            }
+            "ipv6DefaultGatewaySettable" => {
+                r.read_opt(&mut self.ipv6_default_gateway_settable)
+            }
+            "ipv6MaxStaticAddressesSupported" => {
+                r.read_opt(&mut self.ipv6_max_static_addresses_supported)
+            }
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("devicePath", &self.device_path);
-        w.write_opt("success", &self.success);
-        w.write_opt("fault", &self.fault);
+        w.write("addressSettable", &self.address_settable);
+        w.write("ipConfigurationMethodSettable", &self.ip_configuration_method_settable);
+        w.write("subnetMaskSettable", &self.subnet_mask_settable);
+        w.write("defaultGatewaySettable", &self.default_gateway_settable);
+        w.write(
+            "primaryDnsServerAddressSettable",
+            &self.primary_dns_server_address_settable,
+        );
+        w.write(
+            "alternateDnsServerAddressSettable",
+            &self.alternate_dns_server_address_settable,
+        );
+        w.write_opt("ipv6Supported", &self.ipv6_supported);
+        w.write_opt("arpRedirectSettable", &self.arp_redirect_settable);
+        w.write_opt("mtuSettable", &self.mtu_settable);
+        w.write_opt("hostNameAsTargetAddress", &self.host_name_as_target_address);
+        w.write_opt("nameAliasSettable", &self.name_alias_settable);
+        w.write_opt("ipv4EnableSettable", &self.ipv4_enable_settable);
+        w.write_opt("ipv6EnableSettable", &self.ipv6_enable_settable);
+        w.write_opt("ipv6PrefixLengthSettable", &self.ipv6_prefix_length_settable);
+        w.write_opt("ipv6PrefixLength", &self.ipv6_prefix_length);
+        w.write_opt(
+            "ipv6DhcpConfigurationSettable",
+            &self.ipv6_dhcp_configuration_settable,
+        );
+        w.write_opt(
+            "ipv6LinkLocalAutoConfigurationSettable",
+            &self.ipv6_link_local_auto_configuration_settable,
+        );
+        w.write_opt(
+            "ipv6RouterAdvertisementConfigurationSettable",
+            &self.ipv6_router_advertisement_configuration_settable,
+        );
+        w.write_opt("ipv6DefaultGatewaySettable", &self.ipv6_default_gateway_settable);
+        w.write_opt(
+            "ipv6MaxStaticAddressesSupported",
+            &self.ipv6_max_static_addresses_supported,
+        );
     }
 }
-impl x::ArrayItem for HostDiskConfigurationResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskConfigurationResult";
-    const ITEM_TAG: &'static str = "HostDiskConfigurationResult";
-}
-/// `HostDiskDimensions` (extends `DynamicData`).
+/// `HostInternetScsiHbaIPProperties` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskDimensions {}
-impl x::SchemaType for HostDiskDimensions {
-    const TYPE_NAME: &'static str = "HostDiskDimensions";
+pub struct HostInternetScsiHbaIPProperties {
+    /// `mac`.
+    pub mac: Option<String>,
+    /// `address`.
+    pub address: Option<String>,
+    /// `dhcpConfigurationEnabled`.
+    pub dhcp_configuration_enabled: bool,
+    /// `subnetMask`.
+    pub subnet_mask: Option<String>,
+    /// `defaultGateway`.
+    pub default_gateway: Option<String>,
+    /// `primaryDnsServerAddress`.
+    pub primary_dns_server_address: Option<String>,
+    /// `alternateDnsServerAddress`.
+    pub alternate_dns_server_address: Option<String>,
+    /// `ipv6Address`.
+    pub ipv6_address: Option<String>,
+    /// `ipv6SubnetMask`.
+    pub ipv6_subnet_mask: Option<String>,
+    /// `ipv6DefaultGateway`.
+    pub ipv6_default_gateway: Option<String>,
+    /// `arpRedirectEnabled`.
+    pub arp_redirect_enabled: Option<bool>,
+    /// `mtu`.
+    pub mtu: Option<i32>,
+    /// `jumboFramesEnabled`.
+    pub jumbo_frames_enabled: Option<bool>,
+    /// `ipv4Enabled`.
+    pub ipv4_enabled: Option<bool>,
+    /// `ipv6Enabled`.
+    pub ipv6_enabled: Option<bool>,
+    /// `ipv6properties`.
+    pub ipv6properties: Option<HostInternetScsiHbaIPv6Properties>,
 }
-impl x::Structure for HostDiskDimensions {}
-impl x::Fields for HostDiskDimensions {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+impl x::SchemaType for HostInternetScsiHbaIPProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPProperties";
 }
-/// `HostDiskDimensionsChs` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskDimensionsChs {
-    /// `cylinder`.
-    pub cylinder: i64,
-    /// `head`.
-    pub head: i32,
-    /// `sector`.
-    pub sector: i32,
-}
-impl x::SchemaType for HostDiskDimensionsChs {
-    const TYPE_NAME: &'static str = "HostDiskDimensionsChs";
-}
-impl x::Structure for HostDiskDimensionsChs {}
-impl x::Fields for HostDiskDimensionsChs {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "cylinder" => r.read(&mut self.cylinder),
-            "head" => r.read(&mut self.head),
-            "sector" => r.read(&mut self.sector),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("cylinder", &self.cylinder);
-        w.write("head", &self.head);
-        w.write("sector", &self.sector);
-    }
-}
-/// `HostDiskDimensionsLba` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskDimensionsLba {
-    /// `blockSize`.
-    pub block_size: i32,
-    /// `block`.
-    pub block: i64,
-}
-impl x::SchemaType for HostDiskDimensionsLba {
-    const TYPE_NAME: &'static str = "HostDiskDimensionsLba";
-}
-impl x::Structure for HostDiskDimensionsLba {}
-impl x::Fields for HostDiskDimensionsLba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "blockSize" => r.read(&mut self.block_size),
-            "block" => r.read(&mut self.block),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("blockSize", &self.block_size);
-        w.write("block", &self.block);
-    }
-}
-/// `HostDiskMappingInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingInfo {
-    /// `physicalPartition`.
-    pub physical_partition: Option<HostDiskMappingPartitionInfo>,
-    /// `name`.
-    pub name: String,
-    /// `exclusive`.
-    pub exclusive: Option<bool>,
-}
-impl x::SchemaType for HostDiskMappingInfo {
-    const TYPE_NAME: &'static str = "HostDiskMappingInfo";
-}
-impl x::Structure for HostDiskMappingInfo {}
-impl x::Fields for HostDiskMappingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalPartition" => r.read_opt(&mut self.physical_partition),
-            "name" => r.read(&mut self.name),
-            "exclusive" => r.read_opt(&mut self.exclusive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("physicalPartition", &self.physical_partition);
-        w.write("name", &self.name);
-        w.write_opt("exclusive", &self.exclusive);
-    }
-}
-/// `HostDiskMappingOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingOption {
-    /// `physicalPartition`.
-    pub physical_partition: Vec<HostDiskMappingPartitionOption>,
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for HostDiskMappingOption {
-    const TYPE_NAME: &'static str = "HostDiskMappingOption";
-}
-impl x::Structure for HostDiskMappingOption {}
-impl x::Fields for HostDiskMappingOption {
+impl x::Structure for HostInternetScsiHbaIPProperties {}
+impl x::Fields for HostInternetScsiHbaIPProperties {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "physicalPartition" => r.read_push(&mut self.physical_partition),
-            "name" => r.read(&mut self.name),
+            "mac" => r.read_opt(&mut self.mac),
+            "address" => r.read_opt(&mut self.address),
+            "dhcpConfigurationEnabled" => r.read(&mut self.dhcp_configuration_enabled),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "primaryDnsServerAddress" => r.read_opt(&mut self.primary_dns_server_address),
+            "alternateDnsServerAddress" => {
+                r.read_opt(&mut self.alternate_dns_server_address)
+            }
+            "ipv6Address" => r.read_opt(&mut self.ipv6_address),
+            "ipv6SubnetMask" => r.read_opt(&mut self.ipv6_subnet_mask),
+            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
+            "arpRedirectEnabled" => r.read_opt(&mut self.arp_redirect_enabled),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "jumboFramesEnabled" => r.read_opt(&mut self.jumbo_frames_enabled),
+            "ipv4Enabled" => r.read_opt(&mut self.ipv4_enabled),
+            "ipv6Enabled" => r.read_opt(&mut self.ipv6_enabled),
+            "ipv6properties" => r.read_opt(&mut self.ipv6properties),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("physicalPartition", &self.physical_partition);
-        w.write("name", &self.name);
+        w.write_opt("mac", &self.mac);
+        w.write_opt("address", &self.address);
+        w.write("dhcpConfigurationEnabled", &self.dhcp_configuration_enabled);
+        w.write_opt("subnetMask", &self.subnet_mask);
+        w.write_opt("defaultGateway", &self.default_gateway);
+        w.write_opt("primaryDnsServerAddress", &self.primary_dns_server_address);
+        w.write_opt("alternateDnsServerAddress", &self.alternate_dns_server_address);
+        w.write_opt("ipv6Address", &self.ipv6_address);
+        w.write_opt("ipv6SubnetMask", &self.ipv6_subnet_mask);
+        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
+        w.write_opt("arpRedirectEnabled", &self.arp_redirect_enabled);
+        w.write_opt("mtu", &self.mtu);
+        w.write_opt("jumboFramesEnabled", &self.jumbo_frames_enabled);
+        w.write_opt("ipv4Enabled", &self.ipv4_enabled);
+        w.write_opt("ipv6Enabled", &self.ipv6_enabled);
+        w.write_opt("ipv6properties", &self.ipv6properties);
     }
 }
-/// `HostDiskMappingPartitionInfo` (extends `DynamicData`).
+/// `HostInternetScsiHbaIPv6Properties` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingPartitionInfo {
-    /// `name`.
-    pub name: String,
-    /// `fileSystem`.
-    pub file_system: String,
-    /// `capacityInKb`.
-    pub capacity_in_kb: i64,
+pub struct HostInternetScsiHbaIPv6Properties {
+    /// `iscsiIpv6Address`.
+    pub iscsi_ipv6_address: Vec<HostInternetScsiHbaIscsiIpv6Address>,
+    /// `ipv6DhcpConfigurationEnabled`.
+    pub ipv6_dhcp_configuration_enabled: Option<bool>,
+    /// `ipv6LinkLocalAutoConfigurationEnabled`.
+    pub ipv6_link_local_auto_configuration_enabled: Option<bool>,
+    /// `ipv6RouterAdvertisementConfigurationEnabled`.
+    pub ipv6_router_advertisement_configuration_enabled: Option<bool>,
+    /// `ipv6DefaultGateway`.
+    pub ipv6_default_gateway: Option<String>,
 }
-impl x::SchemaType for HostDiskMappingPartitionInfo {
-    const TYPE_NAME: &'static str = "HostDiskMappingPartitionInfo";
+impl x::SchemaType for HostInternetScsiHbaIPv6Properties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPv6Properties";
 }
-impl x::Structure for HostDiskMappingPartitionInfo {}
-impl x::Fields for HostDiskMappingPartitionInfo {
+impl x::Structure for HostInternetScsiHbaIPv6Properties {}
+impl x::Fields for HostInternetScsiHbaIPv6Properties {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "fileSystem" => r.read(&mut self.file_system),
-            "capacityInKb" => r.read(&mut self.capacity_in_kb),
+            "iscsiIpv6Address" => r.read_push(&mut self.iscsi_ipv6_address),
+            "ipv6DhcpConfigurationEnabled" => {
+                r.read_opt(&mut self.ipv6_dhcp_configuration_enabled)
+            }
+            "ipv6LinkLocalAutoConfigurationEnabled" => {
+                r.read_opt(&mut self.ipv6_link_local_auto_configuration_enabled)
+            }
+            "ipv6RouterAdvertisementConfigurationEnabled" => {
+                r.read_opt(&mut self.ipv6_router_advertisement_configuration_enabled)
+            }
+            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("fileSystem", &self.file_system);
-        w.write("capacityInKb", &self.capacity_in_kb);
+        w.write_vec("iscsiIpv6Address", &self.iscsi_ipv6_address);
+        w.write_opt(
+            "ipv6DhcpConfigurationEnabled",
+            &self.ipv6_dhcp_configuration_enabled,
+        );
+        w.write_opt(
+            "ipv6LinkLocalAutoConfigurationEnabled",
+            &self.ipv6_link_local_auto_configuration_enabled,
+        );
+        w.write_opt(
+            "ipv6RouterAdvertisementConfigurationEnabled",
+            &self.ipv6_router_advertisement_configuration_enabled,
+        );
+        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
     }
 }
-/// `HostDiskMappingPartitionOption` (extends `DynamicData`).
+/// `HostInternetScsiHbaIscsiIpv6Address` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingPartitionOption {
-    /// `name`.
-    pub name: String,
-    /// `fileSystem`.
-    pub file_system: String,
-    /// `capacityInKb`.
-    pub capacity_in_kb: i64,
+pub struct HostInternetScsiHbaIscsiIpv6Address {
+    /// `address`.
+    pub address: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+    /// `origin`.
+    pub origin: String,
+    /// `operation`.
+    pub operation: Option<String>,
 }
-impl x::SchemaType for HostDiskMappingPartitionOption {
-    const TYPE_NAME: &'static str = "HostDiskMappingPartitionOption";
+impl x::SchemaType for HostInternetScsiHbaIscsiIpv6Address {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
 }
-impl x::Structure for HostDiskMappingPartitionOption {}
-impl x::Fields for HostDiskMappingPartitionOption {
+impl x::Structure for HostInternetScsiHbaIscsiIpv6Address {}
+impl x::Fields for HostInternetScsiHbaIscsiIpv6Address {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "fileSystem" => r.read(&mut self.file_system),
-            "capacityInKb" => r.read(&mut self.capacity_in_kb),
+            "address" => r.read(&mut self.address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read(&mut self.origin),
+            "operation" => r.read_opt(&mut self.operation),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("fileSystem", &self.file_system);
-        w.write("capacityInKb", &self.capacity_in_kb);
+        w.write("address", &self.address);
+        w.write("prefixLength", &self.prefix_length);
+        w.write("origin", &self.origin);
+        w.write_opt("operation", &self.operation);
     }
 }
-impl x::ArrayItem for HostDiskMappingPartitionOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskMappingPartitionOption";
-    const ITEM_TAG: &'static str = "HostDiskMappingPartitionOption";
+impl x::ArrayItem for HostInternetScsiHbaIscsiIpv6Address {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaIscsiIpv6Address";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
 }
-/// `HostDiskPartitionAttributes` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionAttributes {
-    /// `partition`.
-    pub partition: i32,
-    /// `startSector`.
-    pub start_sector: i64,
-    /// `endSector`.
-    pub end_sector: i64,
-    /// `type`.
-    pub type_: String,
-    /// `guid`.
-    pub guid: Option<String>,
-    /// `logical`.
-    pub logical: bool,
-    /// `attributes`.
-    pub attributes: i8,
-    /// `partitionAlignment`.
-    pub partition_alignment: Option<i64>,
-}
-impl x::SchemaType for HostDiskPartitionAttributes {
-    const TYPE_NAME: &'static str = "HostDiskPartitionAttributes";
-}
-impl x::Structure for HostDiskPartitionAttributes {}
-impl x::Fields for HostDiskPartitionAttributes {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partition" => r.read(&mut self.partition),
-            "startSector" => r.read(&mut self.start_sector),
-            "endSector" => r.read(&mut self.end_sector),
-            "type" => r.read(&mut self.type_),
-            "guid" => r.read_opt(&mut self.guid),
-            "logical" => r.read(&mut self.logical),
-            "attributes" => r.read(&mut self.attributes),
-            "partitionAlignment" => r.read_opt(&mut self.partition_alignment),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("partition", &self.partition);
-        w.write("startSector", &self.start_sector);
-        w.write("endSector", &self.end_sector);
-        w.write("type", &self.type_);
-        w.write_opt("guid", &self.guid);
-        w.write("logical", &self.logical);
-        w.write("attributes", &self.attributes);
-        w.write_opt("partitionAlignment", &self.partition_alignment);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionAttributes {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionAttributes";
-    const ITEM_TAG: &'static str = "HostDiskPartitionAttributes";
-}
-/// `HostDiskPartitionBlockRange` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionBlockRange {
-    /// `partition`.
-    pub partition: Option<i32>,
-    /// `type`.
-    pub type_: String,
-    /// `start`.
-    pub start: HostDiskDimensionsLba,
-    /// `end`.
-    pub end: HostDiskDimensionsLba,
-}
-impl x::SchemaType for HostDiskPartitionBlockRange {
-    const TYPE_NAME: &'static str = "HostDiskPartitionBlockRange";
-}
-impl x::Structure for HostDiskPartitionBlockRange {}
-impl x::Fields for HostDiskPartitionBlockRange {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partition" => r.read_opt(&mut self.partition),
-            "type" => r.read(&mut self.type_),
-            "start" => r.read(&mut self.start),
-            "end" => r.read(&mut self.end),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("partition", &self.partition);
-        w.write("type", &self.type_);
-        w.write("start", &self.start);
-        w.write("end", &self.end);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionBlockRange {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionBlockRange";
-    const ITEM_TAG: &'static str = "HostDiskPartitionBlockRange";
-}
-/// `HostDiskPartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionInfo {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `spec`.
-    pub spec: HostDiskPartitionSpec,
-    /// `layout`.
-    pub layout: HostDiskPartitionLayout,
-}
-impl x::SchemaType for HostDiskPartitionInfo {
-    const TYPE_NAME: &'static str = "HostDiskPartitionInfo";
-}
-impl x::Structure for HostDiskPartitionInfo {}
-impl x::Fields for HostDiskPartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "spec" => r.read(&mut self.spec),
-            "layout" => r.read(&mut self.layout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("spec", &self.spec);
-        w.write("layout", &self.layout);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionInfo";
-    const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
-}
-/// `HostDiskPartitionLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionLayout {
-    /// `total`.
-    pub total: Option<HostDiskDimensionsLba>,
-    /// `partition`.
-    pub partition: Vec<HostDiskPartitionBlockRange>,
-}
-impl x::SchemaType for HostDiskPartitionLayout {
-    const TYPE_NAME: &'static str = "HostDiskPartitionLayout";
-}
-impl x::Structure for HostDiskPartitionLayout {}
-impl x::Fields for HostDiskPartitionLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "total" => r.read_opt(&mut self.total),
-            "partition" => r.read_push(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("total", &self.total);
-        w.write_vec("partition", &self.partition);
-    }
-}
-/// `HostDiskPartitionSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionSpec {
-    /// `partitionFormat`.
-    pub partition_format: Option<String>,
-    /// `chs`.
-    pub chs: Option<HostDiskDimensionsChs>,
-    /// `totalSectors`.
-    pub total_sectors: Option<i64>,
-    /// `partition`.
-    pub partition: Vec<HostDiskPartitionAttributes>,
-    /// `sectorSize`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub sector_size: Option<i32>,
-}
-impl x::SchemaType for HostDiskPartitionSpec {
-    const TYPE_NAME: &'static str = "HostDiskPartitionSpec";
-}
-impl x::Structure for HostDiskPartitionSpec {}
-impl x::Fields for HostDiskPartitionSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partitionFormat" => r.read_opt(&mut self.partition_format),
-            "chs" => r.read_opt(&mut self.chs),
-            "totalSectors" => r.read_opt(&mut self.total_sectors),
-            "partition" => r.read_push(&mut self.partition),
-            "sectorSize" => r.read_opt(&mut self.sector_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("partitionFormat", &self.partition_format);
-        w.write_opt("chs", &self.chs);
-        w.write_opt("totalSectors", &self.total_sectors);
-        w.write_vec("partition", &self.partition);
-        if w
-            .since(
-                0x0900_0000,
-                "HostDiskPartitionSpec.sectorSize",
-                self.sector_size.is_some(),
-            )
-        {
-            w.write_opt("sectorSize", &self.sector_size);
-        }
-    }
-}
-/// `HostDnsConfig` (extends `DynamicData`).
+/// `HostInternetScsiHbaParamValue` (extends `OptionValue`).
 ///
-/// Fields of this type hold [`AnyHostDnsConfig`], which also carries its subtypes.
+/// The fields of `OptionValue` are in `option_value`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDnsConfig {
-    /// `dhcp`.
-    pub dhcp: bool,
-    /// `virtualNicDevice`.
-    pub virtual_nic_device: Option<String>,
-    /// `ipv6VirtualNicDevice`.
-    pub ipv6_virtual_nic_device: Option<String>,
-    /// `hostName`.
-    pub host_name: String,
-    /// `domainName`.
-    pub domain_name: String,
+pub struct HostInternetScsiHbaParamValue {
+    /// The fields `HostInternetScsiHbaParamValue` inherits from `OptionValue`.
+    pub option_value: OptionValue,
+    /// `isInherited`.
+    pub is_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaParamValue {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaParamValue";
+}
+impl x::Structure for HostInternetScsiHbaParamValue {}
+impl std::ops::Deref for HostInternetScsiHbaParamValue {
+    type Target = OptionValue;
+    #[inline]
+    fn deref(&self) -> &OptionValue {
+        &self.option_value
+    }
+}
+impl std::ops::DerefMut for HostInternetScsiHbaParamValue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OptionValue {
+        &mut self.option_value
+    }
+}
+impl x::Fields for HostInternetScsiHbaParamValue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "isInherited" => r.read_opt(&mut self.is_inherited),
+            _ => return x::Fields::decode_field(&mut self.option_value, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.option_value, w);
+        w.write_opt("isInherited", &self.is_inherited);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaParamValue {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaParamValue";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaParamValue";
+}
+/// `HostInternetScsiHbaSendTarget` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaSendTarget {
+    /// `address`.
+    pub address: String,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `authenticationProperties`.
+    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `parent`.
+    pub parent: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaSendTarget {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaSendTarget";
+}
+impl x::Structure for HostInternetScsiHbaSendTarget {}
+impl x::Fields for HostInternetScsiHbaSendTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "port" => r.read_opt(&mut self.port),
+            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "parent" => r.read_opt(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("port", &self.port);
+        w.write_opt("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write_opt("parent", &self.parent);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaSendTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaSendTarget";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaSendTarget";
+}
+/// `HostInternetScsiHbaStaticTarget` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaStaticTarget {
+    /// `address`.
+    pub address: String,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `discoveryMethod`.
+    pub discovery_method: Option<String>,
+    /// `authenticationProperties`.
+    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `parent`.
+    pub parent: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaStaticTarget {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTarget";
+}
+impl x::Structure for HostInternetScsiHbaStaticTarget {}
+impl x::Fields for HostInternetScsiHbaStaticTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "port" => r.read_opt(&mut self.port),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "discoveryMethod" => r.read_opt(&mut self.discovery_method),
+            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "parent" => r.read_opt(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("port", &self.port);
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write_opt("discoveryMethod", &self.discovery_method);
+        w.write_opt("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write_opt("parent", &self.parent);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaStaticTarget";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
+}
+/// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaTargetSet {
+    /// `staticTargets`.
+    pub static_targets: Vec<HostInternetScsiHbaStaticTarget>,
+    /// `sendTargets`.
+    pub send_targets: Vec<HostInternetScsiHbaSendTarget>,
+}
+impl x::SchemaType for HostInternetScsiHbaTargetSet {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
+}
+impl x::Structure for HostInternetScsiHbaTargetSet {}
+impl x::Fields for HostInternetScsiHbaTargetSet {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "staticTargets" => r.read_push(&mut self.static_targets),
+            "sendTargets" => r.read_push(&mut self.send_targets),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("staticTargets", &self.static_targets);
+        w.write_vec("sendTargets", &self.send_targets);
+    }
+}
+/// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiTargetTransport {
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `iScsiAlias`.
+    pub i_scsi_alias: String,
     /// `address`.
     pub address: Vec<String>,
-    /// `searchDomain`.
-    pub search_domain: Vec<String>,
 }
-impl x::SchemaType for HostDnsConfig {
-    const TYPE_NAME: &'static str = "HostDnsConfig";
+impl x::SchemaType for HostInternetScsiTargetTransport {
+    const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
 }
-impl x::Structure for HostDnsConfig {}
-impl x::Fields for HostDnsConfig {
+impl x::Structure for HostInternetScsiTargetTransport {}
+impl x::Fields for HostInternetScsiTargetTransport {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
-            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
-            "hostName" => r.read(&mut self.host_name),
-            "domainName" => r.read(&mut self.domain_name),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
             "address" => r.read_push(&mut self.address),
-            "searchDomain" => r.read_push(&mut self.search_domain),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write_opt("virtualNicDevice", &self.virtual_nic_device);
-        w.write_opt("ipv6VirtualNicDevice", &self.ipv6_virtual_nic_device);
-        w.write("hostName", &self.host_name);
-        w.write("domainName", &self.domain_name);
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write("iScsiAlias", &self.i_scsi_alias);
         w.write_vec("address", &self.address);
-        w.write_vec("searchDomain", &self.search_domain);
     }
 }
-/// `HostDnsConfigSpec` (extends `HostDnsConfig`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDnsConfigSpec {
-    /// `dhcp`, from `HostDnsConfig`.
-    pub dhcp: bool,
-    /// `virtualNicDevice`, from `HostDnsConfig`.
-    pub virtual_nic_device: Option<String>,
-    /// `ipv6VirtualNicDevice`, from `HostDnsConfig`.
-    pub ipv6_virtual_nic_device: Option<String>,
-    /// `hostName`, from `HostDnsConfig`.
-    pub host_name: String,
-    /// `domainName`, from `HostDnsConfig`.
-    pub domain_name: String,
-    /// `address`, from `HostDnsConfig`.
-    pub address: Vec<String>,
-    /// `searchDomain`, from `HostDnsConfig`.
-    pub search_domain: Vec<String>,
-    /// `virtualNicConnection`.
-    pub virtual_nic_connection: Option<HostVirtualNicConnection>,
-    /// `virtualNicConnectionV6`.
-    pub virtual_nic_connection_v6: Option<HostVirtualNicConnection>,
-}
-impl x::SchemaType for HostDnsConfigSpec {
-    const TYPE_NAME: &'static str = "HostDnsConfigSpec";
-}
-impl x::Structure for HostDnsConfigSpec {}
-impl x::Fields for HostDnsConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
-            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
-            "hostName" => r.read(&mut self.host_name),
-            "domainName" => r.read(&mut self.domain_name),
-            "address" => r.read_push(&mut self.address),
-            "searchDomain" => r.read_push(&mut self.search_domain),
-            "virtualNicConnection" => r.read_opt(&mut self.virtual_nic_connection),
-            "virtualNicConnectionV6" => r.read_opt(&mut self.virtual_nic_connection_v6),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write_opt("virtualNicDevice", &self.virtual_nic_device);
-        w.write_opt("ipv6VirtualNicDevice", &self.ipv6_virtual_nic_device);
-        w.write("hostName", &self.host_name);
-        w.write("domainName", &self.domain_name);
-        w.write_vec("address", &self.address);
-        w.write_vec("searchDomain", &self.search_domain);
-        w.write_opt("virtualNicConnection", &self.virtual_nic_connection);
-        w.write_opt("virtualNicConnectionV6", &self.virtual_nic_connection_v6);
-    }
-}
-/// `HostDvxClass` (extends `DynamicData`).
+/// `HostInventoryFull` (extends `NotEnoughLicenses`).
 ///
-/// Since vSphere API 8.0.0.1.
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDvxClass {
-    /// `deviceClass`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_class: String,
-    /// `checkpointSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub checkpoint_supported: bool,
-    /// `swDMATracingSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sw_dma_tracing_supported: bool,
-    /// `sriovNic`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sriov_nic: bool,
-}
-impl x::SchemaType for HostDvxClass {
-    const TYPE_NAME: &'static str = "HostDvxClass";
-}
-impl x::Structure for HostDvxClass {}
-impl x::Fields for HostDvxClass {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceClass" => r.read(&mut self.device_class),
-            "checkpointSupported" => r.read(&mut self.checkpoint_supported),
-            "swDMATracingSupported" => r.read(&mut self.sw_dma_tracing_supported),
-            "sriovNic" => r.read(&mut self.sriov_nic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostDvxClass", true);
-        w.write("deviceClass", &self.device_class);
-        w.write("checkpointSupported", &self.checkpoint_supported);
-        w.write("swDMATracingSupported", &self.sw_dma_tracing_supported);
-        w.write("sriovNic", &self.sriov_nic);
-    }
-}
-impl x::ArrayItem for HostDvxClass {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDvxClass";
-    const ITEM_TAG: &'static str = "HostDvxClass";
-}
-/// `HostEnableAdminFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEnableAdminFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `permissions`.
-    pub permissions: Vec<Permission>,
-}
-impl x::SchemaType for HostEnableAdminFailedEvent {
-    const TYPE_NAME: &'static str = "HostEnableAdminFailedEvent";
-}
-impl x::Structure for HostEnableAdminFailedEvent {}
-impl x::Fields for HostEnableAdminFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "permissions" => r.read_push(&mut self.permissions),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write_vec("permissions", &self.permissions);
-    }
-}
-/// `HostEnterMaintenanceResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEnterMaintenanceResult {
-    /// `vmFaults`.
-    pub vm_faults: Vec<FaultsByVM>,
-    /// `hostFaults`.
-    pub host_faults: Vec<FaultsByHost>,
-}
-impl x::SchemaType for HostEnterMaintenanceResult {
-    const TYPE_NAME: &'static str = "HostEnterMaintenanceResult";
-}
-impl x::Structure for HostEnterMaintenanceResult {}
-impl x::Fields for HostEnterMaintenanceResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmFaults" => r.read_push(&mut self.vm_faults),
-            "hostFaults" => r.read_push(&mut self.host_faults),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vmFaults", &self.vm_faults);
-        w.write_vec("hostFaults", &self.host_faults);
-    }
-}
-/// `HostEsxAgentHostManagerConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEsxAgentHostManagerConfigInfo {
-    /// `agentVmDatastore`.
-    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
-    /// `agentVmNetwork`.
-    pub agent_vm_network: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostEsxAgentHostManagerConfigInfo {
-    const TYPE_NAME: &'static str = "HostEsxAgentHostManagerConfigInfo";
-}
-impl x::Structure for HostEsxAgentHostManagerConfigInfo {}
-impl x::Fields for HostEsxAgentHostManagerConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
-            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
-        w.write_opt("agentVmNetwork", &self.agent_vm_network);
-    }
-}
-/// `HostEvent` (extends `Event`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostEvent {
-    const TYPE_NAME: &'static str = "HostEvent";
-}
-impl x::Structure for HostEvent {}
-impl x::Fields for HostEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-    }
-}
-/// `HostEventArgument` (extends `EntityEventArgument`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEventArgument {
-    /// `name`, from `EntityEventArgument`.
-    pub name: String,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostEventArgument {
-    const TYPE_NAME: &'static str = "HostEventArgument";
-}
-impl x::Structure for HostEventArgument {}
-impl x::Fields for HostEventArgument {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "host" => r.read(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("host", &self.host);
-    }
-}
-impl x::ArrayItem for HostEventArgument {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostEventArgument";
-    const ITEM_TAG: &'static str = "HostEventArgument";
-}
-/// `HostExtraNetworksEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostExtraNetworksEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostExtraNetworksEvent {
-    const TYPE_NAME: &'static str = "HostExtraNetworksEvent";
-}
-impl x::Structure for HostExtraNetworksEvent {}
-impl x::Fields for HostExtraNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFaultToleranceManagerComponentHealthInfo {
-    /// `isStorageHealthy`.
-    pub is_storage_healthy: bool,
-    /// `isNetworkHealthy`.
-    pub is_network_healthy: bool,
-}
-impl x::SchemaType for HostFaultToleranceManagerComponentHealthInfo {
-    const TYPE_NAME: &'static str = "HostFaultToleranceManagerComponentHealthInfo";
-}
-impl x::Structure for HostFaultToleranceManagerComponentHealthInfo {}
-impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "isStorageHealthy" => r.read(&mut self.is_storage_healthy),
-            "isNetworkHealthy" => r.read(&mut self.is_network_healthy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("isStorageHealthy", &self.is_storage_healthy);
-        w.write("isNetworkHealthy", &self.is_network_healthy);
-    }
-}
-/// `HostFeatureCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureCapability {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureCapability {
-    const TYPE_NAME: &'static str = "HostFeatureCapability";
-}
-impl x::Structure for HostFeatureCapability {}
-impl x::Fields for HostFeatureCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureCapability {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureCapability";
-    const ITEM_TAG: &'static str = "HostFeatureCapability";
-}
-/// `HostFeatureMask` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureMask {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureMask {
-    const TYPE_NAME: &'static str = "HostFeatureMask";
-}
-impl x::Structure for HostFeatureMask {}
-impl x::Fields for HostFeatureMask {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureMask {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureMask";
-    const ITEM_TAG: &'static str = "HostFeatureMask";
-}
-/// `HostFeatureVersionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureVersionInfo {
-    /// `key`.
-    pub key: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureVersionInfo {
-    const TYPE_NAME: &'static str = "HostFeatureVersionInfo";
-}
-impl x::Structure for HostFeatureVersionInfo {}
-impl x::Fields for HostFeatureVersionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureVersionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureVersionInfo";
-    const ITEM_TAG: &'static str = "HostFeatureVersionInfo";
-}
-/// `HostFibreChannelHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portType`.
-    pub port_type: FibreChannelPortType,
-    /// `speed`.
-    pub speed: i64,
-}
-impl x::SchemaType for HostFibreChannelHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelHba";
-}
-impl x::Structure for HostFibreChannelHba {}
-impl x::Fields for HostFibreChannelHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portType" => r.read(&mut self.port_type),
-            "speed" => r.read(&mut self.speed),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.driverVersion",
-                self.driver_version.is_some(),
-            )
-        {
-            w.write_opt("driverVersion", &self.driver_version);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.firmwareVersion",
-                self.firmware_version.is_some(),
-            )
-        {
-            w.write_opt("firmwareVersion", &self.firmware_version);
-        }
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portType", &self.port_type);
-        w.write("speed", &self.speed);
-    }
-}
-/// `HostFibreChannelOverEthernetHba` (extends `HostFibreChannelHba`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `portWorldWideName`, from `HostFibreChannelHba`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`, from `HostFibreChannelHba`.
-    pub node_world_wide_name: i64,
-    /// `portType`, from `HostFibreChannelHba`.
-    pub port_type: FibreChannelPortType,
-    /// `speed`, from `HostFibreChannelHba`.
-    pub speed: i64,
-    /// `underlyingNic`.
-    pub underlying_nic: String,
-    /// `linkInfo`.
-    pub link_info: HostFibreChannelOverEthernetHbaLinkInfo,
-    /// `isSoftwareFcoe`.
-    pub is_software_fcoe: bool,
-    /// `markedForRemoval`.
-    pub marked_for_removal: bool,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHba";
-}
-impl x::Structure for HostFibreChannelOverEthernetHba {}
-impl x::Fields for HostFibreChannelOverEthernetHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portType" => r.read(&mut self.port_type),
-            "speed" => r.read(&mut self.speed),
-            "underlyingNic" => r.read(&mut self.underlying_nic),
-            "linkInfo" => r.read(&mut self.link_info),
-            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe),
-            "markedForRemoval" => r.read(&mut self.marked_for_removal),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.driverVersion",
-                self.driver_version.is_some(),
-            )
-        {
-            w.write_opt("driverVersion", &self.driver_version);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.firmwareVersion",
-                self.firmware_version.is_some(),
-            )
-        {
-            w.write_opt("firmwareVersion", &self.firmware_version);
-        }
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portType", &self.port_type);
-        w.write("speed", &self.speed);
-        w.write("underlyingNic", &self.underlying_nic);
-        w.write("linkInfo", &self.link_info);
-        w.write("isSoftwareFcoe", &self.is_software_fcoe);
-        w.write("markedForRemoval", &self.marked_for_removal);
-    }
-}
-/// `HostFibreChannelOverEthernetHbaLinkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetHbaLinkInfo {
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHbaLinkInfo {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHbaLinkInfo";
-}
-impl x::Structure for HostFibreChannelOverEthernetHbaLinkInfo {}
-impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelOverEthernetTargetTransport` (extends `HostFibreChannelTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetTargetTransport {
-    /// `portWorldWideName`, from `HostFibreChannelTargetTransport`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`, from `HostFibreChannelTargetTransport`.
-    pub node_world_wide_name: i64,
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetTargetTransport";
-}
-impl x::Structure for HostFibreChannelOverEthernetTargetTransport {}
-impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelTargetTransport {
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-}
-impl x::SchemaType for HostFibreChannelTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelTargetTransport";
-}
-impl x::Structure for HostFibreChannelTargetTransport {}
-impl x::Fields for HostFibreChannelTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-    }
-}
-/// `HostFileAccess` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileAccess {
-    /// `who`.
-    pub who: String,
-    /// `what`.
-    pub what: String,
-}
-impl x::SchemaType for HostFileAccess {
-    const TYPE_NAME: &'static str = "HostFileAccess";
-}
-impl x::Structure for HostFileAccess {}
-impl x::Fields for HostFileAccess {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "who" => r.read(&mut self.who),
-            "what" => r.read(&mut self.what),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("who", &self.who);
-        w.write("what", &self.what);
-    }
-}
-/// `HostFileSystemMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemMountInfo {
-    /// `mountInfo`.
-    pub mount_info: HostMountInfo,
-    /// `volume`.
-    pub volume: AnyHostFileSystemVolume,
-    /// `vStorageSupport`.
-    pub vstorage_support: Option<String>,
-}
-impl x::SchemaType for HostFileSystemMountInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
-}
-impl x::Structure for HostFileSystemMountInfo {}
-impl x::Fields for HostFileSystemMountInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mountInfo" => r.read(&mut self.mount_info),
-            "volume" => r.read(&mut self.volume),
-            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("mountInfo", &self.mount_info);
-        w.write("volume", &self.volume);
-        w.write_opt("vStorageSupport", &self.vstorage_support);
-    }
-}
-impl x::ArrayItem for HostFileSystemMountInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFileSystemMountInfo";
-    const ITEM_TAG: &'static str = "HostFileSystemMountInfo";
-}
-/// `HostFileSystemVolume` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostFileSystemVolume`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemVolume {
-    /// `type`.
-    pub type_: String,
-    /// `name`.
-    pub name: String,
+pub struct HostInventoryFull {
+    /// The fields `HostInventoryFull` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
     /// `capacity`.
-    pub capacity: i64,
+    pub capacity: i32,
 }
-impl x::SchemaType for HostFileSystemVolume {
-    const TYPE_NAME: &'static str = "HostFileSystemVolume";
+impl x::SchemaType for HostInventoryFull {
+    const TYPE_NAME: &'static str = "HostInventoryFull";
 }
-impl x::Structure for HostFileSystemVolume {}
-impl x::Fields for HostFileSystemVolume {
+impl x::Structure for HostInventoryFull {}
+impl std::ops::Deref for HostInventoryFull {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for HostInventoryFull {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
+impl x::Fields for HostInventoryFull {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
             "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
         w.write("capacity", &self.capacity);
     }
 }
-/// `HostFileSystemVolumeInfo` (extends `DynamicData`).
+/// `HostInventoryFullEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemVolumeInfo {
-    /// `volumeTypeList`.
-    pub volume_type_list: Vec<String>,
-    /// `mountInfo`.
-    pub mount_info: Vec<HostFileSystemMountInfo>,
+pub struct HostInventoryFullEvent {
+    /// The fields `HostInventoryFullEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
+    /// `capacity`.
+    pub capacity: i32,
 }
-impl x::SchemaType for HostFileSystemVolumeInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemVolumeInfo";
+impl x::SchemaType for HostInventoryFullEvent {
+    const TYPE_NAME: &'static str = "HostInventoryFullEvent";
 }
-impl x::Structure for HostFileSystemVolumeInfo {}
-impl x::Fields for HostFileSystemVolumeInfo {
+impl x::Structure for HostInventoryFullEvent {}
+impl std::ops::Deref for HostInventoryFullEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for HostInventoryFullEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
+impl x::Fields for HostInventoryFullEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "volumeTypeList" => r.read_push(&mut self.volume_type_list),
-            "mountInfo" => r.read_push(&mut self.mount_info),
-            _ => return Ok(false),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("volumeTypeList", &self.volume_type_list);
-        w.write_vec("mountInfo", &self.mount_info);
+        x::Fields::encode_fields(&self.license_event, w);
+        w.write("capacity", &self.capacity);
     }
 }
-/// `HostFirewallConfig` (extends `DynamicData`).
+/// `HostInventoryUnreadableEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallConfig {
-    /// `rule`.
-    pub rule: Vec<HostFirewallConfigRuleSetConfig>,
-    /// `defaultBlockingPolicy`.
-    pub default_blocking_policy: HostFirewallDefaultPolicy,
+pub struct HostInventoryUnreadableEvent {
+    /// The fields `HostInventoryUnreadableEvent` inherits from `Event`.
+    pub event: Event,
 }
-impl x::SchemaType for HostFirewallConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfig";
+impl x::SchemaType for HostInventoryUnreadableEvent {
+    const TYPE_NAME: &'static str = "HostInventoryUnreadableEvent";
 }
-impl x::Structure for HostFirewallConfig {}
-impl x::Fields for HostFirewallConfig {
+impl x::Structure for HostInventoryUnreadableEvent {}
+impl std::ops::Deref for HostInventoryUnreadableEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for HostInventoryUnreadableEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
+impl x::Fields for HostInventoryUnreadableEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.event, w);
+    }
+}
+/// `HostIoFilterInfo` (extends `IoFilterInfo`).
+///
+/// The fields of `IoFilterInfo` are in `io_filter_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIoFilterInfo {
+    /// The fields `HostIoFilterInfo` inherits from `IoFilterInfo`.
+    pub io_filter_info: IoFilterInfo,
+    /// `available`.
+    pub available: bool,
+}
+impl x::SchemaType for HostIoFilterInfo {
+    const TYPE_NAME: &'static str = "HostIoFilterInfo";
+}
+impl x::Structure for HostIoFilterInfo {}
+impl std::ops::Deref for HostIoFilterInfo {
+    type Target = IoFilterInfo;
+    #[inline]
+    fn deref(&self) -> &IoFilterInfo {
+        &self.io_filter_info
+    }
+}
+impl std::ops::DerefMut for HostIoFilterInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IoFilterInfo {
+        &mut self.io_filter_info
+    }
+}
+impl x::Fields for HostIoFilterInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "rule" => r.read_push(&mut self.rule),
-            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy),
-            _ => return Ok(false),
+            "available" => r.read(&mut self.available),
+            _ => return x::Fields::decode_field(&mut self.io_filter_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rule", &self.rule);
-        w.write("defaultBlockingPolicy", &self.default_blocking_policy);
+        x::Fields::encode_fields(&self.io_filter_info, w);
+        w.write("available", &self.available);
     }
 }
-/// `HostFirewallConfigRuleSetConfig` (extends `DynamicData`).
+impl x::ArrayItem for HostIoFilterInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIoFilterInfo";
+    const ITEM_TAG: &'static str = "HostIoFilterInfo";
+}
+/// `HostIpChangedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallConfigRuleSetConfig {
-    /// `rulesetId`.
-    pub ruleset_id: String,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
+pub struct HostIpChangedEvent {
+    /// The fields `HostIpChangedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `oldIP`.
+    pub old_ip: String,
+    /// `newIP`.
+    pub new_ip: String,
 }
-impl x::SchemaType for HostFirewallConfigRuleSetConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfigRuleSetConfig";
+impl x::SchemaType for HostIpChangedEvent {
+    const TYPE_NAME: &'static str = "HostIpChangedEvent";
 }
-impl x::Structure for HostFirewallConfigRuleSetConfig {}
-impl x::Fields for HostFirewallConfigRuleSetConfig {
+impl x::Structure for HostIpChangedEvent {}
+impl std::ops::Deref for HostIpChangedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostIpChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostIpChangedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "rulesetId" => r.read(&mut self.ruleset_id),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            _ => return Ok(false),
+            "oldIP" => r.read(&mut self.old_ip),
+            "newIP" => r.read(&mut self.new_ip),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("rulesetId", &self.ruleset_id);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("oldIP", &self.old_ip);
+        w.write("newIP", &self.new_ip);
     }
 }
-impl x::ArrayItem for HostFirewallConfigRuleSetConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallConfigRuleSetConfig";
-    const ITEM_TAG: &'static str = "HostFirewallConfigRuleSetConfig";
-}
-/// `HostFirewallDefaultPolicy` (extends `DynamicData`).
+/// `HostIpConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallDefaultPolicy {
-    /// `incomingBlocked`.
-    pub incoming_blocked: Option<bool>,
-    /// `outgoingBlocked`.
-    pub outgoing_blocked: Option<bool>,
-}
-impl x::SchemaType for HostFirewallDefaultPolicy {
-    const TYPE_NAME: &'static str = "HostFirewallDefaultPolicy";
-}
-impl x::Structure for HostFirewallDefaultPolicy {}
-impl x::Fields for HostFirewallDefaultPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked),
-            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("incomingBlocked", &self.incoming_blocked);
-        w.write_opt("outgoingBlocked", &self.outgoing_blocked);
-    }
-}
-/// `HostFirewallInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallInfo {
-    /// `defaultPolicy`.
-    pub default_policy: HostFirewallDefaultPolicy,
-    /// `ruleset`.
-    pub ruleset: Vec<HostFirewallRuleset>,
-}
-impl x::SchemaType for HostFirewallInfo {
-    const TYPE_NAME: &'static str = "HostFirewallInfo";
-}
-impl x::Structure for HostFirewallInfo {}
-impl x::Fields for HostFirewallInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultPolicy" => r.read(&mut self.default_policy),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("defaultPolicy", &self.default_policy);
-        w.write_vec("ruleset", &self.ruleset);
-    }
-}
-/// `HostFirewallRule` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRule {
-    /// `port`.
-    pub port: i32,
-    /// `endPort`.
-    pub end_port: Option<i32>,
-    /// `direction`.
-    pub direction: HostFirewallRuleDirection,
-    /// `portType`.
-    pub port_type: Option<HostFirewallRulePortType>,
-    /// `protocol`.
-    pub protocol: String,
-}
-impl x::SchemaType for HostFirewallRule {
-    const TYPE_NAME: &'static str = "HostFirewallRule";
-}
-impl x::Structure for HostFirewallRule {}
-impl x::Fields for HostFirewallRule {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "port" => r.read(&mut self.port),
-            "endPort" => r.read_opt(&mut self.end_port),
-            "direction" => r.read(&mut self.direction),
-            "portType" => r.read_opt(&mut self.port_type),
-            "protocol" => r.read(&mut self.protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("port", &self.port);
-        w.write_opt("endPort", &self.end_port);
-        w.write("direction", &self.direction);
-        w.write_opt("portType", &self.port_type);
-        w.write("protocol", &self.protocol);
-    }
-}
-impl x::ArrayItem for HostFirewallRule {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRule";
-    const ITEM_TAG: &'static str = "HostFirewallRule";
-}
-/// `HostFirewallRuleset` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRuleset {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `rule`.
-    pub rule: Vec<HostFirewallRule>,
-    /// `service`.
-    pub service: Option<String>,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
-    /// `userControllable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub user_controllable: Option<bool>,
-    /// `ipListUserConfigurable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub ip_list_user_configurable: Option<bool>,
-}
-impl x::SchemaType for HostFirewallRuleset {
-    const TYPE_NAME: &'static str = "HostFirewallRuleset";
-}
-impl x::Structure for HostFirewallRuleset {}
-impl x::Fields for HostFirewallRuleset {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "rule" => r.read_push(&mut self.rule),
-            "service" => r.read_opt(&mut self.service),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            "userControllable" => r.read_opt(&mut self.user_controllable),
-            "ipListUserConfigurable" => r.read_opt(&mut self.ip_list_user_configurable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write_vec("rule", &self.rule);
-        w.write_opt("service", &self.service);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
-        if w
-            .since(
-                0x0800_0200,
-                "HostFirewallRuleset.userControllable",
-                self.user_controllable.is_some(),
-            )
-        {
-            w.write_opt("userControllable", &self.user_controllable);
-        }
-        if w
-            .since(
-                0x0800_0200,
-                "HostFirewallRuleset.ipListUserConfigurable",
-                self.ip_list_user_configurable.is_some(),
-            )
-        {
-            w.write_opt("ipListUserConfigurable", &self.ip_list_user_configurable);
-        }
-    }
-}
-impl x::ArrayItem for HostFirewallRuleset {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRuleset";
-    const ITEM_TAG: &'static str = "HostFirewallRuleset";
-}
-/// `HostFirewallRulesetIpList` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetIpList {
+pub struct HostIpConfig {
+    /// `dhcp`.
+    pub dhcp: bool,
     /// `ipAddress`.
-    pub ip_address: Vec<String>,
-    /// `ipNetwork`.
-    pub ip_network: Vec<HostFirewallRulesetIpNetwork>,
-    /// `allIp`.
-    pub all_ip: bool,
+    pub ip_address: Option<String>,
+    /// `subnetMask`.
+    pub subnet_mask: Option<String>,
+    /// `ipV6Config`.
+    pub ip_v6_config: Option<HostIpConfigIpV6AddressConfiguration>,
 }
-impl x::SchemaType for HostFirewallRulesetIpList {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpList";
+impl x::SchemaType for HostIpConfig {
+    const TYPE_NAME: &'static str = "HostIpConfig";
 }
-impl x::Structure for HostFirewallRulesetIpList {}
-impl x::Fields for HostFirewallRulesetIpList {
+impl x::Structure for HostIpConfig {}
+impl x::Fields for HostIpConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            "ipNetwork" => r.read_push(&mut self.ip_network),
-            "allIp" => r.read(&mut self.all_ip),
+            "dhcp" => r.read(&mut self.dhcp),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "ipV6Config" => r.read_opt(&mut self.ip_v6_config),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipAddress", &self.ip_address);
-        w.write_vec("ipNetwork", &self.ip_network);
-        w.write("allIp", &self.all_ip);
+        w.write("dhcp", &self.dhcp);
+        w.write_opt("ipAddress", &self.ip_address);
+        w.write_opt("subnetMask", &self.subnet_mask);
+        w.write_opt("ipV6Config", &self.ip_v6_config);
     }
 }
-/// `HostFirewallRulesetIpNetwork` (extends `DynamicData`).
+/// `HostIpConfigIpV6Address` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetIpNetwork {
+pub struct HostIpConfigIpV6Address {
+    /// `ipAddress`.
+    pub ip_address: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+    /// `origin`.
+    pub origin: Option<String>,
+    /// `dadState`.
+    pub dad_state: Option<String>,
+    /// `lifetime`.
+    pub lifetime: Option<x::DateTime>,
+    /// `operation`.
+    pub operation: Option<String>,
+}
+impl x::SchemaType for HostIpConfigIpV6Address {
+    const TYPE_NAME: &'static str = "HostIpConfigIpV6Address";
+}
+impl x::Structure for HostIpConfigIpV6Address {}
+impl x::Fields for HostIpConfigIpV6Address {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read_opt(&mut self.origin),
+            "dadState" => r.read_opt(&mut self.dad_state),
+            "lifetime" => r.read_opt(&mut self.lifetime),
+            "operation" => r.read_opt(&mut self.operation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("ipAddress", &self.ip_address);
+        w.write("prefixLength", &self.prefix_length);
+        w.write_opt("origin", &self.origin);
+        w.write_opt("dadState", &self.dad_state);
+        w.write_opt("lifetime", &self.lifetime);
+        w.write_opt("operation", &self.operation);
+    }
+}
+impl x::ArrayItem for HostIpConfigIpV6Address {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpConfigIpV6Address";
+    const ITEM_TAG: &'static str = "HostIpConfigIpV6Address";
+}
+/// `HostIpConfigIpV6AddressConfiguration` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpConfigIpV6AddressConfiguration {
+    /// `ipV6Address`.
+    pub ip_v6_address: Vec<HostIpConfigIpV6Address>,
+    /// `autoConfigurationEnabled`.
+    pub auto_configuration_enabled: Option<bool>,
+    /// `dhcpV6Enabled`.
+    pub dhcp_v6_enabled: Option<bool>,
+}
+impl x::SchemaType for HostIpConfigIpV6AddressConfiguration {
+    const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfiguration";
+}
+impl x::Structure for HostIpConfigIpV6AddressConfiguration {}
+impl x::Fields for HostIpConfigIpV6AddressConfiguration {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipV6Address" => r.read_push(&mut self.ip_v6_address),
+            "autoConfigurationEnabled" => {
+                r.read_opt(&mut self.auto_configuration_enabled)
+            }
+            "dhcpV6Enabled" => r.read_opt(&mut self.dhcp_v6_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipV6Address", &self.ip_v6_address);
+        w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
+        w.write_opt("dhcpV6Enabled", &self.dhcp_v6_enabled);
+    }
+}
+/// `HostIpInconsistentEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpInconsistentEvent {
+    /// The fields `HostIpInconsistentEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `ipAddress`.
+    pub ip_address: String,
+    /// `ipAddress2`.
+    pub ip_address2: String,
+}
+impl x::SchemaType for HostIpInconsistentEvent {
+    const TYPE_NAME: &'static str = "HostIpInconsistentEvent";
+}
+impl x::Structure for HostIpInconsistentEvent {}
+impl std::ops::Deref for HostIpInconsistentEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostIpInconsistentEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostIpInconsistentEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "ipAddress2" => r.read(&mut self.ip_address2),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("ipAddress", &self.ip_address);
+        w.write("ipAddress2", &self.ip_address2);
+    }
+}
+/// `HostIpRouteConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostIpRouteConfig`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteConfig {
+    /// `defaultGateway`.
+    pub default_gateway: Option<String>,
+    /// `gatewayDevice`.
+    pub gateway_device: Option<String>,
+    /// `ipV6DefaultGateway`.
+    pub ip_v6_default_gateway: Option<String>,
+    /// `ipV6GatewayDevice`.
+    pub ip_v6_gateway_device: Option<String>,
+}
+impl x::SchemaType for HostIpRouteConfig {
+    const TYPE_NAME: &'static str = "HostIpRouteConfig";
+}
+impl x::Structure for HostIpRouteConfig {}
+impl x::Fields for HostIpRouteConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
+            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
+            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("defaultGateway", &self.default_gateway);
+        w.write_opt("gatewayDevice", &self.gateway_device);
+        w.write_opt("ipV6DefaultGateway", &self.ip_v6_default_gateway);
+        w.write_opt("ipV6GatewayDevice", &self.ip_v6_gateway_device);
+    }
+}
+/// `HostIpRouteConfigSpec` (extends `HostIpRouteConfig`).
+///
+/// The fields of `HostIpRouteConfig` are in `host_ip_route_config`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteConfigSpec {
+    /// The fields `HostIpRouteConfigSpec` inherits from `HostIpRouteConfig`.
+    pub host_ip_route_config: HostIpRouteConfig,
+    /// `gatewayDeviceConnection`.
+    pub gateway_device_connection: Option<HostVirtualNicConnection>,
+    /// `ipV6GatewayDeviceConnection`.
+    pub ip_v6_gateway_device_connection: Option<HostVirtualNicConnection>,
+}
+impl x::SchemaType for HostIpRouteConfigSpec {
+    const TYPE_NAME: &'static str = "HostIpRouteConfigSpec";
+}
+impl x::Structure for HostIpRouteConfigSpec {}
+impl std::ops::Deref for HostIpRouteConfigSpec {
+    type Target = HostIpRouteConfig;
+    #[inline]
+    fn deref(&self) -> &HostIpRouteConfig {
+        &self.host_ip_route_config
+    }
+}
+impl std::ops::DerefMut for HostIpRouteConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostIpRouteConfig {
+        &mut self.host_ip_route_config
+    }
+}
+impl x::Fields for HostIpRouteConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gatewayDeviceConnection" => r.read_opt(&mut self.gateway_device_connection),
+            "ipV6GatewayDeviceConnection" => {
+                r.read_opt(&mut self.ip_v6_gateway_device_connection)
+            }
+            _ => return x::Fields::decode_field(&mut self.host_ip_route_config, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_ip_route_config, w);
+        w.write_opt("gatewayDeviceConnection", &self.gateway_device_connection);
+        w.write_opt(
+            "ipV6GatewayDeviceConnection",
+            &self.ip_v6_gateway_device_connection,
+        );
+    }
+}
+/// `HostIpRouteEntry` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteEntry {
     /// `network`.
     pub network: String,
     /// `prefixLength`.
     pub prefix_length: i32,
+    /// `gateway`.
+    pub gateway: String,
+    /// `deviceName`.
+    pub device_name: Option<String>,
 }
-impl x::SchemaType for HostFirewallRulesetIpNetwork {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpNetwork";
+impl x::SchemaType for HostIpRouteEntry {
+    const TYPE_NAME: &'static str = "HostIpRouteEntry";
 }
-impl x::Structure for HostFirewallRulesetIpNetwork {}
-impl x::Fields for HostFirewallRulesetIpNetwork {
+impl x::Structure for HostIpRouteEntry {}
+impl x::Fields for HostIpRouteEntry {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1959,6 +1095,8 @@ impl x::Fields for HostFirewallRulesetIpNetwork {
         let result = match name {
             "network" => r.read(&mut self.network),
             "prefixLength" => r.read(&mut self.prefix_length),
+            "gateway" => r.read(&mut self.gateway),
+            "deviceName" => r.read_opt(&mut self.device_name),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1967,58 +1105,445 @@ impl x::Fields for HostFirewallRulesetIpNetwork {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("network", &self.network);
         w.write("prefixLength", &self.prefix_length);
+        w.write("gateway", &self.gateway);
+        w.write_opt("deviceName", &self.device_name);
     }
 }
-impl x::ArrayItem for HostFirewallRulesetIpNetwork {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
-    const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
+impl x::ArrayItem for HostIpRouteEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteEntry";
+    const ITEM_TAG: &'static str = "HostIpRouteEntry";
 }
-/// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
+/// `HostIpRouteOp` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetRulesetSpec {
-    /// `allowedHosts`.
-    pub allowed_hosts: HostFirewallRulesetIpList,
+pub struct HostIpRouteOp {
+    /// `changeOperation`.
+    pub change_operation: String,
+    /// `route`.
+    pub route: HostIpRouteEntry,
 }
-impl x::SchemaType for HostFirewallRulesetRulesetSpec {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
+impl x::SchemaType for HostIpRouteOp {
+    const TYPE_NAME: &'static str = "HostIpRouteOp";
 }
-impl x::Structure for HostFirewallRulesetRulesetSpec {}
-impl x::Fields for HostFirewallRulesetRulesetSpec {
+impl x::Structure for HostIpRouteOp {}
+impl x::Fields for HostIpRouteOp {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "allowedHosts" => r.read(&mut self.allowed_hosts),
+            "changeOperation" => r.read(&mut self.change_operation),
+            "route" => r.read(&mut self.route),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("allowedHosts", &self.allowed_hosts);
+        w.write("changeOperation", &self.change_operation);
+        w.write("route", &self.route);
     }
 }
-/// `HostFlagInfo` (extends `DynamicData`).
+impl x::ArrayItem for HostIpRouteOp {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteOp";
+    const ITEM_TAG: &'static str = "HostIpRouteOp";
+}
+/// `HostIpRouteTableConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFlagInfo {
-    /// `backgroundSnapshotsEnabled`.
-    pub background_snapshots_enabled: Option<bool>,
+pub struct HostIpRouteTableConfig {
+    /// `ipRoute`.
+    pub ip_route: Vec<HostIpRouteOp>,
+    /// `ipv6Route`.
+    pub ipv6_route: Vec<HostIpRouteOp>,
 }
-impl x::SchemaType for HostFlagInfo {
-    const TYPE_NAME: &'static str = "HostFlagInfo";
+impl x::SchemaType for HostIpRouteTableConfig {
+    const TYPE_NAME: &'static str = "HostIpRouteTableConfig";
 }
-impl x::Structure for HostFlagInfo {}
-impl x::Fields for HostFlagInfo {
+impl x::Structure for HostIpRouteTableConfig {}
+impl x::Fields for HostIpRouteTableConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "backgroundSnapshotsEnabled" => {
-                r.read_opt(&mut self.background_snapshots_enabled)
+            "ipRoute" => r.read_push(&mut self.ip_route),
+            "ipv6Route" => r.read_push(&mut self.ipv6_route),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipRoute", &self.ip_route);
+        w.write_vec("ipv6Route", &self.ipv6_route);
+    }
+}
+/// `HostIpRouteTableInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteTableInfo {
+    /// `ipRoute`.
+    pub ip_route: Vec<HostIpRouteEntry>,
+    /// `ipv6Route`.
+    pub ipv6_route: Vec<HostIpRouteEntry>,
+}
+impl x::SchemaType for HostIpRouteTableInfo {
+    const TYPE_NAME: &'static str = "HostIpRouteTableInfo";
+}
+impl x::Structure for HostIpRouteTableInfo {}
+impl x::Fields for HostIpRouteTableInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipRoute" => r.read_push(&mut self.ip_route),
+            "ipv6Route" => r.read_push(&mut self.ipv6_route),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipRoute", &self.ip_route);
+        w.write_vec("ipv6Route", &self.ipv6_route);
+    }
+}
+/// `HostIpToShortNameFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpToShortNameFailedEvent {
+    /// The fields `HostIpToShortNameFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostIpToShortNameFailedEvent {
+    const TYPE_NAME: &'static str = "HostIpToShortNameFailedEvent";
+}
+impl x::Structure for HostIpToShortNameFailedEvent {}
+impl std::ops::Deref for HostIpToShortNameFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostIpToShortNameFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostIpToShortNameFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostIpmiInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpmiInfo {
+    /// `bmcIpAddress`.
+    pub bmc_ip_address: Option<String>,
+    /// `bmcMacAddress`.
+    pub bmc_mac_address: Option<String>,
+    /// `login`.
+    pub login: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+}
+impl x::SchemaType for HostIpmiInfo {
+    const TYPE_NAME: &'static str = "HostIpmiInfo";
+}
+impl x::Structure for HostIpmiInfo {}
+impl x::Fields for HostIpmiInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bmcIpAddress" => r.read_opt(&mut self.bmc_ip_address),
+            "bmcMacAddress" => r.read_opt(&mut self.bmc_mac_address),
+            "login" => r.read_opt(&mut self.login),
+            "password" => r.read_opt(&mut self.password),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("bmcIpAddress", &self.bmc_ip_address);
+        w.write_opt("bmcMacAddress", &self.bmc_mac_address);
+        w.write_opt("login", &self.login);
+        w.write_opt("password", &self.password);
+    }
+}
+/// `HostIsolationIpPingFailedEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIsolationIpPingFailedEvent {
+    /// The fields `HostIsolationIpPingFailedEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `isolationIp`.
+    pub isolation_ip: String,
+}
+impl x::SchemaType for HostIsolationIpPingFailedEvent {
+    const TYPE_NAME: &'static str = "HostIsolationIpPingFailedEvent";
+}
+impl x::Structure for HostIsolationIpPingFailedEvent {}
+impl std::ops::Deref for HostIsolationIpPingFailedEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+impl std::ops::DerefMut for HostIsolationIpPingFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+impl x::Fields for HostIsolationIpPingFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "isolationIp" => r.read(&mut self.isolation_ip),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write("isolationIp", &self.isolation_ip);
+    }
+}
+/// `HostLicensableResourceInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicensableResourceInfo {
+    /// `resource`.
+    pub resource: Vec<KeyAnyValue>,
+}
+impl x::SchemaType for HostLicensableResourceInfo {
+    const TYPE_NAME: &'static str = "HostLicensableResourceInfo";
+}
+impl x::Structure for HostLicensableResourceInfo {}
+impl x::Fields for HostLicensableResourceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "resource" => r.read_push(&mut self.resource),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("resource", &self.resource);
+    }
+}
+/// `HostLicenseConnectInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicenseConnectInfo {
+    /// `license`.
+    pub license: LicenseManagerLicenseInfo,
+    /// `evaluation`.
+    pub evaluation: LicenseManagerEvaluationInfo,
+    /// `resource`.
+    pub resource: Option<HostLicensableResourceInfo>,
+}
+impl x::SchemaType for HostLicenseConnectInfo {
+    const TYPE_NAME: &'static str = "HostLicenseConnectInfo";
+}
+impl x::Structure for HostLicenseConnectInfo {}
+impl x::Fields for HostLicenseConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "license" => r.read(&mut self.license),
+            "evaluation" => r.read(&mut self.evaluation),
+            "resource" => r.read_opt(&mut self.resource),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("license", &self.license);
+        w.write("evaluation", &self.evaluation);
+        w.write_opt("resource", &self.resource);
+    }
+}
+/// `HostLicenseExpiredEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicenseExpiredEvent {
+    /// The fields `HostLicenseExpiredEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
+}
+impl x::SchemaType for HostLicenseExpiredEvent {
+    const TYPE_NAME: &'static str = "HostLicenseExpiredEvent";
+}
+impl x::Structure for HostLicenseExpiredEvent {}
+impl std::ops::Deref for HostLicenseExpiredEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for HostLicenseExpiredEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
+impl x::Fields for HostLicenseExpiredEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.license_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.license_event, w);
+    }
+}
+/// `HostLicenseSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicenseSpec {
+    /// `source`.
+    pub source: Option<AnyLicenseSource>,
+    /// `editionKey`.
+    pub edition_key: Option<String>,
+    /// `disabledFeatureKey`.
+    pub disabled_feature_key: Vec<String>,
+    /// `enabledFeatureKey`.
+    pub enabled_feature_key: Vec<String>,
+}
+impl x::SchemaType for HostLicenseSpec {
+    const TYPE_NAME: &'static str = "HostLicenseSpec";
+}
+impl x::Structure for HostLicenseSpec {}
+impl x::Fields for HostLicenseSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "source" => r.read_opt(&mut self.source),
+            "editionKey" => r.read_opt(&mut self.edition_key),
+            "disabledFeatureKey" => r.read_push(&mut self.disabled_feature_key),
+            "enabledFeatureKey" => r.read_push(&mut self.enabled_feature_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("source", &self.source);
+        w.write_opt("editionKey", &self.edition_key);
+        w.write_vec("disabledFeatureKey", &self.disabled_feature_key);
+        w.write_vec("enabledFeatureKey", &self.enabled_feature_key);
+    }
+}
+/// `HostListSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostListSummary {
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `hardware`.
+    pub hardware: Option<HostHardwareSummary>,
+    /// `runtime`.
+    pub runtime: Option<HostRuntimeInfo>,
+    /// `config`.
+    pub config: HostConfigSummary,
+    /// `quickStats`.
+    pub quick_stats: HostListSummaryQuickStats,
+    /// `overallStatus`.
+    pub overall_status: ManagedEntityStatus,
+    /// `rebootRequired`.
+    pub reboot_required: bool,
+    /// `rebootRequiredReason`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub reboot_required_reason: Vec<LocalizableMessage>,
+    /// `maintenanceModeRequired`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub maintenance_mode_required: Option<bool>,
+    /// `customValue`.
+    pub custom_value: Vec<AnyCustomFieldValue>,
+    /// `managementServerIp`.
+    pub management_server_ip: Option<String>,
+    /// `maxEVCModeKey`.
+    pub max_evc_mode_key: Option<String>,
+    /// `currentEVCModeKey`.
+    pub current_evc_mode_key: Option<String>,
+    /// `currentEVCGraphicsModeKey`.
+    pub current_evc_graphics_mode_key: Option<String>,
+    /// `gateway`.
+    pub gateway: Option<HostListSummaryGatewaySummary>,
+    /// `tpmAttestation`.
+    pub tpm_attestation: Option<HostTpmAttestationInfo>,
+    /// `trustAuthorityAttestationInfos`.
+    pub trust_authority_attestation_infos: Vec<HostTrustAuthorityAttestationInfo>,
+}
+impl x::SchemaType for HostListSummary {
+    const TYPE_NAME: &'static str = "HostListSummary";
+}
+impl x::Structure for HostListSummary {}
+impl x::Fields for HostListSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "hardware" => r.read_opt(&mut self.hardware),
+            "runtime" => r.read_opt(&mut self.runtime),
+            "config" => r.read(&mut self.config),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "rebootRequired" => r.read(&mut self.reboot_required),
+            "rebootRequiredReason" => r.read_push(&mut self.reboot_required_reason),
+            "maintenanceModeRequired" => r.read_opt(&mut self.maintenance_mode_required),
+            "customValue" => r.read_push(&mut self.custom_value),
+            "managementServerIp" => r.read_opt(&mut self.management_server_ip),
+            "maxEVCModeKey" => r.read_opt(&mut self.max_evc_mode_key),
+            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
+            "currentEVCGraphicsModeKey" => {
+                r.read_opt(&mut self.current_evc_graphics_mode_key)
+            }
+            "gateway" => r.read_opt(&mut self.gateway),
+            "tpmAttestation" => r.read_opt(&mut self.tpm_attestation),
+            "trustAuthorityAttestationInfos" => {
+                r.read_push(&mut self.trust_authority_attestation_infos)
             }
             _ => return Ok(false),
         };
@@ -2026,119 +1551,57 @@ impl x::Fields for HostFlagInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("backgroundSnapshotsEnabled", &self.background_snapshots_enabled);
+        w.write_opt("host", &self.host);
+        w.write_opt("hardware", &self.hardware);
+        w.write_opt("runtime", &self.runtime);
+        w.write("config", &self.config);
+        w.write("quickStats", &self.quick_stats);
+        w.write("overallStatus", &self.overall_status);
+        w.write("rebootRequired", &self.reboot_required);
+        if w
+            .since(
+                0x0901_0000,
+                "HostListSummary.rebootRequiredReason",
+                !self.reboot_required_reason.is_empty(),
+            )
+        {
+            w.write_vec("rebootRequiredReason", &self.reboot_required_reason);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostListSummary.maintenanceModeRequired",
+                self.maintenance_mode_required.is_some(),
+            )
+        {
+            w.write_opt("maintenanceModeRequired", &self.maintenance_mode_required);
+        }
+        w.write_vec("customValue", &self.custom_value);
+        w.write_opt("managementServerIp", &self.management_server_ip);
+        w.write_opt("maxEVCModeKey", &self.max_evc_mode_key);
+        w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
+        w.write_opt("currentEVCGraphicsModeKey", &self.current_evc_graphics_mode_key);
+        w.write_opt("gateway", &self.gateway);
+        w.write_opt("tpmAttestation", &self.tpm_attestation);
+        w.write_vec(
+            "trustAuthorityAttestationInfos",
+            &self.trust_authority_attestation_infos,
+        );
     }
 }
-/// `HostForceMountedInfo` (extends `DynamicData`).
+/// `HostListSummaryGatewaySummary` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostForceMountedInfo {
-    /// `persist`.
-    pub persist: bool,
-    /// `mounted`.
-    pub mounted: bool,
-}
-impl x::SchemaType for HostForceMountedInfo {
-    const TYPE_NAME: &'static str = "HostForceMountedInfo";
-}
-impl x::Structure for HostForceMountedInfo {}
-impl x::Fields for HostForceMountedInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "persist" => r.read(&mut self.persist),
-            "mounted" => r.read(&mut self.mounted),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("persist", &self.persist);
-        w.write("mounted", &self.mounted);
-    }
-}
-/// `HostFru` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFru {
-    /// `type`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub type_: String,
-    /// `partName`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub part_name: String,
-    /// `partNumber`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub part_number: String,
-    /// `manufacturer`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub manufacturer: String,
-    /// `serialNumber`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub serial_number: Option<String>,
-    /// `mfgTimeStamp`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub mfg_time_stamp: Option<x::DateTime>,
-}
-impl x::SchemaType for HostFru {
-    const TYPE_NAME: &'static str = "HostFru";
-}
-impl x::Structure for HostFru {}
-impl x::Fields for HostFru {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "partName" => r.read(&mut self.part_name),
-            "partNumber" => r.read(&mut self.part_number),
-            "manufacturer" => r.read(&mut self.manufacturer),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "mfgTimeStamp" => r.read_opt(&mut self.mfg_time_stamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostFru", true);
-        w.write("type", &self.type_);
-        w.write("partName", &self.part_name);
-        w.write("partNumber", &self.part_number);
-        w.write("manufacturer", &self.manufacturer);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_opt("mfgTimeStamp", &self.mfg_time_stamp);
-    }
-}
-/// `HostGatewaySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGatewaySpec {
+pub struct HostListSummaryGatewaySummary {
     /// `gatewayType`.
     pub gateway_type: String,
     /// `gatewayId`.
-    pub gateway_id: Option<String>,
-    /// `trustVerificationToken`.
-    pub trust_verification_token: Option<String>,
-    /// `hostAuthParams`.
-    pub host_auth_params: Vec<KeyValue>,
+    pub gateway_id: String,
 }
-impl x::SchemaType for HostGatewaySpec {
-    const TYPE_NAME: &'static str = "HostGatewaySpec";
+impl x::SchemaType for HostListSummaryGatewaySummary {
+    const TYPE_NAME: &'static str = "HostListSummaryGatewaySummary";
 }
-impl x::Structure for HostGatewaySpec {}
-impl x::Fields for HostGatewaySpec {
+impl x::Structure for HostListSummaryGatewaySummary {}
+impl x::Fields for HostListSummaryGatewaySummary {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2146,9 +1609,7 @@ impl x::Fields for HostGatewaySpec {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "gatewayType" => r.read(&mut self.gateway_type),
-            "gatewayId" => r.read_opt(&mut self.gateway_id),
-            "trustVerificationToken" => r.read_opt(&mut self.trust_verification_token),
-            "hostAuthParams" => r.read_push(&mut self.host_auth_params),
+            "gatewayId" => r.read(&mut self.gateway_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2156,265 +1617,866 @@ impl x::Fields for HostGatewaySpec {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("gatewayType", &self.gateway_type);
-        w.write_opt("gatewayId", &self.gateway_id);
-        w.write_opt("trustVerificationToken", &self.trust_verification_token);
-        w.write_vec("hostAuthParams", &self.host_auth_params);
+        w.write("gatewayId", &self.gateway_id);
     }
 }
-/// `HostGetShortNameFailedEvent` (extends `HostEvent`).
+/// `HostListSummaryQuickStats` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGetShortNameFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+pub struct HostListSummaryQuickStats {
+    /// `overallCpuUsage`.
+    pub overall_cpu_usage: Option<i32>,
+    /// `overallMemoryUsage`.
+    pub overall_memory_usage: Option<i32>,
+    /// `distributedCpuFairness`.
+    pub distributed_cpu_fairness: Option<i32>,
+    /// `distributedMemoryFairness`.
+    pub distributed_memory_fairness: Option<i32>,
+    /// `availablePMemCapacity`.
+    pub available_p_mem_capacity: Option<i32>,
+    /// `uptime`.
+    pub uptime: Option<i32>,
 }
-impl x::SchemaType for HostGetShortNameFailedEvent {
-    const TYPE_NAME: &'static str = "HostGetShortNameFailedEvent";
+impl x::SchemaType for HostListSummaryQuickStats {
+    const TYPE_NAME: &'static str = "HostListSummaryQuickStats";
 }
-impl x::Structure for HostGetShortNameFailedEvent {}
-impl x::Fields for HostGetShortNameFailedEvent {
+impl x::Structure for HostListSummaryQuickStats {}
+impl x::Fields for HostListSummaryQuickStats {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-    }
-}
-/// `HostGraphicsConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGraphicsConfig {
-    /// `hostDefaultGraphicsType`.
-    pub host_default_graphics_type: String,
-    /// `sharedPassthruAssignmentPolicy`.
-    pub shared_passthru_assignment_policy: String,
-    /// `deviceType`.
-    pub device_type: Vec<HostGraphicsConfigDeviceType>,
-}
-impl x::SchemaType for HostGraphicsConfig {
-    const TYPE_NAME: &'static str = "HostGraphicsConfig";
-}
-impl x::Structure for HostGraphicsConfig {}
-impl x::Fields for HostGraphicsConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostDefaultGraphicsType" => r.read(&mut self.host_default_graphics_type),
-            "sharedPassthruAssignmentPolicy" => {
-                r.read(&mut self.shared_passthru_assignment_policy)
+            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
+            "overallMemoryUsage" => r.read_opt(&mut self.overall_memory_usage),
+            "distributedCpuFairness" => r.read_opt(&mut self.distributed_cpu_fairness),
+            "distributedMemoryFairness" => {
+                r.read_opt(&mut self.distributed_memory_fairness)
             }
-            "deviceType" => r.read_push(&mut self.device_type),
+            "availablePMemCapacity" => r.read_opt(&mut self.available_p_mem_capacity),
+            "uptime" => r.read_opt(&mut self.uptime),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hostDefaultGraphicsType", &self.host_default_graphics_type);
-        w.write(
-            "sharedPassthruAssignmentPolicy",
-            &self.shared_passthru_assignment_policy,
-        );
-        w.write_vec("deviceType", &self.device_type);
+        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
+        w.write_opt("overallMemoryUsage", &self.overall_memory_usage);
+        w.write_opt("distributedCpuFairness", &self.distributed_cpu_fairness);
+        w.write_opt("distributedMemoryFairness", &self.distributed_memory_fairness);
+        w.write_opt("availablePMemCapacity", &self.available_p_mem_capacity);
+        w.write_opt("uptime", &self.uptime);
     }
 }
-/// `HostGraphicsConfigDeviceType` (extends `DynamicData`).
+/// `HostLocalAuthenticationInfo` (extends `HostAuthenticationStoreInfo`).
+///
+/// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGraphicsConfigDeviceType {
-    /// `deviceId`.
-    pub device_id: String,
-    /// `graphicsType`.
-    pub graphics_type: String,
-    /// `vgpuMode`.
+pub struct HostLocalAuthenticationInfo {
+    /// The fields `HostLocalAuthenticationInfo` inherits from `HostAuthenticationStoreInfo`.
+    pub host_authentication_store_info: HostAuthenticationStoreInfo,
+}
+impl x::SchemaType for HostLocalAuthenticationInfo {
+    const TYPE_NAME: &'static str = "HostLocalAuthenticationInfo";
+}
+impl x::Structure for HostLocalAuthenticationInfo {}
+impl std::ops::Deref for HostLocalAuthenticationInfo {
+    type Target = HostAuthenticationStoreInfo;
+    #[inline]
+    fn deref(&self) -> &HostAuthenticationStoreInfo {
+        &self.host_authentication_store_info
+    }
+}
+impl std::ops::DerefMut for HostLocalAuthenticationInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
+        &mut self.host_authentication_store_info
+    }
+}
+impl x::Fields for HostLocalAuthenticationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_authentication_store_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_authentication_store_info, w);
+    }
+}
+/// `HostLocalFileSystemVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalFileSystemVolume {
+    /// The fields `HostLocalFileSystemVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `device`.
+    pub device: String,
+}
+impl x::SchemaType for HostLocalFileSystemVolume {
+    const TYPE_NAME: &'static str = "HostLocalFileSystemVolume";
+}
+impl x::Structure for HostLocalFileSystemVolume {}
+impl std::ops::Deref for HostLocalFileSystemVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostLocalFileSystemVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostLocalFileSystemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("device", &self.device);
+    }
+}
+/// `HostLocalFileSystemVolumeSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalFileSystemVolumeSpec {
+    /// `device`.
+    pub device: String,
+    /// `localPath`.
+    pub local_path: String,
+}
+impl x::SchemaType for HostLocalFileSystemVolumeSpec {
+    const TYPE_NAME: &'static str = "HostLocalFileSystemVolumeSpec";
+}
+impl x::Structure for HostLocalFileSystemVolumeSpec {}
+impl x::Fields for HostLocalFileSystemVolumeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "localPath" => r.read(&mut self.local_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
+        w.write("localPath", &self.local_path);
+    }
+}
+/// `HostLocalPortCreatedEvent` (extends `DvsEvent`).
+///
+/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalPortCreatedEvent {
+    /// The fields `HostLocalPortCreatedEvent` inherits from `DvsEvent`.
+    pub dvs_event: DvsEvent,
+    /// `hostLocalPort`.
+    pub host_local_port: DVSHostLocalPortInfo,
+}
+impl x::SchemaType for HostLocalPortCreatedEvent {
+    const TYPE_NAME: &'static str = "HostLocalPortCreatedEvent";
+}
+impl x::Structure for HostLocalPortCreatedEvent {}
+impl std::ops::Deref for HostLocalPortCreatedEvent {
+    type Target = DvsEvent;
+    #[inline]
+    fn deref(&self) -> &DvsEvent {
+        &self.dvs_event
+    }
+}
+impl std::ops::DerefMut for HostLocalPortCreatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsEvent {
+        &mut self.dvs_event
+    }
+}
+impl x::Fields for HostLocalPortCreatedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostLocalPort" => r.read(&mut self.host_local_port),
+            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.dvs_event, w);
+        w.write("hostLocalPort", &self.host_local_port);
+    }
+}
+/// `HostLowLevelProvisioningManagerDiskLayoutSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerDiskLayoutSpec {
+    /// `controllerType`.
+    pub controller_type: String,
+    /// `busNumber`.
+    pub bus_number: i32,
+    /// `unitNumber`.
+    pub unit_number: i32,
+    /// `srcFilename`.
+    pub src_filename: String,
+    /// `dstFilename`.
+    pub dst_filename: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerDiskLayoutSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "controllerType" => r.read(&mut self.controller_type),
+            "busNumber" => r.read(&mut self.bus_number),
+            "unitNumber" => r.read(&mut self.unit_number),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("controllerType", &self.controller_type);
+        w.write("busNumber", &self.bus_number);
+        w.write("unitNumber", &self.unit_number);
+        w.write("srcFilename", &self.src_filename);
+        w.write("dstFilename", &self.dst_filename);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
+}
+/// `HostLowLevelProvisioningManagerFileDeleteResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileDeleteResult {
+    /// `fileName`.
+    pub file_name: String,
+    /// `fault`.
+    pub fault: LocalizedMethodFault,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteResult {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileDeleteResult {}
+impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fault" => r.read(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteResult";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
+}
+/// `HostLowLevelProvisioningManagerFileDeleteSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileDeleteSpec {
+    /// `fileName`.
+    pub file_name: String,
+    /// `fileType`.
+    pub file_type: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileDeleteSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fileType" => r.read(&mut self.file_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write("fileType", &self.file_type);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
+}
+/// `HostLowLevelProvisioningManagerFileReserveResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileReserveResult {
+    /// `baseName`.
+    pub base_name: String,
+    /// `parentDir`.
+    pub parent_dir: String,
+    /// `reservedName`.
+    pub reserved_name: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveResult {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileReserveResult {}
+impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "reservedName" => r.read(&mut self.reserved_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("baseName", &self.base_name);
+        w.write("parentDir", &self.parent_dir);
+        w.write("reservedName", &self.reserved_name);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveResult";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
+}
+/// `HostLowLevelProvisioningManagerFileReserveSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileReserveSpec {
+    /// `baseName`.
+    pub base_name: String,
+    /// `parentDir`.
+    pub parent_dir: String,
+    /// `fileType`.
+    pub file_type: String,
+    /// `storageProfile`.
+    pub storage_profile: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileReserveSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "fileType" => r.read(&mut self.file_type),
+            "storageProfile" => r.read(&mut self.storage_profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("baseName", &self.base_name);
+        w.write("parentDir", &self.parent_dir);
+        w.write("fileType", &self.file_type);
+        w.write("storageProfile", &self.storage_profile);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
+}
+/// `HostLowLevelProvisioningManagerSnapshotLayoutSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    /// `id`.
+    pub id: i32,
+    /// `srcFilename`.
+    pub src_filename: String,
+    /// `dstFilename`.
+    pub dst_filename: String,
+    /// `disk`.
+    pub disk: Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerSnapshotLayoutSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
+            "disk" => r.read_push(&mut self.disk),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("srcFilename", &self.src_filename);
+        w.write("dstFilename", &self.dst_filename);
+        w.write_vec("disk", &self.disk);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
+}
+/// `HostLowLevelProvisioningManagerVmMigrationStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerVmMigrationStatus {
+    /// `migrationId`.
+    pub migration_id: i64,
+    /// `type`.
+    pub type_: String,
+    /// `source`.
+    pub source: bool,
+    /// `consideredSuccessful`.
+    pub considered_successful: bool,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerVmMigrationStatus {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmMigrationStatus";
+}
+impl x::Structure for HostLowLevelProvisioningManagerVmMigrationStatus {}
+impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "migrationId" => r.read(&mut self.migration_id),
+            "type" => r.read(&mut self.type_),
+            "source" => r.read(&mut self.source),
+            "consideredSuccessful" => r.read(&mut self.considered_successful),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("migrationId", &self.migration_id);
+        w.write("type", &self.type_);
+        w.write("source", &self.source);
+        w.write("consideredSuccessful", &self.considered_successful);
+    }
+}
+/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
+    /// `version`.
+    pub version: String,
+    /// `biosUUID`.
+    pub bios_uuid: String,
+    /// `instanceUUID`.
+    pub instance_uuid: String,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
+}
+impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
+impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "biosUUID" => r.read(&mut self.bios_uuid),
+            "instanceUUID" => r.read(&mut self.instance_uuid),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write("biosUUID", &self.bios_uuid);
+        w.write("instanceUUID", &self.instance_uuid);
+        w.write_opt("ftInfo", &self.ft_info);
+    }
+}
+/// `HostMaintenanceSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMaintenanceSpec {
+    /// `vsanMode`.
+    pub vsan_mode: Option<VsanHostDecommissionMode>,
+    /// `purpose`.
+    pub purpose: Option<String>,
+    /// `evacMode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub evac_mode: Option<HostMaintenanceSpecEvacuationMode>,
+}
+impl x::SchemaType for HostMaintenanceSpec {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
+}
+impl x::Structure for HostMaintenanceSpec {}
+impl x::Fields for HostMaintenanceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vsanMode" => r.read_opt(&mut self.vsan_mode),
+            "purpose" => r.read_opt(&mut self.purpose),
+            "evacMode" => r.read_opt(&mut self.evac_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vsanMode", &self.vsan_mode);
+        w.write_opt("purpose", &self.purpose);
+        if w.since(0x0901_0000, "HostMaintenanceSpec.evacMode", self.evac_mode.is_some())
+        {
+            w.write_opt("evacMode", &self.evac_mode);
+        }
+    }
+}
+/// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMaintenanceSpecEvacuationMode {
+    /// `workloadNonDisruptive`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub workload_non_disruptive: bool,
+}
+impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
+}
+impl x::Structure for HostMaintenanceSpecEvacuationMode {}
+impl x::Fields for HostMaintenanceSpecEvacuationMode {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "workloadNonDisruptive" => r.read(&mut self.workload_non_disruptive),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostMaintenanceSpecEvacuationMode", true);
+        w.write("workloadNonDisruptive", &self.workload_non_disruptive);
+    }
+}
+/// `HostMemberHealthCheckResult` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberHealthCheckResult {
+    /// `summary`.
+    pub summary: Option<String>,
+}
+impl x::SchemaType for HostMemberHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
+}
+impl x::Structure for HostMemberHealthCheckResult {}
+impl x::Fields for HostMemberHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("summary", &self.summary);
+    }
+}
+/// `HostMemberRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberRuntimeInfo {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `status`.
+    pub status: Option<String>,
+    /// `statusDetail`.
+    pub status_detail: Option<String>,
+    /// `nsxtStatus`.
+    pub nsxt_status: Option<String>,
+    /// `nsxtStatusDetail`.
+    pub nsxt_status_detail: Option<String>,
+    /// `healthCheckResult`.
+    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
+    /// `hostUplinkState`.
     ///
     /// Since vSphere API 8.0.3.0.
-    pub vgpu_mode: Option<String>,
+    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
+    /// `hostPerfNicOffloadState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub host_perf_nic_offload_state: Option<
+        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
+    >,
 }
-impl x::SchemaType for HostGraphicsConfigDeviceType {
-    const TYPE_NAME: &'static str = "HostGraphicsConfigDeviceType";
+impl x::SchemaType for HostMemberRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
 }
-impl x::Structure for HostGraphicsConfigDeviceType {}
-impl x::Fields for HostGraphicsConfigDeviceType {
+impl x::Structure for HostMemberRuntimeInfo {}
+impl x::Fields for HostMemberRuntimeInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "deviceId" => r.read(&mut self.device_id),
-            "graphicsType" => r.read(&mut self.graphics_type),
-            "vgpuMode" => r.read_opt(&mut self.vgpu_mode),
+            "host" => r.read(&mut self.host),
+            "status" => r.read_opt(&mut self.status),
+            "statusDetail" => r.read_opt(&mut self.status_detail),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "healthCheckResult" => r.read_push(&mut self.health_check_result),
+            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
+            "hostPerfNicOffloadState" => {
+                r.read_opt(&mut self.host_perf_nic_offload_state)
+            }
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceId", &self.device_id);
-        w.write("graphicsType", &self.graphics_type);
+        w.write("host", &self.host);
+        w.write_opt("status", &self.status);
+        w.write_opt("statusDetail", &self.status_detail);
+        w.write_opt("nsxtStatus", &self.nsxt_status);
+        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
+        w.write_vec("healthCheckResult", &self.health_check_result);
         if w
             .since(
                 0x0800_0300,
-                "HostGraphicsConfigDeviceType.vgpuMode",
-                self.vgpu_mode.is_some(),
+                "HostMemberRuntimeInfo.hostUplinkState",
+                !self.host_uplink_state.is_empty(),
             )
         {
-            w.write_opt("vgpuMode", &self.vgpu_mode);
+            w.write_vec("hostUplinkState", &self.host_uplink_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostMemberRuntimeInfo.hostPerfNicOffloadState",
+                self.host_perf_nic_offload_state.is_some(),
+            )
+        {
+            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
         }
     }
 }
-impl x::ArrayItem for HostGraphicsConfigDeviceType {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsConfigDeviceType";
-    const ITEM_TAG: &'static str = "HostGraphicsConfigDeviceType";
+impl x::ArrayItem for HostMemberRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
 }
-/// `HostGraphicsInfo` (extends `DynamicData`).
+/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
+///
+/// The fields of `HostMemberHealthCheckResult` are in `host_member_health_check_result`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGraphicsInfo {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `pciId`.
-    pub pci_id: String,
-    /// `graphicsType`.
-    pub graphics_type: String,
-    /// `vgpuMode`.
+pub struct HostMemberUplinkHealthCheckResult {
+    /// The fields `HostMemberUplinkHealthCheckResult` inherits from `HostMemberHealthCheckResult`.
+    pub host_member_health_check_result: HostMemberHealthCheckResult,
+    /// `uplinkPortKey`.
+    pub uplink_port_key: String,
+}
+impl x::SchemaType for HostMemberUplinkHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
+}
+impl x::Structure for HostMemberUplinkHealthCheckResult {}
+impl std::ops::Deref for HostMemberUplinkHealthCheckResult {
+    type Target = HostMemberHealthCheckResult;
+    #[inline]
+    fn deref(&self) -> &HostMemberHealthCheckResult {
+        &self.host_member_health_check_result
+    }
+}
+impl std::ops::DerefMut for HostMemberUplinkHealthCheckResult {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostMemberHealthCheckResult {
+        &mut self.host_member_health_check_result
+    }
+}
+impl x::Fields for HostMemberUplinkHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_member_health_check_result,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_member_health_check_result, w);
+        w.write("uplinkPortKey", &self.uplink_port_key);
+    }
+}
+/// `HostMemoryProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemoryProfile {
+    /// The fields `HostMemoryProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+}
+impl x::SchemaType for HostMemoryProfile {
+    const TYPE_NAME: &'static str = "HostMemoryProfile";
+}
+impl x::Structure for HostMemoryProfile {}
+impl std::ops::Deref for HostMemoryProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for HostMemoryProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for HostMemoryProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+    }
+}
+/// `HostMemorySpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemorySpec {
+    /// `serviceConsoleReservation`.
+    pub service_console_reservation: Option<i64>,
+}
+impl x::SchemaType for HostMemorySpec {
+    const TYPE_NAME: &'static str = "HostMemorySpec";
+}
+impl x::Structure for HostMemorySpec {}
+impl x::Fields for HostMemorySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceConsoleReservation" => {
+                r.read_opt(&mut self.service_console_reservation)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
+    }
+}
+/// `HostMemoryTierInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemoryTierInfo {
+    /// `name`.
+    pub name: String,
+    /// `type`.
+    pub type_: String,
+    /// `flags`.
+    pub flags: Vec<String>,
+    /// `internalFlags`.
     ///
     /// Since vSphere API 8.0.3.0.
-    pub vgpu_mode: Option<String>,
-    /// `memorySizeInKB`.
-    pub memory_size_in_kb: i64,
-    /// `vm`.
-    pub vm: Vec<x::ManagedObjectReference>,
+    pub internal_flags: Vec<String>,
+    /// `size`.
+    pub size: i64,
 }
-impl x::SchemaType for HostGraphicsInfo {
-    const TYPE_NAME: &'static str = "HostGraphicsInfo";
+impl x::SchemaType for HostMemoryTierInfo {
+    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
 }
-impl x::Structure for HostGraphicsInfo {}
-impl x::Fields for HostGraphicsInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "pciId" => r.read(&mut self.pci_id),
-            "graphicsType" => r.read(&mut self.graphics_type),
-            "vgpuMode" => r.read_opt(&mut self.vgpu_mode),
-            "memorySizeInKB" => r.read(&mut self.memory_size_in_kb),
-            "vm" => r.read_push(&mut self.vm),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("vendorName", &self.vendor_name);
-        w.write("pciId", &self.pci_id);
-        w.write("graphicsType", &self.graphics_type);
-        if w.since(0x0800_0300, "HostGraphicsInfo.vgpuMode", self.vgpu_mode.is_some()) {
-            w.write_opt("vgpuMode", &self.vgpu_mode);
-        }
-        w.write("memorySizeInKB", &self.memory_size_in_kb);
-        w.write_vec("vm", &self.vm);
-    }
-}
-impl x::ArrayItem for HostGraphicsInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsInfo";
-    const ITEM_TAG: &'static str = "HostGraphicsInfo";
-}
-/// `HostHardwareElementInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHardwareElementInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareElementInfo {
-    /// `name`.
-    pub name: String,
-    /// `status`.
-    pub status: AnyElementDescription,
-}
-impl x::SchemaType for HostHardwareElementInfo {
-    const TYPE_NAME: &'static str = "HostHardwareElementInfo";
-}
-impl x::Structure for HostHardwareElementInfo {}
-impl x::Fields for HostHardwareElementInfo {
+impl x::Structure for HostMemoryTierInfo {}
+impl x::Fields for HostMemoryTierInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2422,7 +2484,10 @@ impl x::Fields for HostHardwareElementInfo {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "name" => r.read(&mut self.name),
-            "status" => r.read(&mut self.status),
+            "type" => r.read(&mut self.type_),
+            "flags" => r.read_push(&mut self.flags),
+            "internalFlags" => r.read_push(&mut self.internal_flags),
+            "size" => r.read(&mut self.size),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2430,502 +2495,379 @@ impl x::Fields for HostHardwareElementInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
-        w.write("status", &self.status);
+        w.write("type", &self.type_);
+        w.write_vec("flags", &self.flags);
+        if w
+            .since(
+                0x0800_0300,
+                "HostMemoryTierInfo.internalFlags",
+                !self.internal_flags.is_empty(),
+            )
+        {
+            w.write_vec("internalFlags", &self.internal_flags);
+        }
+        w.write("size", &self.size);
     }
 }
-/// `HostHardwareInfo` (extends `DynamicData`).
+impl x::ArrayItem for HostMemoryTierInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
+    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
+}
+/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareInfo {
-    /// `systemInfo`.
-    pub system_info: HostSystemInfo,
-    /// `cpuPowerManagementInfo`.
-    pub cpu_power_management_info: Option<HostCpuPowerManagementInfo>,
-    /// `cpuInfo`.
-    pub cpu_info: HostCpuInfo,
-    /// `cpuPkg`.
-    pub cpu_pkg: Vec<HostCpuPackage>,
-    /// `memorySize`.
-    pub memory_size: i64,
-    /// `numaInfo`.
-    pub numa_info: Option<HostNumaInfo>,
-    /// `smcPresent`.
-    pub smc_present: Option<bool>,
-    /// `pciDevice`.
-    pub pci_device: Vec<HostPciDevice>,
-    /// `dvxClasses`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dvx_classes: Vec<HostDvxClass>,
-    /// `cpuFeature`.
-    pub cpu_feature: Vec<HostCpuIdInfo>,
-    /// `biosInfo`.
-    pub bios_info: Option<HostBIOSInfo>,
-    /// `reliableMemoryInfo`.
-    pub reliable_memory_info: Option<HostReliableMemoryInfo>,
-    /// `persistentMemoryInfo`.
-    pub persistent_memory_info: Option<HostPersistentMemoryInfo>,
-    /// `sgxInfo`.
-    pub sgx_info: Option<HostSgxInfo>,
-    /// `sevInfo`.
-    pub sev_info: Option<HostSevInfo>,
-    /// `memoryTieringType`.
-    pub memory_tiering_type: Option<String>,
-    /// `memoryTierInfo`.
-    pub memory_tier_info: Vec<HostMemoryTierInfo>,
-    /// `tdxInfo`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub tdx_info: Option<HostTdxInfo>,
+pub struct HostMissingNetworksEvent {
+    /// The fields `HostMissingNetworksEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `ips`.
+    pub ips: Option<String>,
 }
-impl x::SchemaType for HostHardwareInfo {
-    const TYPE_NAME: &'static str = "HostHardwareInfo";
+impl x::SchemaType for HostMissingNetworksEvent {
+    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
 }
-impl x::Structure for HostHardwareInfo {}
-impl x::Fields for HostHardwareInfo {
+impl x::Structure for HostMissingNetworksEvent {}
+impl std::ops::Deref for HostMissingNetworksEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+impl std::ops::DerefMut for HostMissingNetworksEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+impl x::Fields for HostMissingNetworksEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "systemInfo" => r.read(&mut self.system_info),
-            "cpuPowerManagementInfo" => r.read_opt(&mut self.cpu_power_management_info),
-            "cpuInfo" => r.read(&mut self.cpu_info),
-            "cpuPkg" => r.read_push(&mut self.cpu_pkg),
-            "memorySize" => r.read(&mut self.memory_size),
-            "numaInfo" => r.read_opt(&mut self.numa_info),
-            "smcPresent" => r.read_opt(&mut self.smc_present),
-            "pciDevice" => r.read_push(&mut self.pci_device),
-            "dvxClasses" => r.read_push(&mut self.dvx_classes),
-            "cpuFeature" => r.read_push(&mut self.cpu_feature),
-            "biosInfo" => r.read_opt(&mut self.bios_info),
-            "reliableMemoryInfo" => r.read_opt(&mut self.reliable_memory_info),
-            "persistentMemoryInfo" => r.read_opt(&mut self.persistent_memory_info),
-            "sgxInfo" => r.read_opt(&mut self.sgx_info),
-            "sevInfo" => r.read_opt(&mut self.sev_info),
-            "memoryTieringType" => r.read_opt(&mut self.memory_tiering_type),
-            "memoryTierInfo" => r.read_push(&mut self.memory_tier_info),
-            "tdxInfo" => r.read_opt(&mut self.tdx_info),
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write_opt("ips", &self.ips);
+    }
+}
+/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMonitoringStateChangedEvent {
+    /// The fields `HostMonitoringStateChangedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
+    /// `state`.
+    pub state: String,
+    /// `prevState`.
+    pub prev_state: Option<String>,
+}
+impl x::SchemaType for HostMonitoringStateChangedEvent {
+    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
+}
+impl x::Structure for HostMonitoringStateChangedEvent {}
+impl std::ops::Deref for HostMonitoringStateChangedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for HostMonitoringStateChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
+impl x::Fields for HostMonitoringStateChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "prevState" => r.read_opt(&mut self.prev_state),
+            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_event, w);
+        w.write("state", &self.state);
+        w.write_opt("prevState", &self.prev_state);
+    }
+}
+/// `HostMountInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMountInfo {
+    /// `path`.
+    pub path: Option<String>,
+    /// `accessMode`.
+    pub access_mode: String,
+    /// `mounted`.
+    pub mounted: Option<bool>,
+    /// `accessible`.
+    pub accessible: Option<bool>,
+    /// `inaccessibleReason`.
+    pub inaccessible_reason: Option<String>,
+    /// `vmknicName`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_name: Option<String>,
+    /// `vmknicActive`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_active: Option<bool>,
+    /// `mountFailedReason`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub mount_failed_reason: Option<String>,
+    /// `numTcpConnections`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub num_tcp_connections: Option<i32>,
+}
+impl x::SchemaType for HostMountInfo {
+    const TYPE_NAME: &'static str = "HostMountInfo";
+}
+impl x::Structure for HostMountInfo {}
+impl x::Fields for HostMountInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "path" => r.read_opt(&mut self.path),
+            "accessMode" => r.read(&mut self.access_mode),
+            "mounted" => r.read_opt(&mut self.mounted),
+            "accessible" => r.read_opt(&mut self.accessible),
+            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
+            "vmknicName" => r.read_opt(&mut self.vmknic_name),
+            "vmknicActive" => r.read_opt(&mut self.vmknic_active),
+            "mountFailedReason" => r.read_opt(&mut self.mount_failed_reason),
+            "numTcpConnections" => r.read_opt(&mut self.num_tcp_connections),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("systemInfo", &self.system_info);
-        w.write_opt("cpuPowerManagementInfo", &self.cpu_power_management_info);
-        w.write("cpuInfo", &self.cpu_info);
-        w.write_vec("cpuPkg", &self.cpu_pkg);
-        w.write("memorySize", &self.memory_size);
-        w.write_opt("numaInfo", &self.numa_info);
-        w.write_opt("smcPresent", &self.smc_present);
-        w.write_vec("pciDevice", &self.pci_device);
+        w.write_opt("path", &self.path);
+        w.write("accessMode", &self.access_mode);
+        w.write_opt("mounted", &self.mounted);
+        w.write_opt("accessible", &self.accessible);
+        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
+        if w.since(0x0800_0100, "HostMountInfo.vmknicName", self.vmknic_name.is_some()) {
+            w.write_opt("vmknicName", &self.vmknic_name);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostMountInfo.vmknicActive",
+                self.vmknic_active.is_some(),
+            )
+        {
+            w.write_opt("vmknicActive", &self.vmknic_active);
+        }
         if w
             .since(
                 0x0800_0001,
-                "HostHardwareInfo.dvxClasses",
-                !self.dvx_classes.is_empty(),
+                "HostMountInfo.mountFailedReason",
+                self.mount_failed_reason.is_some(),
             )
         {
-            w.write_vec("dvxClasses", &self.dvx_classes);
+            w.write_opt("mountFailedReason", &self.mount_failed_reason);
         }
-        w.write_vec("cpuFeature", &self.cpu_feature);
-        w.write_opt("biosInfo", &self.bios_info);
-        w.write_opt("reliableMemoryInfo", &self.reliable_memory_info);
-        w.write_opt("persistentMemoryInfo", &self.persistent_memory_info);
-        w.write_opt("sgxInfo", &self.sgx_info);
-        w.write_opt("sevInfo", &self.sev_info);
-        w.write_opt("memoryTieringType", &self.memory_tiering_type);
-        w.write_vec("memoryTierInfo", &self.memory_tier_info);
-        if w.since(0x0900_0000, "HostHardwareInfo.tdxInfo", self.tdx_info.is_some()) {
-            w.write_opt("tdxInfo", &self.tdx_info);
-        }
-    }
-}
-/// `HostHardwareStatusInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareStatusInfo {
-    /// `memoryStatusInfo`.
-    pub memory_status_info: Vec<AnyHostHardwareElementInfo>,
-    /// `cpuStatusInfo`.
-    pub cpu_status_info: Vec<AnyHostHardwareElementInfo>,
-    /// `storageStatusInfo`.
-    pub storage_status_info: Vec<HostStorageElementInfo>,
-    /// `dpuStatusInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dpu_status_info: Vec<DpuStatusInfo>,
-}
-impl x::SchemaType for HostHardwareStatusInfo {
-    const TYPE_NAME: &'static str = "HostHardwareStatusInfo";
-}
-impl x::Structure for HostHardwareStatusInfo {}
-impl x::Fields for HostHardwareStatusInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "memoryStatusInfo" => r.read_push(&mut self.memory_status_info),
-            "cpuStatusInfo" => r.read_push(&mut self.cpu_status_info),
-            "storageStatusInfo" => r.read_push(&mut self.storage_status_info),
-            "dpuStatusInfo" => r.read_push(&mut self.dpu_status_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("memoryStatusInfo", &self.memory_status_info);
-        w.write_vec("cpuStatusInfo", &self.cpu_status_info);
-        w.write_vec("storageStatusInfo", &self.storage_status_info);
         if w
             .since(
-                0x0800_0001,
-                "HostHardwareStatusInfo.dpuStatusInfo",
-                !self.dpu_status_info.is_empty(),
+                0x0800_0100,
+                "HostMountInfo.numTcpConnections",
+                self.num_tcp_connections.is_some(),
             )
         {
-            w.write_vec("dpuStatusInfo", &self.dpu_status_info);
+            w.write_opt("numTcpConnections", &self.num_tcp_connections);
         }
     }
 }
-/// `HostHardwareSummary` (extends `DynamicData`).
+/// `HostMultipathInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareSummary {
-    /// `vendor`.
-    pub vendor: String,
-    /// `model`.
-    pub model: String,
-    /// `family`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub family: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `otherIdentifyingInfo`.
-    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
-    /// `memorySize`.
-    pub memory_size: i64,
-    /// `cpuModel`.
-    pub cpu_model: String,
-    /// `cpuMhz`.
-    pub cpu_mhz: i32,
-    /// `numCpuPkgs`.
-    pub num_cpu_pkgs: i16,
-    /// `numCpuCores`.
-    pub num_cpu_cores: i16,
-    /// `numCpuThreads`.
-    pub num_cpu_threads: i16,
-    /// `numNics`.
-    pub num_nics: i32,
-    /// `numHBAs`.
-    pub num_hbas: i32,
+pub struct HostMultipathInfo {
+    /// `lun`.
+    pub lun: Vec<HostMultipathInfoLogicalUnit>,
 }
-impl x::SchemaType for HostHardwareSummary {
-    const TYPE_NAME: &'static str = "HostHardwareSummary";
+impl x::SchemaType for HostMultipathInfo {
+    const TYPE_NAME: &'static str = "HostMultipathInfo";
 }
-impl x::Structure for HostHardwareSummary {}
-impl x::Fields for HostHardwareSummary {
+impl x::Structure for HostMultipathInfo {}
+impl x::Fields for HostMultipathInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vendor" => r.read(&mut self.vendor),
-            "model" => r.read(&mut self.model),
-            "family" => r.read_opt(&mut self.family),
-            "uuid" => r.read(&mut self.uuid),
-            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
-            "memorySize" => r.read(&mut self.memory_size),
-            "cpuModel" => r.read(&mut self.cpu_model),
-            "cpuMhz" => r.read(&mut self.cpu_mhz),
-            "numCpuPkgs" => r.read(&mut self.num_cpu_pkgs),
-            "numCpuCores" => r.read(&mut self.num_cpu_cores),
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
-            "numNics" => r.read(&mut self.num_nics),
-            "numHBAs" => r.read(&mut self.num_hbas),
+            "lun" => r.read_push(&mut self.lun),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendor", &self.vendor);
-        w.write("model", &self.model);
-        if w.since(0x0900_0000, "HostHardwareSummary.family", self.family.is_some()) {
-            w.write_opt("family", &self.family);
-        }
-        w.write("uuid", &self.uuid);
-        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
-        w.write("memorySize", &self.memory_size);
-        w.write("cpuModel", &self.cpu_model);
-        w.write("cpuMhz", &self.cpu_mhz);
-        w.write("numCpuPkgs", &self.num_cpu_pkgs);
-        w.write("numCpuCores", &self.num_cpu_cores);
-        w.write("numCpuThreads", &self.num_cpu_threads);
-        w.write("numNics", &self.num_nics);
-        w.write("numHBAs", &self.num_hbas);
+        w.write_vec("lun", &self.lun);
     }
 }
-/// `HostHasComponentFailure` (extends `VimFault`).
+/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
+///
+/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHasComponentFailure {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `hostName`.
-    pub host_name: String,
-    /// `componentType`.
-    pub component_type: String,
-    /// `componentName`.
-    pub component_name: String,
+pub struct HostMultipathInfoFixedLogicalUnitPolicy {
+    /// The fields `HostMultipathInfoFixedLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
+    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
+    /// `prefer`.
+    pub prefer: String,
 }
-impl x::SchemaType for HostHasComponentFailure {
-    const TYPE_NAME: &'static str = "HostHasComponentFailure";
+impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
 }
-impl x::Structure for HostHasComponentFailure {}
-impl x::Fields for HostHasComponentFailure {
+impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
+impl std::ops::Deref for HostMultipathInfoFixedLogicalUnitPolicy {
+    type Target = HostMultipathInfoLogicalUnitPolicy;
+    #[inline]
+    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
+        &self.host_multipath_info_logical_unit_policy
+    }
+}
+impl std::ops::DerefMut for HostMultipathInfoFixedLogicalUnitPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
+        &mut self.host_multipath_info_logical_unit_policy
+    }
+}
+impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "hostName" => r.read(&mut self.host_name),
-            "componentType" => r.read(&mut self.component_type),
-            "componentName" => r.read(&mut self.component_name),
-            _ => return Ok(false),
+            "prefer" => r.read(&mut self.prefer),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_multipath_info_logical_unit_policy,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("hostName", &self.host_name);
-        w.write("componentType", &self.component_type);
-        w.write("componentName", &self.component_name);
+        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
+        w.write("prefer", &self.prefer);
     }
 }
-/// `HostHbaCreateSpec` (extends `DynamicData`).
+/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
 ///
-/// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
+/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHbaCreateSpec {}
-impl x::SchemaType for HostHbaCreateSpec {
-    const TYPE_NAME: &'static str = "HostHbaCreateSpec";
+pub struct HostMultipathInfoHppLogicalUnitPolicy {
+    /// The fields `HostMultipathInfoHppLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
+    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
+    /// `bytes`.
+    pub bytes: Option<i64>,
+    /// `iops`.
+    pub iops: Option<i64>,
+    /// `path`.
+    pub path: Option<String>,
+    /// `latencyEvalTime`.
+    pub latency_eval_time: Option<i64>,
+    /// `samplingIosPerPath`.
+    pub sampling_ios_per_path: Option<i64>,
 }
-impl x::Structure for HostHbaCreateSpec {}
-impl x::Fields for HostHbaCreateSpec {
+impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
+impl std::ops::Deref for HostMultipathInfoHppLogicalUnitPolicy {
+    type Target = HostMultipathInfoLogicalUnitPolicy;
+    #[inline]
+    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
+        &self.host_multipath_info_logical_unit_policy
+    }
+}
+impl std::ops::DerefMut for HostMultipathInfoHppLogicalUnitPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
+        &mut self.host_multipath_info_logical_unit_policy
+    }
+}
+impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
     fn decode_field(
         &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
     ) -> Result<bool, x::DecodeError> {
-        Ok(false)
+        let result = match name {
+            "bytes" => r.read_opt(&mut self.bytes),
+            "iops" => r.read_opt(&mut self.iops),
+            "path" => r.read_opt(&mut self.path),
+            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time),
+            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_multipath_info_logical_unit_policy,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
+        w.write_opt("bytes", &self.bytes);
+        w.write_opt("iops", &self.iops);
+        w.write_opt("path", &self.path);
+        w.write_opt("latencyEvalTime", &self.latency_eval_time);
+        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
+    }
 }
-/// `HostHostBusAdapter` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHostBusAdapter`], which also carries its subtypes.
+/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHostBusAdapter {
+pub struct HostMultipathInfoLogicalUnit {
     /// `key`.
-    pub key: Option<String>,
-    /// `device`.
-    pub device: String,
-    /// `bus`.
-    pub bus: i32,
-    /// `status`.
-    pub status: String,
-    /// `model`.
-    pub model: String,
-    /// `driver`.
-    pub driver: Option<String>,
-    /// `pci`.
-    pub pci: Option<String>,
-    /// `storageProtocol`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
+    pub key: String,
+    /// `id`.
+    pub id: String,
+    /// `lun`.
+    pub lun: String,
+    /// `path`.
+    pub path: Vec<HostMultipathInfoPath>,
+    /// `policy`.
+    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
+    /// `storageArrayTypePolicy`.
+    pub storage_array_type_policy: Option<
+        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
+    >,
 }
-impl x::SchemaType for HostHostBusAdapter {
-    const TYPE_NAME: &'static str = "HostHostBusAdapter";
+impl x::SchemaType for HostMultipathInfoLogicalUnit {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
 }
-impl x::Structure for HostHostBusAdapter {}
-impl x::Fields for HostHostBusAdapter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.driverVersion",
-                self.driver_version.is_some(),
-            )
-        {
-            w.write_opt("driverVersion", &self.driver_version);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.firmwareVersion",
-                self.firmware_version.is_some(),
-            )
-        {
-            w.write_opt("firmwareVersion", &self.firmware_version);
-        }
-    }
-}
-/// `HostHyperThreadScheduleInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHyperThreadScheduleInfo {
-    /// `available`.
-    pub available: bool,
-    /// `active`.
-    pub active: bool,
-    /// `config`.
-    pub config: bool,
-}
-impl x::SchemaType for HostHyperThreadScheduleInfo {
-    const TYPE_NAME: &'static str = "HostHyperThreadScheduleInfo";
-}
-impl x::Structure for HostHyperThreadScheduleInfo {}
-impl x::Fields for HostHyperThreadScheduleInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "available" => r.read(&mut self.available),
-            "active" => r.read(&mut self.active),
-            "config" => r.read(&mut self.config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("available", &self.available);
-        w.write("active", &self.active);
-        w.write("config", &self.config);
-    }
-}
-/// `HostImageProfileSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostImageProfileSummary {
-    /// `name`.
-    pub name: String,
-    /// `vendor`.
-    pub vendor: String,
-}
-impl x::SchemaType for HostImageProfileSummary {
-    const TYPE_NAME: &'static str = "HostImageProfileSummary";
-}
-impl x::Structure for HostImageProfileSummary {}
-impl x::Fields for HostImageProfileSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "vendor" => r.read(&mut self.vendor),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("vendor", &self.vendor);
-    }
-}
-/// `HostInAuditModeEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInAuditModeEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostInAuditModeEvent {
-    const TYPE_NAME: &'static str = "HostInAuditModeEvent";
-}
-impl x::Structure for HostInAuditModeEvent {}
-impl x::Fields for HostInAuditModeEvent {
+impl x::Structure for HostMultipathInfoLogicalUnit {}
+impl x::Fields for HostMultipathInfoLogicalUnit {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2933,20 +2875,11 @@ impl x::Fields for HostInAuditModeEvent {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
+            "id" => r.read(&mut self.id),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
+            "policy" => r.read(&mut self.policy),
+            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2954,132 +2887,262 @@ impl x::Fields for HostInAuditModeEvent {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write("id", &self.id);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
+        w.write("policy", &self.policy);
+        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
     }
 }
-/// `HostInDomain` (extends `HostConfigFault`).
+impl x::ArrayItem for HostMultipathInfoLogicalUnit {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
+    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
+}
+/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInDomain {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+pub struct HostMultipathInfoLogicalUnitPolicy {
+    /// `policy`.
+    pub policy: String,
 }
-impl x::SchemaType for HostInDomain {
-    const TYPE_NAME: &'static str = "HostInDomain";
+impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
 }
-impl x::Structure for HostInDomain {}
-impl x::Fields for HostInDomain {
+impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
+impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        w.write("policy", &self.policy);
     }
 }
-/// `HostIncompatibleForFaultTolerance` (extends `VmFaultToleranceIssue`).
+/// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIncompatibleForFaultTolerance {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
+pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    /// `policy`.
+    pub policy: String,
 }
-impl x::SchemaType for HostIncompatibleForFaultTolerance {
-    const TYPE_NAME: &'static str = "HostIncompatibleForFaultTolerance";
+impl x::SchemaType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitStorageArrayTypePolicy";
 }
-impl x::Structure for HostIncompatibleForFaultTolerance {}
-impl x::Fields for HostIncompatibleForFaultTolerance {
+impl x::Structure for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {}
+impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "hostName" => r.read_opt(&mut self.host_name),
-            "reason" => r.read_opt(&mut self.reason),
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("reason", &self.reason);
+        w.write("policy", &self.policy);
     }
 }
-/// `HostIncompatibleForRecordReplay` (extends `VimFault`).
+/// `HostMultipathInfoPath` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIncompatibleForRecordReplay {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
+pub struct HostMultipathInfoPath {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `pathState`.
+    pub path_state: String,
+    /// `state`.
+    pub state: Option<String>,
+    /// `isWorkingPath`.
+    pub is_working_path: Option<bool>,
+    /// `adapter`.
+    pub adapter: String,
+    /// `lun`.
+    pub lun: String,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
 }
-impl x::SchemaType for HostIncompatibleForRecordReplay {
-    const TYPE_NAME: &'static str = "HostIncompatibleForRecordReplay";
+impl x::SchemaType for HostMultipathInfoPath {
+    const TYPE_NAME: &'static str = "HostMultipathInfoPath";
 }
-impl x::Structure for HostIncompatibleForRecordReplay {}
-impl x::Fields for HostIncompatibleForRecordReplay {
+impl x::Structure for HostMultipathInfoPath {}
+impl x::Fields for HostMultipathInfoPath {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "hostName" => r.read_opt(&mut self.host_name),
-            "reason" => r.read_opt(&mut self.reason),
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
+            "state" => r.read_opt(&mut self.state),
+            "isWorkingPath" => r.read_opt(&mut self.is_working_path),
+            "adapter" => r.read(&mut self.adapter),
+            "lun" => r.read(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("reason", &self.reason);
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("pathState", &self.path_state);
+        w.write_opt("state", &self.state);
+        w.write_opt("isWorkingPath", &self.is_working_path);
+        w.write("adapter", &self.adapter);
+        w.write("lun", &self.lun);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostMultipathInfoPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoPath";
+    const ITEM_TAG: &'static str = "HostMultipathInfoPath";
+}
+/// `HostMultipathStateInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathStateInfo {
+    /// `path`.
+    pub path: Vec<HostMultipathStateInfoPath>,
+}
+impl x::SchemaType for HostMultipathStateInfo {
+    const TYPE_NAME: &'static str = "HostMultipathStateInfo";
+}
+impl x::Structure for HostMultipathStateInfo {}
+impl x::Fields for HostMultipathStateInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("path", &self.path);
+    }
+}
+/// `HostMultipathStateInfoPath` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathStateInfoPath {
+    /// `name`.
+    pub name: String,
+    /// `pathState`.
+    pub path_state: String,
+}
+impl x::SchemaType for HostMultipathStateInfoPath {
+    const TYPE_NAME: &'static str = "HostMultipathStateInfoPath";
+}
+impl x::Structure for HostMultipathStateInfoPath {}
+impl x::Fields for HostMultipathStateInfoPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("pathState", &self.path_state);
+    }
+}
+impl x::ArrayItem for HostMultipathStateInfoPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathStateInfoPath";
+    const ITEM_TAG: &'static str = "HostMultipathStateInfoPath";
+}
+/// `HostNasVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNasVolume {
+    /// The fields `HostNasVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `remoteHost`.
+    pub remote_host: String,
+    /// `remotePath`.
+    pub remote_path: String,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `remoteHostNames`.
+    pub remote_host_names: Vec<String>,
+    /// `securityType`.
+    pub security_type: Option<String>,
+    /// `protocolEndpoint`.
+    pub protocol_endpoint: Option<bool>,
+}
+impl x::SchemaType for HostNasVolume {
+    const TYPE_NAME: &'static str = "HostNasVolume";
+}
+impl x::Structure for HostNasVolume {}
+impl std::ops::Deref for HostNasVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostNasVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostNasVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
+            "userName" => r.read_opt(&mut self.user_name),
+            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
+            "securityType" => r.read_opt(&mut self.security_type),
+            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("remoteHost", &self.remote_host);
+        w.write("remotePath", &self.remote_path);
+        w.write_opt("userName", &self.user_name);
+        w.write_vec("remoteHostNames", &self.remote_host_names);
+        w.write_opt("securityType", &self.security_type);
+        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
     }
 }

@@ -5,939 +5,367 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
-    /// `version`.
-    pub version: String,
-    /// `biosUUID`.
-    pub bios_uuid: String,
-    /// `instanceUUID`.
-    pub instance_uuid: String,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
-}
-impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
-impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "biosUUID" => r.read(&mut self.bios_uuid),
-            "instanceUUID" => r.read(&mut self.instance_uuid),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write("biosUUID", &self.bios_uuid);
-        w.write("instanceUUID", &self.instance_uuid);
-        w.write_opt("ftInfo", &self.ft_info);
-    }
-}
-/// `HostMaintenanceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMaintenanceSpec {
-    /// `vsanMode`.
-    pub vsan_mode: Option<VsanHostDecommissionMode>,
-    /// `purpose`.
-    pub purpose: Option<String>,
-    /// `evacMode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub evac_mode: Option<HostMaintenanceSpecEvacuationMode>,
-}
-impl x::SchemaType for HostMaintenanceSpec {
-    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
-}
-impl x::Structure for HostMaintenanceSpec {}
-impl x::Fields for HostMaintenanceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vsanMode" => r.read_opt(&mut self.vsan_mode),
-            "purpose" => r.read_opt(&mut self.purpose),
-            "evacMode" => r.read_opt(&mut self.evac_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vsanMode", &self.vsan_mode);
-        w.write_opt("purpose", &self.purpose);
-        if w.since(0x0901_0000, "HostMaintenanceSpec.evacMode", self.evac_mode.is_some())
-        {
-            w.write_opt("evacMode", &self.evac_mode);
-        }
-    }
-}
-/// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
+/// `HostPcieHba` (extends `HostHostBusAdapter`).
 ///
-/// Since vSphere API 9.1.0.0.
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMaintenanceSpecEvacuationMode {
-    /// `workloadNonDisruptive`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub workload_non_disruptive: bool,
+pub struct HostPcieHba {
+    /// The fields `HostPcieHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
 }
-impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
-    const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
+impl x::SchemaType for HostPcieHba {
+    const TYPE_NAME: &'static str = "HostPcieHba";
 }
-impl x::Structure for HostMaintenanceSpecEvacuationMode {}
-impl x::Fields for HostMaintenanceSpecEvacuationMode {
+impl x::Structure for HostPcieHba {}
+impl std::ops::Deref for HostPcieHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostPcieHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostPcieHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+    }
+}
+/// `HostPcieTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPcieTargetTransport {}
+impl x::SchemaType for HostPcieTargetTransport {
+    const TYPE_NAME: &'static str = "HostPcieTargetTransport";
+}
+impl x::Structure for HostPcieTargetTransport {}
+impl x::Fields for HostPcieTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostPersistentMemoryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPersistentMemoryInfo {
+    /// `capacityInMB`.
+    pub capacity_in_mb: Option<i64>,
+    /// `volumeUUID`.
+    pub volume_uuid: Option<String>,
+}
+impl x::SchemaType for HostPersistentMemoryInfo {
+    const TYPE_NAME: &'static str = "HostPersistentMemoryInfo";
+}
+impl x::Structure for HostPersistentMemoryInfo {}
+impl x::Fields for HostPersistentMemoryInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "workloadNonDisruptive" => r.read(&mut self.workload_non_disruptive),
+            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb),
+            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostMaintenanceSpecEvacuationMode", true);
-        w.write("workloadNonDisruptive", &self.workload_non_disruptive);
+        w.write_opt("capacityInMB", &self.capacity_in_mb);
+        w.write_opt("volumeUUID", &self.volume_uuid);
     }
 }
-/// `HostMemberHealthCheckResult` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
+/// `HostPlacedVirtualNicIdentifier` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberHealthCheckResult {
-    /// `summary`.
-    pub summary: Option<String>,
+pub struct HostPlacedVirtualNicIdentifier {
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `vnicKey`.
+    pub vnic_key: String,
+    /// `reservation`.
+    pub reservation: Option<i32>,
 }
-impl x::SchemaType for HostMemberHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
+impl x::SchemaType for HostPlacedVirtualNicIdentifier {
+    const TYPE_NAME: &'static str = "HostPlacedVirtualNicIdentifier";
 }
-impl x::Structure for HostMemberHealthCheckResult {}
-impl x::Fields for HostMemberHealthCheckResult {
+impl x::Structure for HostPlacedVirtualNicIdentifier {}
+impl x::Fields for HostPlacedVirtualNicIdentifier {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "summary" => r.read_opt(&mut self.summary),
+            "vm" => r.read(&mut self.vm),
+            "vnicKey" => r.read(&mut self.vnic_key),
+            "reservation" => r.read_opt(&mut self.reservation),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("summary", &self.summary);
+        w.write("vm", &self.vm);
+        w.write("vnicKey", &self.vnic_key);
+        w.write_opt("reservation", &self.reservation);
     }
 }
-/// `HostMemberRuntimeInfo` (extends `DynamicData`).
+impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlacedVirtualNicIdentifier";
+    const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
+}
+/// `HostPlugStoreTopology` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberRuntimeInfo {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `status`.
-    pub status: Option<String>,
-    /// `statusDetail`.
-    pub status_detail: Option<String>,
-    /// `nsxtStatus`.
-    pub nsxt_status: Option<String>,
-    /// `nsxtStatusDetail`.
-    pub nsxt_status_detail: Option<String>,
-    /// `healthCheckResult`.
-    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
-    /// `hostUplinkState`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
-    /// `hostPerfNicOffloadState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub host_perf_nic_offload_state: Option<
-        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
-    >,
-}
-impl x::SchemaType for HostMemberRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
-}
-impl x::Structure for HostMemberRuntimeInfo {}
-impl x::Fields for HostMemberRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "status" => r.read_opt(&mut self.status),
-            "statusDetail" => r.read_opt(&mut self.status_detail),
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
-            "healthCheckResult" => r.read_push(&mut self.health_check_result),
-            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
-            "hostPerfNicOffloadState" => {
-                r.read_opt(&mut self.host_perf_nic_offload_state)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_opt("status", &self.status);
-        w.write_opt("statusDetail", &self.status_detail);
-        w.write_opt("nsxtStatus", &self.nsxt_status);
-        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
-        w.write_vec("healthCheckResult", &self.health_check_result);
-        if w
-            .since(
-                0x0800_0300,
-                "HostMemberRuntimeInfo.hostUplinkState",
-                !self.host_uplink_state.is_empty(),
-            )
-        {
-            w.write_vec("hostUplinkState", &self.host_uplink_state);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostMemberRuntimeInfo.hostPerfNicOffloadState",
-                self.host_perf_nic_offload_state.is_some(),
-            )
-        {
-            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
-        }
-    }
-}
-impl x::ArrayItem for HostMemberRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
-}
-/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberUplinkHealthCheckResult {
-    /// `summary`, from `HostMemberHealthCheckResult`.
-    pub summary: Option<String>,
-    /// `uplinkPortKey`.
-    pub uplink_port_key: String,
-}
-impl x::SchemaType for HostMemberUplinkHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
-}
-impl x::Structure for HostMemberUplinkHealthCheckResult {}
-impl x::Fields for HostMemberUplinkHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read_opt(&mut self.summary),
-            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("summary", &self.summary);
-        w.write("uplinkPortKey", &self.uplink_port_key);
-    }
-}
-/// `HostMemoryProfile` (extends `ApplyProfile`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemoryProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
-}
-impl x::SchemaType for HostMemoryProfile {
-    const TYPE_NAME: &'static str = "HostMemoryProfile";
-}
-impl x::Structure for HostMemoryProfile {}
-impl x::Fields for HostMemoryProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
-    }
-}
-/// `HostMemorySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemorySpec {
-    /// `serviceConsoleReservation`.
-    pub service_console_reservation: Option<i64>,
-}
-impl x::SchemaType for HostMemorySpec {
-    const TYPE_NAME: &'static str = "HostMemorySpec";
-}
-impl x::Structure for HostMemorySpec {}
-impl x::Fields for HostMemorySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceConsoleReservation" => {
-                r.read_opt(&mut self.service_console_reservation)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
-    }
-}
-/// `HostMemoryTierInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemoryTierInfo {
-    /// `name`.
-    pub name: String,
-    /// `type`.
-    pub type_: String,
-    /// `flags`.
-    pub flags: Vec<String>,
-    /// `internalFlags`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub internal_flags: Vec<String>,
-    /// `size`.
-    pub size: i64,
-}
-impl x::SchemaType for HostMemoryTierInfo {
-    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
-}
-impl x::Structure for HostMemoryTierInfo {}
-impl x::Fields for HostMemoryTierInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "type" => r.read(&mut self.type_),
-            "flags" => r.read_push(&mut self.flags),
-            "internalFlags" => r.read_push(&mut self.internal_flags),
-            "size" => r.read(&mut self.size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("type", &self.type_);
-        w.write_vec("flags", &self.flags);
-        if w
-            .since(
-                0x0800_0300,
-                "HostMemoryTierInfo.internalFlags",
-                !self.internal_flags.is_empty(),
-            )
-        {
-            w.write_vec("internalFlags", &self.internal_flags);
-        }
-        w.write("size", &self.size);
-    }
-}
-impl x::ArrayItem for HostMemoryTierInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
-    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
-}
-/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMissingNetworksEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostMissingNetworksEvent {
-    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
-}
-impl x::Structure for HostMissingNetworksEvent {}
-impl x::Fields for HostMissingNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMonitoringStateChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `state`.
-    pub state: String,
-    /// `prevState`.
-    pub prev_state: Option<String>,
-}
-impl x::SchemaType for HostMonitoringStateChangedEvent {
-    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
-}
-impl x::Structure for HostMonitoringStateChangedEvent {}
-impl x::Fields for HostMonitoringStateChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "state" => r.read(&mut self.state),
-            "prevState" => r.read_opt(&mut self.prev_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("state", &self.state);
-        w.write_opt("prevState", &self.prev_state);
-    }
-}
-/// `HostMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMountInfo {
+pub struct HostPlugStoreTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
     /// `path`.
-    pub path: Option<String>,
-    /// `accessMode`.
-    pub access_mode: String,
-    /// `mounted`.
-    pub mounted: Option<bool>,
-    /// `accessible`.
-    pub accessible: Option<bool>,
-    /// `inaccessibleReason`.
-    pub inaccessible_reason: Option<String>,
-    /// `vmknicName`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_name: Option<String>,
-    /// `vmknicActive`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_active: Option<bool>,
-    /// `mountFailedReason`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub mount_failed_reason: Option<String>,
-    /// `numTcpConnections`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub num_tcp_connections: Option<i32>,
+    pub path: Vec<HostPlugStoreTopologyPath>,
+    /// `target`.
+    pub target: Vec<HostPlugStoreTopologyTarget>,
+    /// `device`.
+    pub device: Vec<HostPlugStoreTopologyDevice>,
+    /// `plugin`.
+    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
 }
-impl x::SchemaType for HostMountInfo {
-    const TYPE_NAME: &'static str = "HostMountInfo";
+impl x::SchemaType for HostPlugStoreTopology {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
 }
-impl x::Structure for HostMountInfo {}
-impl x::Fields for HostMountInfo {
+impl x::Structure for HostPlugStoreTopology {}
+impl x::Fields for HostPlugStoreTopology {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "path" => r.read_opt(&mut self.path),
-            "accessMode" => r.read(&mut self.access_mode),
-            "mounted" => r.read_opt(&mut self.mounted),
-            "accessible" => r.read_opt(&mut self.accessible),
-            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
-            "vmknicName" => r.read_opt(&mut self.vmknic_name),
-            "vmknicActive" => r.read_opt(&mut self.vmknic_active),
-            "mountFailedReason" => r.read_opt(&mut self.mount_failed_reason),
-            "numTcpConnections" => r.read_opt(&mut self.num_tcp_connections),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("path", &self.path);
-        w.write("accessMode", &self.access_mode);
-        w.write_opt("mounted", &self.mounted);
-        w.write_opt("accessible", &self.accessible);
-        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
-        if w.since(0x0800_0100, "HostMountInfo.vmknicName", self.vmknic_name.is_some()) {
-            w.write_opt("vmknicName", &self.vmknic_name);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostMountInfo.vmknicActive",
-                self.vmknic_active.is_some(),
-            )
-        {
-            w.write_opt("vmknicActive", &self.vmknic_active);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "HostMountInfo.mountFailedReason",
-                self.mount_failed_reason.is_some(),
-            )
-        {
-            w.write_opt("mountFailedReason", &self.mount_failed_reason);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostMountInfo.numTcpConnections",
-                self.num_tcp_connections.is_some(),
-            )
-        {
-            w.write_opt("numTcpConnections", &self.num_tcp_connections);
-        }
-    }
-}
-/// `HostMultipathInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfo {
-    /// `lun`.
-    pub lun: Vec<HostMultipathInfoLogicalUnit>,
-}
-impl x::SchemaType for HostMultipathInfo {
-    const TYPE_NAME: &'static str = "HostMultipathInfo";
-}
-impl x::Structure for HostMultipathInfo {}
-impl x::Fields for HostMultipathInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lun" => r.read_push(&mut self.lun),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("lun", &self.lun);
-    }
-}
-/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoFixedLogicalUnitPolicy {
-    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
-    pub policy: String,
-    /// `prefer`.
-    pub prefer: String,
-}
-impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            "prefer" => r.read(&mut self.prefer),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-        w.write("prefer", &self.prefer);
-    }
-}
-/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoHppLogicalUnitPolicy {
-    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
-    pub policy: String,
-    /// `bytes`.
-    pub bytes: Option<i64>,
-    /// `iops`.
-    pub iops: Option<i64>,
-    /// `path`.
-    pub path: Option<String>,
-    /// `latencyEvalTime`.
-    pub latency_eval_time: Option<i64>,
-    /// `samplingIosPerPath`.
-    pub sampling_ios_per_path: Option<i64>,
-}
-impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            "bytes" => r.read_opt(&mut self.bytes),
-            "iops" => r.read_opt(&mut self.iops),
-            "path" => r.read_opt(&mut self.path),
-            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time),
-            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-        w.write_opt("bytes", &self.bytes);
-        w.write_opt("iops", &self.iops);
-        w.write_opt("path", &self.path);
-        w.write_opt("latencyEvalTime", &self.latency_eval_time);
-        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
-    }
-}
-/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnit {
-    /// `key`.
-    pub key: String,
-    /// `id`.
-    pub id: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<HostMultipathInfoPath>,
-    /// `policy`.
-    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
-    /// `storageArrayTypePolicy`.
-    pub storage_array_type_policy: Option<
-        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
-    >,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnit {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
-}
-impl x::Structure for HostMultipathInfoLogicalUnit {}
-impl x::Fields for HostMultipathInfoLogicalUnit {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "id" => r.read(&mut self.id),
-            "lun" => r.read(&mut self.lun),
+            "adapter" => r.read_push(&mut self.adapter),
             "path" => r.read_push(&mut self.path),
-            "policy" => r.read(&mut self.policy),
-            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy),
+            "target" => r.read_push(&mut self.target),
+            "device" => r.read_push(&mut self.device),
+            "plugin" => r.read_push(&mut self.plugin),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("id", &self.id);
-        w.write("lun", &self.lun);
+        w.write_vec("adapter", &self.adapter);
         w.write_vec("path", &self.path);
-        w.write("policy", &self.policy);
-        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
+        w.write_vec("target", &self.target);
+        w.write_vec("device", &self.device);
+        w.write_vec("plugin", &self.plugin);
     }
 }
-impl x::ArrayItem for HostMultipathInfoLogicalUnit {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
-    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
-}
-/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
+/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnitPolicy {
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-/// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitStorageArrayTypePolicy";
-}
-impl x::Structure for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {}
-impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-/// `HostMultipathInfoPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoPath {
+pub struct HostPlugStoreTopologyAdapter {
     /// `key`.
     pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `pathState`.
-    pub path_state: String,
-    /// `state`.
-    pub state: Option<String>,
-    /// `isWorkingPath`.
-    pub is_working_path: Option<bool>,
     /// `adapter`.
     pub adapter: String,
+    /// `path`.
+    pub path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyAdapter {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
+}
+impl x::Structure for HostPlugStoreTopologyAdapter {}
+impl x::Fields for HostPlugStoreTopologyAdapter {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("path", &self.path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyAdapter {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
+}
+/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopologyDevice {
+    /// `key`.
+    pub key: String,
     /// `lun`.
     pub lun: String,
+    /// `path`.
+    pub path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyDevice {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
+}
+impl x::Structure for HostPlugStoreTopologyDevice {}
+impl x::Fields for HostPlugStoreTopologyDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
+}
+/// `HostPlugStoreTopologyPath` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopologyPath {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `channelNumber`.
+    pub channel_number: Option<i32>,
+    /// `targetNumber`.
+    pub target_number: Option<i32>,
+    /// `lunNumber`.
+    pub lun_number: Option<i32>,
+    /// `adapter`.
+    pub adapter: Option<String>,
+    /// `target`.
+    pub target: Option<String>,
+    /// `device`.
+    pub device: Option<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyPath {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPath";
+}
+impl x::Structure for HostPlugStoreTopologyPath {}
+impl x::Fields for HostPlugStoreTopologyPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "channelNumber" => r.read_opt(&mut self.channel_number),
+            "targetNumber" => r.read_opt(&mut self.target_number),
+            "lunNumber" => r.read_opt(&mut self.lun_number),
+            "adapter" => r.read_opt(&mut self.adapter),
+            "target" => r.read_opt(&mut self.target),
+            "device" => r.read_opt(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write_opt("channelNumber", &self.channel_number);
+        w.write_opt("targetNumber", &self.target_number);
+        w.write_opt("lunNumber", &self.lun_number);
+        w.write_opt("adapter", &self.adapter);
+        w.write_opt("target", &self.target);
+        w.write_opt("device", &self.device);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPath";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPath";
+}
+/// `HostPlugStoreTopologyPlugin` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopologyPlugin {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `device`.
+    pub device: Vec<String>,
+    /// `claimedPath`.
+    pub claimed_path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyPlugin {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPlugin";
+}
+impl x::Structure for HostPlugStoreTopologyPlugin {}
+impl x::Fields for HostPlugStoreTopologyPlugin {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "device" => r.read_push(&mut self.device),
+            "claimedPath" => r.read_push(&mut self.claimed_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write_vec("device", &self.device);
+        w.write_vec("claimedPath", &self.claimed_path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyPlugin {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPlugin";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPlugin";
+}
+/// `HostPlugStoreTopologyTarget` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopologyTarget {
+    /// `key`.
+    pub key: String,
     /// `transport`.
     pub transport: Option<AnyHostTargetTransport>,
 }
-impl x::SchemaType for HostMultipathInfoPath {
-    const TYPE_NAME: &'static str = "HostMultipathInfoPath";
+impl x::SchemaType for HostPlugStoreTopologyTarget {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyTarget";
 }
-impl x::Structure for HostMultipathInfoPath {}
-impl x::Fields for HostMultipathInfoPath {
+impl x::Structure for HostPlugStoreTopologyTarget {}
+impl x::Fields for HostPlugStoreTopologyTarget {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -945,12 +373,6 @@ impl x::Fields for HostMultipathInfoPath {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "pathState" => r.read(&mut self.path_state),
-            "state" => r.read_opt(&mut self.state),
-            "isWorkingPath" => r.read_opt(&mut self.is_working_path),
-            "adapter" => r.read(&mut self.adapter),
-            "lun" => r.read(&mut self.lun),
             "transport" => r.read_opt(&mut self.transport),
             _ => return Ok(false),
         };
@@ -959,153 +381,126 @@ impl x::Fields for HostMultipathInfoPath {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("pathState", &self.path_state);
-        w.write_opt("state", &self.state);
-        w.write_opt("isWorkingPath", &self.is_working_path);
-        w.write("adapter", &self.adapter);
-        w.write("lun", &self.lun);
         w.write_opt("transport", &self.transport);
     }
 }
-impl x::ArrayItem for HostMultipathInfoPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoPath";
-    const ITEM_TAG: &'static str = "HostMultipathInfoPath";
+impl x::ArrayItem for HostPlugStoreTopologyTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyTarget";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyTarget";
 }
-/// `HostMultipathStateInfo` (extends `DynamicData`).
+/// `HostPnicNetworkResourceInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathStateInfo {
-    /// `path`.
-    pub path: Vec<HostMultipathStateInfoPath>,
+pub struct HostPnicNetworkResourceInfo {
+    /// `pnicDevice`.
+    pub pnic_device: String,
+    /// `availableBandwidthForVMTraffic`.
+    pub available_bandwidth_for_vm_traffic: Option<i64>,
+    /// `unusedBandwidthForVMTraffic`.
+    pub unused_bandwidth_for_vm_traffic: Option<i64>,
+    /// `placedVirtualNics`.
+    pub placed_virtual_nics: Vec<HostPlacedVirtualNicIdentifier>,
 }
-impl x::SchemaType for HostMultipathStateInfo {
-    const TYPE_NAME: &'static str = "HostMultipathStateInfo";
+impl x::SchemaType for HostPnicNetworkResourceInfo {
+    const TYPE_NAME: &'static str = "HostPnicNetworkResourceInfo";
 }
-impl x::Structure for HostMultipathStateInfo {}
-impl x::Fields for HostMultipathStateInfo {
+impl x::Structure for HostPnicNetworkResourceInfo {}
+impl x::Fields for HostPnicNetworkResourceInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "path" => r.read_push(&mut self.path),
+            "pnicDevice" => r.read(&mut self.pnic_device),
+            "availableBandwidthForVMTraffic" => {
+                r.read_opt(&mut self.available_bandwidth_for_vm_traffic)
+            }
+            "unusedBandwidthForVMTraffic" => {
+                r.read_opt(&mut self.unused_bandwidth_for_vm_traffic)
+            }
+            "placedVirtualNics" => r.read_push(&mut self.placed_virtual_nics),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("path", &self.path);
+        w.write("pnicDevice", &self.pnic_device);
+        w.write_opt(
+            "availableBandwidthForVMTraffic",
+            &self.available_bandwidth_for_vm_traffic,
+        );
+        w.write_opt(
+            "unusedBandwidthForVMTraffic",
+            &self.unused_bandwidth_for_vm_traffic,
+        );
+        w.write_vec("placedVirtualNics", &self.placed_virtual_nics);
     }
 }
-/// `HostMultipathStateInfoPath` (extends `DynamicData`).
+impl x::ArrayItem for HostPnicNetworkResourceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPnicNetworkResourceInfo";
+    const ITEM_TAG: &'static str = "HostPnicNetworkResourceInfo";
+}
+/// `HostPortGroup` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathStateInfoPath {
-    /// `name`.
-    pub name: String,
-    /// `pathState`.
-    pub path_state: String,
+pub struct HostPortGroup {
+    /// `key`.
+    pub key: Option<String>,
+    /// `port`.
+    pub port: Vec<HostPortGroupPort>,
+    /// `vswitch`.
+    pub vswitch: Option<String>,
+    /// `computedPolicy`.
+    pub computed_policy: HostNetworkPolicy,
+    /// `spec`.
+    pub spec: HostPortGroupSpec,
 }
-impl x::SchemaType for HostMultipathStateInfoPath {
-    const TYPE_NAME: &'static str = "HostMultipathStateInfoPath";
+impl x::SchemaType for HostPortGroup {
+    const TYPE_NAME: &'static str = "HostPortGroup";
 }
-impl x::Structure for HostMultipathStateInfoPath {}
-impl x::Fields for HostMultipathStateInfoPath {
+impl x::Structure for HostPortGroup {}
+impl x::Fields for HostPortGroup {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "pathState" => r.read(&mut self.path_state),
+            "key" => r.read_opt(&mut self.key),
+            "port" => r.read_push(&mut self.port),
+            "vswitch" => r.read_opt(&mut self.vswitch),
+            "computedPolicy" => r.read(&mut self.computed_policy),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("pathState", &self.path_state);
+        w.write_opt("key", &self.key);
+        w.write_vec("port", &self.port);
+        w.write_opt("vswitch", &self.vswitch);
+        w.write("computedPolicy", &self.computed_policy);
+        w.write("spec", &self.spec);
     }
 }
-impl x::ArrayItem for HostMultipathStateInfoPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathStateInfoPath";
-    const ITEM_TAG: &'static str = "HostMultipathStateInfoPath";
+impl x::ArrayItem for HostPortGroup {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroup";
+    const ITEM_TAG: &'static str = "HostPortGroup";
 }
-/// `HostNasVolume` (extends `HostFileSystemVolume`).
+/// `HostPortGroupConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolume {
-    /// `type`, from `HostFileSystemVolume`.
-    pub type_: String,
-    /// `name`, from `HostFileSystemVolume`.
-    pub name: String,
-    /// `capacity`, from `HostFileSystemVolume`.
-    pub capacity: i64,
-    /// `remoteHost`.
-    pub remote_host: String,
-    /// `remotePath`.
-    pub remote_path: String,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `remoteHostNames`.
-    pub remote_host_names: Vec<String>,
-    /// `securityType`.
-    pub security_type: Option<String>,
-    /// `protocolEndpoint`.
-    pub protocol_endpoint: Option<bool>,
-}
-impl x::SchemaType for HostNasVolume {
-    const TYPE_NAME: &'static str = "HostNasVolume";
-}
-impl x::Structure for HostNasVolume {}
-impl x::Fields for HostNasVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            "remoteHost" => r.read(&mut self.remote_host),
-            "remotePath" => r.read(&mut self.remote_path),
-            "userName" => r.read_opt(&mut self.user_name),
-            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
-            "securityType" => r.read_opt(&mut self.security_type),
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-        w.write("remoteHost", &self.remote_host);
-        w.write("remotePath", &self.remote_path);
-        w.write_opt("userName", &self.user_name);
-        w.write_vec("remoteHostNames", &self.remote_host_names);
-        w.write_opt("securityType", &self.security_type);
-        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
-    }
-}
-/// `HostNasVolumeConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolumeConfig {
+pub struct HostPortGroupConfig {
     /// `changeOperation`.
     pub change_operation: Option<String>,
     /// `spec`.
-    pub spec: Option<HostNasVolumeSpec>,
+    pub spec: Option<HostPortGroupSpec>,
 }
-impl x::SchemaType for HostNasVolumeConfig {
-    const TYPE_NAME: &'static str = "HostNasVolumeConfig";
+impl x::SchemaType for HostPortGroupConfig {
+    const TYPE_NAME: &'static str = "HostPortGroupConfig";
 }
-impl x::Structure for HostNasVolumeConfig {}
-impl x::Fields for HostNasVolumeConfig {
+impl x::Structure for HostPortGroupConfig {}
+impl x::Fields for HostPortGroupConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1124,516 +519,25 @@ impl x::Fields for HostNasVolumeConfig {
         w.write_opt("spec", &self.spec);
     }
 }
-impl x::ArrayItem for HostNasVolumeConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNasVolumeConfig";
-    const ITEM_TAG: &'static str = "HostNasVolumeConfig";
+impl x::ArrayItem for HostPortGroupConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupConfig";
+    const ITEM_TAG: &'static str = "HostPortGroupConfig";
 }
-/// `HostNasVolumeSpec` (extends `DynamicData`).
+/// `HostPortGroupPort` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolumeSpec {
-    /// `remoteHost`.
-    pub remote_host: String,
-    /// `remotePath`.
-    pub remote_path: String,
-    /// `localPath`.
-    pub local_path: String,
-    /// `accessMode`.
-    pub access_mode: String,
-    /// `type`.
-    pub type_: Option<String>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `remoteHostNames`.
-    pub remote_host_names: Vec<String>,
-    /// `securityType`.
-    pub security_type: Option<String>,
-    /// `vmknicToBind`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_to_bind: Option<String>,
-    /// `vmknicBound`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_bound: Option<bool>,
-    /// `connections`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub connections: Option<i32>,
-}
-impl x::SchemaType for HostNasVolumeSpec {
-    const TYPE_NAME: &'static str = "HostNasVolumeSpec";
-}
-impl x::Structure for HostNasVolumeSpec {}
-impl x::Fields for HostNasVolumeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "remoteHost" => r.read(&mut self.remote_host),
-            "remotePath" => r.read(&mut self.remote_path),
-            "localPath" => r.read(&mut self.local_path),
-            "accessMode" => r.read(&mut self.access_mode),
-            "type" => r.read_opt(&mut self.type_),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
-            "securityType" => r.read_opt(&mut self.security_type),
-            "vmknicToBind" => r.read_opt(&mut self.vmknic_to_bind),
-            "vmknicBound" => r.read_opt(&mut self.vmknic_bound),
-            "connections" => r.read_opt(&mut self.connections),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("remoteHost", &self.remote_host);
-        w.write("remotePath", &self.remote_path);
-        w.write("localPath", &self.local_path);
-        w.write("accessMode", &self.access_mode);
-        w.write_opt("type", &self.type_);
-        w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
-        w.write_vec("remoteHostNames", &self.remote_host_names);
-        w.write_opt("securityType", &self.security_type);
-        if w
-            .since(
-                0x0800_0100,
-                "HostNasVolumeSpec.vmknicToBind",
-                self.vmknic_to_bind.is_some(),
-            )
-        {
-            w.write_opt("vmknicToBind", &self.vmknic_to_bind);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostNasVolumeSpec.vmknicBound",
-                self.vmknic_bound.is_some(),
-            )
-        {
-            w.write_opt("vmknicBound", &self.vmknic_bound);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostNasVolumeSpec.connections",
-                self.connections.is_some(),
-            )
-        {
-            w.write_opt("connections", &self.connections);
-        }
-    }
-}
-/// `HostNasVolumeUserInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolumeUserInfo {
-    /// `user`.
-    pub user: String,
-}
-impl x::SchemaType for HostNasVolumeUserInfo {
-    const TYPE_NAME: &'static str = "HostNasVolumeUserInfo";
-}
-impl x::Structure for HostNasVolumeUserInfo {}
-impl x::Fields for HostNasVolumeUserInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "user" => r.read(&mut self.user),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("user", &self.user);
-    }
-}
-/// `HostNatService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatService {
-    /// `key`.
-    pub key: String,
-    /// `spec`.
-    pub spec: HostNatServiceSpec,
-}
-impl x::SchemaType for HostNatService {
-    const TYPE_NAME: &'static str = "HostNatService";
-}
-impl x::Structure for HostNatService {}
-impl x::Fields for HostNatService {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostNatService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatService";
-    const ITEM_TAG: &'static str = "HostNatService";
-}
-/// `HostNatServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServiceConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `key`.
-    pub key: String,
-    /// `spec`.
-    pub spec: HostNatServiceSpec,
-}
-impl x::SchemaType for HostNatServiceConfig {
-    const TYPE_NAME: &'static str = "HostNatServiceConfig";
-}
-impl x::Structure for HostNatServiceConfig {}
-impl x::Fields for HostNatServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "key" => r.read(&mut self.key),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("key", &self.key);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostNatServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServiceConfig";
-    const ITEM_TAG: &'static str = "HostNatServiceConfig";
-}
-/// `HostNatServiceNameServiceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServiceNameServiceSpec {
-    /// `dnsAutoDetect`.
-    pub dns_auto_detect: bool,
-    /// `dnsPolicy`.
-    pub dns_policy: String,
-    /// `dnsRetries`.
-    pub dns_retries: i32,
-    /// `dnsTimeout`.
-    pub dns_timeout: i32,
-    /// `dnsNameServer`.
-    pub dns_name_server: Vec<String>,
-    /// `nbdsTimeout`.
-    pub nbds_timeout: i32,
-    /// `nbnsRetries`.
-    pub nbns_retries: i32,
-    /// `nbnsTimeout`.
-    pub nbns_timeout: i32,
-}
-impl x::SchemaType for HostNatServiceNameServiceSpec {
-    const TYPE_NAME: &'static str = "HostNatServiceNameServiceSpec";
-}
-impl x::Structure for HostNatServiceNameServiceSpec {}
-impl x::Fields for HostNatServiceNameServiceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dnsAutoDetect" => r.read(&mut self.dns_auto_detect),
-            "dnsPolicy" => r.read(&mut self.dns_policy),
-            "dnsRetries" => r.read(&mut self.dns_retries),
-            "dnsTimeout" => r.read(&mut self.dns_timeout),
-            "dnsNameServer" => r.read_push(&mut self.dns_name_server),
-            "nbdsTimeout" => r.read(&mut self.nbds_timeout),
-            "nbnsRetries" => r.read(&mut self.nbns_retries),
-            "nbnsTimeout" => r.read(&mut self.nbns_timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dnsAutoDetect", &self.dns_auto_detect);
-        w.write("dnsPolicy", &self.dns_policy);
-        w.write("dnsRetries", &self.dns_retries);
-        w.write("dnsTimeout", &self.dns_timeout);
-        w.write_vec("dnsNameServer", &self.dns_name_server);
-        w.write("nbdsTimeout", &self.nbds_timeout);
-        w.write("nbnsRetries", &self.nbns_retries);
-        w.write("nbnsTimeout", &self.nbns_timeout);
-    }
-}
-/// `HostNatServicePortForwardSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServicePortForwardSpec {
-    /// `type`.
-    pub type_: String,
-    /// `name`.
-    pub name: String,
-    /// `hostPort`.
-    pub host_port: i32,
-    /// `guestPort`.
-    pub guest_port: i32,
-    /// `guestIpAddress`.
-    pub guest_ip_address: String,
-}
-impl x::SchemaType for HostNatServicePortForwardSpec {
-    const TYPE_NAME: &'static str = "HostNatServicePortForwardSpec";
-}
-impl x::Structure for HostNatServicePortForwardSpec {}
-impl x::Fields for HostNatServicePortForwardSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "hostPort" => r.read(&mut self.host_port),
-            "guestPort" => r.read(&mut self.guest_port),
-            "guestIpAddress" => r.read(&mut self.guest_ip_address),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("hostPort", &self.host_port);
-        w.write("guestPort", &self.guest_port);
-        w.write("guestIpAddress", &self.guest_ip_address);
-    }
-}
-impl x::ArrayItem for HostNatServicePortForwardSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServicePortForwardSpec";
-    const ITEM_TAG: &'static str = "HostNatServicePortForwardSpec";
-}
-/// `HostNatServiceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServiceSpec {
-    /// `virtualSwitch`.
-    pub virtual_switch: String,
-    /// `activeFtp`.
-    pub active_ftp: bool,
-    /// `allowAnyOui`.
-    pub allow_any_oui: bool,
-    /// `configPort`.
-    pub config_port: bool,
-    /// `ipGatewayAddress`.
-    pub ip_gateway_address: String,
-    /// `udpTimeout`.
-    pub udp_timeout: i32,
-    /// `portForward`.
-    pub port_forward: Vec<HostNatServicePortForwardSpec>,
-    /// `nameService`.
-    pub name_service: Option<HostNatServiceNameServiceSpec>,
-}
-impl x::SchemaType for HostNatServiceSpec {
-    const TYPE_NAME: &'static str = "HostNatServiceSpec";
-}
-impl x::Structure for HostNatServiceSpec {}
-impl x::Fields for HostNatServiceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualSwitch" => r.read(&mut self.virtual_switch),
-            "activeFtp" => r.read(&mut self.active_ftp),
-            "allowAnyOui" => r.read(&mut self.allow_any_oui),
-            "configPort" => r.read(&mut self.config_port),
-            "ipGatewayAddress" => r.read(&mut self.ip_gateway_address),
-            "udpTimeout" => r.read(&mut self.udp_timeout),
-            "portForward" => r.read_push(&mut self.port_forward),
-            "nameService" => r.read_opt(&mut self.name_service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("virtualSwitch", &self.virtual_switch);
-        w.write("activeFtp", &self.active_ftp);
-        w.write("allowAnyOui", &self.allow_any_oui);
-        w.write("configPort", &self.config_port);
-        w.write("ipGatewayAddress", &self.ip_gateway_address);
-        w.write("udpTimeout", &self.udp_timeout);
-        w.write_vec("portForward", &self.port_forward);
-        w.write_opt("nameService", &self.name_service);
-    }
-}
-/// `HostNetCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetCapabilities {
-    /// `canSetPhysicalNicLinkSpeed`.
-    pub can_set_physical_nic_link_speed: bool,
-    /// `supportsNicTeaming`.
-    pub supports_nic_teaming: bool,
-    /// `nicTeamingPolicy`.
-    pub nic_teaming_policy: Vec<String>,
-    /// `supportsVlan`.
-    pub supports_vlan: bool,
-    /// `usesServiceConsoleNic`.
-    pub uses_service_console_nic: bool,
-    /// `supportsNetworkHints`.
-    pub supports_network_hints: bool,
-    /// `maxPortGroupsPerVswitch`.
-    pub max_port_groups_per_vswitch: Option<i32>,
-    /// `vswitchConfigSupported`.
-    pub vswitch_config_supported: bool,
-    /// `vnicConfigSupported`.
-    pub vnic_config_supported: bool,
-    /// `ipRouteConfigSupported`.
-    pub ip_route_config_supported: bool,
-    /// `dnsConfigSupported`.
-    pub dns_config_supported: bool,
-    /// `dhcpOnVnicSupported`.
-    pub dhcp_on_vnic_supported: bool,
-    /// `ipV6Supported`.
-    pub ip_v6_supported: Option<bool>,
-    /// `backupNfcNiocSupported`.
-    pub backup_nfc_nioc_supported: Option<bool>,
-}
-impl x::SchemaType for HostNetCapabilities {
-    const TYPE_NAME: &'static str = "HostNetCapabilities";
-}
-impl x::Structure for HostNetCapabilities {}
-impl x::Fields for HostNetCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "canSetPhysicalNicLinkSpeed" => {
-                r.read(&mut self.can_set_physical_nic_link_speed)
-            }
-            "supportsNicTeaming" => r.read(&mut self.supports_nic_teaming),
-            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
-            "supportsVlan" => r.read(&mut self.supports_vlan),
-            "usesServiceConsoleNic" => r.read(&mut self.uses_service_console_nic),
-            "supportsNetworkHints" => r.read(&mut self.supports_network_hints),
-            "maxPortGroupsPerVswitch" => {
-                r.read_opt(&mut self.max_port_groups_per_vswitch)
-            }
-            "vswitchConfigSupported" => r.read(&mut self.vswitch_config_supported),
-            "vnicConfigSupported" => r.read(&mut self.vnic_config_supported),
-            "ipRouteConfigSupported" => r.read(&mut self.ip_route_config_supported),
-            "dnsConfigSupported" => r.read(&mut self.dns_config_supported),
-            "dhcpOnVnicSupported" => r.read(&mut self.dhcp_on_vnic_supported),
-            "ipV6Supported" => r.read_opt(&mut self.ip_v6_supported),
-            "backupNfcNiocSupported" => r.read_opt(&mut self.backup_nfc_nioc_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("canSetPhysicalNicLinkSpeed", &self.can_set_physical_nic_link_speed);
-        w.write("supportsNicTeaming", &self.supports_nic_teaming);
-        w.write_vec("nicTeamingPolicy", &self.nic_teaming_policy);
-        w.write("supportsVlan", &self.supports_vlan);
-        w.write("usesServiceConsoleNic", &self.uses_service_console_nic);
-        w.write("supportsNetworkHints", &self.supports_network_hints);
-        w.write_opt("maxPortGroupsPerVswitch", &self.max_port_groups_per_vswitch);
-        w.write("vswitchConfigSupported", &self.vswitch_config_supported);
-        w.write("vnicConfigSupported", &self.vnic_config_supported);
-        w.write("ipRouteConfigSupported", &self.ip_route_config_supported);
-        w.write("dnsConfigSupported", &self.dns_config_supported);
-        w.write("dhcpOnVnicSupported", &self.dhcp_on_vnic_supported);
-        w.write_opt("ipV6Supported", &self.ip_v6_supported);
-        w.write_opt("backupNfcNiocSupported", &self.backup_nfc_nioc_supported);
-    }
-}
-/// `HostNetOffloadCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetOffloadCapabilities {
-    /// `csumOffload`.
-    pub csum_offload: Option<bool>,
-    /// `tcpSegmentation`.
-    pub tcp_segmentation: Option<bool>,
-    /// `zeroCopyXmit`.
-    pub zero_copy_xmit: Option<bool>,
-}
-impl x::SchemaType for HostNetOffloadCapabilities {
-    const TYPE_NAME: &'static str = "HostNetOffloadCapabilities";
-}
-impl x::Structure for HostNetOffloadCapabilities {}
-impl x::Fields for HostNetOffloadCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "csumOffload" => r.read_opt(&mut self.csum_offload),
-            "tcpSegmentation" => r.read_opt(&mut self.tcp_segmentation),
-            "zeroCopyXmit" => r.read_opt(&mut self.zero_copy_xmit),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("csumOffload", &self.csum_offload);
-        w.write_opt("tcpSegmentation", &self.tcp_segmentation);
-        w.write_opt("zeroCopyXmit", &self.zero_copy_xmit);
-    }
-}
-/// `HostNetStackInstance` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetStackInstance {
+pub struct HostPortGroupPort {
     /// `key`.
     pub key: Option<String>,
-    /// `name`.
-    pub name: Option<String>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `requestedMaxNumberOfConnections`.
-    pub requested_max_number_of_connections: Option<i32>,
-    /// `congestionControlAlgorithm`.
-    pub congestion_control_algorithm: Option<String>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `routeTableConfig`.
-    pub route_table_config: Option<HostIpRouteTableConfig>,
-    /// `owner`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub owner: Option<String>,
+    /// `mac`.
+    pub mac: Vec<String>,
+    /// `type`.
+    pub type_: String,
 }
-impl x::SchemaType for HostNetStackInstance {
-    const TYPE_NAME: &'static str = "HostNetStackInstance";
+impl x::SchemaType for HostPortGroupPort {
+    const TYPE_NAME: &'static str = "HostPortGroupPort";
 }
-impl x::Structure for HostNetStackInstance {}
-impl x::Fields for HostNetStackInstance {
+impl x::Structure for HostPortGroupPort {}
+impl x::Fields for HostPortGroupPort {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1641,18 +545,8 @@ impl x::Fields for HostNetStackInstance {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read_opt(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "requestedMaxNumberOfConnections" => {
-                r.read_opt(&mut self.requested_max_number_of_connections)
-            }
-            "congestionControlAlgorithm" => {
-                r.read_opt(&mut self.congestion_control_algorithm)
-            }
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
-            "owner" => r.read_opt(&mut self.owner),
+            "mac" => r.read_push(&mut self.mac),
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1660,1287 +554,80 @@ impl x::Fields for HostNetStackInstance {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt(
-            "requestedMaxNumberOfConnections",
-            &self.requested_max_number_of_connections,
-        );
-        w.write_opt("congestionControlAlgorithm", &self.congestion_control_algorithm);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_opt("routeTableConfig", &self.route_table_config);
-        if w.since(0x0900_0000, "HostNetStackInstance.owner", self.owner.is_some()) {
-            w.write_opt("owner", &self.owner);
-        }
-    }
-}
-impl x::ArrayItem for HostNetStackInstance {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetStackInstance";
-    const ITEM_TAG: &'static str = "HostNetStackInstance";
-}
-/// `HostNetworkConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkConfig {
-    /// `vswitch`.
-    pub vswitch: Vec<HostVirtualSwitchConfig>,
-    /// `proxySwitch`.
-    pub proxy_switch: Vec<HostProxySwitchConfig>,
-    /// `portgroup`.
-    pub portgroup: Vec<HostPortGroupConfig>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNicConfig>,
-    /// `vnic`.
-    pub vnic: Vec<HostVirtualNicConfig>,
-    /// `consoleVnic`.
-    pub console_vnic: Vec<HostVirtualNicConfig>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `consoleIpRouteConfig`.
-    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `routeTableConfig`.
-    pub route_table_config: Option<HostIpRouteTableConfig>,
-    /// `dhcp`.
-    pub dhcp: Vec<HostDhcpServiceConfig>,
-    /// `nat`.
-    pub nat: Vec<HostNatServiceConfig>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `netStackSpec`.
-    pub net_stack_spec: Vec<HostNetworkConfigNetStackSpec>,
-    /// `migrationStatus`.
-    pub migration_status: Option<String>,
-}
-impl x::SchemaType for HostNetworkConfig {
-    const TYPE_NAME: &'static str = "HostNetworkConfig";
-}
-impl x::Structure for HostNetworkConfig {}
-impl x::Fields for HostNetworkConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vswitch" => r.read_push(&mut self.vswitch),
-            "proxySwitch" => r.read_push(&mut self.proxy_switch),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "vnic" => r.read_push(&mut self.vnic),
-            "consoleVnic" => r.read_push(&mut self.console_vnic),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
-            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
-            "dhcp" => r.read_push(&mut self.dhcp),
-            "nat" => r.read_push(&mut self.nat),
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "netStackSpec" => r.read_push(&mut self.net_stack_spec),
-            "migrationStatus" => r.read_opt(&mut self.migration_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vswitch", &self.vswitch);
-        w.write_vec("proxySwitch", &self.proxy_switch);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("vnic", &self.vnic);
-        w.write_vec("consoleVnic", &self.console_vnic);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
-        w.write_opt("routeTableConfig", &self.route_table_config);
-        w.write_vec("dhcp", &self.dhcp);
-        w.write_vec("nat", &self.nat);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_vec("netStackSpec", &self.net_stack_spec);
-        w.write_opt("migrationStatus", &self.migration_status);
-    }
-}
-/// `HostNetworkConfigNetStackSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkConfigNetStackSpec {
-    /// `netStackInstance`.
-    pub net_stack_instance: HostNetStackInstance,
-    /// `operation`.
-    pub operation: Option<String>,
-}
-impl x::SchemaType for HostNetworkConfigNetStackSpec {
-    const TYPE_NAME: &'static str = "HostNetworkConfigNetStackSpec";
-}
-impl x::Structure for HostNetworkConfigNetStackSpec {}
-impl x::Fields for HostNetworkConfigNetStackSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstance" => r.read(&mut self.net_stack_instance),
-            "operation" => r.read_opt(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("netStackInstance", &self.net_stack_instance);
-        w.write_opt("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for HostNetworkConfigNetStackSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetworkConfigNetStackSpec";
-    const ITEM_TAG: &'static str = "HostNetworkConfigNetStackSpec";
-}
-/// `HostNetworkConfigResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkConfigResult {
-    /// `vnicDevice`.
-    pub vnic_device: Vec<String>,
-    /// `consoleVnicDevice`.
-    pub console_vnic_device: Vec<String>,
-}
-impl x::SchemaType for HostNetworkConfigResult {
-    const TYPE_NAME: &'static str = "HostNetworkConfigResult";
-}
-impl x::Structure for HostNetworkConfigResult {}
-impl x::Fields for HostNetworkConfigResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnicDevice" => r.read_push(&mut self.vnic_device),
-            "consoleVnicDevice" => r.read_push(&mut self.console_vnic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vnicDevice", &self.vnic_device);
-        w.write_vec("consoleVnicDevice", &self.console_vnic_device);
-    }
-}
-/// `HostNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkInfo {
-    /// `vswitch`.
-    pub vswitch: Vec<HostVirtualSwitch>,
-    /// `proxySwitch`.
-    pub proxy_switch: Vec<HostProxySwitch>,
-    /// `portgroup`.
-    pub portgroup: Vec<HostPortGroup>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNic>,
-    /// `rdmaDevice`.
-    pub rdma_device: Vec<HostRdmaDevice>,
-    /// `vnic`.
-    pub vnic: Vec<HostVirtualNic>,
-    /// `consoleVnic`.
-    pub console_vnic: Vec<HostVirtualNic>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `consoleIpRouteConfig`.
-    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `routeTableInfo`.
-    pub route_table_info: Option<HostIpRouteTableInfo>,
-    /// `dhcp`.
-    pub dhcp: Vec<HostDhcpService>,
-    /// `nat`.
-    pub nat: Vec<HostNatService>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `atBootIpV6Enabled`.
-    pub at_boot_ip_v6_enabled: Option<bool>,
-    /// `netStackInstance`.
-    pub net_stack_instance: Vec<HostNetStackInstance>,
-    /// `opaqueSwitch`.
-    pub opaque_switch: Vec<HostOpaqueSwitch>,
-    /// `opaqueNetwork`.
-    pub opaque_network: Vec<HostOpaqueNetworkInfo>,
-    /// `nsxTransportNodeId`.
-    pub nsx_transport_node_id: Option<String>,
-    /// `nvdsToVdsMigrationRequired`.
-    pub nvds_to_vds_migration_required: Option<bool>,
-    /// `migrationStatus`.
-    pub migration_status: Option<String>,
-}
-impl x::SchemaType for HostNetworkInfo {
-    const TYPE_NAME: &'static str = "HostNetworkInfo";
-}
-impl x::Structure for HostNetworkInfo {}
-impl x::Fields for HostNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vswitch" => r.read_push(&mut self.vswitch),
-            "proxySwitch" => r.read_push(&mut self.proxy_switch),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "rdmaDevice" => r.read_push(&mut self.rdma_device),
-            "vnic" => r.read_push(&mut self.vnic),
-            "consoleVnic" => r.read_push(&mut self.console_vnic),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
-            "routeTableInfo" => r.read_opt(&mut self.route_table_info),
-            "dhcp" => r.read_push(&mut self.dhcp),
-            "nat" => r.read_push(&mut self.nat),
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "atBootIpV6Enabled" => r.read_opt(&mut self.at_boot_ip_v6_enabled),
-            "netStackInstance" => r.read_push(&mut self.net_stack_instance),
-            "opaqueSwitch" => r.read_push(&mut self.opaque_switch),
-            "opaqueNetwork" => r.read_push(&mut self.opaque_network),
-            "nsxTransportNodeId" => r.read_opt(&mut self.nsx_transport_node_id),
-            "nvdsToVdsMigrationRequired" => {
-                r.read_opt(&mut self.nvds_to_vds_migration_required)
-            }
-            "migrationStatus" => r.read_opt(&mut self.migration_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vswitch", &self.vswitch);
-        w.write_vec("proxySwitch", &self.proxy_switch);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("rdmaDevice", &self.rdma_device);
-        w.write_vec("vnic", &self.vnic);
-        w.write_vec("consoleVnic", &self.console_vnic);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
-        w.write_opt("routeTableInfo", &self.route_table_info);
-        w.write_vec("dhcp", &self.dhcp);
-        w.write_vec("nat", &self.nat);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_opt("atBootIpV6Enabled", &self.at_boot_ip_v6_enabled);
-        w.write_vec("netStackInstance", &self.net_stack_instance);
-        w.write_vec("opaqueSwitch", &self.opaque_switch);
-        w.write_vec("opaqueNetwork", &self.opaque_network);
-        w.write_opt("nsxTransportNodeId", &self.nsx_transport_node_id);
-        w.write_opt("nvdsToVdsMigrationRequired", &self.nvds_to_vds_migration_required);
-        w.write_opt("migrationStatus", &self.migration_status);
-    }
-}
-/// `HostNetworkPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkPolicy {
-    /// `security`.
-    pub security: Option<HostNetworkSecurityPolicy>,
-    /// `nicTeaming`.
-    pub nic_teaming: Option<HostNicTeamingPolicy>,
-    /// `offloadPolicy`.
-    pub offload_policy: Option<HostNetOffloadCapabilities>,
-    /// `shapingPolicy`.
-    pub shaping_policy: Option<HostNetworkTrafficShapingPolicy>,
-}
-impl x::SchemaType for HostNetworkPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkPolicy";
-}
-impl x::Structure for HostNetworkPolicy {}
-impl x::Fields for HostNetworkPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "security" => r.read_opt(&mut self.security),
-            "nicTeaming" => r.read_opt(&mut self.nic_teaming),
-            "offloadPolicy" => r.read_opt(&mut self.offload_policy),
-            "shapingPolicy" => r.read_opt(&mut self.shaping_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("security", &self.security);
-        w.write_opt("nicTeaming", &self.nic_teaming);
-        w.write_opt("offloadPolicy", &self.offload_policy);
-        w.write_opt("shapingPolicy", &self.shaping_policy);
-    }
-}
-/// `HostNetworkResourceRuntime` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkResourceRuntime {
-    /// `pnicResourceInfo`.
-    pub pnic_resource_info: Vec<HostPnicNetworkResourceInfo>,
-}
-impl x::SchemaType for HostNetworkResourceRuntime {
-    const TYPE_NAME: &'static str = "HostNetworkResourceRuntime";
-}
-impl x::Structure for HostNetworkResourceRuntime {}
-impl x::Fields for HostNetworkResourceRuntime {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnicResourceInfo" => r.read_push(&mut self.pnic_resource_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("pnicResourceInfo", &self.pnic_resource_info);
-    }
-}
-/// `HostNetworkSecurityPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkSecurityPolicy {
-    /// `allowPromiscuous`.
-    pub allow_promiscuous: Option<bool>,
-    /// `macChanges`.
-    pub mac_changes: Option<bool>,
-    /// `forgedTransmits`.
-    pub forged_transmits: Option<bool>,
-}
-impl x::SchemaType for HostNetworkSecurityPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkSecurityPolicy";
-}
-impl x::Structure for HostNetworkSecurityPolicy {}
-impl x::Fields for HostNetworkSecurityPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous),
-            "macChanges" => r.read_opt(&mut self.mac_changes),
-            "forgedTransmits" => r.read_opt(&mut self.forged_transmits),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("allowPromiscuous", &self.allow_promiscuous);
-        w.write_opt("macChanges", &self.mac_changes);
-        w.write_opt("forgedTransmits", &self.forged_transmits);
-    }
-}
-/// `HostNetworkTrafficShapingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkTrafficShapingPolicy {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `averageBandwidth`.
-    pub average_bandwidth: Option<i64>,
-    /// `peakBandwidth`.
-    pub peak_bandwidth: Option<i64>,
-    /// `burstSize`.
-    pub burst_size: Option<i64>,
-}
-impl x::SchemaType for HostNetworkTrafficShapingPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkTrafficShapingPolicy";
-}
-impl x::Structure for HostNetworkTrafficShapingPolicy {}
-impl x::Fields for HostNetworkTrafficShapingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth),
-            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth),
-            "burstSize" => r.read_opt(&mut self.burst_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("averageBandwidth", &self.average_bandwidth);
-        w.write_opt("peakBandwidth", &self.peak_bandwidth);
-        w.write_opt("burstSize", &self.burst_size);
-    }
-}
-/// `HostNewNetworkConnectInfo` (extends `HostConnectInfoNetworkInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNewNetworkConnectInfo {
-    /// `summary`, from `HostConnectInfoNetworkInfo`.
-    pub summary: AnyNetworkSummary,
-}
-impl x::SchemaType for HostNewNetworkConnectInfo {
-    const TYPE_NAME: &'static str = "HostNewNetworkConnectInfo";
-}
-impl x::Structure for HostNewNetworkConnectInfo {}
-impl x::Fields for HostNewNetworkConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("summary", &self.summary);
-    }
-}
-/// `HostNfcConnectionInfo` (extends `HostDataTransportConnectionInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNfcConnectionInfo {
-    /// `staticMemoryConsumed`, from `HostDataTransportConnectionInfo`.
-    pub static_memory_consumed: i64,
-    /// `streamingMemoryConsumed`.
-    pub streaming_memory_consumed: Option<i64>,
-}
-impl x::SchemaType for HostNfcConnectionInfo {
-    const TYPE_NAME: &'static str = "HostNfcConnectionInfo";
-}
-impl x::Structure for HostNfcConnectionInfo {}
-impl x::Fields for HostNfcConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
-            "streamingMemoryConsumed" => r.read_opt(&mut self.streaming_memory_consumed),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("staticMemoryConsumed", &self.static_memory_consumed);
-        w.write_opt("streamingMemoryConsumed", &self.streaming_memory_consumed);
-    }
-}
-/// `HostNicFailureCriteria` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicFailureCriteria {
-    /// `checkSpeed`.
-    pub check_speed: Option<String>,
-    /// `speed`.
-    pub speed: Option<i32>,
-    /// `checkDuplex`.
-    pub check_duplex: Option<bool>,
-    /// `fullDuplex`.
-    pub full_duplex: Option<bool>,
-    /// `checkErrorPercent`.
-    pub check_error_percent: Option<bool>,
-    /// `percentage`.
-    pub percentage: Option<i32>,
-    /// `checkBeacon`.
-    pub check_beacon: Option<bool>,
-}
-impl x::SchemaType for HostNicFailureCriteria {
-    const TYPE_NAME: &'static str = "HostNicFailureCriteria";
-}
-impl x::Structure for HostNicFailureCriteria {}
-impl x::Fields for HostNicFailureCriteria {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "checkSpeed" => r.read_opt(&mut self.check_speed),
-            "speed" => r.read_opt(&mut self.speed),
-            "checkDuplex" => r.read_opt(&mut self.check_duplex),
-            "fullDuplex" => r.read_opt(&mut self.full_duplex),
-            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent),
-            "percentage" => r.read_opt(&mut self.percentage),
-            "checkBeacon" => r.read_opt(&mut self.check_beacon),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("checkSpeed", &self.check_speed);
-        w.write_opt("speed", &self.speed);
-        w.write_opt("checkDuplex", &self.check_duplex);
-        w.write_opt("fullDuplex", &self.full_duplex);
-        w.write_opt("checkErrorPercent", &self.check_error_percent);
-        w.write_opt("percentage", &self.percentage);
-        w.write_opt("checkBeacon", &self.check_beacon);
-    }
-}
-/// `HostNicOrderPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicOrderPolicy {
-    /// `activeNic`.
-    pub active_nic: Vec<String>,
-    /// `standbyNic`.
-    pub standby_nic: Vec<String>,
-}
-impl x::SchemaType for HostNicOrderPolicy {
-    const TYPE_NAME: &'static str = "HostNicOrderPolicy";
-}
-impl x::Structure for HostNicOrderPolicy {}
-impl x::Fields for HostNicOrderPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "activeNic" => r.read_push(&mut self.active_nic),
-            "standbyNic" => r.read_push(&mut self.standby_nic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("activeNic", &self.active_nic);
-        w.write_vec("standbyNic", &self.standby_nic);
-    }
-}
-/// `HostNicTeamingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicTeamingPolicy {
-    /// `policy`.
-    pub policy: Option<String>,
-    /// `reversePolicy`.
-    pub reverse_policy: Option<bool>,
-    /// `notifySwitches`.
-    pub notify_switches: Option<bool>,
-    /// `rollingOrder`.
-    pub rolling_order: Option<bool>,
-    /// `failureCriteria`.
-    pub failure_criteria: Option<HostNicFailureCriteria>,
-    /// `nicOrder`.
-    pub nic_order: Option<HostNicOrderPolicy>,
-}
-impl x::SchemaType for HostNicTeamingPolicy {
-    const TYPE_NAME: &'static str = "HostNicTeamingPolicy";
-}
-impl x::Structure for HostNicTeamingPolicy {}
-impl x::Fields for HostNicTeamingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read_opt(&mut self.policy),
-            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
-            "notifySwitches" => r.read_opt(&mut self.notify_switches),
-            "rollingOrder" => r.read_opt(&mut self.rolling_order),
-            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
-            "nicOrder" => r.read_opt(&mut self.nic_order),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("policy", &self.policy);
-        w.write_opt("reversePolicy", &self.reverse_policy);
-        w.write_opt("notifySwitches", &self.notify_switches);
-        w.write_opt("rollingOrder", &self.rolling_order);
-        w.write_opt("failureCriteria", &self.failure_criteria);
-        w.write_opt("nicOrder", &self.nic_order);
-    }
-}
-/// `HostNoAvailableNetworksEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoAvailableNetworksEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostNoAvailableNetworksEvent {
-    const TYPE_NAME: &'static str = "HostNoAvailableNetworksEvent";
-}
-impl x::Structure for HostNoAvailableNetworksEvent {}
-impl x::Fields for HostNoAvailableNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostNoHAEnabledPortGroupsEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoHAEnabledPortGroupsEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostNoHAEnabledPortGroupsEvent {
-    const TYPE_NAME: &'static str = "HostNoHAEnabledPortGroupsEvent";
-}
-impl x::Structure for HostNoHAEnabledPortGroupsEvent {}
-impl x::Fields for HostNoHAEnabledPortGroupsEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-    }
-}
-/// `HostNoRedundantManagementNetworkEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoRedundantManagementNetworkEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostNoRedundantManagementNetworkEvent {
-    const TYPE_NAME: &'static str = "HostNoRedundantManagementNetworkEvent";
-}
-impl x::Structure for HostNoRedundantManagementNetworkEvent {}
-impl x::Fields for HostNoRedundantManagementNetworkEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-    }
-}
-/// `HostNonCompliantEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNonCompliantEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostNonCompliantEvent {
-    const TYPE_NAME: &'static str = "HostNonCompliantEvent";
-}
-impl x::Structure for HostNonCompliantEvent {}
-impl x::Fields for HostNonCompliantEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-    }
-}
-/// `HostNotConnected` (extends `HostCommunication`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotConnected {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostNotConnected {
-    const TYPE_NAME: &'static str = "HostNotConnected";
-}
-impl x::Structure for HostNotConnected {}
-impl x::Fields for HostNotConnected {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `HostNotInClusterEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotInClusterEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostNotInClusterEvent {
-    const TYPE_NAME: &'static str = "HostNotInClusterEvent";
-}
-impl x::Structure for HostNotInClusterEvent {}
-impl x::Fields for HostNotInClusterEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-    }
-}
-/// `HostNotReachable` (extends `HostCommunication`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotReachable {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostNotReachable {
-    const TYPE_NAME: &'static str = "HostNotReachable";
-}
-impl x::Structure for HostNotReachable {}
-impl x::Fields for HostNotReachable {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `HostNtpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNtpConfig {
-    /// `server`.
-    pub server: Vec<String>,
-    /// `configFile`.
-    pub config_file: Vec<String>,
-}
-impl x::SchemaType for HostNtpConfig {
-    const TYPE_NAME: &'static str = "HostNtpConfig";
-}
-impl x::Structure for HostNtpConfig {}
-impl x::Fields for HostNtpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "server" => r.read_push(&mut self.server),
-            "configFile" => r.read_push(&mut self.config_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("server", &self.server);
-        w.write_vec("configFile", &self.config_file);
-    }
-}
-/// `HostNumaInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumaInfo {
-    /// `type`.
-    pub type_: String,
-    /// `numNodes`.
-    pub num_nodes: i32,
-    /// `numaNode`.
-    pub numa_node: Vec<HostNumaNode>,
-}
-impl x::SchemaType for HostNumaInfo {
-    const TYPE_NAME: &'static str = "HostNumaInfo";
-}
-impl x::Structure for HostNumaInfo {}
-impl x::Fields for HostNumaInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "numNodes" => r.read(&mut self.num_nodes),
-            "numaNode" => r.read_push(&mut self.numa_node),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("mac", &self.mac);
         w.write("type", &self.type_);
-        w.write("numNodes", &self.num_nodes);
-        w.write_vec("numaNode", &self.numa_node);
     }
 }
-/// `HostNumaNode` (extends `DynamicData`).
+impl x::ArrayItem for HostPortGroupPort {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupPort";
+    const ITEM_TAG: &'static str = "HostPortGroupPort";
+}
+/// `HostPortGroupProfile` (extends `PortGroupProfile`).
+///
+/// The fields of `PortGroupProfile` are in `port_group_profile`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumaNode {
-    /// `typeId`.
-    pub type_id: i8,
-    /// `cpuID`.
-    pub cpu_id: Vec<i16>,
-    /// `memorySize`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub memory_size: Option<i64>,
-    /// `memoryRangeBegin`.
-    pub memory_range_begin: i64,
-    /// `memoryRangeLength`.
-    pub memory_range_length: i64,
-    /// `pciId`.
-    pub pci_id: Vec<String>,
+pub struct HostPortGroupProfile {
+    /// The fields `HostPortGroupProfile` inherits from `PortGroupProfile`.
+    pub port_group_profile: PortGroupProfile,
+    /// `ipConfig`.
+    pub ip_config: IpAddressProfile,
 }
-impl x::SchemaType for HostNumaNode {
-    const TYPE_NAME: &'static str = "HostNumaNode";
+impl x::SchemaType for HostPortGroupProfile {
+    const TYPE_NAME: &'static str = "HostPortGroupProfile";
 }
-impl x::Structure for HostNumaNode {}
-impl x::Fields for HostNumaNode {
+impl x::Structure for HostPortGroupProfile {}
+impl std::ops::Deref for HostPortGroupProfile {
+    type Target = PortGroupProfile;
+    #[inline]
+    fn deref(&self) -> &PortGroupProfile {
+        &self.port_group_profile
+    }
+}
+impl std::ops::DerefMut for HostPortGroupProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PortGroupProfile {
+        &mut self.port_group_profile
+    }
+}
+impl x::Fields for HostPortGroupProfile {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "typeId" => r.read(&mut self.type_id),
-            "cpuID" => r.read_push(&mut self.cpu_id),
-            "memorySize" => r.read_opt(&mut self.memory_size),
-            "memoryRangeBegin" => r.read(&mut self.memory_range_begin),
-            "memoryRangeLength" => r.read(&mut self.memory_range_length),
-            "pciId" => r.read_push(&mut self.pci_id),
-            _ => return Ok(false),
+            "ipConfig" => r.read(&mut self.ip_config),
+            _ => return x::Fields::decode_field(&mut self.port_group_profile, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("typeId", &self.type_id);
-        w.write_vec("cpuID", &self.cpu_id);
-        if w.since(0x0800_0000, "HostNumaNode.memorySize", self.memory_size.is_some()) {
-            w.write_opt("memorySize", &self.memory_size);
-        }
-        w.write("memoryRangeBegin", &self.memory_range_begin);
-        w.write("memoryRangeLength", &self.memory_range_length);
-        w.write_vec("pciId", &self.pci_id);
+        x::Fields::encode_fields(&self.port_group_profile, w);
+        w.write("ipConfig", &self.ip_config);
     }
 }
-impl x::ArrayItem for HostNumaNode {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumaNode";
-    const ITEM_TAG: &'static str = "HostNumaNode";
+impl x::ArrayItem for HostPortGroupProfile {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupProfile";
+    const ITEM_TAG: &'static str = "HostPortGroupProfile";
 }
-/// `HostNumericSensorInfo` (extends `DynamicData`).
+/// `HostPortGroupSpec` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumericSensorInfo {
+pub struct HostPortGroupSpec {
     /// `name`.
     pub name: String,
-    /// `healthState`.
-    pub health_state: Option<AnyElementDescription>,
-    /// `currentReading`.
-    pub current_reading: i64,
-    /// `unitModifier`.
-    pub unit_modifier: i32,
-    /// `baseUnits`.
-    pub base_units: String,
-    /// `rateUnits`.
-    pub rate_units: Option<String>,
-    /// `sensorType`.
-    pub sensor_type: String,
-    /// `id`.
-    pub id: Option<String>,
-    /// `sensorNumber`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sensor_number: Option<i64>,
-    /// `timeStamp`.
-    pub time_stamp: Option<String>,
-    /// `fru`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub fru: Option<HostFru>,
+    /// `vlanId`.
+    pub vlan_id: i32,
+    /// `vswitchName`.
+    pub vswitch_name: String,
+    /// `policy`.
+    pub policy: HostNetworkPolicy,
 }
-impl x::SchemaType for HostNumericSensorInfo {
-    const TYPE_NAME: &'static str = "HostNumericSensorInfo";
+impl x::SchemaType for HostPortGroupSpec {
+    const TYPE_NAME: &'static str = "HostPortGroupSpec";
 }
-impl x::Structure for HostNumericSensorInfo {}
-impl x::Fields for HostNumericSensorInfo {
+impl x::Structure for HostPortGroupSpec {}
+impl x::Fields for HostPortGroupSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2948,16 +635,9 @@ impl x::Fields for HostNumericSensorInfo {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "name" => r.read(&mut self.name),
-            "healthState" => r.read_opt(&mut self.health_state),
-            "currentReading" => r.read(&mut self.current_reading),
-            "unitModifier" => r.read(&mut self.unit_modifier),
-            "baseUnits" => r.read(&mut self.base_units),
-            "rateUnits" => r.read_opt(&mut self.rate_units),
-            "sensorType" => r.read(&mut self.sensor_type),
-            "id" => r.read_opt(&mut self.id),
-            "sensorNumber" => r.read_opt(&mut self.sensor_number),
-            "timeStamp" => r.read_opt(&mut self.time_stamp),
-            "fru" => r.read_opt(&mut self.fru),
+            "vlanId" => r.read(&mut self.vlan_id),
+            "vswitchName" => r.read(&mut self.vswitch_name),
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2965,120 +645,1404 @@ impl x::Fields for HostNumericSensorInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
-        w.write_opt("healthState", &self.health_state);
-        w.write("currentReading", &self.current_reading);
-        w.write("unitModifier", &self.unit_modifier);
-        w.write("baseUnits", &self.base_units);
-        w.write_opt("rateUnits", &self.rate_units);
-        w.write("sensorType", &self.sensor_type);
-        w.write_opt("id", &self.id);
+        w.write("vlanId", &self.vlan_id);
+        w.write("vswitchName", &self.vswitch_name);
+        w.write("policy", &self.policy);
+    }
+}
+/// `HostPosixAccountSpec` (extends `HostAccountSpec`).
+///
+/// The fields of `HostAccountSpec` are in `host_account_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPosixAccountSpec {
+    /// The fields `HostPosixAccountSpec` inherits from `HostAccountSpec`.
+    pub host_account_spec: HostAccountSpec,
+    /// `posixId`.
+    pub posix_id: Option<i32>,
+    /// `shellAccess`.
+    pub shell_access: Option<bool>,
+}
+impl x::SchemaType for HostPosixAccountSpec {
+    const TYPE_NAME: &'static str = "HostPosixAccountSpec";
+}
+impl x::Structure for HostPosixAccountSpec {}
+impl std::ops::Deref for HostPosixAccountSpec {
+    type Target = HostAccountSpec;
+    #[inline]
+    fn deref(&self) -> &HostAccountSpec {
+        &self.host_account_spec
+    }
+}
+impl std::ops::DerefMut for HostPosixAccountSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostAccountSpec {
+        &mut self.host_account_spec
+    }
+}
+impl x::Fields for HostPosixAccountSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "posixId" => r.read_opt(&mut self.posix_id),
+            "shellAccess" => r.read_opt(&mut self.shell_access),
+            _ => return x::Fields::decode_field(&mut self.host_account_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_account_spec, w);
+        w.write_opt("posixId", &self.posix_id);
+        w.write_opt("shellAccess", &self.shell_access);
+    }
+}
+/// `HostPowerOpFailed` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPowerOpFailed {
+    /// The fields `HostPowerOpFailed` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+}
+impl x::SchemaType for HostPowerOpFailed {
+    const TYPE_NAME: &'static str = "HostPowerOpFailed";
+}
+impl x::Structure for HostPowerOpFailed {}
+impl std::ops::Deref for HostPowerOpFailed {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for HostPowerOpFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+impl x::Fields for HostPowerOpFailed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+    }
+}
+/// `HostPowerPolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPowerPolicy {
+    /// `key`.
+    pub key: i32,
+    /// `name`.
+    pub name: String,
+    /// `shortName`.
+    pub short_name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for HostPowerPolicy {
+    const TYPE_NAME: &'static str = "HostPowerPolicy";
+}
+impl x::Structure for HostPowerPolicy {}
+impl x::Fields for HostPowerPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "shortName" => r.read(&mut self.short_name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("shortName", &self.short_name);
+        w.write("description", &self.description);
+    }
+}
+impl x::ArrayItem for HostPowerPolicy {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPowerPolicy";
+    const ITEM_TAG: &'static str = "HostPowerPolicy";
+}
+/// `HostPrimaryAgentNotShortNameEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPrimaryAgentNotShortNameEvent {
+    /// The fields `HostPrimaryAgentNotShortNameEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `primaryAgent`.
+    pub primary_agent: String,
+}
+impl x::SchemaType for HostPrimaryAgentNotShortNameEvent {
+    const TYPE_NAME: &'static str = "HostPrimaryAgentNotShortNameEvent";
+}
+impl x::Structure for HostPrimaryAgentNotShortNameEvent {}
+impl std::ops::Deref for HostPrimaryAgentNotShortNameEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+impl std::ops::DerefMut for HostPrimaryAgentNotShortNameEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+impl x::Fields for HostPrimaryAgentNotShortNameEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "primaryAgent" => r.read(&mut self.primary_agent),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write("primaryAgent", &self.primary_agent);
+    }
+}
+/// `HostProfileAppliedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileAppliedEvent {
+    /// The fields `HostProfileAppliedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `profile`.
+    pub profile: ProfileEventArgument,
+}
+impl x::SchemaType for HostProfileAppliedEvent {
+    const TYPE_NAME: &'static str = "HostProfileAppliedEvent";
+}
+impl x::Structure for HostProfileAppliedEvent {}
+impl std::ops::Deref for HostProfileAppliedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostProfileAppliedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostProfileAppliedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "profile" => r.read(&mut self.profile),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("profile", &self.profile);
+    }
+}
+/// `HostProfileCompleteConfigSpec` (extends `HostProfileConfigSpec`).
+///
+/// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileCompleteConfigSpec {
+    /// The fields `HostProfileCompleteConfigSpec` inherits from `HostProfileConfigSpec`.
+    pub host_profile_config_spec: HostProfileConfigSpec,
+    /// `applyProfile`.
+    pub apply_profile: Option<HostApplyProfile>,
+    /// `customComplyProfile`.
+    pub custom_comply_profile: Option<ComplianceProfile>,
+    /// `disabledExpressionListChanged`.
+    pub disabled_expression_list_changed: bool,
+    /// `disabledExpressionList`.
+    pub disabled_expression_list: Vec<String>,
+    /// `validatorHost`.
+    pub validator_host: Option<x::ManagedObjectReference>,
+    /// `validating`.
+    pub validating: Option<bool>,
+    /// `hostConfig`.
+    pub host_config: Option<HostProfileConfigInfo>,
+}
+impl x::SchemaType for HostProfileCompleteConfigSpec {
+    const TYPE_NAME: &'static str = "HostProfileCompleteConfigSpec";
+}
+impl x::Structure for HostProfileCompleteConfigSpec {}
+impl std::ops::Deref for HostProfileCompleteConfigSpec {
+    type Target = HostProfileConfigSpec;
+    #[inline]
+    fn deref(&self) -> &HostProfileConfigSpec {
+        &self.host_profile_config_spec
+    }
+}
+impl std::ops::DerefMut for HostProfileCompleteConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostProfileConfigSpec {
+        &mut self.host_profile_config_spec
+    }
+}
+impl x::Fields for HostProfileCompleteConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
+            "disabledExpressionListChanged" => {
+                r.read(&mut self.disabled_expression_list_changed)
+            }
+            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
+            "validatorHost" => r.read_opt(&mut self.validator_host),
+            "validating" => r.read_opt(&mut self.validating),
+            "hostConfig" => r.read_opt(&mut self.host_config),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_profile_config_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_profile_config_spec, w);
+        w.write_opt("applyProfile", &self.apply_profile);
+        w.write_opt("customComplyProfile", &self.custom_comply_profile);
+        w.write("disabledExpressionListChanged", &self.disabled_expression_list_changed);
+        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
+        w.write_opt("validatorHost", &self.validator_host);
+        w.write_opt("validating", &self.validating);
+        w.write_opt("hostConfig", &self.host_config);
+    }
+}
+/// `HostProfileConfigInfo` (extends `ProfileConfigInfo`).
+///
+/// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileConfigInfo {
+    /// The fields `HostProfileConfigInfo` inherits from `ProfileConfigInfo`.
+    pub profile_config_info: ProfileConfigInfo,
+    /// `applyProfile`.
+    pub apply_profile: Option<HostApplyProfile>,
+    /// `defaultComplyProfile`.
+    pub default_comply_profile: Option<ComplianceProfile>,
+    /// `defaultComplyLocator`.
+    pub default_comply_locator: Vec<ComplianceLocator>,
+    /// `customComplyProfile`.
+    pub custom_comply_profile: Option<ComplianceProfile>,
+    /// `disabledExpressionList`.
+    pub disabled_expression_list: Vec<String>,
+    /// `description`.
+    pub description: Option<ProfileDescription>,
+}
+impl x::SchemaType for HostProfileConfigInfo {
+    const TYPE_NAME: &'static str = "HostProfileConfigInfo";
+}
+impl x::Structure for HostProfileConfigInfo {}
+impl std::ops::Deref for HostProfileConfigInfo {
+    type Target = ProfileConfigInfo;
+    #[inline]
+    fn deref(&self) -> &ProfileConfigInfo {
+        &self.profile_config_info
+    }
+}
+impl std::ops::DerefMut for HostProfileConfigInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
+        &mut self.profile_config_info
+    }
+}
+impl x::Fields for HostProfileConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "defaultComplyProfile" => r.read_opt(&mut self.default_comply_profile),
+            "defaultComplyLocator" => r.read_push(&mut self.default_comply_locator),
+            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
+            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
+            "description" => r.read_opt(&mut self.description),
+            _ => return x::Fields::decode_field(&mut self.profile_config_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.profile_config_info, w);
+        w.write_opt("applyProfile", &self.apply_profile);
+        w.write_opt("defaultComplyProfile", &self.default_comply_profile);
+        w.write_vec("defaultComplyLocator", &self.default_comply_locator);
+        w.write_opt("customComplyProfile", &self.custom_comply_profile);
+        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
+        w.write_opt("description", &self.description);
+    }
+}
+/// `HostProfileConfigSpec` (extends `ProfileCreateSpec`).
+///
+/// Fields of this type hold [`AnyHostProfileConfigSpec`], which also carries its subtypes.
+///
+/// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileConfigSpec {
+    /// The fields `HostProfileConfigSpec` inherits from `ProfileCreateSpec`.
+    pub profile_create_spec: ProfileCreateSpec,
+}
+impl x::SchemaType for HostProfileConfigSpec {
+    const TYPE_NAME: &'static str = "HostProfileConfigSpec";
+}
+impl x::Structure for HostProfileConfigSpec {}
+impl std::ops::Deref for HostProfileConfigSpec {
+    type Target = ProfileCreateSpec;
+    #[inline]
+    fn deref(&self) -> &ProfileCreateSpec {
+        &self.profile_create_spec
+    }
+}
+impl std::ops::DerefMut for HostProfileConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
+        &mut self.profile_create_spec
+    }
+}
+impl x::Fields for HostProfileConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.profile_create_spec, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.profile_create_spec, w);
+    }
+}
+/// `HostProfileHostBasedConfigSpec` (extends `HostProfileConfigSpec`).
+///
+/// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileHostBasedConfigSpec {
+    /// The fields `HostProfileHostBasedConfigSpec` inherits from `HostProfileConfigSpec`.
+    pub host_profile_config_spec: HostProfileConfigSpec,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `useHostProfileEngine`.
+    pub use_host_profile_engine: Option<bool>,
+}
+impl x::SchemaType for HostProfileHostBasedConfigSpec {
+    const TYPE_NAME: &'static str = "HostProfileHostBasedConfigSpec";
+}
+impl x::Structure for HostProfileHostBasedConfigSpec {}
+impl std::ops::Deref for HostProfileHostBasedConfigSpec {
+    type Target = HostProfileConfigSpec;
+    #[inline]
+    fn deref(&self) -> &HostProfileConfigSpec {
+        &self.host_profile_config_spec
+    }
+}
+impl std::ops::DerefMut for HostProfileHostBasedConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostProfileConfigSpec {
+        &mut self.host_profile_config_spec
+    }
+}
+impl x::Fields for HostProfileHostBasedConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "useHostProfileEngine" => r.read_opt(&mut self.use_host_profile_engine),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_profile_config_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_profile_config_spec, w);
+        w.write("host", &self.host);
+        w.write_opt("useHostProfileEngine", &self.use_host_profile_engine);
+    }
+}
+/// `HostProfileManagerCompositionResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerCompositionResult {
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+    /// `results`.
+    pub results: Vec<HostProfileManagerCompositionResultResultElement>,
+}
+impl x::SchemaType for HostProfileManagerCompositionResult {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResult";
+}
+impl x::Structure for HostProfileManagerCompositionResult {}
+impl x::Fields for HostProfileManagerCompositionResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "errors" => r.read_push(&mut self.errors),
+            "results" => r.read_push(&mut self.results),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("errors", &self.errors);
+        w.write_vec("results", &self.results);
+    }
+}
+/// `HostProfileManagerCompositionResultResultElement` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerCompositionResultResultElement {
+    /// `target`.
+    pub target: x::ManagedObjectReference,
+    /// `status`.
+    pub status: String,
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostProfileManagerCompositionResultResultElement {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResultResultElement";
+}
+impl x::Structure for HostProfileManagerCompositionResultResultElement {}
+impl x::Fields for HostProfileManagerCompositionResultResultElement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "target" => r.read(&mut self.target),
+            "status" => r.read(&mut self.status),
+            "errors" => r.read_push(&mut self.errors),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("target", &self.target);
+        w.write("status", &self.status);
+        w.write_vec("errors", &self.errors);
+    }
+}
+impl x::ArrayItem for HostProfileManagerCompositionResultResultElement {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionResultResultElement";
+    const ITEM_TAG: &'static str = "HostProfileManagerCompositionResultResultElement";
+}
+/// `HostProfileManagerCompositionValidationResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerCompositionValidationResult {
+    /// `results`.
+    pub results: Vec<HostProfileManagerCompositionValidationResultResultElement>,
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostProfileManagerCompositionValidationResult {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResult";
+}
+impl x::Structure for HostProfileManagerCompositionValidationResult {}
+impl x::Fields for HostProfileManagerCompositionValidationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "results" => r.read_push(&mut self.results),
+            "errors" => r.read_push(&mut self.errors),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("results", &self.results);
+        w.write_vec("errors", &self.errors);
+    }
+}
+/// `HostProfileManagerCompositionValidationResultResultElement` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerCompositionValidationResultResultElement {
+    /// `target`.
+    pub target: x::ManagedObjectReference,
+    /// `status`.
+    pub status: String,
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+    /// `sourceDiffForToBeMerged`.
+    pub source_diff_for_to_be_merged: Option<HostApplyProfile>,
+    /// `targetDiffForToBeMerged`.
+    pub target_diff_for_to_be_merged: Option<HostApplyProfile>,
+    /// `toBeAdded`.
+    pub to_be_added: Option<HostApplyProfile>,
+    /// `toBeDeleted`.
+    pub to_be_deleted: Option<HostApplyProfile>,
+    /// `toBeDisabled`.
+    pub to_be_disabled: Option<HostApplyProfile>,
+    /// `toBeEnabled`.
+    pub to_be_enabled: Option<HostApplyProfile>,
+    /// `toBeReenableCC`.
+    pub to_be_reenable_cc: Option<HostApplyProfile>,
+}
+impl x::SchemaType for HostProfileManagerCompositionValidationResultResultElement {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
+}
+impl x::Structure for HostProfileManagerCompositionValidationResultResultElement {}
+impl x::Fields for HostProfileManagerCompositionValidationResultResultElement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "target" => r.read(&mut self.target),
+            "status" => r.read(&mut self.status),
+            "errors" => r.read_push(&mut self.errors),
+            "sourceDiffForToBeMerged" => {
+                r.read_opt(&mut self.source_diff_for_to_be_merged)
+            }
+            "targetDiffForToBeMerged" => {
+                r.read_opt(&mut self.target_diff_for_to_be_merged)
+            }
+            "toBeAdded" => r.read_opt(&mut self.to_be_added),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "toBeDisabled" => r.read_opt(&mut self.to_be_disabled),
+            "toBeEnabled" => r.read_opt(&mut self.to_be_enabled),
+            "toBeReenableCC" => r.read_opt(&mut self.to_be_reenable_cc),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("target", &self.target);
+        w.write("status", &self.status);
+        w.write_vec("errors", &self.errors);
+        w.write_opt("sourceDiffForToBeMerged", &self.source_diff_for_to_be_merged);
+        w.write_opt("targetDiffForToBeMerged", &self.target_diff_for_to_be_merged);
+        w.write_opt("toBeAdded", &self.to_be_added);
+        w.write_opt("toBeDeleted", &self.to_be_deleted);
+        w.write_opt("toBeDisabled", &self.to_be_disabled);
+        w.write_opt("toBeEnabled", &self.to_be_enabled);
+        w.write_opt("toBeReenableCC", &self.to_be_reenable_cc);
+    }
+}
+impl x::ArrayItem for HostProfileManagerCompositionValidationResultResultElement {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionValidationResultResultElement";
+    const ITEM_TAG: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
+}
+/// `HostProfileManagerConfigTaskList` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerConfigTaskList {
+    /// `configSpec`.
+    pub config_spec: Option<HostConfigSpec>,
+    /// `taskDescription`.
+    pub task_description: Vec<LocalizableMessage>,
+    /// `taskListRequirement`.
+    pub task_list_requirement: Vec<String>,
+}
+impl x::SchemaType for HostProfileManagerConfigTaskList {
+    const TYPE_NAME: &'static str = "HostProfileManagerConfigTaskList";
+}
+impl x::Structure for HostProfileManagerConfigTaskList {}
+impl x::Fields for HostProfileManagerConfigTaskList {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "configSpec" => r.read_opt(&mut self.config_spec),
+            "taskDescription" => r.read_push(&mut self.task_description),
+            "taskListRequirement" => r.read_push(&mut self.task_list_requirement),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("configSpec", &self.config_spec);
+        w.write_vec("taskDescription", &self.task_description);
+        w.write_vec("taskListRequirement", &self.task_list_requirement);
+    }
+}
+/// `HostProfileManagerHostToConfigSpecMap` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerHostToConfigSpecMap {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `configSpec`.
+    pub config_spec: AnyAnswerFileCreateSpec,
+}
+impl x::SchemaType for HostProfileManagerHostToConfigSpecMap {
+    const TYPE_NAME: &'static str = "HostProfileManagerHostToConfigSpecMap";
+}
+impl x::Structure for HostProfileManagerHostToConfigSpecMap {}
+impl x::Fields for HostProfileManagerHostToConfigSpecMap {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "configSpec" => r.read(&mut self.config_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write("configSpec", &self.config_spec);
+    }
+}
+/// `HostProfileSerializedHostProfileSpec` (extends `ProfileSerializedCreateSpec`).
+///
+/// The fields of `ProfileSerializedCreateSpec` are in `profile_serialized_create_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileSerializedHostProfileSpec {
+    /// The fields `HostProfileSerializedHostProfileSpec` inherits from `ProfileSerializedCreateSpec`.
+    pub profile_serialized_create_spec: ProfileSerializedCreateSpec,
+    /// `validatorHost`.
+    pub validator_host: Option<x::ManagedObjectReference>,
+    /// `validating`.
+    pub validating: Option<bool>,
+}
+impl x::SchemaType for HostProfileSerializedHostProfileSpec {
+    const TYPE_NAME: &'static str = "HostProfileSerializedHostProfileSpec";
+}
+impl x::Structure for HostProfileSerializedHostProfileSpec {}
+impl std::ops::Deref for HostProfileSerializedHostProfileSpec {
+    type Target = ProfileSerializedCreateSpec;
+    #[inline]
+    fn deref(&self) -> &ProfileSerializedCreateSpec {
+        &self.profile_serialized_create_spec
+    }
+}
+impl std::ops::DerefMut for HostProfileSerializedHostProfileSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileSerializedCreateSpec {
+        &mut self.profile_serialized_create_spec
+    }
+}
+impl x::Fields for HostProfileSerializedHostProfileSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "validatorHost" => r.read_opt(&mut self.validator_host),
+            "validating" => r.read_opt(&mut self.validating),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.profile_serialized_create_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.profile_serialized_create_spec, w);
+        w.write_opt("validatorHost", &self.validator_host);
+        w.write_opt("validating", &self.validating);
+    }
+}
+/// `HostProfileValidationFailureInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileValidationFailureInfo {
+    /// `name`.
+    pub name: String,
+    /// `annotation`.
+    pub annotation: String,
+    /// `updateType`.
+    pub update_type: String,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `applyProfile`.
+    pub apply_profile: Option<HostApplyProfile>,
+    /// `failures`.
+    pub failures: Vec<ProfileUpdateFailedUpdateFailure>,
+    /// `faults`.
+    pub faults: Vec<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostProfileValidationFailureInfo {
+    const TYPE_NAME: &'static str = "HostProfileValidationFailureInfo";
+}
+impl x::Structure for HostProfileValidationFailureInfo {}
+impl x::Fields for HostProfileValidationFailureInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "annotation" => r.read(&mut self.annotation),
+            "updateType" => r.read(&mut self.update_type),
+            "host" => r.read_opt(&mut self.host),
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "failures" => r.read_push(&mut self.failures),
+            "faults" => r.read_push(&mut self.faults),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("annotation", &self.annotation);
+        w.write("updateType", &self.update_type);
+        w.write_opt("host", &self.host);
+        w.write_opt("applyProfile", &self.apply_profile);
+        w.write_vec("failures", &self.failures);
+        w.write_vec("faults", &self.faults);
+    }
+}
+/// `HostProfilesEntityCustomizations` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostProfilesEntityCustomizations`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfilesEntityCustomizations {}
+impl x::SchemaType for HostProfilesEntityCustomizations {
+    const TYPE_NAME: &'static str = "HostProfilesEntityCustomizations";
+}
+impl x::Structure for HostProfilesEntityCustomizations {}
+impl x::Fields for HostProfilesEntityCustomizations {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostProtocolEndpoint` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProtocolEndpoint {
+    /// `peType`.
+    pub pe_type: String,
+    /// `type`.
+    pub type_: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `hostKey`.
+    pub host_key: Vec<x::ManagedObjectReference>,
+    /// `storageArray`.
+    pub storage_array: Option<String>,
+    /// `nfsServer`.
+    pub nfs_server: Option<String>,
+    /// `nfsDir`.
+    pub nfs_dir: Option<String>,
+    /// `nfsServerScope`.
+    pub nfs_server_scope: Option<String>,
+    /// `nfsServerMajor`.
+    pub nfs_server_major: Option<String>,
+    /// `nfsServerAuthType`.
+    pub nfs_server_auth_type: Option<String>,
+    /// `nfsServerUser`.
+    pub nfs_server_user: Option<String>,
+    /// `deviceId`.
+    pub device_id: Option<String>,
+    /// `usedByStretchedContainer`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub used_by_stretched_container: Option<bool>,
+}
+impl x::SchemaType for HostProtocolEndpoint {
+    const TYPE_NAME: &'static str = "HostProtocolEndpoint";
+}
+impl x::Structure for HostProtocolEndpoint {}
+impl x::Fields for HostProtocolEndpoint {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "peType" => r.read(&mut self.pe_type),
+            "type" => r.read_opt(&mut self.type_),
+            "uuid" => r.read(&mut self.uuid),
+            "hostKey" => r.read_push(&mut self.host_key),
+            "storageArray" => r.read_opt(&mut self.storage_array),
+            "nfsServer" => r.read_opt(&mut self.nfs_server),
+            "nfsDir" => r.read_opt(&mut self.nfs_dir),
+            "nfsServerScope" => r.read_opt(&mut self.nfs_server_scope),
+            "nfsServerMajor" => r.read_opt(&mut self.nfs_server_major),
+            "nfsServerAuthType" => r.read_opt(&mut self.nfs_server_auth_type),
+            "nfsServerUser" => r.read_opt(&mut self.nfs_server_user),
+            "deviceId" => r.read_opt(&mut self.device_id),
+            "usedByStretchedContainer" => {
+                r.read_opt(&mut self.used_by_stretched_container)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("peType", &self.pe_type);
+        w.write_opt("type", &self.type_);
+        w.write("uuid", &self.uuid);
+        w.write_vec("hostKey", &self.host_key);
+        w.write_opt("storageArray", &self.storage_array);
+        w.write_opt("nfsServer", &self.nfs_server);
+        w.write_opt("nfsDir", &self.nfs_dir);
+        w.write_opt("nfsServerScope", &self.nfs_server_scope);
+        w.write_opt("nfsServerMajor", &self.nfs_server_major);
+        w.write_opt("nfsServerAuthType", &self.nfs_server_auth_type);
+        w.write_opt("nfsServerUser", &self.nfs_server_user);
+        w.write_opt("deviceId", &self.device_id);
+        if w
+            .since(
+                0x0800_0300,
+                "HostProtocolEndpoint.usedByStretchedContainer",
+                self.used_by_stretched_container.is_some(),
+            )
+        {
+            w.write_opt("usedByStretchedContainer", &self.used_by_stretched_container);
+        }
+    }
+}
+impl x::ArrayItem for HostProtocolEndpoint {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProtocolEndpoint";
+    const ITEM_TAG: &'static str = "HostProtocolEndpoint";
+}
+/// `HostProxySwitch` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitch {
+    /// `dvsUuid`.
+    pub dvs_uuid: String,
+    /// `dvsName`.
+    pub dvs_name: String,
+    /// `key`.
+    pub key: String,
+    /// `numPorts`.
+    pub num_ports: i32,
+    /// `configNumPorts`.
+    pub config_num_ports: Option<i32>,
+    /// `numPortsAvailable`.
+    pub num_ports_available: i32,
+    /// `uplinkPort`.
+    pub uplink_port: Vec<KeyValue>,
+    /// `mtu`.
+    pub mtu: Option<i32>,
+    /// `pnic`.
+    pub pnic: Vec<String>,
+    /// `spec`.
+    pub spec: HostProxySwitchSpec,
+    /// `hostLag`.
+    pub host_lag: Vec<HostProxySwitchHostLagConfig>,
+    /// `networkReservationSupported`.
+    pub network_reservation_supported: Option<bool>,
+    /// `nsxtEnabled`.
+    pub nsxt_enabled: Option<bool>,
+    /// `ensEnabled`.
+    pub ens_enabled: Option<bool>,
+    /// `ensInterruptEnabled`.
+    pub ens_interrupt_enabled: Option<bool>,
+    /// `transportZones`.
+    pub transport_zones: Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>,
+    /// `nsxUsedUplinkPort`.
+    pub nsx_used_uplink_port: Vec<String>,
+    /// `nsxtStatus`.
+    pub nsxt_status: Option<String>,
+    /// `nsxtStatusDetail`.
+    pub nsxt_status_detail: Option<String>,
+    /// `ensInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ens_info: Option<HostProxySwitchEnsInfo>,
+    /// `networkOffloadingEnabled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub network_offloading_enabled: Option<bool>,
+    /// `hostUplinkState`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
+    /// `autoDeployOwned`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub auto_deploy_owned: Option<bool>,
+    /// `hostPerfNicOffloadState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub host_perf_nic_offload_state: Option<
+        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
+    >,
+    /// `teplessMode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tepless_mode: Option<bool>,
+}
+impl x::SchemaType for HostProxySwitch {
+    const TYPE_NAME: &'static str = "HostProxySwitch";
+}
+impl x::Structure for HostProxySwitch {}
+impl x::Fields for HostProxySwitch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dvsUuid" => r.read(&mut self.dvs_uuid),
+            "dvsName" => r.read(&mut self.dvs_name),
+            "key" => r.read(&mut self.key),
+            "numPorts" => r.read(&mut self.num_ports),
+            "configNumPorts" => r.read_opt(&mut self.config_num_ports),
+            "numPortsAvailable" => r.read(&mut self.num_ports_available),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "pnic" => r.read_push(&mut self.pnic),
+            "spec" => r.read(&mut self.spec),
+            "hostLag" => r.read_push(&mut self.host_lag),
+            "networkReservationSupported" => {
+                r.read_opt(&mut self.network_reservation_supported)
+            }
+            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled),
+            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
+            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
+            "transportZones" => r.read_push(&mut self.transport_zones),
+            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "ensInfo" => r.read_opt(&mut self.ens_info),
+            "networkOffloadingEnabled" => {
+                r.read_opt(&mut self.network_offloading_enabled)
+            }
+            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
+            "autoDeployOwned" => r.read_opt(&mut self.auto_deploy_owned),
+            "hostPerfNicOffloadState" => {
+                r.read_opt(&mut self.host_perf_nic_offload_state)
+            }
+            "teplessMode" => r.read_opt(&mut self.tepless_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dvsUuid", &self.dvs_uuid);
+        w.write("dvsName", &self.dvs_name);
+        w.write("key", &self.key);
+        w.write("numPorts", &self.num_ports);
+        w.write_opt("configNumPorts", &self.config_num_ports);
+        w.write("numPortsAvailable", &self.num_ports_available);
+        w.write_vec("uplinkPort", &self.uplink_port);
+        w.write_opt("mtu", &self.mtu);
+        w.write_vec("pnic", &self.pnic);
+        w.write("spec", &self.spec);
+        w.write_vec("hostLag", &self.host_lag);
+        w.write_opt("networkReservationSupported", &self.network_reservation_supported);
+        w.write_opt("nsxtEnabled", &self.nsxt_enabled);
+        w.write_opt("ensEnabled", &self.ens_enabled);
+        w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
+        w.write_vec("transportZones", &self.transport_zones);
+        w.write_vec("nsxUsedUplinkPort", &self.nsx_used_uplink_port);
+        w.write_opt("nsxtStatus", &self.nsxt_status);
+        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
+        if w.since(0x0800_0001, "HostProxySwitch.ensInfo", self.ens_info.is_some()) {
+            w.write_opt("ensInfo", &self.ens_info);
+        }
         if w
             .since(
                 0x0800_0001,
-                "HostNumericSensorInfo.sensorNumber",
-                self.sensor_number.is_some(),
+                "HostProxySwitch.networkOffloadingEnabled",
+                self.network_offloading_enabled.is_some(),
             )
         {
-            w.write_opt("sensorNumber", &self.sensor_number);
+            w.write_opt("networkOffloadingEnabled", &self.network_offloading_enabled);
         }
-        w.write_opt("timeStamp", &self.time_stamp);
-        if w.since(0x0800_0001, "HostNumericSensorInfo.fru", self.fru.is_some()) {
-            w.write_opt("fru", &self.fru);
+        if w
+            .since(
+                0x0800_0300,
+                "HostProxySwitch.hostUplinkState",
+                !self.host_uplink_state.is_empty(),
+            )
+        {
+            w.write_vec("hostUplinkState", &self.host_uplink_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostProxySwitch.autoDeployOwned",
+                self.auto_deploy_owned.is_some(),
+            )
+        {
+            w.write_opt("autoDeployOwned", &self.auto_deploy_owned);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostProxySwitch.hostPerfNicOffloadState",
+                self.host_perf_nic_offload_state.is_some(),
+            )
+        {
+            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostProxySwitch.teplessMode",
+                self.tepless_mode.is_some(),
+            )
+        {
+            w.write_opt("teplessMode", &self.tepless_mode);
         }
     }
 }
-impl x::ArrayItem for HostNumericSensorInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumericSensorInfo";
-    const ITEM_TAG: &'static str = "HostNumericSensorInfo";
+impl x::ArrayItem for HostProxySwitch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitch";
+    const ITEM_TAG: &'static str = "HostProxySwitch";
 }
-/// `HostNvmeConnectSpec` (extends `HostNvmeSpec`).
+/// `HostProxySwitchConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeConnectSpec {
-    /// `hbaName`, from `HostNvmeSpec`.
-    pub hba_name: String,
-    /// `transportParameters`, from `HostNvmeSpec`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `controllerId`.
-    pub controller_id: Option<i32>,
-    /// `adminQueueSize`.
-    pub admin_queue_size: Option<i32>,
-    /// `keepAliveTimeout`.
-    pub keep_alive_timeout: Option<i32>,
+pub struct HostProxySwitchConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `spec`.
+    pub spec: Option<HostProxySwitchSpec>,
 }
-impl x::SchemaType for HostNvmeConnectSpec {
-    const TYPE_NAME: &'static str = "HostNvmeConnectSpec";
+impl x::SchemaType for HostProxySwitchConfig {
+    const TYPE_NAME: &'static str = "HostProxySwitchConfig";
 }
-impl x::Structure for HostNvmeConnectSpec {}
-impl x::Fields for HostNvmeConnectSpec {
+impl x::Structure for HostProxySwitchConfig {}
+impl x::Fields for HostProxySwitchConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "subnqn" => r.read(&mut self.subnqn),
-            "controllerId" => r.read_opt(&mut self.controller_id),
-            "adminQueueSize" => r.read_opt(&mut self.admin_queue_size),
-            "keepAliveTimeout" => r.read_opt(&mut self.keep_alive_timeout),
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "uuid" => r.read(&mut self.uuid),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write("subnqn", &self.subnqn);
-        w.write_opt("controllerId", &self.controller_id);
-        w.write_opt("adminQueueSize", &self.admin_queue_size);
-        w.write_opt("keepAliveTimeout", &self.keep_alive_timeout);
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write("uuid", &self.uuid);
+        w.write_opt("spec", &self.spec);
     }
 }
-impl x::ArrayItem for HostNvmeConnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeConnectSpec";
-    const ITEM_TAG: &'static str = "HostNvmeConnectSpec";
+impl x::ArrayItem for HostProxySwitchConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchConfig";
+    const ITEM_TAG: &'static str = "HostProxySwitchConfig";
 }
-/// `HostNvmeController` (extends `DynamicData`).
+/// `HostProxySwitchEnsInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeController {
+pub struct HostProxySwitchEnsInfo {
+    /// `opsVersion`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ops_version: i64,
+    /// `numPSOps`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_ps_ops: i64,
+    /// `numLcoreOps`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_lcore_ops: i64,
+    /// `errorStatus`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub error_status: i64,
+    /// `lcoreStatus`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub lcore_status: i64,
+}
+impl x::SchemaType for HostProxySwitchEnsInfo {
+    const TYPE_NAME: &'static str = "HostProxySwitchEnsInfo";
+}
+impl x::Structure for HostProxySwitchEnsInfo {}
+impl x::Fields for HostProxySwitchEnsInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opsVersion" => r.read(&mut self.ops_version),
+            "numPSOps" => r.read(&mut self.num_ps_ops),
+            "numLcoreOps" => r.read(&mut self.num_lcore_ops),
+            "errorStatus" => r.read(&mut self.error_status),
+            "lcoreStatus" => r.read(&mut self.lcore_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostProxySwitchEnsInfo", true);
+        w.write("opsVersion", &self.ops_version);
+        w.write("numPSOps", &self.num_ps_ops);
+        w.write("numLcoreOps", &self.num_lcore_ops);
+        w.write("errorStatus", &self.error_status);
+        w.write("lcoreStatus", &self.lcore_status);
+    }
+}
+/// `HostProxySwitchHostLagConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchHostLagConfig {
+    /// `lagKey`.
+    pub lag_key: String,
+    /// `lagName`.
+    pub lag_name: Option<String>,
+    /// `uplinkPort`.
+    pub uplink_port: Vec<KeyValue>,
+}
+impl x::SchemaType for HostProxySwitchHostLagConfig {
+    const TYPE_NAME: &'static str = "HostProxySwitchHostLagConfig";
+}
+impl x::Structure for HostProxySwitchHostLagConfig {}
+impl x::Fields for HostProxySwitchHostLagConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lagKey" => r.read(&mut self.lag_key),
+            "lagName" => r.read_opt(&mut self.lag_name),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("lagKey", &self.lag_key);
+        w.write_opt("lagName", &self.lag_name);
+        w.write_vec("uplinkPort", &self.uplink_port);
+    }
+}
+impl x::ArrayItem for HostProxySwitchHostLagConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchHostLagConfig";
+    const ITEM_TAG: &'static str = "HostProxySwitchHostLagConfig";
+}
+/// `HostProxySwitchSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchSpec {
+    /// `backing`.
+    pub backing: Option<AnyDistributedVirtualSwitchHostMemberBacking>,
+}
+impl x::SchemaType for HostProxySwitchSpec {
+    const TYPE_NAME: &'static str = "HostProxySwitchSpec";
+}
+impl x::Structure for HostProxySwitchSpec {}
+impl x::Fields for HostProxySwitchSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "backing" => r.read_opt(&mut self.backing),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("backing", &self.backing);
+    }
+}
+/// `HostPtpConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPtpConfig {
+    /// `domain`.
+    pub domain: Option<i32>,
+    /// `port`.
+    pub port: Vec<HostPtpConfigPtpPort>,
+}
+impl x::SchemaType for HostPtpConfig {
+    const TYPE_NAME: &'static str = "HostPtpConfig";
+}
+impl x::Structure for HostPtpConfig {}
+impl x::Fields for HostPtpConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "domain" => r.read_opt(&mut self.domain),
+            "port" => r.read_push(&mut self.port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("domain", &self.domain);
+        w.write_vec("port", &self.port);
+    }
+}
+/// `HostPtpConfigPtpPort` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPtpConfigPtpPort {
+    /// `index`.
+    pub index: i32,
+    /// `deviceType`.
+    pub device_type: Option<String>,
+    /// `device`.
+    pub device: Option<String>,
+    /// `ipConfig`.
+    pub ip_config: Option<HostIpConfig>,
+}
+impl x::SchemaType for HostPtpConfigPtpPort {
+    const TYPE_NAME: &'static str = "HostPtpConfigPtpPort";
+}
+impl x::Structure for HostPtpConfigPtpPort {}
+impl x::Fields for HostPtpConfigPtpPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "index" => r.read(&mut self.index),
+            "deviceType" => r.read_opt(&mut self.device_type),
+            "device" => r.read_opt(&mut self.device),
+            "ipConfig" => r.read_opt(&mut self.ip_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("index", &self.index);
+        w.write_opt("deviceType", &self.device_type);
+        w.write_opt("device", &self.device);
+        w.write_opt("ipConfig", &self.ip_config);
+    }
+}
+impl x::ArrayItem for HostPtpConfigPtpPort {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPtpConfigPtpPort";
+    const ITEM_TAG: &'static str = "HostPtpConfigPtpPort";
+}
+/// `HostQualifiedName` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostQualifiedName {
+    /// `value`.
+    pub value: String,
+    /// `type`.
+    pub type_: String,
+}
+impl x::SchemaType for HostQualifiedName {
+    const TYPE_NAME: &'static str = "HostQualifiedName";
+}
+impl x::Structure for HostQualifiedName {}
+impl x::Fields for HostQualifiedName {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "value" => r.read(&mut self.value),
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("value", &self.value);
+        w.write("type", &self.type_);
+    }
+}
+impl x::ArrayItem for HostQualifiedName {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostQualifiedName";
+    const ITEM_TAG: &'static str = "HostQualifiedName";
+}
+/// `HostRdmaDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDevice {
     /// `key`.
     pub key: String,
-    /// `controllerNumber`.
-    pub controller_number: i32,
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `name`.
-    pub name: String,
-    /// `associatedAdapter`.
-    pub associated_adapter: String,
-    /// `transportType`.
-    pub transport_type: String,
-    /// `fusedOperationSupported`.
-    pub fused_operation_supported: bool,
-    /// `numberOfQueues`.
-    pub number_of_queues: i32,
-    /// `queueSize`.
-    pub queue_size: i32,
-    /// `attachedNamespace`.
-    pub attached_namespace: Vec<HostNvmeNamespace>,
-    /// `vendorId`.
-    pub vendor_id: Option<String>,
-    /// `model`.
-    pub model: Option<String>,
-    /// `serialNumber`.
-    pub serial_number: Option<String>,
-    /// `firmwareVersion`.
-    pub firmware_version: Option<String>,
+    /// `device`.
+    pub device: String,
+    /// `driver`.
+    pub driver: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `backing`.
+    pub backing: Option<AnyHostRdmaDeviceBacking>,
+    /// `connectionInfo`.
+    pub connection_info: HostRdmaDeviceConnectionInfo,
+    /// `capability`.
+    pub capability: HostRdmaDeviceCapability,
 }
-impl x::SchemaType for HostNvmeController {
-    const TYPE_NAME: &'static str = "HostNvmeController";
+impl x::SchemaType for HostRdmaDevice {
+    const TYPE_NAME: &'static str = "HostRdmaDevice";
 }
-impl x::Structure for HostNvmeController {}
-impl x::Fields for HostNvmeController {
+impl x::Structure for HostRdmaDevice {}
+impl x::Fields for HostRdmaDevice {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3086,19 +2050,12 @@ impl x::Fields for HostNvmeController {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read(&mut self.key),
-            "controllerNumber" => r.read(&mut self.controller_number),
-            "subnqn" => r.read(&mut self.subnqn),
-            "name" => r.read(&mut self.name),
-            "associatedAdapter" => r.read(&mut self.associated_adapter),
-            "transportType" => r.read(&mut self.transport_type),
-            "fusedOperationSupported" => r.read(&mut self.fused_operation_supported),
-            "numberOfQueues" => r.read(&mut self.number_of_queues),
-            "queueSize" => r.read(&mut self.queue_size),
-            "attachedNamespace" => r.read_push(&mut self.attached_namespace),
-            "vendorId" => r.read_opt(&mut self.vendor_id),
-            "model" => r.read_opt(&mut self.model),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            "device" => r.read(&mut self.device),
+            "driver" => r.read_opt(&mut self.driver),
+            "description" => r.read_opt(&mut self.description),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectionInfo" => r.read(&mut self.connection_info),
+            "capability" => r.read(&mut self.capability),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -3106,22 +2063,1199 @@ impl x::Fields for HostNvmeController {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
-        w.write("controllerNumber", &self.controller_number);
-        w.write("subnqn", &self.subnqn);
-        w.write("name", &self.name);
-        w.write("associatedAdapter", &self.associated_adapter);
-        w.write("transportType", &self.transport_type);
-        w.write("fusedOperationSupported", &self.fused_operation_supported);
-        w.write("numberOfQueues", &self.number_of_queues);
-        w.write("queueSize", &self.queue_size);
-        w.write_vec("attachedNamespace", &self.attached_namespace);
-        w.write_opt("vendorId", &self.vendor_id);
-        w.write_opt("model", &self.model);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_opt("firmwareVersion", &self.firmware_version);
+        w.write("device", &self.device);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("description", &self.description);
+        w.write_opt("backing", &self.backing);
+        w.write("connectionInfo", &self.connection_info);
+        w.write("capability", &self.capability);
     }
 }
-impl x::ArrayItem for HostNvmeController {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeController";
-    const ITEM_TAG: &'static str = "HostNvmeController";
+impl x::ArrayItem for HostRdmaDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRdmaDevice";
+    const ITEM_TAG: &'static str = "HostRdmaDevice";
+}
+/// `HostRdmaDeviceBacking` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostRdmaDeviceBacking`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDeviceBacking {}
+impl x::SchemaType for HostRdmaDeviceBacking {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceBacking";
+}
+impl x::Structure for HostRdmaDeviceBacking {}
+impl x::Fields for HostRdmaDeviceBacking {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostRdmaDeviceCapability` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDeviceCapability {
+    /// `roceV1Capable`.
+    pub roce_v1_capable: bool,
+    /// `roceV2Capable`.
+    pub roce_v2_capable: bool,
+    /// `iWarpCapable`.
+    pub i_warp_capable: bool,
+}
+impl x::SchemaType for HostRdmaDeviceCapability {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceCapability";
+}
+impl x::Structure for HostRdmaDeviceCapability {}
+impl x::Fields for HostRdmaDeviceCapability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "roceV1Capable" => r.read(&mut self.roce_v1_capable),
+            "roceV2Capable" => r.read(&mut self.roce_v2_capable),
+            "iWarpCapable" => r.read(&mut self.i_warp_capable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("roceV1Capable", &self.roce_v1_capable);
+        w.write("roceV2Capable", &self.roce_v2_capable);
+        w.write("iWarpCapable", &self.i_warp_capable);
+    }
+}
+/// `HostRdmaDeviceConnectionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDeviceConnectionInfo {
+    /// `state`.
+    pub state: String,
+    /// `mtu`.
+    pub mtu: i32,
+    /// `speedInMbps`.
+    pub speed_in_mbps: i32,
+}
+impl x::SchemaType for HostRdmaDeviceConnectionInfo {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceConnectionInfo";
+}
+impl x::Structure for HostRdmaDeviceConnectionInfo {}
+impl x::Fields for HostRdmaDeviceConnectionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "mtu" => r.read(&mut self.mtu),
+            "speedInMbps" => r.read(&mut self.speed_in_mbps),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("state", &self.state);
+        w.write("mtu", &self.mtu);
+        w.write("speedInMbps", &self.speed_in_mbps);
+    }
+}
+/// `HostRdmaDevicePnicBacking` (extends `HostRdmaDeviceBacking`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDevicePnicBacking {
+    /// `pairedUplink`.
+    pub paired_uplink: String,
+}
+impl x::SchemaType for HostRdmaDevicePnicBacking {
+    const TYPE_NAME: &'static str = "HostRdmaDevicePnicBacking";
+}
+impl x::Structure for HostRdmaDevicePnicBacking {}
+impl x::Fields for HostRdmaDevicePnicBacking {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pairedUplink" => r.read(&mut self.paired_uplink),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pairedUplink", &self.paired_uplink);
+    }
+}
+/// `HostRdmaHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaHba {
+    /// The fields `HostRdmaHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `associatedRdmaDevice`.
+    pub associated_rdma_device: Option<String>,
+}
+impl x::SchemaType for HostRdmaHba {
+    const TYPE_NAME: &'static str = "HostRdmaHba";
+}
+impl x::Structure for HostRdmaHba {}
+impl std::ops::Deref for HostRdmaHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostRdmaHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostRdmaHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write_opt("associatedRdmaDevice", &self.associated_rdma_device);
+    }
+}
+/// `HostRdmaTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaTargetTransport {}
+impl x::SchemaType for HostRdmaTargetTransport {
+    const TYPE_NAME: &'static str = "HostRdmaTargetTransport";
+}
+impl x::Structure for HostRdmaTargetTransport {}
+impl x::Fields for HostRdmaTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostReconnectionFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostReconnectionFailedEvent {
+    /// The fields `HostReconnectionFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostReconnectionFailedEvent {
+    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
+}
+impl x::Structure for HostReconnectionFailedEvent {}
+impl std::ops::Deref for HostReconnectionFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostReconnectionFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostReconnectionFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostReliableMemoryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostReliableMemoryInfo {
+    /// `memorySize`.
+    pub memory_size: i64,
+}
+impl x::SchemaType for HostReliableMemoryInfo {
+    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
+}
+impl x::Structure for HostReliableMemoryInfo {}
+impl x::Fields for HostReliableMemoryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "memorySize" => r.read(&mut self.memory_size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("memorySize", &self.memory_size);
+    }
+}
+/// `HostRemovedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRemovedEvent {
+    /// The fields `HostRemovedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostRemovedEvent {
+    const TYPE_NAME: &'static str = "HostRemovedEvent";
+}
+impl x::Structure for HostRemovedEvent {}
+impl std::ops::Deref for HostRemovedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostRemovedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostRemovedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostResignatureRescanResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostResignatureRescanResult {
+    /// `rescan`.
+    pub rescan: Vec<HostVmfsRescanResult>,
+    /// `result`.
+    pub result: x::ManagedObjectReference,
+}
+impl x::SchemaType for HostResignatureRescanResult {
+    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
+}
+impl x::Structure for HostResignatureRescanResult {}
+impl x::Fields for HostResignatureRescanResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rescan" => r.read_push(&mut self.rescan),
+            "result" => r.read(&mut self.result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("rescan", &self.rescan);
+        w.write("result", &self.result);
+    }
+}
+/// `HostRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfo {
+    /// `connectionState`.
+    pub connection_state: HostSystemConnectionState,
+    /// `powerState`.
+    pub power_state: HostSystemPowerState,
+    /// `standbyMode`.
+    pub standby_mode: Option<String>,
+    /// `inMaintenanceMode`.
+    pub in_maintenance_mode: bool,
+    /// `inQuarantineMode`.
+    pub in_quarantine_mode: Option<bool>,
+    /// `bootTime`.
+    pub boot_time: Option<x::DateTime>,
+    /// `healthSystemRuntime`.
+    pub health_system_runtime: Option<HealthSystemRuntime>,
+    /// `dasHostState`.
+    pub das_host_state: Option<ClusterDasFdmHostState>,
+    /// `tpmPcrValues`.
+    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
+    /// `vsanRuntimeInfo`.
+    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
+    /// `networkRuntimeInfo`.
+    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
+    /// `vFlashResourceRuntimeInfo`.
+    pub vflash_resource_runtime_info: Option<HostVFlashManagerVFlashResourceRunTimeInfo>,
+    /// `hostMaxVirtualDiskCapacity`.
+    pub host_max_virtual_disk_capacity: Option<i64>,
+    /// `cryptoState`.
+    pub crypto_state: Option<String>,
+    /// `cryptoKeyId`.
+    pub crypto_key_id: Option<CryptoKeyId>,
+    /// `statelessNvdsMigrationReady`.
+    pub stateless_nvds_migration_ready: Option<String>,
+    /// `partialMaintenanceMode`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub partial_maintenance_mode: Vec<HostPartialMaintenanceModeRuntimeInfo>,
+    /// `stateEncryption`.
+    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
+    /// `podVMInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub pod_vm_info: Option<PodVMInfo>,
+}
+impl x::SchemaType for HostRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfo {}
+impl x::Fields for HostRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "standbyMode" => r.read_opt(&mut self.standby_mode),
+            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
+            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
+            "dasHostState" => r.read_opt(&mut self.das_host_state),
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
+            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
+            "vFlashResourceRuntimeInfo" => {
+                r.read_opt(&mut self.vflash_resource_runtime_info)
+            }
+            "hostMaxVirtualDiskCapacity" => {
+                r.read_opt(&mut self.host_max_virtual_disk_capacity)
+            }
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
+            "statelessNvdsMigrationReady" => {
+                r.read_opt(&mut self.stateless_nvds_migration_ready)
+            }
+            "partialMaintenanceMode" => r.read_push(&mut self.partial_maintenance_mode),
+            "stateEncryption" => r.read_opt(&mut self.state_encryption),
+            "podVMInfo" => r.read_opt(&mut self.pod_vm_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("connectionState", &self.connection_state);
+        w.write("powerState", &self.power_state);
+        w.write_opt("standbyMode", &self.standby_mode);
+        w.write("inMaintenanceMode", &self.in_maintenance_mode);
+        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
+        w.write_opt("bootTime", &self.boot_time);
+        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
+        w.write_opt("dasHostState", &self.das_host_state);
+        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
+        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
+        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
+        w.write_opt("vFlashResourceRuntimeInfo", &self.vflash_resource_runtime_info);
+        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
+        w.write_opt("cryptoState", &self.crypto_state);
+        w.write_opt("cryptoKeyId", &self.crypto_key_id);
+        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
+        if w
+            .since(
+                0x0800_0300,
+                "HostRuntimeInfo.partialMaintenanceMode",
+                !self.partial_maintenance_mode.is_empty(),
+            )
+        {
+            w.write_vec("partialMaintenanceMode", &self.partial_maintenance_mode);
+        }
+        w.write_opt("stateEncryption", &self.state_encryption);
+        if w.since(0x0901_0000, "HostRuntimeInfo.podVMInfo", self.pod_vm_info.is_some())
+        {
+            w.write_opt("podVMInfo", &self.pod_vm_info);
+        }
+    }
+}
+/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    /// `netStackInstanceKey`.
+    pub net_stack_instance_key: String,
+    /// `state`.
+    pub state: Option<String>,
+    /// `vmknicKeys`.
+    pub vmknic_keys: Vec<String>,
+    /// `maxNumberOfConnections`.
+    pub max_number_of_connections: Option<i32>,
+    /// `currentIpV6Enabled`.
+    pub current_ip_v6_enabled: Option<bool>,
+}
+impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
+impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
+            "state" => r.read_opt(&mut self.state),
+            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
+            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
+            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("netStackInstanceKey", &self.net_stack_instance_key);
+        w.write_opt("state", &self.state);
+        w.write_vec("vmknicKeys", &self.vmknic_keys);
+        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
+        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
+    }
+}
+impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
+}
+/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfoNetworkRuntimeInfo {
+    /// `netStackInstanceRuntimeInfo`.
+    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
+    /// `networkResourceRuntime`.
+    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
+}
+impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
+impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netStackInstanceRuntimeInfo" => {
+                r.read_push(&mut self.net_stack_instance_runtime_info)
+            }
+            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec(
+            "netStackInstanceRuntimeInfo",
+            &self.net_stack_instance_runtime_info,
+        );
+        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
+    }
+}
+/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfoStateEncryptionInfo {
+    /// `protectionMode`.
+    pub protection_mode: String,
+    /// `requireSecureBoot`.
+    pub require_secure_boot: Option<bool>,
+    /// `requireExecInstalledOnly`.
+    pub require_exec_installed_only: Option<bool>,
+}
+impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
+}
+impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
+impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "protectionMode" => r.read(&mut self.protection_mode),
+            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
+            "requireExecInstalledOnly" => {
+                r.read_opt(&mut self.require_exec_installed_only)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("protectionMode", &self.protection_mode);
+        w.write_opt("requireSecureBoot", &self.require_secure_boot);
+        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
+    }
+}
+/// `HostScsiDisk` (extends `ScsiLun`).
+///
+/// The fields of `ScsiLun` are in `scsi_lun`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiDisk {
+    /// The fields `HostScsiDisk` inherits from `ScsiLun`.
+    pub scsi_lun: ScsiLun,
+    /// `capacity`.
+    pub capacity: HostDiskDimensionsLba,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `ssd`.
+    pub ssd: Option<bool>,
+    /// `localDisk`.
+    pub local_disk: Option<bool>,
+    /// `physicalLocation`.
+    pub physical_location: Vec<String>,
+    /// `emulatedDIXDIFEnabled`.
+    pub emulated_dixdif_enabled: Option<bool>,
+    /// `vsanDiskInfo`.
+    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
+    /// `scsiDiskType`.
+    pub scsi_disk_type: Option<String>,
+    /// `usedByMemoryTiering`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub used_by_memory_tiering: Option<bool>,
+}
+impl x::SchemaType for HostScsiDisk {
+    const TYPE_NAME: &'static str = "HostScsiDisk";
+}
+impl x::Structure for HostScsiDisk {}
+impl std::ops::Deref for HostScsiDisk {
+    type Target = ScsiLun;
+    #[inline]
+    fn deref(&self) -> &ScsiLun {
+        &self.scsi_lun
+    }
+}
+impl std::ops::DerefMut for HostScsiDisk {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ScsiLun {
+        &mut self.scsi_lun
+    }
+}
+impl x::Fields for HostScsiDisk {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read(&mut self.capacity),
+            "devicePath" => r.read(&mut self.device_path),
+            "ssd" => r.read_opt(&mut self.ssd),
+            "localDisk" => r.read_opt(&mut self.local_disk),
+            "physicalLocation" => r.read_push(&mut self.physical_location),
+            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
+            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
+            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
+            "usedByMemoryTiering" => r.read_opt(&mut self.used_by_memory_tiering),
+            _ => return x::Fields::decode_field(&mut self.scsi_lun, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.scsi_lun, w);
+        w.write("capacity", &self.capacity);
+        w.write("devicePath", &self.device_path);
+        w.write_opt("ssd", &self.ssd);
+        w.write_opt("localDisk", &self.local_disk);
+        w.write_vec("physicalLocation", &self.physical_location);
+        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
+        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
+        w.write_opt("scsiDiskType", &self.scsi_disk_type);
+        if w
+            .since(
+                0x0800_0300,
+                "HostScsiDisk.usedByMemoryTiering",
+                self.used_by_memory_tiering.is_some(),
+            )
+        {
+            w.write_opt("usedByMemoryTiering", &self.used_by_memory_tiering);
+        }
+    }
+}
+impl x::ArrayItem for HostScsiDisk {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
+    const ITEM_TAG: &'static str = "HostScsiDisk";
+}
+/// `HostScsiDiskPartition` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiDiskPartition {
+    /// `diskName`.
+    pub disk_name: String,
+    /// `partition`.
+    pub partition: i32,
+}
+impl x::SchemaType for HostScsiDiskPartition {
+    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
+}
+impl x::Structure for HostScsiDiskPartition {}
+impl x::Fields for HostScsiDiskPartition {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskName" => r.read(&mut self.disk_name),
+            "partition" => r.read(&mut self.partition),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskName", &self.disk_name);
+        w.write("partition", &self.partition);
+    }
+}
+impl x::ArrayItem for HostScsiDiskPartition {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
+    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
+}
+/// `HostScsiTopology` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostScsiTopologyInterface>,
+}
+impl x::SchemaType for HostScsiTopology {
+    const TYPE_NAME: &'static str = "HostScsiTopology";
+}
+impl x::Structure for HostScsiTopology {}
+impl x::Fields for HostScsiTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+    }
+}
+/// `HostScsiTopologyInterface` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopologyInterface {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `target`.
+    pub target: Vec<HostScsiTopologyTarget>,
+}
+impl x::SchemaType for HostScsiTopologyInterface {
+    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
+}
+impl x::Structure for HostScsiTopologyInterface {}
+impl x::Fields for HostScsiTopologyInterface {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "target" => r.read_push(&mut self.target),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("target", &self.target);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyInterface {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
+    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
+}
+/// `HostScsiTopologyLun` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopologyLun {
+    /// `key`.
+    pub key: String,
+    /// `lun`.
+    pub lun: i32,
+    /// `scsiLun`.
+    pub scsi_lun: String,
+}
+impl x::SchemaType for HostScsiTopologyLun {
+    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
+}
+impl x::Structure for HostScsiTopologyLun {}
+impl x::Fields for HostScsiTopologyLun {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "scsiLun" => r.read(&mut self.scsi_lun),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write("scsiLun", &self.scsi_lun);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyLun {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
+    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
+}
+/// `HostScsiTopologyTarget` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopologyTarget {
+    /// `key`.
+    pub key: String,
+    /// `target`.
+    pub target: i32,
+    /// `lun`.
+    pub lun: Vec<HostScsiTopologyLun>,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostScsiTopologyTarget {
+    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
+}
+impl x::Structure for HostScsiTopologyTarget {}
+impl x::Fields for HostScsiTopologyTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "target" => r.read(&mut self.target),
+            "lun" => r.read_push(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("target", &self.target);
+        w.write_vec("lun", &self.lun);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
+    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
+}
+/// `HostSecuritySpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSecuritySpec {
+    /// `adminPassword`.
+    pub admin_password: Option<String>,
+    /// `removePermission`.
+    pub remove_permission: Vec<Permission>,
+    /// `addPermission`.
+    pub add_permission: Vec<Permission>,
+}
+impl x::SchemaType for HostSecuritySpec {
+    const TYPE_NAME: &'static str = "HostSecuritySpec";
+}
+impl x::Structure for HostSecuritySpec {}
+impl x::Fields for HostSecuritySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adminPassword" => r.read_opt(&mut self.admin_password),
+            "removePermission" => r.read_push(&mut self.remove_permission),
+            "addPermission" => r.read_push(&mut self.add_permission),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("adminPassword", &self.admin_password);
+        w.write_vec("removePermission", &self.remove_permission);
+        w.write_vec("addPermission", &self.add_permission);
+    }
+}
+/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSerialAttachedHba {
+    /// The fields `HostSerialAttachedHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: String,
+}
+impl x::SchemaType for HostSerialAttachedHba {
+    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
+}
+impl x::Structure for HostSerialAttachedHba {}
+impl std::ops::Deref for HostSerialAttachedHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostSerialAttachedHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostSerialAttachedHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+    }
+}
+/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSerialAttachedTargetTransport {}
+impl x::SchemaType for HostSerialAttachedTargetTransport {
+    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
+}
+impl x::Structure for HostSerialAttachedTargetTransport {}
+impl x::Fields for HostSerialAttachedTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostService` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostService {
+    /// `key`.
+    pub key: String,
+    /// `label`.
+    pub label: String,
+    /// `required`.
+    pub required: bool,
+    /// `uninstallable`.
+    pub uninstallable: bool,
+    /// `running`.
+    pub running: bool,
+    /// `ruleset`.
+    pub ruleset: Vec<String>,
+    /// `policy`.
+    pub policy: String,
+    /// `sourcePackage`.
+    pub source_package: Option<HostServiceSourcePackage>,
+}
+impl x::SchemaType for HostService {
+    const TYPE_NAME: &'static str = "HostService";
+}
+impl x::Structure for HostService {}
+impl x::Fields for HostService {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "uninstallable" => r.read(&mut self.uninstallable),
+            "running" => r.read(&mut self.running),
+            "ruleset" => r.read_push(&mut self.ruleset),
+            "policy" => r.read(&mut self.policy),
+            "sourcePackage" => r.read_opt(&mut self.source_package),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("label", &self.label);
+        w.write("required", &self.required);
+        w.write("uninstallable", &self.uninstallable);
+        w.write("running", &self.running);
+        w.write_vec("ruleset", &self.ruleset);
+        w.write("policy", &self.policy);
+        w.write_opt("sourcePackage", &self.source_package);
+    }
+}
+impl x::ArrayItem for HostService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
+    const ITEM_TAG: &'static str = "HostService";
+}
+/// `HostServiceConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceConfig {
+    /// `serviceId`.
+    pub service_id: String,
+    /// `startupPolicy`.
+    pub startup_policy: String,
+}
+impl x::SchemaType for HostServiceConfig {
+    const TYPE_NAME: &'static str = "HostServiceConfig";
+}
+impl x::Structure for HostServiceConfig {}
+impl x::Fields for HostServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceId" => r.read(&mut self.service_id),
+            "startupPolicy" => r.read(&mut self.startup_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("serviceId", &self.service_id);
+        w.write("startupPolicy", &self.startup_policy);
+    }
+}
+impl x::ArrayItem for HostServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
+    const ITEM_TAG: &'static str = "HostServiceConfig";
+}
+/// `HostServiceInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceInfo {
+    /// `service`.
+    pub service: Vec<HostService>,
+}
+impl x::SchemaType for HostServiceInfo {
+    const TYPE_NAME: &'static str = "HostServiceInfo";
+}
+impl x::Structure for HostServiceInfo {}
+impl x::Fields for HostServiceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "service" => r.read_push(&mut self.service),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("service", &self.service);
+    }
+}
+/// `HostServiceSourcePackage` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceSourcePackage {
+    /// `sourcePackageName`.
+    pub source_package_name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for HostServiceSourcePackage {
+    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
+}
+impl x::Structure for HostServiceSourcePackage {}
+impl x::Fields for HostServiceSourcePackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sourcePackageName" => r.read(&mut self.source_package_name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sourcePackageName", &self.source_package_name);
+        w.write("description", &self.description);
+    }
+}
+/// `HostServiceTicket` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceTicket {
+    /// `host`.
+    pub host: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `service`.
+    pub service: String,
+    /// `serviceVersion`.
+    pub service_version: String,
+    /// `sessionId`.
+    pub session_id: String,
+}
+impl x::SchemaType for HostServiceTicket {
+    const TYPE_NAME: &'static str = "HostServiceTicket";
+}
+impl x::Structure for HostServiceTicket {}
+impl x::Fields for HostServiceTicket {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "service" => r.read(&mut self.service),
+            "serviceVersion" => r.read(&mut self.service_version),
+            "sessionId" => r.read(&mut self.session_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("host", &self.host);
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0900_0000,
+                "HostServiceTicket.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write("service", &self.service);
+        w.write("serviceVersion", &self.service_version);
+        w.write("sessionId", &self.session_id);
+    }
+}
+/// `HostSevInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSevInfo {
+    /// `sevState`.
+    pub sev_state: String,
+    /// `maxSevEsGuests`.
+    pub max_sev_es_guests: i64,
+    /// `snpState`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub snp_state: Option<String>,
+    /// `snpSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub snp_supported: Option<bool>,
+}
+impl x::SchemaType for HostSevInfo {
+    const TYPE_NAME: &'static str = "HostSevInfo";
+}
+impl x::Structure for HostSevInfo {}
+impl x::Fields for HostSevInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sevState" => r.read(&mut self.sev_state),
+            "maxSevEsGuests" => r.read(&mut self.max_sev_es_guests),
+            "snpState" => r.read_opt(&mut self.snp_state),
+            "snpSupported" => r.read_opt(&mut self.snp_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sevState", &self.sev_state);
+        w.write("maxSevEsGuests", &self.max_sev_es_guests);
+        if w.since(0x0900_0000, "HostSevInfo.snpState", self.snp_state.is_some()) {
+            w.write_opt("snpState", &self.snp_state);
+        }
+        if w.since(0x0900_0000, "HostSevInfo.snpSupported", self.snp_supported.is_some())
+        {
+            w.write_opt("snpSupported", &self.snp_supported);
+        }
+    }
 }

@@ -5,1128 +5,943 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostNvmeDisconnectSpec` (extends `DynamicData`).
+/// `HostSgxInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDisconnectSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `subnqn`.
-    pub subnqn: Option<String>,
-    /// `controllerNumber`.
-    pub controller_number: Option<i32>,
+pub struct HostSgxInfo {
+    /// `sgxState`.
+    pub sgx_state: String,
+    /// `totalEpcMemory`.
+    pub total_epc_memory: i64,
+    /// `flcMode`.
+    pub flc_mode: String,
+    /// `lePubKeyHash`.
+    pub le_pub_key_hash: Option<String>,
+    /// `registrationInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub registration_info: Option<HostSgxRegistrationInfo>,
 }
-impl x::SchemaType for HostNvmeDisconnectSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
+impl x::SchemaType for HostSgxInfo {
+    const TYPE_NAME: &'static str = "HostSgxInfo";
 }
-impl x::Structure for HostNvmeDisconnectSpec {}
-impl x::Fields for HostNvmeDisconnectSpec {
+impl x::Structure for HostSgxInfo {}
+impl x::Fields for HostSgxInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "subnqn" => r.read_opt(&mut self.subnqn),
-            "controllerNumber" => r.read_opt(&mut self.controller_number),
+            "sgxState" => r.read(&mut self.sgx_state),
+            "totalEpcMemory" => r.read(&mut self.total_epc_memory),
+            "flcMode" => r.read(&mut self.flc_mode),
+            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            "registrationInfo" => r.read_opt(&mut self.registration_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write_opt("subnqn", &self.subnqn);
-        w.write_opt("controllerNumber", &self.controller_number);
+        w.write("sgxState", &self.sgx_state);
+        w.write("totalEpcMemory", &self.total_epc_memory);
+        w.write("flcMode", &self.flc_mode);
+        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+        if w
+            .since(
+                0x0800_0001,
+                "HostSgxInfo.registrationInfo",
+                self.registration_info.is_some(),
+            )
+        {
+            w.write_opt("registrationInfo", &self.registration_info);
+        }
     }
 }
-impl x::ArrayItem for HostNvmeDisconnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDisconnectSpec";
-    const ITEM_TAG: &'static str = "HostNvmeDisconnectSpec";
-}
-/// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoverSpec {
-    /// `hbaName`, from `HostNvmeSpec`.
-    pub hba_name: String,
-    /// `transportParameters`, from `HostNvmeSpec`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `autoConnect`.
-    pub auto_connect: Option<bool>,
-    /// `rootDiscoveryController`.
-    pub root_discovery_controller: Option<bool>,
-}
-impl x::SchemaType for HostNvmeDiscoverSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
-}
-impl x::Structure for HostNvmeDiscoverSpec {}
-impl x::Fields for HostNvmeDiscoverSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "autoConnect" => r.read_opt(&mut self.auto_connect),
-            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write_opt("autoConnect", &self.auto_connect);
-        w.write_opt("rootDiscoveryController", &self.root_discovery_controller);
-    }
-}
-/// `HostNvmeDiscoveryLog` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLog {
-    /// `entry`.
-    pub entry: Vec<HostNvmeDiscoveryLogEntry>,
-    /// `complete`.
-    pub complete: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLog {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
-}
-impl x::Structure for HostNvmeDiscoveryLog {}
-impl x::Fields for HostNvmeDiscoveryLog {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entry" => r.read_push(&mut self.entry),
-            "complete" => r.read(&mut self.complete),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("entry", &self.entry);
-        w.write("complete", &self.complete);
-    }
-}
-/// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLogEntry {
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `subsystemType`.
-    pub subsystem_type: String,
-    /// `subsystemPortId`.
-    pub subsystem_port_id: i32,
-    /// `controllerId`.
-    pub controller_id: i32,
-    /// `adminQueueMaxSize`.
-    pub admin_queue_max_size: i32,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `transportRequirements`.
-    pub transport_requirements: String,
-    /// `connected`.
-    pub connected: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLogEntry {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-impl x::Structure for HostNvmeDiscoveryLogEntry {}
-impl x::Fields for HostNvmeDiscoveryLogEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "subnqn" => r.read(&mut self.subnqn),
-            "subsystemType" => r.read(&mut self.subsystem_type),
-            "subsystemPortId" => r.read(&mut self.subsystem_port_id),
-            "controllerId" => r.read(&mut self.controller_id),
-            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "transportRequirements" => r.read(&mut self.transport_requirements),
-            "connected" => r.read(&mut self.connected),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("subnqn", &self.subnqn);
-        w.write("subsystemType", &self.subsystem_type);
-        w.write("subsystemPortId", &self.subsystem_port_id);
-        w.write("controllerId", &self.controller_id);
-        w.write("adminQueueMaxSize", &self.admin_queue_max_size);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write("transportRequirements", &self.transport_requirements);
-        w.write("connected", &self.connected);
-    }
-}
-impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDiscoveryLogEntry";
-    const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-/// `HostNvmeNamespace` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeNamespace {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `id`.
-    pub id: i32,
-    /// `blockSize`.
-    pub block_size: i32,
-    /// `capacityInBlocks`.
-    pub capacity_in_blocks: i64,
-}
-impl x::SchemaType for HostNvmeNamespace {
-    const TYPE_NAME: &'static str = "HostNvmeNamespace";
-}
-impl x::Structure for HostNvmeNamespace {}
-impl x::Fields for HostNvmeNamespace {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "id" => r.read(&mut self.id),
-            "blockSize" => r.read(&mut self.block_size),
-            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("id", &self.id);
-        w.write("blockSize", &self.block_size);
-        w.write("capacityInBlocks", &self.capacity_in_blocks);
-    }
-}
-impl x::ArrayItem for HostNvmeNamespace {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeNamespace";
-    const ITEM_TAG: &'static str = "HostNvmeNamespace";
-}
-/// `HostNvmeOpaqueTransportParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOpaqueTransportParameters {
-    /// `trtype`.
-    pub trtype: String,
-    /// `traddr`.
-    pub traddr: String,
-    /// `adrfam`.
-    pub adrfam: String,
-    /// `trsvcid`.
-    pub trsvcid: String,
-    /// `tsas`.
-    pub tsas: Vec<u8>,
-}
-impl x::SchemaType for HostNvmeOpaqueTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOpaqueTransportParameters";
-}
-impl x::Structure for HostNvmeOpaqueTransportParameters {}
-impl x::Fields for HostNvmeOpaqueTransportParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "trtype" => r.read(&mut self.trtype),
-            "traddr" => r.read(&mut self.traddr),
-            "adrfam" => r.read(&mut self.adrfam),
-            "trsvcid" => r.read(&mut self.trsvcid),
-            "tsas" => r.read(&mut self.tsas),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("trtype", &self.trtype);
-        w.write("traddr", &self.traddr);
-        w.write("adrfam", &self.adrfam);
-        w.write("trsvcid", &self.trsvcid);
-        w.write("tsas", &self.tsas);
-    }
-}
-/// `HostNvmeOverFibreChannelParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverFibreChannelParameters {
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-}
-impl x::SchemaType for HostNvmeOverFibreChannelParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverFibreChannelParameters";
-}
-impl x::Structure for HostNvmeOverFibreChannelParameters {}
-impl x::Fields for HostNvmeOverFibreChannelParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portWorldWideName", &self.port_world_wide_name);
-    }
-}
-/// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverRdmaParameters {
-    /// `address`.
-    pub address: String,
-    /// `addressFamily`.
-    pub address_family: Option<String>,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-}
-impl x::SchemaType for HostNvmeOverRdmaParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverRdmaParameters";
-}
-impl x::Structure for HostNvmeOverRdmaParameters {}
-impl x::Fields for HostNvmeOverRdmaParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "addressFamily" => r.read_opt(&mut self.address_family),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("addressFamily", &self.address_family);
-        w.write_opt("portNumber", &self.port_number);
-    }
-}
-/// `HostNvmeOverTcpParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverTcpParameters {
-    /// `address`.
-    pub address: String,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-    /// `digestVerification`.
-    pub digest_verification: Option<String>,
-}
-impl x::SchemaType for HostNvmeOverTcpParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverTcpParameters";
-}
-impl x::Structure for HostNvmeOverTcpParameters {}
-impl x::Fields for HostNvmeOverTcpParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            "digestVerification" => r.read_opt(&mut self.digest_verification),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("portNumber", &self.port_number);
-        w.write_opt("digestVerification", &self.digest_verification);
-    }
-}
-/// `HostNvmeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-}
-impl x::SchemaType for HostNvmeSpec {
-    const TYPE_NAME: &'static str = "HostNvmeSpec";
-}
-impl x::Structure for HostNvmeSpec {}
-impl x::Fields for HostNvmeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-    }
-}
-/// `HostNvmeTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostNvmeTopologyInterface>,
-}
-impl x::SchemaType for HostNvmeTopology {
-    const TYPE_NAME: &'static str = "HostNvmeTopology";
-}
-impl x::Structure for HostNvmeTopology {}
-impl x::Fields for HostNvmeTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-    }
-}
-/// `HostNvmeTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `connectedController`.
-    pub connected_controller: Vec<HostNvmeController>,
-}
-impl x::SchemaType for HostNvmeTopologyInterface {
-    const TYPE_NAME: &'static str = "HostNvmeTopologyInterface";
-}
-impl x::Structure for HostNvmeTopologyInterface {}
-impl x::Fields for HostNvmeTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "connectedController" => r.read_push(&mut self.connected_controller),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("connectedController", &self.connected_controller);
-    }
-}
-impl x::ArrayItem for HostNvmeTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeTopologyInterface";
-    const ITEM_TAG: &'static str = "HostNvmeTopologyInterface";
-}
-/// `HostNvmeTransportParameters` (extends `DynamicData`).
+/// `HostSgxRegistrationInfo` (extends `DynamicData`).
 ///
-/// Fields of this type hold [`AnyHostNvmeTransportParameters`], which also carries its subtypes.
+/// Since vSphere API 8.0.0.1.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTransportParameters {}
-impl x::SchemaType for HostNvmeTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeTransportParameters";
-}
-impl x::Structure for HostNvmeTransportParameters {}
-impl x::Fields for HostNvmeTransportParameters {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostOpaqueNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueNetworkInfo {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkName`.
-    pub opaque_network_name: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<String>,
-    /// `capability`.
-    pub capability: Option<OpaqueNetworkCapability>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for HostOpaqueNetworkInfo {
-    const TYPE_NAME: &'static str = "HostOpaqueNetworkInfo";
-}
-impl x::Structure for HostOpaqueNetworkInfo {}
-impl x::Fields for HostOpaqueNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkName" => r.read(&mut self.opaque_network_name),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
-            "capability" => r.read_opt(&mut self.capability),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkName", &self.opaque_network_name);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-        w.write_vec("pnicZone", &self.pnic_zone);
-        w.write_opt("capability", &self.capability);
-        w.write_vec("extraConfig", &self.extra_config);
-    }
-}
-impl x::ArrayItem for HostOpaqueNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueNetworkInfo";
-    const ITEM_TAG: &'static str = "HostOpaqueNetworkInfo";
-}
-/// `HostOpaqueSwitch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueSwitch {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: Option<String>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<HostOpaqueSwitchPhysicalNicZone>,
+pub struct HostSgxRegistrationInfo {
     /// `status`.
+    ///
+    /// Since vSphere API 8.0.0.1.
     pub status: Option<String>,
-    /// `vtep`.
-    pub vtep: Vec<HostVirtualNic>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `featureCapability`.
-    pub feature_capability: Vec<HostFeatureCapability>,
+    /// `biosError`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub bios_error: Option<i32>,
+    /// `registrationUrl`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub registration_url: Option<String>,
+    /// `type`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub type_: Option<String>,
+    /// `ppid`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ppid: Option<String>,
+    /// `lastRegisteredTime`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub last_registered_time: Option<x::DateTime>,
 }
-impl x::SchemaType for HostOpaqueSwitch {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitch";
+impl x::SchemaType for HostSgxRegistrationInfo {
+    const TYPE_NAME: &'static str = "HostSgxRegistrationInfo";
 }
-impl x::Structure for HostOpaqueSwitch {}
-impl x::Fields for HostOpaqueSwitch {
+impl x::Structure for HostSgxRegistrationInfo {}
+impl x::Fields for HostSgxRegistrationInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "pnic" => r.read_push(&mut self.pnic),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
             "status" => r.read_opt(&mut self.status),
-            "vtep" => r.read_push(&mut self.vtep),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "featureCapability" => r.read_push(&mut self.feature_capability),
+            "biosError" => r.read_opt(&mut self.bios_error),
+            "registrationUrl" => r.read_opt(&mut self.registration_url),
+            "type" => r.read_opt(&mut self.type_),
+            "ppid" => r.read_opt(&mut self.ppid),
+            "lastRegisteredTime" => r.read_opt(&mut self.last_registered_time),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("pnicZone", &self.pnic_zone);
+        w.since(0x0800_0001, "type HostSgxRegistrationInfo", true);
         w.write_opt("status", &self.status);
-        w.write_vec("vtep", &self.vtep);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_vec("featureCapability", &self.feature_capability);
+        w.write_opt("biosError", &self.bios_error);
+        w.write_opt("registrationUrl", &self.registration_url);
+        w.write_opt("type", &self.type_);
+        w.write_opt("ppid", &self.ppid);
+        w.write_opt("lastRegisteredTime", &self.last_registered_time);
     }
 }
-impl x::ArrayItem for HostOpaqueSwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitch";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitch";
-}
-/// `HostOpaqueSwitchPhysicalNicZone` (extends `DynamicData`).
+/// `HostSharedGpuCapabilities` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueSwitchPhysicalNicZone {
-    /// `key`.
-    pub key: String,
-    /// `pnicDevice`.
-    pub pnic_device: Vec<String>,
+pub struct HostSharedGpuCapabilities {
+    /// `vgpu`.
+    pub vgpu: String,
+    /// `diskSnapshotSupported`.
+    pub disk_snapshot_supported: bool,
+    /// `memorySnapshotSupported`.
+    pub memory_snapshot_supported: bool,
+    /// `suspendSupported`.
+    pub suspend_supported: bool,
+    /// `migrateSupported`.
+    pub migrate_supported: bool,
 }
-impl x::SchemaType for HostOpaqueSwitchPhysicalNicZone {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitchPhysicalNicZone";
+impl x::SchemaType for HostSharedGpuCapabilities {
+    const TYPE_NAME: &'static str = "HostSharedGpuCapabilities";
 }
-impl x::Structure for HostOpaqueSwitchPhysicalNicZone {}
-impl x::Fields for HostOpaqueSwitchPhysicalNicZone {
+impl x::Structure for HostSharedGpuCapabilities {}
+impl x::Fields for HostSharedGpuCapabilities {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "pnicDevice" => r.read_push(&mut self.pnic_device),
+            "vgpu" => r.read(&mut self.vgpu),
+            "diskSnapshotSupported" => r.read(&mut self.disk_snapshot_supported),
+            "memorySnapshotSupported" => r.read(&mut self.memory_snapshot_supported),
+            "suspendSupported" => r.read(&mut self.suspend_supported),
+            "migrateSupported" => r.read(&mut self.migrate_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("pnicDevice", &self.pnic_device);
+        w.write("vgpu", &self.vgpu);
+        w.write("diskSnapshotSupported", &self.disk_snapshot_supported);
+        w.write("memorySnapshotSupported", &self.memory_snapshot_supported);
+        w.write("suspendSupported", &self.suspend_supported);
+        w.write("migrateSupported", &self.migrate_supported);
     }
 }
-impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitchPhysicalNicZone";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitchPhysicalNicZone";
+impl x::ArrayItem for HostSharedGpuCapabilities {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSharedGpuCapabilities";
+    const ITEM_TAG: &'static str = "HostSharedGpuCapabilities";
 }
-/// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOvercommittedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostOvercommittedEvent {
-    const TYPE_NAME: &'static str = "HostOvercommittedEvent";
-}
-impl x::Structure for HostOvercommittedEvent {}
-impl x::Fields for HostOvercommittedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-    }
-}
-/// `HostPMemVolume` (extends `HostFileSystemVolume`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPMemVolume {
-    /// `type`, from `HostFileSystemVolume`.
-    pub type_: String,
-    /// `name`, from `HostFileSystemVolume`.
-    pub name: String,
-    /// `capacity`, from `HostFileSystemVolume`.
-    pub capacity: i64,
-    /// `uuid`.
-    pub uuid: String,
-    /// `version`.
-    pub version: String,
-}
-impl x::SchemaType for HostPMemVolume {
-    const TYPE_NAME: &'static str = "HostPMemVolume";
-}
-impl x::Structure for HostPMemVolume {}
-impl x::Fields for HostPMemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            "uuid" => r.read(&mut self.uuid),
-            "version" => r.read(&mut self.version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-        w.write("uuid", &self.uuid);
-        w.write("version", &self.version);
-    }
-}
-/// `HostParallelScsiHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-}
-impl x::SchemaType for HostParallelScsiHba {
-    const TYPE_NAME: &'static str = "HostParallelScsiHba";
-}
-impl x::Structure for HostParallelScsiHba {}
-impl x::Fields for HostParallelScsiHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.driverVersion",
-                self.driver_version.is_some(),
-            )
-        {
-            w.write_opt("driverVersion", &self.driver_version);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.firmwareVersion",
-                self.firmware_version.is_some(),
-            )
-        {
-            w.write_opt("firmwareVersion", &self.firmware_version);
-        }
-    }
-}
-/// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiTargetTransport {}
-impl x::SchemaType for HostParallelScsiTargetTransport {
-    const TYPE_NAME: &'static str = "HostParallelScsiTargetTransport";
-}
-impl x::Structure for HostParallelScsiTargetTransport {}
-impl x::Fields for HostParallelScsiTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostPartialMaintenanceModeRuntimeInfo` (extends `DynamicData`).
+/// `HostShortNameInconsistentEvent` (extends `HostDasEvent`).
 ///
-/// Since vSphere API 8.0.3.0.
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPartialMaintenanceModeRuntimeInfo {
-    /// `key`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub key: String,
-    /// `hostStatus`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_status: String,
+pub struct HostShortNameInconsistentEvent {
+    /// The fields `HostShortNameInconsistentEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `shortName`.
+    pub short_name: String,
+    /// `shortName2`.
+    pub short_name2: String,
 }
-impl x::SchemaType for HostPartialMaintenanceModeRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
+impl x::SchemaType for HostShortNameInconsistentEvent {
+    const TYPE_NAME: &'static str = "HostShortNameInconsistentEvent";
 }
-impl x::Structure for HostPartialMaintenanceModeRuntimeInfo {}
-impl x::Fields for HostPartialMaintenanceModeRuntimeInfo {
+impl x::Structure for HostShortNameInconsistentEvent {}
+impl std::ops::Deref for HostShortNameInconsistentEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+impl std::ops::DerefMut for HostShortNameInconsistentEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+impl x::Fields for HostShortNameInconsistentEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "hostStatus" => r.read(&mut self.host_status),
-            _ => return Ok(false),
+            "shortName" => r.read(&mut self.short_name),
+            "shortName2" => r.read(&mut self.short_name2),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type HostPartialMaintenanceModeRuntimeInfo", true);
-        w.write("key", &self.key);
-        w.write("hostStatus", &self.host_status);
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write("shortName", &self.short_name);
+        w.write("shortName2", &self.short_name2);
     }
 }
-impl x::ArrayItem for HostPartialMaintenanceModeRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPartialMaintenanceModeRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
-}
-/// `HostPatchManagerLocator` (extends `DynamicData`).
+/// `HostShortNameToIpFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerLocator {
-    /// `url`.
-    pub url: String,
-    /// `proxy`.
-    pub proxy: Option<String>,
+pub struct HostShortNameToIpFailedEvent {
+    /// The fields `HostShortNameToIpFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `shortName`.
+    pub short_name: String,
 }
-impl x::SchemaType for HostPatchManagerLocator {
-    const TYPE_NAME: &'static str = "HostPatchManagerLocator";
+impl x::SchemaType for HostShortNameToIpFailedEvent {
+    const TYPE_NAME: &'static str = "HostShortNameToIpFailedEvent";
 }
-impl x::Structure for HostPatchManagerLocator {}
-impl x::Fields for HostPatchManagerLocator {
+impl x::Structure for HostShortNameToIpFailedEvent {}
+impl std::ops::Deref for HostShortNameToIpFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostShortNameToIpFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostShortNameToIpFailedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "url" => r.read(&mut self.url),
-            "proxy" => r.read_opt(&mut self.proxy),
-            _ => return Ok(false),
+            "shortName" => r.read(&mut self.short_name),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("url", &self.url);
-        w.write_opt("proxy", &self.proxy);
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("shortName", &self.short_name);
     }
 }
-/// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
+/// `HostShutdownEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerPatchManagerOperationSpec {
-    /// `proxy`.
-    pub proxy: Option<String>,
+pub struct HostShutdownEvent {
+    /// The fields `HostShutdownEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `reason`.
+    pub reason: String,
+}
+impl x::SchemaType for HostShutdownEvent {
+    const TYPE_NAME: &'static str = "HostShutdownEvent";
+}
+impl x::Structure for HostShutdownEvent {}
+impl std::ops::Deref for HostShutdownEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostShutdownEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostShutdownEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `HostSnmpConfigSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSnmpConfigSpec {
+    /// `enabled`.
+    pub enabled: Option<bool>,
     /// `port`.
     pub port: Option<i32>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `cmdOption`.
-    pub cmd_option: Option<String>,
+    /// `readOnlyCommunities`.
+    pub read_only_communities: Vec<String>,
+    /// `trapTargets`.
+    pub trap_targets: Vec<HostSnmpDestination>,
+    /// `option`.
+    pub option: Vec<KeyValue>,
 }
-impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
-    const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
+impl x::SchemaType for HostSnmpConfigSpec {
+    const TYPE_NAME: &'static str = "HostSnmpConfigSpec";
 }
-impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
-impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
+impl x::Structure for HostSnmpConfigSpec {}
+impl x::Fields for HostSnmpConfigSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "proxy" => r.read_opt(&mut self.proxy),
+            "enabled" => r.read_opt(&mut self.enabled),
             "port" => r.read_opt(&mut self.port),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "cmdOption" => r.read_opt(&mut self.cmd_option),
+            "readOnlyCommunities" => r.read_push(&mut self.read_only_communities),
+            "trapTargets" => r.read_push(&mut self.trap_targets),
+            "option" => r.read_push(&mut self.option),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("proxy", &self.proxy);
+        w.write_opt("enabled", &self.enabled);
         w.write_opt("port", &self.port);
-        w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
-        w.write_opt("cmdOption", &self.cmd_option);
+        w.write_vec("readOnlyCommunities", &self.read_only_communities);
+        w.write_vec("trapTargets", &self.trap_targets);
+        w.write_vec("option", &self.option);
     }
 }
-/// `HostPatchManagerResult` (extends `DynamicData`).
+/// `HostSnmpDestination` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerResult {
-    /// `version`.
-    pub version: String,
-    /// `status`.
-    pub status: Vec<HostPatchManagerStatus>,
-    /// `xmlResult`.
-    pub xml_result: Option<String>,
+pub struct HostSnmpDestination {
+    /// `hostName`.
+    pub host_name: String,
+    /// `port`.
+    pub port: i32,
+    /// `community`.
+    pub community: String,
 }
-impl x::SchemaType for HostPatchManagerResult {
-    const TYPE_NAME: &'static str = "HostPatchManagerResult";
+impl x::SchemaType for HostSnmpDestination {
+    const TYPE_NAME: &'static str = "HostSnmpDestination";
 }
-impl x::Structure for HostPatchManagerResult {}
-impl x::Fields for HostPatchManagerResult {
+impl x::Structure for HostSnmpDestination {}
+impl x::Fields for HostSnmpDestination {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "version" => r.read(&mut self.version),
-            "status" => r.read_push(&mut self.status),
-            "xmlResult" => r.read_opt(&mut self.xml_result),
+            "hostName" => r.read(&mut self.host_name),
+            "port" => r.read(&mut self.port),
+            "community" => r.read(&mut self.community),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write_vec("status", &self.status);
-        w.write_opt("xmlResult", &self.xml_result);
+        w.write("hostName", &self.host_name);
+        w.write("port", &self.port);
+        w.write("community", &self.community);
     }
 }
-/// `HostPatchManagerStatus` (extends `DynamicData`).
+impl x::ArrayItem for HostSnmpDestination {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSnmpDestination";
+    const ITEM_TAG: &'static str = "HostSnmpDestination";
+}
+/// `HostSnmpSystemAgentLimits` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerStatus {
-    /// `id`.
-    pub id: String,
-    /// `applicable`.
-    pub applicable: bool,
-    /// `reason`.
-    pub reason: Vec<String>,
-    /// `integrity`.
-    pub integrity: Option<String>,
-    /// `installed`.
-    pub installed: bool,
-    /// `installState`.
-    pub install_state: Vec<String>,
-    /// `prerequisitePatch`.
-    pub prerequisite_patch: Vec<HostPatchManagerStatusPrerequisitePatch>,
-    /// `restartRequired`.
-    pub restart_required: bool,
-    /// `reconnectRequired`.
-    pub reconnect_required: bool,
-    /// `vmOffRequired`.
-    pub vm_off_required: bool,
-    /// `supersededPatchIds`.
-    pub superseded_patch_ids: Vec<String>,
+pub struct HostSnmpSystemAgentLimits {
+    /// `maxReadOnlyCommunities`.
+    pub max_read_only_communities: i32,
+    /// `maxTrapDestinations`.
+    pub max_trap_destinations: i32,
+    /// `maxCommunityLength`.
+    pub max_community_length: i32,
+    /// `maxBufferSize`.
+    pub max_buffer_size: i32,
+    /// `capability`.
+    pub capability: Option<HostSnmpAgentCapability>,
 }
-impl x::SchemaType for HostPatchManagerStatus {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatus";
+impl x::SchemaType for HostSnmpSystemAgentLimits {
+    const TYPE_NAME: &'static str = "HostSnmpSystemAgentLimits";
 }
-impl x::Structure for HostPatchManagerStatus {}
-impl x::Fields for HostPatchManagerStatus {
+impl x::Structure for HostSnmpSystemAgentLimits {}
+impl x::Fields for HostSnmpSystemAgentLimits {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
-            "applicable" => r.read(&mut self.applicable),
-            "reason" => r.read_push(&mut self.reason),
-            "integrity" => r.read_opt(&mut self.integrity),
-            "installed" => r.read(&mut self.installed),
-            "installState" => r.read_push(&mut self.install_state),
-            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
-            "restartRequired" => r.read(&mut self.restart_required),
-            "reconnectRequired" => r.read(&mut self.reconnect_required),
-            "vmOffRequired" => r.read(&mut self.vm_off_required),
-            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids),
+            "maxReadOnlyCommunities" => r.read(&mut self.max_read_only_communities),
+            "maxTrapDestinations" => r.read(&mut self.max_trap_destinations),
+            "maxCommunityLength" => r.read(&mut self.max_community_length),
+            "maxBufferSize" => r.read(&mut self.max_buffer_size),
+            "capability" => r.read_opt(&mut self.capability),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("applicable", &self.applicable);
-        w.write_vec("reason", &self.reason);
-        w.write_opt("integrity", &self.integrity);
-        w.write("installed", &self.installed);
-        w.write_vec("installState", &self.install_state);
-        w.write_vec("prerequisitePatch", &self.prerequisite_patch);
-        w.write("restartRequired", &self.restart_required);
-        w.write("reconnectRequired", &self.reconnect_required);
-        w.write("vmOffRequired", &self.vm_off_required);
-        w.write_vec("supersededPatchIds", &self.superseded_patch_ids);
+        w.write("maxReadOnlyCommunities", &self.max_read_only_communities);
+        w.write("maxTrapDestinations", &self.max_trap_destinations);
+        w.write("maxCommunityLength", &self.max_community_length);
+        w.write("maxBufferSize", &self.max_buffer_size);
+        w.write_opt("capability", &self.capability);
     }
 }
-impl x::ArrayItem for HostPatchManagerStatus {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatus";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatus";
-}
-/// `HostPatchManagerStatusPrerequisitePatch` (extends `DynamicData`).
+/// `HostSpecification` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerStatusPrerequisitePatch {
-    /// `id`.
-    pub id: String,
-    /// `installState`.
-    pub install_state: Vec<String>,
+pub struct HostSpecification {
+    /// `createdTime`.
+    pub created_time: x::DateTime,
+    /// `lastModified`.
+    pub last_modified: Option<x::DateTime>,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `subSpecs`.
+    pub sub_specs: Vec<HostSubSpecification>,
+    /// `changeID`.
+    pub change_id: Option<String>,
 }
-impl x::SchemaType for HostPatchManagerStatusPrerequisitePatch {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatusPrerequisitePatch";
+impl x::SchemaType for HostSpecification {
+    const TYPE_NAME: &'static str = "HostSpecification";
 }
-impl x::Structure for HostPatchManagerStatusPrerequisitePatch {}
-impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
+impl x::Structure for HostSpecification {}
+impl x::Fields for HostSpecification {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
-            "installState" => r.read_push(&mut self.install_state),
+            "createdTime" => r.read(&mut self.created_time),
+            "lastModified" => r.read_opt(&mut self.last_modified),
+            "host" => r.read(&mut self.host),
+            "subSpecs" => r.read_push(&mut self.sub_specs),
+            "changeID" => r.read_opt(&mut self.change_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_vec("installState", &self.install_state);
+        w.write("createdTime", &self.created_time);
+        w.write_opt("lastModified", &self.last_modified);
+        w.write("host", &self.host);
+        w.write_vec("subSpecs", &self.sub_specs);
+        w.write_opt("changeID", &self.change_id);
     }
 }
-impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
-}
-/// `HostPathSelectionPolicyOption` (extends `DynamicData`).
+/// `HostSpecificationChangedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPathSelectionPolicyOption {
+pub struct HostSpecificationChangedEvent {
+    /// The fields `HostSpecificationChangedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostSpecificationChangedEvent {
+    const TYPE_NAME: &'static str = "HostSpecificationChangedEvent";
+}
+impl x::Structure for HostSpecificationChangedEvent {}
+impl std::ops::Deref for HostSpecificationChangedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostSpecificationChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostSpecificationChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostSpecificationOperationFailed` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSpecificationOperationFailed {
+    /// The fields `HostSpecificationOperationFailed` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+}
+impl x::SchemaType for HostSpecificationOperationFailed {
+    const TYPE_NAME: &'static str = "HostSpecificationOperationFailed";
+}
+impl x::Structure for HostSpecificationOperationFailed {}
+impl std::ops::Deref for HostSpecificationOperationFailed {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for HostSpecificationOperationFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+impl x::Fields for HostSpecificationOperationFailed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+        w.write("host", &self.host);
+    }
+}
+/// `HostSpecificationRequireEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSpecificationRequireEvent {
+    /// The fields `HostSpecificationRequireEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostSpecificationRequireEvent {
+    const TYPE_NAME: &'static str = "HostSpecificationRequireEvent";
+}
+impl x::Structure for HostSpecificationRequireEvent {}
+impl std::ops::Deref for HostSpecificationRequireEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostSpecificationRequireEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostSpecificationRequireEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostSpecificationUpdateEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSpecificationUpdateEvent {
+    /// The fields `HostSpecificationUpdateEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `hostSpec`.
+    pub host_spec: HostSpecification,
+}
+impl x::SchemaType for HostSpecificationUpdateEvent {
+    const TYPE_NAME: &'static str = "HostSpecificationUpdateEvent";
+}
+impl x::Structure for HostSpecificationUpdateEvent {}
+impl std::ops::Deref for HostSpecificationUpdateEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostSpecificationUpdateEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostSpecificationUpdateEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostSpec" => r.read(&mut self.host_spec),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("hostSpec", &self.host_spec);
+    }
+}
+/// `HostSriovConfig` (extends `HostPciPassthruConfig`).
+///
+/// The fields of `HostPciPassthruConfig` are in `host_pci_passthru_config`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSriovConfig {
+    /// The fields `HostSriovConfig` inherits from `HostPciPassthruConfig`.
+    pub host_pci_passthru_config: HostPciPassthruConfig,
+    /// `sriovEnabled`.
+    pub sriov_enabled: bool,
+    /// `numVirtualFunction`.
+    pub num_virtual_function: i32,
+}
+impl x::SchemaType for HostSriovConfig {
+    const TYPE_NAME: &'static str = "HostSriovConfig";
+}
+impl x::Structure for HostSriovConfig {}
+impl std::ops::Deref for HostSriovConfig {
+    type Target = HostPciPassthruConfig;
+    #[inline]
+    fn deref(&self) -> &HostPciPassthruConfig {
+        &self.host_pci_passthru_config
+    }
+}
+impl std::ops::DerefMut for HostSriovConfig {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostPciPassthruConfig {
+        &mut self.host_pci_passthru_config
+    }
+}
+impl x::Fields for HostSriovConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sriovEnabled" => r.read(&mut self.sriov_enabled),
+            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_pci_passthru_config,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_pci_passthru_config, w);
+        w.write("sriovEnabled", &self.sriov_enabled);
+        w.write("numVirtualFunction", &self.num_virtual_function);
+    }
+}
+/// `HostSriovDevicePoolInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostSriovDevicePoolInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSriovDevicePoolInfo {
+    /// `key`.
+    pub key: String,
+}
+impl x::SchemaType for HostSriovDevicePoolInfo {
+    const TYPE_NAME: &'static str = "HostSriovDevicePoolInfo";
+}
+impl x::Structure for HostSriovDevicePoolInfo {}
+impl x::Fields for HostSriovDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `HostSriovInfo` (extends `HostPciPassthruInfo`).
+///
+/// The fields of `HostPciPassthruInfo` are in `host_pci_passthru_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSriovInfo {
+    /// The fields `HostSriovInfo` inherits from `HostPciPassthruInfo`.
+    pub host_pci_passthru_info: HostPciPassthruInfo,
+    /// `sriovEnabled`.
+    pub sriov_enabled: bool,
+    /// `sriovCapable`.
+    pub sriov_capable: bool,
+    /// `sriovActive`.
+    pub sriov_active: bool,
+    /// `numVirtualFunctionRequested`.
+    pub num_virtual_function_requested: i32,
+    /// `numVirtualFunction`.
+    pub num_virtual_function: i32,
+    /// `maxVirtualFunctionSupported`.
+    pub max_virtual_function_supported: i32,
+}
+impl x::SchemaType for HostSriovInfo {
+    const TYPE_NAME: &'static str = "HostSriovInfo";
+}
+impl x::Structure for HostSriovInfo {}
+impl std::ops::Deref for HostSriovInfo {
+    type Target = HostPciPassthruInfo;
+    #[inline]
+    fn deref(&self) -> &HostPciPassthruInfo {
+        &self.host_pci_passthru_info
+    }
+}
+impl std::ops::DerefMut for HostSriovInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostPciPassthruInfo {
+        &mut self.host_pci_passthru_info
+    }
+}
+impl x::Fields for HostSriovInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sriovEnabled" => r.read(&mut self.sriov_enabled),
+            "sriovCapable" => r.read(&mut self.sriov_capable),
+            "sriovActive" => r.read(&mut self.sriov_active),
+            "numVirtualFunctionRequested" => {
+                r.read(&mut self.num_virtual_function_requested)
+            }
+            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
+            "maxVirtualFunctionSupported" => {
+                r.read(&mut self.max_virtual_function_supported)
+            }
+            _ => {
+                return x::Fields::decode_field(&mut self.host_pci_passthru_info, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_pci_passthru_info, w);
+        w.write("sriovEnabled", &self.sriov_enabled);
+        w.write("sriovCapable", &self.sriov_capable);
+        w.write("sriovActive", &self.sriov_active);
+        w.write("numVirtualFunctionRequested", &self.num_virtual_function_requested);
+        w.write("numVirtualFunction", &self.num_virtual_function);
+        w.write("maxVirtualFunctionSupported", &self.max_virtual_function_supported);
+    }
+}
+/// `HostSriovNetworkDevicePoolInfo` (extends `HostSriovDevicePoolInfo`).
+///
+/// The fields of `HostSriovDevicePoolInfo` are in `host_sriov_device_pool_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSriovNetworkDevicePoolInfo {
+    /// The fields `HostSriovNetworkDevicePoolInfo` inherits from `HostSriovDevicePoolInfo`.
+    pub host_sriov_device_pool_info: HostSriovDevicePoolInfo,
+    /// `switchKey`.
+    pub switch_key: Option<String>,
+    /// `switchUuid`.
+    pub switch_uuid: Option<String>,
+    /// `pnic`.
+    pub pnic: Vec<PhysicalNic>,
+}
+impl x::SchemaType for HostSriovNetworkDevicePoolInfo {
+    const TYPE_NAME: &'static str = "HostSriovNetworkDevicePoolInfo";
+}
+impl x::Structure for HostSriovNetworkDevicePoolInfo {}
+impl std::ops::Deref for HostSriovNetworkDevicePoolInfo {
+    type Target = HostSriovDevicePoolInfo;
+    #[inline]
+    fn deref(&self) -> &HostSriovDevicePoolInfo {
+        &self.host_sriov_device_pool_info
+    }
+}
+impl std::ops::DerefMut for HostSriovNetworkDevicePoolInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSriovDevicePoolInfo {
+        &mut self.host_sriov_device_pool_info
+    }
+}
+impl x::Fields for HostSriovNetworkDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "switchKey" => r.read_opt(&mut self.switch_key),
+            "switchUuid" => r.read_opt(&mut self.switch_uuid),
+            "pnic" => r.read_push(&mut self.pnic),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_sriov_device_pool_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_sriov_device_pool_info, w);
+        w.write_opt("switchKey", &self.switch_key);
+        w.write_opt("switchUuid", &self.switch_uuid);
+        w.write_vec("pnic", &self.pnic);
+    }
+}
+/// `HostSslThumbprintInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSslThumbprintInfo {
+    /// `principal`.
+    pub principal: String,
+    /// `ownerTag`.
+    pub owner_tag: Option<String>,
+    /// `sslThumbprints`.
+    pub ssl_thumbprints: Vec<String>,
+}
+impl x::SchemaType for HostSslThumbprintInfo {
+    const TYPE_NAME: &'static str = "HostSslThumbprintInfo";
+}
+impl x::Structure for HostSslThumbprintInfo {}
+impl x::Fields for HostSslThumbprintInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "principal" => r.read(&mut self.principal),
+            "ownerTag" => r.read_opt(&mut self.owner_tag),
+            "sslThumbprints" => r.read_push(&mut self.ssl_thumbprints),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("principal", &self.principal);
+        w.write_opt("ownerTag", &self.owner_tag);
+        w.write_vec("sslThumbprints", &self.ssl_thumbprints);
+    }
+}
+impl x::ArrayItem for HostSslThumbprintInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSslThumbprintInfo";
+    const ITEM_TAG: &'static str = "HostSslThumbprintInfo";
+}
+/// `HostStatusChangedEvent` (extends `ClusterStatusChangedEvent`).
+///
+/// The fields of `ClusterStatusChangedEvent` are in `cluster_status_changed_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStatusChangedEvent {
+    /// The fields `HostStatusChangedEvent` inherits from `ClusterStatusChangedEvent`.
+    pub cluster_status_changed_event: ClusterStatusChangedEvent,
+}
+impl x::SchemaType for HostStatusChangedEvent {
+    const TYPE_NAME: &'static str = "HostStatusChangedEvent";
+}
+impl x::Structure for HostStatusChangedEvent {}
+impl std::ops::Deref for HostStatusChangedEvent {
+    type Target = ClusterStatusChangedEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterStatusChangedEvent {
+        &self.cluster_status_changed_event
+    }
+}
+impl std::ops::DerefMut for HostStatusChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterStatusChangedEvent {
+        &mut self.cluster_status_changed_event
+    }
+}
+impl x::Fields for HostStatusChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.cluster_status_changed_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_status_changed_event, w);
+    }
+}
+/// `HostStorageArrayTypePolicyOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageArrayTypePolicyOption {
     /// `policy`.
     pub policy: AnyElementDescription,
 }
-impl x::SchemaType for HostPathSelectionPolicyOption {
-    const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
+impl x::SchemaType for HostStorageArrayTypePolicyOption {
+    const TYPE_NAME: &'static str = "HostStorageArrayTypePolicyOption";
 }
-impl x::Structure for HostPathSelectionPolicyOption {}
-impl x::Fields for HostPathSelectionPolicyOption {
+impl x::Structure for HostStorageArrayTypePolicyOption {}
+impl x::Fields for HostStorageArrayTypePolicyOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1143,1998 +958,2126 @@ impl x::Fields for HostPathSelectionPolicyOption {
         w.write("policy", &self.policy);
     }
 }
-impl x::ArrayItem for HostPathSelectionPolicyOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
-    const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
+impl x::ArrayItem for HostStorageArrayTypePolicyOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageArrayTypePolicyOption";
+    const ITEM_TAG: &'static str = "HostStorageArrayTypePolicyOption";
 }
-/// `HostPciDevice` (extends `DynamicData`).
+/// `HostStorageDeviceInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDevice {
-    /// `id`.
-    pub id: String,
-    /// `classId`.
-    pub class_id: i16,
-    /// `bus`.
-    pub bus: i8,
-    /// `slot`.
-    pub slot: i8,
-    /// `physicalSlot`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub physical_slot: Option<i32>,
-    /// `slotDescription`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub slot_description: Option<String>,
-    /// `function`.
-    pub function: i8,
-    /// `vendorId`.
-    pub vendor_id: i16,
-    /// `subVendorId`.
-    pub sub_vendor_id: i16,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `deviceId`.
-    pub device_id: i16,
-    /// `subDeviceId`.
-    pub sub_device_id: i16,
-    /// `parentBridge`.
-    pub parent_bridge: Option<String>,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `deviceClassName`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub device_class_name: Option<String>,
-    /// `directPathInfo`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_info: Option<HostPciDeviceDirectPathInfo>,
+pub struct HostStorageDeviceInfo {
+    /// `hostBusAdapter`.
+    pub host_bus_adapter: Vec<AnyHostHostBusAdapter>,
+    /// `scsiLun`.
+    pub scsi_lun: Vec<AnyScsiLun>,
+    /// `scsiTopology`.
+    pub scsi_topology: Option<HostScsiTopology>,
+    /// `nvmeTopology`.
+    pub nvme_topology: Option<HostNvmeTopology>,
+    /// `multipathInfo`.
+    pub multipath_info: Option<HostMultipathInfo>,
+    /// `plugStoreTopology`.
+    pub plug_store_topology: Option<HostPlugStoreTopology>,
+    /// `softwareInternetScsiEnabled`.
+    pub software_internet_scsi_enabled: bool,
 }
-impl x::SchemaType for HostPciDevice {
-    const TYPE_NAME: &'static str = "HostPciDevice";
+impl x::SchemaType for HostStorageDeviceInfo {
+    const TYPE_NAME: &'static str = "HostStorageDeviceInfo";
 }
-impl x::Structure for HostPciDevice {}
-impl x::Fields for HostPciDevice {
+impl x::Structure for HostStorageDeviceInfo {}
+impl x::Fields for HostStorageDeviceInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
-            "classId" => r.read(&mut self.class_id),
-            "bus" => r.read(&mut self.bus),
-            "slot" => r.read(&mut self.slot),
-            "physicalSlot" => r.read_opt(&mut self.physical_slot),
-            "slotDescription" => r.read_opt(&mut self.slot_description),
-            "function" => r.read(&mut self.function),
-            "vendorId" => r.read(&mut self.vendor_id),
-            "subVendorId" => r.read(&mut self.sub_vendor_id),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "deviceId" => r.read(&mut self.device_id),
-            "subDeviceId" => r.read(&mut self.sub_device_id),
-            "parentBridge" => r.read_opt(&mut self.parent_bridge),
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceClassName" => r.read_opt(&mut self.device_class_name),
-            "directPathInfo" => r.read_opt(&mut self.direct_path_info),
+            "hostBusAdapter" => r.read_push(&mut self.host_bus_adapter),
+            "scsiLun" => r.read_push(&mut self.scsi_lun),
+            "scsiTopology" => r.read_opt(&mut self.scsi_topology),
+            "nvmeTopology" => r.read_opt(&mut self.nvme_topology),
+            "multipathInfo" => r.read_opt(&mut self.multipath_info),
+            "plugStoreTopology" => r.read_opt(&mut self.plug_store_topology),
+            "softwareInternetScsiEnabled" => {
+                r.read(&mut self.software_internet_scsi_enabled)
+            }
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("classId", &self.class_id);
-        w.write("bus", &self.bus);
-        w.write("slot", &self.slot);
-        if w
-            .since(
-                0x0900_0000,
-                "HostPciDevice.physicalSlot",
-                self.physical_slot.is_some(),
-            )
-        {
-            w.write_opt("physicalSlot", &self.physical_slot);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostPciDevice.slotDescription",
-                self.slot_description.is_some(),
-            )
-        {
-            w.write_opt("slotDescription", &self.slot_description);
-        }
-        w.write("function", &self.function);
-        w.write("vendorId", &self.vendor_id);
-        w.write("subVendorId", &self.sub_vendor_id);
-        w.write("vendorName", &self.vendor_name);
-        w.write("deviceId", &self.device_id);
-        w.write("subDeviceId", &self.sub_device_id);
-        w.write_opt("parentBridge", &self.parent_bridge);
-        w.write("deviceName", &self.device_name);
-        if w
-            .since(
-                0x0800_0300,
-                "HostPciDevice.deviceClassName",
-                self.device_class_name.is_some(),
-            )
-        {
-            w.write_opt("deviceClassName", &self.device_class_name);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostPciDevice.directPathInfo",
-                self.direct_path_info.is_some(),
-            )
-        {
-            w.write_opt("directPathInfo", &self.direct_path_info);
-        }
+        w.write_vec("hostBusAdapter", &self.host_bus_adapter);
+        w.write_vec("scsiLun", &self.scsi_lun);
+        w.write_opt("scsiTopology", &self.scsi_topology);
+        w.write_opt("nvmeTopology", &self.nvme_topology);
+        w.write_opt("multipathInfo", &self.multipath_info);
+        w.write_opt("plugStoreTopology", &self.plug_store_topology);
+        w.write("softwareInternetScsiEnabled", &self.software_internet_scsi_enabled);
     }
 }
-impl x::ArrayItem for HostPciDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
-    const ITEM_TAG: &'static str = "HostPciDevice";
-}
-/// `HostPciDeviceDirectPathInfo` (extends `DynamicData`).
+/// `HostStorageElementInfo` (extends `HostHardwareElementInfo`).
 ///
-/// Since vSphere API 9.1.0.0.
+/// The fields of `HostHardwareElementInfo` are in `host_hardware_element_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDeviceDirectPathInfo {
-    /// `interconnectType`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub interconnect_type: Option<String>,
-    /// `driverName`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_name: Option<String>,
-    /// `driverVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `availableMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub available_memory: Option<i32>,
+pub struct HostStorageElementInfo {
+    /// The fields `HostStorageElementInfo` inherits from `HostHardwareElementInfo`.
+    pub host_hardware_element_info: HostHardwareElementInfo,
+    /// `operationalInfo`.
+    pub operational_info: Vec<HostStorageOperationalInfo>,
 }
-impl x::SchemaType for HostPciDeviceDirectPathInfo {
-    const TYPE_NAME: &'static str = "HostPciDeviceDirectPathInfo";
+impl x::SchemaType for HostStorageElementInfo {
+    const TYPE_NAME: &'static str = "HostStorageElementInfo";
 }
-impl x::Structure for HostPciDeviceDirectPathInfo {}
-impl x::Fields for HostPciDeviceDirectPathInfo {
+impl x::Structure for HostStorageElementInfo {}
+impl std::ops::Deref for HostStorageElementInfo {
+    type Target = HostHardwareElementInfo;
+    #[inline]
+    fn deref(&self) -> &HostHardwareElementInfo {
+        &self.host_hardware_element_info
+    }
+}
+impl std::ops::DerefMut for HostStorageElementInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHardwareElementInfo {
+        &mut self.host_hardware_element_info
+    }
+}
+impl x::Fields for HostStorageElementInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "interconnectType" => r.read_opt(&mut self.interconnect_type),
-            "driverName" => r.read_opt(&mut self.driver_name),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "availableMemory" => r.read_opt(&mut self.available_memory),
+            "operationalInfo" => r.read_push(&mut self.operational_info),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_hardware_element_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_hardware_element_info, w);
+        w.write_vec("operationalInfo", &self.operational_info);
+    }
+}
+impl x::ArrayItem for HostStorageElementInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageElementInfo";
+    const ITEM_TAG: &'static str = "HostStorageElementInfo";
+}
+/// `HostStorageOperationalInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageOperationalInfo {
+    /// `property`.
+    pub property: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostStorageOperationalInfo {
+    const TYPE_NAME: &'static str = "HostStorageOperationalInfo";
+}
+impl x::Structure for HostStorageOperationalInfo {}
+impl x::Fields for HostStorageOperationalInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "property" => r.read(&mut self.property),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostPciDeviceDirectPathInfo", true);
-        w.write_opt("interconnectType", &self.interconnect_type);
-        w.write_opt("driverName", &self.driver_name);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("availableMemory", &self.available_memory);
+        w.write("property", &self.property);
+        w.write("value", &self.value);
     }
 }
-/// `HostPciPassthruConfig` (extends `DynamicData`).
+impl x::ArrayItem for HostStorageOperationalInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageOperationalInfo";
+    const ITEM_TAG: &'static str = "HostStorageOperationalInfo";
+}
+/// `HostStorageSystemDiskLocatorLedResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageSystemDiskLocatorLedResult {
+    /// `key`.
+    pub key: String,
+    /// `fault`.
+    pub fault: LocalizedMethodFault,
+}
+impl x::SchemaType for HostStorageSystemDiskLocatorLedResult {
+    const TYPE_NAME: &'static str = "HostStorageSystemDiskLocatorLedResult";
+}
+impl x::Structure for HostStorageSystemDiskLocatorLedResult {}
+impl x::Fields for HostStorageSystemDiskLocatorLedResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostStorageSystemDiskLocatorLedResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemDiskLocatorLedResult";
+    const ITEM_TAG: &'static str = "HostStorageSystemDiskLocatorLedResult";
+}
+/// `HostStorageSystemScsiLunResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageSystemScsiLunResult {
+    /// `key`.
+    pub key: String,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostStorageSystemScsiLunResult {
+    const TYPE_NAME: &'static str = "HostStorageSystemScsiLunResult";
+}
+impl x::Structure for HostStorageSystemScsiLunResult {}
+impl x::Fields for HostStorageSystemScsiLunResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostStorageSystemScsiLunResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemScsiLunResult";
+    const ITEM_TAG: &'static str = "HostStorageSystemScsiLunResult";
+}
+/// `HostStorageSystemVmfsVolumeResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageSystemVmfsVolumeResult {
+    /// `key`.
+    pub key: String,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostStorageSystemVmfsVolumeResult {
+    const TYPE_NAME: &'static str = "HostStorageSystemVmfsVolumeResult";
+}
+impl x::Structure for HostStorageSystemVmfsVolumeResult {}
+impl x::Fields for HostStorageSystemVmfsVolumeResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostStorageSystemVmfsVolumeResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemVmfsVolumeResult";
+    const ITEM_TAG: &'static str = "HostStorageSystemVmfsVolumeResult";
+}
+/// `HostSubSpecification` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSubSpecification {
+    /// `name`.
+    pub name: String,
+    /// `createdTime`.
+    pub created_time: x::DateTime,
+    /// `data`.
+    pub data: Vec<i8>,
+    /// `binaryData`.
+    pub binary_data: Option<Vec<u8>>,
+}
+impl x::SchemaType for HostSubSpecification {
+    const TYPE_NAME: &'static str = "HostSubSpecification";
+}
+impl x::Structure for HostSubSpecification {}
+impl x::Fields for HostSubSpecification {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "createdTime" => r.read(&mut self.created_time),
+            "data" => r.read_push(&mut self.data),
+            "binaryData" => r.read_opt(&mut self.binary_data),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("createdTime", &self.created_time);
+        w.write_vec("data", &self.data);
+        w.write_opt("binaryData", &self.binary_data);
+    }
+}
+impl x::ArrayItem for HostSubSpecification {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSubSpecification";
+    const ITEM_TAG: &'static str = "HostSubSpecification";
+}
+/// `HostSubSpecificationDeleteEvent` (extends `HostEvent`).
 ///
-/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruConfig {
-    /// `id`.
-    pub id: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `applyNow`.
-    pub apply_now: Option<bool>,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
+pub struct HostSubSpecificationDeleteEvent {
+    /// The fields `HostSubSpecificationDeleteEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `subSpecName`.
+    pub sub_spec_name: String,
 }
-impl x::SchemaType for HostPciPassthruConfig {
-    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
+impl x::SchemaType for HostSubSpecificationDeleteEvent {
+    const TYPE_NAME: &'static str = "HostSubSpecificationDeleteEvent";
 }
-impl x::Structure for HostPciPassthruConfig {}
-impl x::Fields for HostPciPassthruConfig {
+impl x::Structure for HostSubSpecificationDeleteEvent {}
+impl std::ops::Deref for HostSubSpecificationDeleteEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostSubSpecificationDeleteEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostSubSpecificationDeleteEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "applyNow" => r.read_opt(&mut self.apply_now),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            _ => return Ok(false),
+            "subSpecName" => r.read(&mut self.sub_spec_name),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write_opt("applyNow", &self.apply_now);
-        w.write_opt("hardwareLabel", &self.hardware_label);
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("subSpecName", &self.sub_spec_name);
     }
 }
-/// `HostPciPassthruInfo` (extends `DynamicData`).
+/// `HostSubSpecificationUpdateEvent` (extends `HostEvent`).
 ///
-/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruInfo {
-    /// `id`.
-    pub id: String,
-    /// `dependentDevice`.
-    pub dependent_device: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `passthruCapable`.
-    pub passthru_capable: bool,
-    /// `passthruActive`.
-    pub passthru_active: bool,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-    /// `directPathState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
+pub struct HostSubSpecificationUpdateEvent {
+    /// The fields `HostSubSpecificationUpdateEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `hostSubSpec`.
+    pub host_sub_spec: HostSubSpecification,
 }
-impl x::SchemaType for HostPciPassthruInfo {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
+impl x::SchemaType for HostSubSpecificationUpdateEvent {
+    const TYPE_NAME: &'static str = "HostSubSpecificationUpdateEvent";
 }
-impl x::Structure for HostPciPassthruInfo {}
-impl x::Fields for HostPciPassthruInfo {
+impl x::Structure for HostSubSpecificationUpdateEvent {}
+impl std::ops::Deref for HostSubSpecificationUpdateEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostSubSpecificationUpdateEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostSubSpecificationUpdateEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
-            "dependentDevice" => r.read(&mut self.dependent_device),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "passthruCapable" => r.read(&mut self.passthru_capable),
-            "passthruActive" => r.read(&mut self.passthru_active),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            "directPathState" => r.read_opt(&mut self.direct_path_state),
-            _ => return Ok(false),
+            "hostSubSpec" => r.read(&mut self.host_sub_spec),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("dependentDevice", &self.dependent_device);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write("passthruCapable", &self.passthru_capable);
-        w.write("passthruActive", &self.passthru_active);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-        if w
-            .since(
-                0x0901_0000,
-                "HostPciPassthruInfo.directPathState",
-                self.direct_path_state.is_some(),
-            )
-        {
-            w.write_opt("directPathState", &self.direct_path_state);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("hostSubSpec", &self.host_sub_spec);
     }
 }
-/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
+/// `HostSyncFailedEvent` (extends `HostEvent`).
 ///
-/// Since vSphere API 9.1.0.0.
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruInfoDirectPathState {
-    /// `mode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub mode: String,
-    /// `configurableModes`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub configurable_modes: Vec<String>,
-    /// `usedMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub used_memory: Option<i32>,
+pub struct HostSyncFailedEvent {
+    /// The fields `HostSyncFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
 }
-impl x::SchemaType for HostPciPassthruInfoDirectPathState {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
+impl x::SchemaType for HostSyncFailedEvent {
+    const TYPE_NAME: &'static str = "HostSyncFailedEvent";
 }
-impl x::Structure for HostPciPassthruInfoDirectPathState {}
-impl x::Fields for HostPciPassthruInfoDirectPathState {
+impl x::Structure for HostSyncFailedEvent {}
+impl std::ops::Deref for HostSyncFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostSyncFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostSyncFailedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "mode" => r.read(&mut self.mode),
-            "configurableModes" => r.read_push(&mut self.configurable_modes),
-            "usedMemory" => r.read_opt(&mut self.used_memory),
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `HostSystemComplianceCheckState` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemComplianceCheckState {
+    /// `state`.
+    pub state: String,
+    /// `checkTime`.
+    pub check_time: x::DateTime,
+}
+impl x::SchemaType for HostSystemComplianceCheckState {
+    const TYPE_NAME: &'static str = "HostSystemComplianceCheckState";
+}
+impl x::Structure for HostSystemComplianceCheckState {}
+impl x::Fields for HostSystemComplianceCheckState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "checkTime" => r.read(&mut self.check_time),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostPciPassthruInfoDirectPathState", true);
-        w.write("mode", &self.mode);
-        w.write_vec("configurableModes", &self.configurable_modes);
-        w.write_opt("usedMemory", &self.used_memory);
+        w.write("state", &self.state);
+        w.write("checkTime", &self.check_time);
     }
 }
-/// `HostPcieHba` (extends `HostHostBusAdapter`).
+/// `HostSystemHealthInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPcieHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
+pub struct HostSystemHealthInfo {
+    /// `numericSensorInfo`.
+    pub numeric_sensor_info: Vec<HostNumericSensorInfo>,
+}
+impl x::SchemaType for HostSystemHealthInfo {
+    const TYPE_NAME: &'static str = "HostSystemHealthInfo";
+}
+impl x::Structure for HostSystemHealthInfo {}
+impl x::Fields for HostSystemHealthInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numericSensorInfo" => r.read_push(&mut self.numeric_sensor_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("numericSensorInfo", &self.numeric_sensor_info);
+    }
+}
+/// `HostSystemIdentificationInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemIdentificationInfo {
+    /// `identifierValue`.
+    pub identifier_value: String,
+    /// `identifierType`.
+    pub identifier_type: AnyElementDescription,
+}
+impl x::SchemaType for HostSystemIdentificationInfo {
+    const TYPE_NAME: &'static str = "HostSystemIdentificationInfo";
+}
+impl x::Structure for HostSystemIdentificationInfo {}
+impl x::Fields for HostSystemIdentificationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "identifierValue" => r.read(&mut self.identifier_value),
+            "identifierType" => r.read(&mut self.identifier_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("identifierValue", &self.identifier_value);
+        w.write("identifierType", &self.identifier_type);
+    }
+}
+impl x::ArrayItem for HostSystemIdentificationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemIdentificationInfo";
+    const ITEM_TAG: &'static str = "HostSystemIdentificationInfo";
+}
+/// `HostSystemInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemInfo {
+    /// `vendor`.
+    pub vendor: String,
+    /// `model`.
     pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
+    /// `family`.
     ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-}
-impl x::SchemaType for HostPcieHba {
-    const TYPE_NAME: &'static str = "HostPcieHba";
-}
-impl x::Structure for HostPcieHba {}
-impl x::Fields for HostPcieHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.driverVersion",
-                self.driver_version.is_some(),
-            )
-        {
-            w.write_opt("driverVersion", &self.driver_version);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.firmwareVersion",
-                self.firmware_version.is_some(),
-            )
-        {
-            w.write_opt("firmwareVersion", &self.firmware_version);
-        }
-    }
-}
-/// `HostPcieTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPcieTargetTransport {}
-impl x::SchemaType for HostPcieTargetTransport {
-    const TYPE_NAME: &'static str = "HostPcieTargetTransport";
-}
-impl x::Structure for HostPcieTargetTransport {}
-impl x::Fields for HostPcieTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostPersistentMemoryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPersistentMemoryInfo {
-    /// `capacityInMB`.
-    pub capacity_in_mb: Option<i64>,
-    /// `volumeUUID`.
-    pub volume_uuid: Option<String>,
-}
-impl x::SchemaType for HostPersistentMemoryInfo {
-    const TYPE_NAME: &'static str = "HostPersistentMemoryInfo";
-}
-impl x::Structure for HostPersistentMemoryInfo {}
-impl x::Fields for HostPersistentMemoryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb),
-            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("capacityInMB", &self.capacity_in_mb);
-        w.write_opt("volumeUUID", &self.volume_uuid);
-    }
-}
-/// `HostPlacedVirtualNicIdentifier` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlacedVirtualNicIdentifier {
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `vnicKey`.
-    pub vnic_key: String,
-    /// `reservation`.
-    pub reservation: Option<i32>,
-}
-impl x::SchemaType for HostPlacedVirtualNicIdentifier {
-    const TYPE_NAME: &'static str = "HostPlacedVirtualNicIdentifier";
-}
-impl x::Structure for HostPlacedVirtualNicIdentifier {}
-impl x::Fields for HostPlacedVirtualNicIdentifier {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read(&mut self.vm),
-            "vnicKey" => r.read(&mut self.vnic_key),
-            "reservation" => r.read_opt(&mut self.reservation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vm", &self.vm);
-        w.write("vnicKey", &self.vnic_key);
-        w.write_opt("reservation", &self.reservation);
-    }
-}
-impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlacedVirtualNicIdentifier";
-    const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
-}
-/// `HostPlugStoreTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
-    /// `path`.
-    pub path: Vec<HostPlugStoreTopologyPath>,
-    /// `target`.
-    pub target: Vec<HostPlugStoreTopologyTarget>,
-    /// `device`.
-    pub device: Vec<HostPlugStoreTopologyDevice>,
-    /// `plugin`.
-    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
-}
-impl x::SchemaType for HostPlugStoreTopology {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
-}
-impl x::Structure for HostPlugStoreTopology {}
-impl x::Fields for HostPlugStoreTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            "target" => r.read_push(&mut self.target),
-            "device" => r.read_push(&mut self.device),
-            "plugin" => r.read_push(&mut self.plugin),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-        w.write_vec("target", &self.target);
-        w.write_vec("device", &self.device);
-        w.write_vec("plugin", &self.plugin);
-    }
-}
-/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyAdapter {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyAdapter {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
-}
-impl x::Structure for HostPlugStoreTopologyAdapter {}
-impl x::Fields for HostPlugStoreTopologyAdapter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyAdapter {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
-}
-/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyDevice {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyDevice {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
-}
-impl x::Structure for HostPlugStoreTopologyDevice {}
-impl x::Fields for HostPlugStoreTopologyDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
-}
-/// `HostPlugStoreTopologyPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyPath {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `channelNumber`.
-    pub channel_number: Option<i32>,
-    /// `targetNumber`.
-    pub target_number: Option<i32>,
-    /// `lunNumber`.
-    pub lun_number: Option<i32>,
-    /// `adapter`.
-    pub adapter: Option<String>,
-    /// `target`.
-    pub target: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyPath {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPath";
-}
-impl x::Structure for HostPlugStoreTopologyPath {}
-impl x::Fields for HostPlugStoreTopologyPath {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "channelNumber" => r.read_opt(&mut self.channel_number),
-            "targetNumber" => r.read_opt(&mut self.target_number),
-            "lunNumber" => r.read_opt(&mut self.lun_number),
-            "adapter" => r.read_opt(&mut self.adapter),
-            "target" => r.read_opt(&mut self.target),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write_opt("channelNumber", &self.channel_number);
-        w.write_opt("targetNumber", &self.target_number);
-        w.write_opt("lunNumber", &self.lun_number);
-        w.write_opt("adapter", &self.adapter);
-        w.write_opt("target", &self.target);
-        w.write_opt("device", &self.device);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPath";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPath";
-}
-/// `HostPlugStoreTopologyPlugin` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyPlugin {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `device`.
-    pub device: Vec<String>,
-    /// `claimedPath`.
-    pub claimed_path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyPlugin {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPlugin";
-}
-impl x::Structure for HostPlugStoreTopologyPlugin {}
-impl x::Fields for HostPlugStoreTopologyPlugin {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "device" => r.read_push(&mut self.device),
-            "claimedPath" => r.read_push(&mut self.claimed_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write_vec("device", &self.device);
-        w.write_vec("claimedPath", &self.claimed_path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyPlugin {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPlugin";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPlugin";
-}
-/// `HostPlugStoreTopologyTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyTarget {
-    /// `key`.
-    pub key: String,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostPlugStoreTopologyTarget {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyTarget";
-}
-impl x::Structure for HostPlugStoreTopologyTarget {}
-impl x::Fields for HostPlugStoreTopologyTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyTarget";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyTarget";
-}
-/// `HostPnicNetworkResourceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPnicNetworkResourceInfo {
-    /// `pnicDevice`.
-    pub pnic_device: String,
-    /// `availableBandwidthForVMTraffic`.
-    pub available_bandwidth_for_vm_traffic: Option<i64>,
-    /// `unusedBandwidthForVMTraffic`.
-    pub unused_bandwidth_for_vm_traffic: Option<i64>,
-    /// `placedVirtualNics`.
-    pub placed_virtual_nics: Vec<HostPlacedVirtualNicIdentifier>,
-}
-impl x::SchemaType for HostPnicNetworkResourceInfo {
-    const TYPE_NAME: &'static str = "HostPnicNetworkResourceInfo";
-}
-impl x::Structure for HostPnicNetworkResourceInfo {}
-impl x::Fields for HostPnicNetworkResourceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnicDevice" => r.read(&mut self.pnic_device),
-            "availableBandwidthForVMTraffic" => {
-                r.read_opt(&mut self.available_bandwidth_for_vm_traffic)
-            }
-            "unusedBandwidthForVMTraffic" => {
-                r.read_opt(&mut self.unused_bandwidth_for_vm_traffic)
-            }
-            "placedVirtualNics" => r.read_push(&mut self.placed_virtual_nics),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pnicDevice", &self.pnic_device);
-        w.write_opt(
-            "availableBandwidthForVMTraffic",
-            &self.available_bandwidth_for_vm_traffic,
-        );
-        w.write_opt(
-            "unusedBandwidthForVMTraffic",
-            &self.unused_bandwidth_for_vm_traffic,
-        );
-        w.write_vec("placedVirtualNics", &self.placed_virtual_nics);
-    }
-}
-impl x::ArrayItem for HostPnicNetworkResourceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPnicNetworkResourceInfo";
-    const ITEM_TAG: &'static str = "HostPnicNetworkResourceInfo";
-}
-/// `HostPortGroup` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroup {
-    /// `key`.
-    pub key: Option<String>,
-    /// `port`.
-    pub port: Vec<HostPortGroupPort>,
-    /// `vswitch`.
-    pub vswitch: Option<String>,
-    /// `computedPolicy`.
-    pub computed_policy: HostNetworkPolicy,
-    /// `spec`.
-    pub spec: HostPortGroupSpec,
-}
-impl x::SchemaType for HostPortGroup {
-    const TYPE_NAME: &'static str = "HostPortGroup";
-}
-impl x::Structure for HostPortGroup {}
-impl x::Fields for HostPortGroup {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "port" => r.read_push(&mut self.port),
-            "vswitch" => r.read_opt(&mut self.vswitch),
-            "computedPolicy" => r.read(&mut self.computed_policy),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_vec("port", &self.port);
-        w.write_opt("vswitch", &self.vswitch);
-        w.write("computedPolicy", &self.computed_policy);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostPortGroup {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroup";
-    const ITEM_TAG: &'static str = "HostPortGroup";
-}
-/// `HostPortGroupConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `spec`.
-    pub spec: Option<HostPortGroupSpec>,
-}
-impl x::SchemaType for HostPortGroupConfig {
-    const TYPE_NAME: &'static str = "HostPortGroupConfig";
-}
-impl x::Structure for HostPortGroupConfig {}
-impl x::Fields for HostPortGroupConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostPortGroupConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupConfig";
-    const ITEM_TAG: &'static str = "HostPortGroupConfig";
-}
-/// `HostPortGroupPort` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupPort {
-    /// `key`.
-    pub key: Option<String>,
-    /// `mac`.
-    pub mac: Vec<String>,
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for HostPortGroupPort {
-    const TYPE_NAME: &'static str = "HostPortGroupPort";
-}
-impl x::Structure for HostPortGroupPort {}
-impl x::Fields for HostPortGroupPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "mac" => r.read_push(&mut self.mac),
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_vec("mac", &self.mac);
-        w.write("type", &self.type_);
-    }
-}
-impl x::ArrayItem for HostPortGroupPort {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupPort";
-    const ITEM_TAG: &'static str = "HostPortGroupPort";
-}
-/// `HostPortGroupProfile` (extends `PortGroupProfile`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
-    /// `key`, from `PortGroupProfile`.
-    pub key: String,
-    /// `name`, from `PortGroupProfile`.
-    pub name: String,
-    /// `vlan`, from `PortGroupProfile`.
-    pub vlan: VlanProfile,
-    /// `vswitch`, from `PortGroupProfile`.
-    pub vswitch: VirtualSwitchSelectionProfile,
-    /// `networkPolicy`, from `PortGroupProfile`.
-    pub network_policy: NetworkPolicyProfile,
-    /// `ipConfig`.
-    pub ip_config: IpAddressProfile,
-}
-impl x::SchemaType for HostPortGroupProfile {
-    const TYPE_NAME: &'static str = "HostPortGroupProfile";
-}
-impl x::Structure for HostPortGroupProfile {}
-impl x::Fields for HostPortGroupProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "vlan" => r.read(&mut self.vlan),
-            "vswitch" => r.read(&mut self.vswitch),
-            "networkPolicy" => r.read(&mut self.network_policy),
-            "ipConfig" => r.read(&mut self.ip_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("vlan", &self.vlan);
-        w.write("vswitch", &self.vswitch);
-        w.write("networkPolicy", &self.network_policy);
-        w.write("ipConfig", &self.ip_config);
-    }
-}
-impl x::ArrayItem for HostPortGroupProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupProfile";
-    const ITEM_TAG: &'static str = "HostPortGroupProfile";
-}
-/// `HostPortGroupSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupSpec {
-    /// `name`.
-    pub name: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-    /// `vswitchName`.
-    pub vswitch_name: String,
-    /// `policy`.
-    pub policy: HostNetworkPolicy,
-}
-impl x::SchemaType for HostPortGroupSpec {
-    const TYPE_NAME: &'static str = "HostPortGroupSpec";
-}
-impl x::Structure for HostPortGroupSpec {}
-impl x::Fields for HostPortGroupSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "vlanId" => r.read(&mut self.vlan_id),
-            "vswitchName" => r.read(&mut self.vswitch_name),
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("vlanId", &self.vlan_id);
-        w.write("vswitchName", &self.vswitch_name);
-        w.write("policy", &self.policy);
-    }
-}
-/// `HostPosixAccountSpec` (extends `HostAccountSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPosixAccountSpec {
-    /// `id`, from `HostAccountSpec`.
-    pub id: String,
-    /// `password`, from `HostAccountSpec`.
-    pub password: Option<String>,
-    /// `description`, from `HostAccountSpec`.
-    pub description: Option<String>,
-    /// `posixId`.
-    pub posix_id: Option<i32>,
-    /// `shellAccess`.
-    pub shell_access: Option<bool>,
-}
-impl x::SchemaType for HostPosixAccountSpec {
-    const TYPE_NAME: &'static str = "HostPosixAccountSpec";
-}
-impl x::Structure for HostPosixAccountSpec {}
-impl x::Fields for HostPosixAccountSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "password" => r.read_opt(&mut self.password),
-            "description" => r.read_opt(&mut self.description),
-            "posixId" => r.read_opt(&mut self.posix_id),
-            "shellAccess" => r.read_opt(&mut self.shell_access),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_opt("password", &self.password);
-        w.write_opt("description", &self.description);
-        w.write_opt("posixId", &self.posix_id);
-        w.write_opt("shellAccess", &self.shell_access);
-    }
-}
-/// `HostPowerOpFailed` (extends `VimFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPowerOpFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostPowerOpFailed {
-    const TYPE_NAME: &'static str = "HostPowerOpFailed";
-}
-impl x::Structure for HostPowerOpFailed {}
-impl x::Fields for HostPowerOpFailed {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `HostPowerPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPowerPolicy {
-    /// `key`.
-    pub key: i32,
-    /// `name`.
-    pub name: String,
-    /// `shortName`.
-    pub short_name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostPowerPolicy {
-    const TYPE_NAME: &'static str = "HostPowerPolicy";
-}
-impl x::Structure for HostPowerPolicy {}
-impl x::Fields for HostPowerPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "shortName" => r.read(&mut self.short_name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("shortName", &self.short_name);
-        w.write("description", &self.description);
-    }
-}
-impl x::ArrayItem for HostPowerPolicy {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPowerPolicy";
-    const ITEM_TAG: &'static str = "HostPowerPolicy";
-}
-/// `HostPrimaryAgentNotShortNameEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPrimaryAgentNotShortNameEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `primaryAgent`.
-    pub primary_agent: String,
-}
-impl x::SchemaType for HostPrimaryAgentNotShortNameEvent {
-    const TYPE_NAME: &'static str = "HostPrimaryAgentNotShortNameEvent";
-}
-impl x::Structure for HostPrimaryAgentNotShortNameEvent {}
-impl x::Fields for HostPrimaryAgentNotShortNameEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "primaryAgent" => r.read(&mut self.primary_agent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("primaryAgent", &self.primary_agent);
-    }
-}
-/// `HostProfileAppliedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileAppliedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `profile`.
-    pub profile: ProfileEventArgument,
-}
-impl x::SchemaType for HostProfileAppliedEvent {
-    const TYPE_NAME: &'static str = "HostProfileAppliedEvent";
-}
-impl x::Structure for HostProfileAppliedEvent {}
-impl x::Fields for HostProfileAppliedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "profile" => r.read(&mut self.profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("profile", &self.profile);
-    }
-}
-/// `HostProfileCompleteConfigSpec` (extends `HostProfileConfigSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileCompleteConfigSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
-    /// `applyProfile`.
-    pub apply_profile: Option<HostApplyProfile>,
-    /// `customComplyProfile`.
-    pub custom_comply_profile: Option<ComplianceProfile>,
-    /// `disabledExpressionListChanged`.
-    pub disabled_expression_list_changed: bool,
-    /// `disabledExpressionList`.
-    pub disabled_expression_list: Vec<String>,
-    /// `validatorHost`.
-    pub validator_host: Option<x::ManagedObjectReference>,
-    /// `validating`.
-    pub validating: Option<bool>,
-    /// `hostConfig`.
-    pub host_config: Option<HostProfileConfigInfo>,
-}
-impl x::SchemaType for HostProfileCompleteConfigSpec {
-    const TYPE_NAME: &'static str = "HostProfileCompleteConfigSpec";
-}
-impl x::Structure for HostProfileCompleteConfigSpec {}
-impl x::Fields for HostProfileCompleteConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "applyProfile" => r.read_opt(&mut self.apply_profile),
-            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
-            "disabledExpressionListChanged" => {
-                r.read(&mut self.disabled_expression_list_changed)
-            }
-            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
-            "validatorHost" => r.read_opt(&mut self.validator_host),
-            "validating" => r.read_opt(&mut self.validating),
-            "hostConfig" => r.read_opt(&mut self.host_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("applyProfile", &self.apply_profile);
-        w.write_opt("customComplyProfile", &self.custom_comply_profile);
-        w.write("disabledExpressionListChanged", &self.disabled_expression_list_changed);
-        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
-        w.write_opt("validatorHost", &self.validator_host);
-        w.write_opt("validating", &self.validating);
-        w.write_opt("hostConfig", &self.host_config);
-    }
-}
-/// `HostProfileConfigInfo` (extends `ProfileConfigInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileConfigInfo {
-    /// `name`, from `ProfileConfigInfo`.
-    pub name: String,
-    /// `annotation`, from `ProfileConfigInfo`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileConfigInfo`.
-    pub enabled: bool,
-    /// `applyProfile`.
-    pub apply_profile: Option<HostApplyProfile>,
-    /// `defaultComplyProfile`.
-    pub default_comply_profile: Option<ComplianceProfile>,
-    /// `defaultComplyLocator`.
-    pub default_comply_locator: Vec<ComplianceLocator>,
-    /// `customComplyProfile`.
-    pub custom_comply_profile: Option<ComplianceProfile>,
-    /// `disabledExpressionList`.
-    pub disabled_expression_list: Vec<String>,
-    /// `description`.
-    pub description: Option<ProfileDescription>,
-}
-impl x::SchemaType for HostProfileConfigInfo {
-    const TYPE_NAME: &'static str = "HostProfileConfigInfo";
-}
-impl x::Structure for HostProfileConfigInfo {}
-impl x::Fields for HostProfileConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read(&mut self.enabled),
-            "applyProfile" => r.read_opt(&mut self.apply_profile),
-            "defaultComplyProfile" => r.read_opt(&mut self.default_comply_profile),
-            "defaultComplyLocator" => r.read_push(&mut self.default_comply_locator),
-            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
-            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
-            "description" => r.read_opt(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write("enabled", &self.enabled);
-        w.write_opt("applyProfile", &self.apply_profile);
-        w.write_opt("defaultComplyProfile", &self.default_comply_profile);
-        w.write_vec("defaultComplyLocator", &self.default_comply_locator);
-        w.write_opt("customComplyProfile", &self.custom_comply_profile);
-        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
-        w.write_opt("description", &self.description);
-    }
-}
-/// `HostProfileConfigSpec` (extends `ProfileCreateSpec`).
-///
-/// Fields of this type hold [`AnyHostProfileConfigSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileConfigSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
-}
-impl x::SchemaType for HostProfileConfigSpec {
-    const TYPE_NAME: &'static str = "HostProfileConfigSpec";
-}
-impl x::Structure for HostProfileConfigSpec {}
-impl x::Fields for HostProfileConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
-    }
-}
-/// `HostProfileHostBasedConfigSpec` (extends `HostProfileConfigSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileHostBasedConfigSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `useHostProfileEngine`.
-    pub use_host_profile_engine: Option<bool>,
-}
-impl x::SchemaType for HostProfileHostBasedConfigSpec {
-    const TYPE_NAME: &'static str = "HostProfileHostBasedConfigSpec";
-}
-impl x::Structure for HostProfileHostBasedConfigSpec {}
-impl x::Fields for HostProfileHostBasedConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "host" => r.read(&mut self.host),
-            "useHostProfileEngine" => r.read_opt(&mut self.use_host_profile_engine),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
-        w.write("host", &self.host);
-        w.write_opt("useHostProfileEngine", &self.use_host_profile_engine);
-    }
-}
-/// `HostProfileManagerCompositionResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerCompositionResult {
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-    /// `results`.
-    pub results: Vec<HostProfileManagerCompositionResultResultElement>,
-}
-impl x::SchemaType for HostProfileManagerCompositionResult {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResult";
-}
-impl x::Structure for HostProfileManagerCompositionResult {}
-impl x::Fields for HostProfileManagerCompositionResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "errors" => r.read_push(&mut self.errors),
-            "results" => r.read_push(&mut self.results),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("errors", &self.errors);
-        w.write_vec("results", &self.results);
-    }
-}
-/// `HostProfileManagerCompositionResultResultElement` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerCompositionResultResultElement {
-    /// `target`.
-    pub target: x::ManagedObjectReference,
-    /// `status`.
-    pub status: String,
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostProfileManagerCompositionResultResultElement {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResultResultElement";
-}
-impl x::Structure for HostProfileManagerCompositionResultResultElement {}
-impl x::Fields for HostProfileManagerCompositionResultResultElement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "target" => r.read(&mut self.target),
-            "status" => r.read(&mut self.status),
-            "errors" => r.read_push(&mut self.errors),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("target", &self.target);
-        w.write("status", &self.status);
-        w.write_vec("errors", &self.errors);
-    }
-}
-impl x::ArrayItem for HostProfileManagerCompositionResultResultElement {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionResultResultElement";
-    const ITEM_TAG: &'static str = "HostProfileManagerCompositionResultResultElement";
-}
-/// `HostProfileManagerCompositionValidationResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerCompositionValidationResult {
-    /// `results`.
-    pub results: Vec<HostProfileManagerCompositionValidationResultResultElement>,
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostProfileManagerCompositionValidationResult {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResult";
-}
-impl x::Structure for HostProfileManagerCompositionValidationResult {}
-impl x::Fields for HostProfileManagerCompositionValidationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "results" => r.read_push(&mut self.results),
-            "errors" => r.read_push(&mut self.errors),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("results", &self.results);
-        w.write_vec("errors", &self.errors);
-    }
-}
-/// `HostProfileManagerCompositionValidationResultResultElement` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerCompositionValidationResultResultElement {
-    /// `target`.
-    pub target: x::ManagedObjectReference,
-    /// `status`.
-    pub status: String,
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-    /// `sourceDiffForToBeMerged`.
-    pub source_diff_for_to_be_merged: Option<HostApplyProfile>,
-    /// `targetDiffForToBeMerged`.
-    pub target_diff_for_to_be_merged: Option<HostApplyProfile>,
-    /// `toBeAdded`.
-    pub to_be_added: Option<HostApplyProfile>,
-    /// `toBeDeleted`.
-    pub to_be_deleted: Option<HostApplyProfile>,
-    /// `toBeDisabled`.
-    pub to_be_disabled: Option<HostApplyProfile>,
-    /// `toBeEnabled`.
-    pub to_be_enabled: Option<HostApplyProfile>,
-    /// `toBeReenableCC`.
-    pub to_be_reenable_cc: Option<HostApplyProfile>,
-}
-impl x::SchemaType for HostProfileManagerCompositionValidationResultResultElement {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
-}
-impl x::Structure for HostProfileManagerCompositionValidationResultResultElement {}
-impl x::Fields for HostProfileManagerCompositionValidationResultResultElement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "target" => r.read(&mut self.target),
-            "status" => r.read(&mut self.status),
-            "errors" => r.read_push(&mut self.errors),
-            "sourceDiffForToBeMerged" => {
-                r.read_opt(&mut self.source_diff_for_to_be_merged)
-            }
-            "targetDiffForToBeMerged" => {
-                r.read_opt(&mut self.target_diff_for_to_be_merged)
-            }
-            "toBeAdded" => r.read_opt(&mut self.to_be_added),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "toBeDisabled" => r.read_opt(&mut self.to_be_disabled),
-            "toBeEnabled" => r.read_opt(&mut self.to_be_enabled),
-            "toBeReenableCC" => r.read_opt(&mut self.to_be_reenable_cc),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("target", &self.target);
-        w.write("status", &self.status);
-        w.write_vec("errors", &self.errors);
-        w.write_opt("sourceDiffForToBeMerged", &self.source_diff_for_to_be_merged);
-        w.write_opt("targetDiffForToBeMerged", &self.target_diff_for_to_be_merged);
-        w.write_opt("toBeAdded", &self.to_be_added);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("toBeDisabled", &self.to_be_disabled);
-        w.write_opt("toBeEnabled", &self.to_be_enabled);
-        w.write_opt("toBeReenableCC", &self.to_be_reenable_cc);
-    }
-}
-impl x::ArrayItem for HostProfileManagerCompositionValidationResultResultElement {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionValidationResultResultElement";
-    const ITEM_TAG: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
-}
-/// `HostProfileManagerConfigTaskList` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerConfigTaskList {
-    /// `configSpec`.
-    pub config_spec: Option<HostConfigSpec>,
-    /// `taskDescription`.
-    pub task_description: Vec<LocalizableMessage>,
-    /// `taskListRequirement`.
-    pub task_list_requirement: Vec<String>,
-}
-impl x::SchemaType for HostProfileManagerConfigTaskList {
-    const TYPE_NAME: &'static str = "HostProfileManagerConfigTaskList";
-}
-impl x::Structure for HostProfileManagerConfigTaskList {}
-impl x::Fields for HostProfileManagerConfigTaskList {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "configSpec" => r.read_opt(&mut self.config_spec),
-            "taskDescription" => r.read_push(&mut self.task_description),
-            "taskListRequirement" => r.read_push(&mut self.task_list_requirement),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("configSpec", &self.config_spec);
-        w.write_vec("taskDescription", &self.task_description);
-        w.write_vec("taskListRequirement", &self.task_list_requirement);
-    }
-}
-/// `HostProfileManagerHostToConfigSpecMap` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerHostToConfigSpecMap {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `configSpec`.
-    pub config_spec: AnyAnswerFileCreateSpec,
-}
-impl x::SchemaType for HostProfileManagerHostToConfigSpecMap {
-    const TYPE_NAME: &'static str = "HostProfileManagerHostToConfigSpecMap";
-}
-impl x::Structure for HostProfileManagerHostToConfigSpecMap {}
-impl x::Fields for HostProfileManagerHostToConfigSpecMap {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "configSpec" => r.read(&mut self.config_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write("configSpec", &self.config_spec);
-    }
-}
-/// `HostProfileSerializedHostProfileSpec` (extends `ProfileSerializedCreateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileSerializedHostProfileSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
-    /// `profileConfigString`, from `ProfileSerializedCreateSpec`.
-    pub profile_config_string: String,
-    /// `validatorHost`.
-    pub validator_host: Option<x::ManagedObjectReference>,
-    /// `validating`.
-    pub validating: Option<bool>,
-}
-impl x::SchemaType for HostProfileSerializedHostProfileSpec {
-    const TYPE_NAME: &'static str = "HostProfileSerializedHostProfileSpec";
-}
-impl x::Structure for HostProfileSerializedHostProfileSpec {}
-impl x::Fields for HostProfileSerializedHostProfileSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "profileConfigString" => r.read(&mut self.profile_config_string),
-            "validatorHost" => r.read_opt(&mut self.validator_host),
-            "validating" => r.read_opt(&mut self.validating),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
-        w.write("profileConfigString", &self.profile_config_string);
-        w.write_opt("validatorHost", &self.validator_host);
-        w.write_opt("validating", &self.validating);
-    }
-}
-/// `HostProfileValidationFailureInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileValidationFailureInfo {
-    /// `name`.
-    pub name: String,
-    /// `annotation`.
-    pub annotation: String,
-    /// `updateType`.
-    pub update_type: String,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `applyProfile`.
-    pub apply_profile: Option<HostApplyProfile>,
-    /// `failures`.
-    pub failures: Vec<ProfileUpdateFailedUpdateFailure>,
-    /// `faults`.
-    pub faults: Vec<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostProfileValidationFailureInfo {
-    const TYPE_NAME: &'static str = "HostProfileValidationFailureInfo";
-}
-impl x::Structure for HostProfileValidationFailureInfo {}
-impl x::Fields for HostProfileValidationFailureInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "annotation" => r.read(&mut self.annotation),
-            "updateType" => r.read(&mut self.update_type),
-            "host" => r.read_opt(&mut self.host),
-            "applyProfile" => r.read_opt(&mut self.apply_profile),
-            "failures" => r.read_push(&mut self.failures),
-            "faults" => r.read_push(&mut self.faults),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("annotation", &self.annotation);
-        w.write("updateType", &self.update_type);
-        w.write_opt("host", &self.host);
-        w.write_opt("applyProfile", &self.apply_profile);
-        w.write_vec("failures", &self.failures);
-        w.write_vec("faults", &self.faults);
-    }
-}
-/// `HostProfilesEntityCustomizations` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostProfilesEntityCustomizations`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfilesEntityCustomizations {}
-impl x::SchemaType for HostProfilesEntityCustomizations {
-    const TYPE_NAME: &'static str = "HostProfilesEntityCustomizations";
-}
-impl x::Structure for HostProfilesEntityCustomizations {}
-impl x::Fields for HostProfilesEntityCustomizations {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostProtocolEndpoint` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProtocolEndpoint {
-    /// `peType`.
-    pub pe_type: String,
-    /// `type`.
-    pub type_: Option<String>,
+    /// Since vSphere API 9.0.0.0.
+    pub family: Option<String>,
     /// `uuid`.
     pub uuid: String,
-    /// `hostKey`.
-    pub host_key: Vec<x::ManagedObjectReference>,
-    /// `storageArray`.
-    pub storage_array: Option<String>,
-    /// `nfsServer`.
-    pub nfs_server: Option<String>,
-    /// `nfsDir`.
-    pub nfs_dir: Option<String>,
-    /// `nfsServerScope`.
-    pub nfs_server_scope: Option<String>,
-    /// `nfsServerMajor`.
-    pub nfs_server_major: Option<String>,
-    /// `nfsServerAuthType`.
-    pub nfs_server_auth_type: Option<String>,
-    /// `nfsServerUser`.
-    pub nfs_server_user: Option<String>,
-    /// `deviceId`.
-    pub device_id: Option<String>,
-    /// `usedByStretchedContainer`.
+    /// `otherIdentifyingInfo`.
+    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
+    /// `serialNumber`.
+    pub serial_number: Option<String>,
+    /// `qualifiedName`.
+    pub qualified_name: Vec<HostQualifiedName>,
+    /// `vvolHostNQN`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub vvol_host_nqn: Option<HostQualifiedName>,
+    /// `vvolHostId`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub vvol_host_id: Option<String>,
+    /// `bootCommandLine`.
     ///
     /// Since vSphere API 8.0.3.0.
-    pub used_by_stretched_container: Option<bool>,
+    pub boot_command_line: Option<String>,
 }
-impl x::SchemaType for HostProtocolEndpoint {
-    const TYPE_NAME: &'static str = "HostProtocolEndpoint";
+impl x::SchemaType for HostSystemInfo {
+    const TYPE_NAME: &'static str = "HostSystemInfo";
 }
-impl x::Structure for HostProtocolEndpoint {}
-impl x::Fields for HostProtocolEndpoint {
+impl x::Structure for HostSystemInfo {}
+impl x::Fields for HostSystemInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "peType" => r.read(&mut self.pe_type),
-            "type" => r.read_opt(&mut self.type_),
+            "vendor" => r.read(&mut self.vendor),
+            "model" => r.read(&mut self.model),
+            "family" => r.read_opt(&mut self.family),
             "uuid" => r.read(&mut self.uuid),
-            "hostKey" => r.read_push(&mut self.host_key),
-            "storageArray" => r.read_opt(&mut self.storage_array),
-            "nfsServer" => r.read_opt(&mut self.nfs_server),
-            "nfsDir" => r.read_opt(&mut self.nfs_dir),
-            "nfsServerScope" => r.read_opt(&mut self.nfs_server_scope),
-            "nfsServerMajor" => r.read_opt(&mut self.nfs_server_major),
-            "nfsServerAuthType" => r.read_opt(&mut self.nfs_server_auth_type),
-            "nfsServerUser" => r.read_opt(&mut self.nfs_server_user),
-            "deviceId" => r.read_opt(&mut self.device_id),
-            "usedByStretchedContainer" => {
-                r.read_opt(&mut self.used_by_stretched_container)
+            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "qualifiedName" => r.read_push(&mut self.qualified_name),
+            "vvolHostNQN" => r.read_opt(&mut self.vvol_host_nqn),
+            "vvolHostId" => r.read_opt(&mut self.vvol_host_id),
+            "bootCommandLine" => r.read_opt(&mut self.boot_command_line),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vendor", &self.vendor);
+        w.write("model", &self.model);
+        if w.since(0x0900_0000, "HostSystemInfo.family", self.family.is_some()) {
+            w.write_opt("family", &self.family);
+        }
+        w.write("uuid", &self.uuid);
+        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
+        w.write_opt("serialNumber", &self.serial_number);
+        w.write_vec("qualifiedName", &self.qualified_name);
+        if w
+            .since(
+                0x0800_0000,
+                "HostSystemInfo.vvolHostNQN",
+                self.vvol_host_nqn.is_some(),
+            )
+        {
+            w.write_opt("vvolHostNQN", &self.vvol_host_nqn);
+        }
+        if w.since(0x0800_0000, "HostSystemInfo.vvolHostId", self.vvol_host_id.is_some())
+        {
+            w.write_opt("vvolHostId", &self.vvol_host_id);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostSystemInfo.bootCommandLine",
+                self.boot_command_line.is_some(),
+            )
+        {
+            w.write_opt("bootCommandLine", &self.boot_command_line);
+        }
+    }
+}
+/// `HostSystemReconnectSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemReconnectSpec {
+    /// `syncState`.
+    pub sync_state: Option<bool>,
+}
+impl x::SchemaType for HostSystemReconnectSpec {
+    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
+}
+impl x::Structure for HostSystemReconnectSpec {}
+impl x::Fields for HostSystemReconnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "syncState" => r.read_opt(&mut self.sync_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("syncState", &self.sync_state);
+    }
+}
+/// `HostSystemRemediationState` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemRemediationState {
+    /// `state`.
+    pub state: String,
+    /// `operationTime`.
+    pub operation_time: x::DateTime,
+}
+impl x::SchemaType for HostSystemRemediationState {
+    const TYPE_NAME: &'static str = "HostSystemRemediationState";
+}
+impl x::Structure for HostSystemRemediationState {}
+impl x::Fields for HostSystemRemediationState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "operationTime" => r.read(&mut self.operation_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("state", &self.state);
+        w.write("operationTime", &self.operation_time);
+    }
+}
+/// `HostSystemResourceInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemResourceInfo {
+    /// `key`.
+    pub key: String,
+    /// `config`.
+    pub config: Option<ResourceConfigSpec>,
+    /// `child`.
+    pub child: Vec<HostSystemResourceInfo>,
+}
+impl x::SchemaType for HostSystemResourceInfo {
+    const TYPE_NAME: &'static str = "HostSystemResourceInfo";
+}
+impl x::Structure for HostSystemResourceInfo {}
+impl x::Fields for HostSystemResourceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "config" => r.read_opt(&mut self.config),
+            "child" => r.read_push(&mut self.child),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("config", &self.config);
+        w.write_vec("child", &self.child);
+    }
+}
+impl x::ArrayItem for HostSystemResourceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemResourceInfo";
+    const ITEM_TAG: &'static str = "HostSystemResourceInfo";
+}
+/// `HostSystemSwapConfiguration` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfiguration {
+    /// `option`.
+    pub option: Vec<AnyHostSystemSwapConfigurationSystemSwapOption>,
+}
+impl x::SchemaType for HostSystemSwapConfiguration {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfiguration";
+}
+impl x::Structure for HostSystemSwapConfiguration {}
+impl x::Fields for HostSystemSwapConfiguration {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "option" => r.read_push(&mut self.option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("option", &self.option);
+    }
+}
+/// `HostSystemSwapConfigurationDatastoreOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+///
+/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationDatastoreOption {
+    /// The fields `HostSystemSwapConfigurationDatastoreOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+    /// `datastore`.
+    pub datastore: String,
+}
+impl x::SchemaType for HostSystemSwapConfigurationDatastoreOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDatastoreOption";
+}
+impl x::Structure for HostSystemSwapConfigurationDatastoreOption {}
+impl std::ops::Deref for HostSystemSwapConfigurationDatastoreOption {
+    type Target = HostSystemSwapConfigurationSystemSwapOption;
+    #[inline]
+    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
+        &self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl std::ops::DerefMut for HostSystemSwapConfigurationDatastoreOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
+        &mut self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_system_swap_configuration_system_swap_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(
+            &self.host_system_swap_configuration_system_swap_option,
+            w,
+        );
+        w.write("datastore", &self.datastore);
+    }
+}
+/// `HostSystemSwapConfigurationDisabledOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+///
+/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationDisabledOption {
+    /// The fields `HostSystemSwapConfigurationDisabledOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+}
+impl x::SchemaType for HostSystemSwapConfigurationDisabledOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDisabledOption";
+}
+impl x::Structure for HostSystemSwapConfigurationDisabledOption {}
+impl std::ops::Deref for HostSystemSwapConfigurationDisabledOption {
+    type Target = HostSystemSwapConfigurationSystemSwapOption;
+    #[inline]
+    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
+        &self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl std::ops::DerefMut for HostSystemSwapConfigurationDisabledOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
+        &mut self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl x::Fields for HostSystemSwapConfigurationDisabledOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_system_swap_configuration_system_swap_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(
+            &self.host_system_swap_configuration_system_swap_option,
+            w,
+        );
+    }
+}
+/// `HostSystemSwapConfigurationHostCacheOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+///
+/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationHostCacheOption {
+    /// The fields `HostSystemSwapConfigurationHostCacheOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+}
+impl x::SchemaType for HostSystemSwapConfigurationHostCacheOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostCacheOption";
+}
+impl x::Structure for HostSystemSwapConfigurationHostCacheOption {}
+impl std::ops::Deref for HostSystemSwapConfigurationHostCacheOption {
+    type Target = HostSystemSwapConfigurationSystemSwapOption;
+    #[inline]
+    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
+        &self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl std::ops::DerefMut for HostSystemSwapConfigurationHostCacheOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
+        &mut self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl x::Fields for HostSystemSwapConfigurationHostCacheOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_system_swap_configuration_system_swap_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(
+            &self.host_system_swap_configuration_system_swap_option,
+            w,
+        );
+    }
+}
+/// `HostSystemSwapConfigurationHostLocalSwapOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+///
+/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationHostLocalSwapOption {
+    /// The fields `HostSystemSwapConfigurationHostLocalSwapOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+}
+impl x::SchemaType for HostSystemSwapConfigurationHostLocalSwapOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostLocalSwapOption";
+}
+impl x::Structure for HostSystemSwapConfigurationHostLocalSwapOption {}
+impl std::ops::Deref for HostSystemSwapConfigurationHostLocalSwapOption {
+    type Target = HostSystemSwapConfigurationSystemSwapOption;
+    #[inline]
+    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
+        &self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl std::ops::DerefMut for HostSystemSwapConfigurationHostLocalSwapOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
+        &mut self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl x::Fields for HostSystemSwapConfigurationHostLocalSwapOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_system_swap_configuration_system_swap_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(
+            &self.host_system_swap_configuration_system_swap_option,
+            w,
+        );
+    }
+}
+/// `HostSystemSwapConfigurationSystemSwapOption` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostSystemSwapConfigurationSystemSwapOption`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationSystemSwapOption {
+    /// `key`.
+    pub key: i32,
+}
+impl x::SchemaType for HostSystemSwapConfigurationSystemSwapOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationSystemSwapOption";
+}
+impl x::Structure for HostSystemSwapConfigurationSystemSwapOption {}
+impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `HostTargetTransport` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostTargetTransport`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTargetTransport {}
+impl x::SchemaType for HostTargetTransport {
+    const TYPE_NAME: &'static str = "HostTargetTransport";
+}
+impl x::Structure for HostTargetTransport {}
+impl x::Fields for HostTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostTcpHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTcpHba {
+    /// The fields `HostTcpHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `associatedPnic`.
+    pub associated_pnic: Option<String>,
+}
+impl x::SchemaType for HostTcpHba {
+    const TYPE_NAME: &'static str = "HostTcpHba";
+}
+impl x::Structure for HostTcpHba {}
+impl std::ops::Deref for HostTcpHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostTcpHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostTcpHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "associatedPnic" => r.read_opt(&mut self.associated_pnic),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write_opt("associatedPnic", &self.associated_pnic);
+    }
+}
+/// `HostTcpHbaCreateSpec` (extends `HostHbaCreateSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTcpHbaCreateSpec {
+    /// `pnic`.
+    pub pnic: String,
+}
+impl x::SchemaType for HostTcpHbaCreateSpec {
+    const TYPE_NAME: &'static str = "HostTcpHbaCreateSpec";
+}
+impl x::Structure for HostTcpHbaCreateSpec {}
+impl x::Fields for HostTcpHbaCreateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pnic" => r.read(&mut self.pnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pnic", &self.pnic);
+    }
+}
+/// `HostTcpTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTcpTargetTransport {}
+impl x::SchemaType for HostTcpTargetTransport {
+    const TYPE_NAME: &'static str = "HostTcpTargetTransport";
+}
+impl x::Structure for HostTcpTargetTransport {}
+impl x::Fields for HostTcpTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostTdxInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTdxInfo {
+    /// `tdxState`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_state: String,
+    /// `numTDXPrivateKeyIDs`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub num_tdx_private_key_ids: i32,
+}
+impl x::SchemaType for HostTdxInfo {
+    const TYPE_NAME: &'static str = "HostTdxInfo";
+}
+impl x::Structure for HostTdxInfo {}
+impl x::Fields for HostTdxInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "tdxState" => r.read(&mut self.tdx_state),
+            "numTDXPrivateKeyIDs" => r.read(&mut self.num_tdx_private_key_ids),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type HostTdxInfo", true);
+        w.write("tdxState", &self.tdx_state);
+        w.write("numTDXPrivateKeyIDs", &self.num_tdx_private_key_ids);
+    }
+}
+/// `HostTpmAttestationInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmAttestationInfo {
+    /// `time`.
+    pub time: x::DateTime,
+    /// `status`.
+    pub status: HostTpmAttestationInfoAcceptanceStatus,
+    /// `message`.
+    pub message: Option<LocalizableMessage>,
+}
+impl x::SchemaType for HostTpmAttestationInfo {
+    const TYPE_NAME: &'static str = "HostTpmAttestationInfo";
+}
+impl x::Structure for HostTpmAttestationInfo {}
+impl x::Fields for HostTpmAttestationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "time" => r.read(&mut self.time),
+            "status" => r.read(&mut self.status),
+            "message" => r.read_opt(&mut self.message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("time", &self.time);
+        w.write("status", &self.status);
+        w.write_opt("message", &self.message);
+    }
+}
+/// `HostTpmAttestationReport` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmAttestationReport {
+    /// `tpmPcrValues`.
+    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
+    /// `tpmEvents`.
+    pub tpm_events: Vec<HostTpmEventLogEntry>,
+    /// `tpmLogReliable`.
+    pub tpm_log_reliable: bool,
+}
+impl x::SchemaType for HostTpmAttestationReport {
+    const TYPE_NAME: &'static str = "HostTpmAttestationReport";
+}
+impl x::Structure for HostTpmAttestationReport {}
+impl x::Fields for HostTpmAttestationReport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "tpmEvents" => r.read_push(&mut self.tpm_events),
+            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
+        w.write_vec("tpmEvents", &self.tpm_events);
+        w.write("tpmLogReliable", &self.tpm_log_reliable);
+    }
+}
+/// `HostTpmBootCompleteEventDetails` (extends `HostTpmEventDetails`).
+///
+/// Since vSphere API 8.0.1.0.
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmBootCompleteEventDetails {
+    /// The fields `HostTpmBootCompleteEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+}
+impl x::SchemaType for HostTpmBootCompleteEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmBootCompleteEventDetails";
+}
+impl x::Structure for HostTpmBootCompleteEventDetails {}
+impl std::ops::Deref for HostTpmBootCompleteEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmBootCompleteEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmBootCompleteEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_tpm_event_details, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "type HostTpmBootCompleteEventDetails", true);
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+    }
+}
+/// `HostTpmBootSecurityOptionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmBootSecurityOptionEventDetails {
+    /// The fields `HostTpmBootSecurityOptionEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `bootSecurityOption`.
+    pub boot_security_option: String,
+}
+impl x::SchemaType for HostTpmBootSecurityOptionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmBootSecurityOptionEventDetails";
+}
+impl x::Structure for HostTpmBootSecurityOptionEventDetails {}
+impl std::ops::Deref for HostTpmBootSecurityOptionEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmBootSecurityOptionEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmBootSecurityOptionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bootSecurityOption" => r.read(&mut self.boot_security_option),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("bootSecurityOption", &self.boot_security_option);
+    }
+}
+/// `HostTpmCommandEventDetails` (extends `HostTpmEventDetails`).
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmCommandEventDetails {
+    /// The fields `HostTpmCommandEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `commandLine`.
+    pub command_line: String,
+}
+impl x::SchemaType for HostTpmCommandEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmCommandEventDetails";
+}
+impl x::Structure for HostTpmCommandEventDetails {}
+impl std::ops::Deref for HostTpmCommandEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmCommandEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmCommandEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "commandLine" => r.read(&mut self.command_line),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("commandLine", &self.command_line);
+    }
+}
+/// `HostTpmDigestInfo` (extends `HostDigestInfo`).
+///
+/// The fields of `HostDigestInfo` are in `host_digest_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmDigestInfo {
+    /// The fields `HostTpmDigestInfo` inherits from `HostDigestInfo`.
+    pub host_digest_info: HostDigestInfo,
+    /// `pcrNumber`.
+    pub pcr_number: i32,
+}
+impl x::SchemaType for HostTpmDigestInfo {
+    const TYPE_NAME: &'static str = "HostTpmDigestInfo";
+}
+impl x::Structure for HostTpmDigestInfo {}
+impl std::ops::Deref for HostTpmDigestInfo {
+    type Target = HostDigestInfo;
+    #[inline]
+    fn deref(&self) -> &HostDigestInfo {
+        &self.host_digest_info
+    }
+}
+impl std::ops::DerefMut for HostTpmDigestInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDigestInfo {
+        &mut self.host_digest_info
+    }
+}
+impl x::Fields for HostTpmDigestInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pcrNumber" => r.read(&mut self.pcr_number),
+            _ => return x::Fields::decode_field(&mut self.host_digest_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_digest_info, w);
+        w.write("pcrNumber", &self.pcr_number);
+    }
+}
+impl x::ArrayItem for HostTpmDigestInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmDigestInfo";
+    const ITEM_TAG: &'static str = "HostTpmDigestInfo";
+}
+/// `HostTpmEventDetails` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostTpmEventDetails`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmEventDetails {
+    /// `dataHash`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`.
+    pub data_hash_method: Option<String>,
+}
+impl x::SchemaType for HostTpmEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmEventDetails";
+}
+impl x::Structure for HostTpmEventDetails {}
+impl x::Fields for HostTpmEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+    }
+}
+/// `HostTpmEventLogEntry` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmEventLogEntry {
+    /// `pcrIndex`.
+    pub pcr_index: i32,
+    /// `eventDetails`.
+    pub event_details: AnyHostTpmEventDetails,
+}
+impl x::SchemaType for HostTpmEventLogEntry {
+    const TYPE_NAME: &'static str = "HostTpmEventLogEntry";
+}
+impl x::Structure for HostTpmEventLogEntry {}
+impl x::Fields for HostTpmEventLogEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pcrIndex" => r.read(&mut self.pcr_index),
+            "eventDetails" => r.read(&mut self.event_details),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pcrIndex", &self.pcr_index);
+        w.write("eventDetails", &self.event_details);
+    }
+}
+impl x::ArrayItem for HostTpmEventLogEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmEventLogEntry";
+    const ITEM_TAG: &'static str = "HostTpmEventLogEntry";
+}
+/// `HostTpmNvTagEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
+///
+/// The fields of `HostTpmBootSecurityOptionEventDetails` are in `host_tpm_boot_security_option_event_details`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmNvTagEventDetails {
+    /// The fields `HostTpmNvTagEventDetails` inherits from `HostTpmBootSecurityOptionEventDetails`.
+    pub host_tpm_boot_security_option_event_details: HostTpmBootSecurityOptionEventDetails,
+}
+impl x::SchemaType for HostTpmNvTagEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmNvTagEventDetails";
+}
+impl x::Structure for HostTpmNvTagEventDetails {}
+impl std::ops::Deref for HostTpmNvTagEventDetails {
+    type Target = HostTpmBootSecurityOptionEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmBootSecurityOptionEventDetails {
+        &self.host_tpm_boot_security_option_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmNvTagEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmBootSecurityOptionEventDetails {
+        &mut self.host_tpm_boot_security_option_event_details
+    }
+}
+impl x::Fields for HostTpmNvTagEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_tpm_boot_security_option_event_details,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_boot_security_option_event_details, w);
+    }
+}
+/// `HostTpmOptionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmOptionEventDetails {
+    /// The fields `HostTpmOptionEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `optionsFileName`.
+    pub options_file_name: String,
+    /// `bootOptions`.
+    pub boot_options: Vec<i8>,
+}
+impl x::SchemaType for HostTpmOptionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmOptionEventDetails";
+}
+impl x::Structure for HostTpmOptionEventDetails {}
+impl std::ops::Deref for HostTpmOptionEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmOptionEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmOptionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "optionsFileName" => r.read(&mut self.options_file_name),
+            "bootOptions" => r.read_push(&mut self.boot_options),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("optionsFileName", &self.options_file_name);
+        w.write_vec("bootOptions", &self.boot_options);
+    }
+}
+/// `HostTpmSignerEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `HostTpmBootSecurityOptionEventDetails` are in `host_tpm_boot_security_option_event_details`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmSignerEventDetails {
+    /// The fields `HostTpmSignerEventDetails` inherits from `HostTpmBootSecurityOptionEventDetails`.
+    pub host_tpm_boot_security_option_event_details: HostTpmBootSecurityOptionEventDetails,
+}
+impl x::SchemaType for HostTpmSignerEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSignerEventDetails";
+}
+impl x::Structure for HostTpmSignerEventDetails {}
+impl std::ops::Deref for HostTpmSignerEventDetails {
+    type Target = HostTpmBootSecurityOptionEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmBootSecurityOptionEventDetails {
+        &self.host_tpm_boot_security_option_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmSignerEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmBootSecurityOptionEventDetails {
+        &mut self.host_tpm_boot_security_option_event_details
+    }
+}
+impl x::Fields for HostTpmSignerEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_tpm_boot_security_option_event_details,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostTpmSignerEventDetails", true);
+        x::Fields::encode_fields(&self.host_tpm_boot_security_option_event_details, w);
+    }
+}
+/// `HostTpmSoftwareComponentEventDetails` (extends `HostTpmEventDetails`).
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmSoftwareComponentEventDetails {
+    /// The fields `HostTpmSoftwareComponentEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `componentName`.
+    pub component_name: String,
+    /// `vibName`.
+    pub vib_name: String,
+    /// `vibVersion`.
+    pub vib_version: String,
+    /// `vibVendor`.
+    pub vib_vendor: String,
+}
+impl x::SchemaType for HostTpmSoftwareComponentEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSoftwareComponentEventDetails";
+}
+impl x::Structure for HostTpmSoftwareComponentEventDetails {}
+impl std::ops::Deref for HostTpmSoftwareComponentEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmSoftwareComponentEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmSoftwareComponentEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "componentName" => r.read(&mut self.component_name),
+            "vibName" => r.read(&mut self.vib_name),
+            "vibVersion" => r.read(&mut self.vib_version),
+            "vibVendor" => r.read(&mut self.vib_vendor),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("componentName", &self.component_name);
+        w.write("vibName", &self.vib_name);
+        w.write("vibVersion", &self.vib_version);
+        w.write("vibVendor", &self.vib_vendor);
+    }
+}
+/// `HostTpmSystemVersionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// Since vSphere API 9.1.0.0.
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmSystemVersionEventDetails {
+    /// The fields `HostTpmSystemVersionEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `systemVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub system_version: String,
+}
+impl x::SchemaType for HostTpmSystemVersionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSystemVersionEventDetails";
+}
+impl x::Structure for HostTpmSystemVersionEventDetails {}
+impl std::ops::Deref for HostTpmSystemVersionEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmSystemVersionEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmSystemVersionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "systemVersion" => r.read(&mut self.system_version),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostTpmSystemVersionEventDetails", true);
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("systemVersion", &self.system_version);
+    }
+}
+/// `HostTpmVersionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmVersionEventDetails {
+    /// The fields `HostTpmVersionEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `version`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub version: Vec<u8>,
+}
+impl x::SchemaType for HostTpmVersionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmVersionEventDetails";
+}
+impl x::Structure for HostTpmVersionEventDetails {}
+impl std::ops::Deref for HostTpmVersionEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmVersionEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmVersionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostTpmVersionEventDetails", true);
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("version", &self.version);
+    }
+}
+/// `HostTrustAuthorityAttestationInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTrustAuthorityAttestationInfo {
+    /// `attestationStatus`.
+    pub attestation_status: String,
+    /// `serviceId`.
+    pub service_id: Option<String>,
+    /// `attestedAt`.
+    pub attested_at: Option<x::DateTime>,
+    /// `attestedUntil`.
+    pub attested_until: Option<x::DateTime>,
+    /// `messages`.
+    pub messages: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostTrustAuthorityAttestationInfo {
+    const TYPE_NAME: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+impl x::Structure for HostTrustAuthorityAttestationInfo {}
+impl x::Fields for HostTrustAuthorityAttestationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "attestationStatus" => r.read(&mut self.attestation_status),
+            "serviceId" => r.read_opt(&mut self.service_id),
+            "attestedAt" => r.read_opt(&mut self.attested_at),
+            "attestedUntil" => r.read_opt(&mut self.attested_until),
+            "messages" => r.read_push(&mut self.messages),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("attestationStatus", &self.attestation_status);
+        w.write_opt("serviceId", &self.service_id);
+        w.write_opt("attestedAt", &self.attested_at);
+        w.write_opt("attestedUntil", &self.attested_until);
+        w.write_vec("messages", &self.messages);
+    }
+}
+impl x::ArrayItem for HostTrustAuthorityAttestationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTrustAuthorityAttestationInfo";
+    const ITEM_TAG: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+/// `HostUnresolvedVmfsExtent` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsExtent {
+    /// `device`.
+    pub device: HostScsiDiskPartition,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `isHeadExtent`.
+    pub is_head_extent: bool,
+    /// `ordinal`.
+    pub ordinal: i32,
+    /// `startBlock`.
+    pub start_block: i32,
+    /// `endBlock`.
+    pub end_block: i32,
+    /// `reason`.
+    pub reason: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsExtent {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsExtent";
+}
+impl x::Structure for HostUnresolvedVmfsExtent {}
+impl x::Fields for HostUnresolvedVmfsExtent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "devicePath" => r.read(&mut self.device_path),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "isHeadExtent" => r.read(&mut self.is_head_extent),
+            "ordinal" => r.read(&mut self.ordinal),
+            "startBlock" => r.read(&mut self.start_block),
+            "endBlock" => r.read(&mut self.end_block),
+            "reason" => r.read(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
+        w.write("devicePath", &self.device_path);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("isHeadExtent", &self.is_head_extent);
+        w.write("ordinal", &self.ordinal);
+        w.write("startBlock", &self.start_block);
+        w.write("endBlock", &self.end_block);
+        w.write("reason", &self.reason);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsExtent {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsExtent";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsExtent";
+}
+/// `HostUnresolvedVmfsResignatureSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResignatureSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResignatureSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResignatureSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResignatureSpec {}
+impl x::Fields for HostUnresolvedVmfsResignatureSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+    }
+}
+/// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResolutionResult {
+    /// `spec`.
+    pub spec: HostUnresolvedVmfsResolutionSpec,
+    /// `vmfs`.
+    pub vmfs: Option<HostVmfsVolume>,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionResult {}
+impl x::Fields for HostUnresolvedVmfsResolutionResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "spec" => r.read(&mut self.spec),
+            "vmfs" => r.read_opt(&mut self.vmfs),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("spec", &self.spec);
+        w.write_opt("vmfs", &self.vmfs);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResolutionSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+    /// `uuidResolution`.
+    pub uuid_resolution: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
+impl x::Fields for HostUnresolvedVmfsResolutionSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            "uuidResolution" => r.read(&mut self.uuid_resolution),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+        w.write("uuidResolution", &self.uuid_resolution);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolume {
+    /// `extent`.
+    pub extent: Vec<HostUnresolvedVmfsExtent>,
+    /// `vmfsLabel`.
+    pub vmfs_label: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `totalBlocks`.
+    pub total_blocks: i32,
+    /// `resolveStatus`.
+    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolume {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
+}
+impl x::Structure for HostUnresolvedVmfsVolume {}
+impl x::Fields for HostUnresolvedVmfsVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extent" => r.read_push(&mut self.extent),
+            "vmfsLabel" => r.read(&mut self.vmfs_label),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "totalBlocks" => r.read(&mut self.total_blocks),
+            "resolveStatus" => r.read(&mut self.resolve_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extent", &self.extent);
+        w.write("vmfsLabel", &self.vmfs_label);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("totalBlocks", &self.total_blocks);
+        w.write("resolveStatus", &self.resolve_status);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsVolume {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
+}
+/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolumeResolveStatus {
+    /// `resolvable`.
+    pub resolvable: bool,
+    /// `incompleteExtents`.
+    pub incomplete_extents: Option<bool>,
+    /// `multipleCopies`.
+    pub multiple_copies: Option<bool>,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
+}
+impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
+impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "resolvable" => r.read(&mut self.resolvable),
+            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
+            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("resolvable", &self.resolvable);
+        w.write_opt("incompleteExtents", &self.incomplete_extents);
+        w.write_opt("multipleCopies", &self.multiple_copies);
+    }
+}
+/// `HostUpgradeFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUpgradeFailedEvent {
+    /// The fields `HostUpgradeFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostUpgradeFailedEvent {
+    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
+}
+impl x::Structure for HostUpgradeFailedEvent {}
+impl std::ops::Deref for HostUpgradeFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostUpgradeFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostUpgradeFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostUserWorldSwapNotEnabledEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUserWorldSwapNotEnabledEvent {
+    /// The fields `HostUserWorldSwapNotEnabledEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostUserWorldSwapNotEnabledEvent {
+    const TYPE_NAME: &'static str = "HostUserWorldSwapNotEnabledEvent";
+}
+impl x::Structure for HostUserWorldSwapNotEnabledEvent {}
+impl std::ops::Deref for HostUserWorldSwapNotEnabledEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostUserWorldSwapNotEnabledEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostUserWorldSwapNotEnabledEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostVFlashManagerVFlashCacheConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashCacheConfigInfo {
+    /// `vFlashModuleConfigOption`.
+    pub vflash_module_config_option: Vec<
+        HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
+    >,
+    /// `defaultVFlashModule`.
+    pub default_vflash_module: Option<String>,
+    /// `swapCacheReservationInGB`.
+    pub swap_cache_reservation_in_gb: Option<i64>,
+}
+impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashCacheConfigInfo {}
+impl x::Fields for HostVFlashManagerVFlashCacheConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashModuleConfigOption" => {
+                r.read_push(&mut self.vflash_module_config_option)
+            }
+            "defaultVFlashModule" => r.read_opt(&mut self.default_vflash_module),
+            "swapCacheReservationInGB" => {
+                r.read_opt(&mut self.swap_cache_reservation_in_gb)
             }
             _ => return Ok(false),
         };
@@ -3142,30 +3085,131 @@ impl x::Fields for HostProtocolEndpoint {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("peType", &self.pe_type);
-        w.write_opt("type", &self.type_);
-        w.write("uuid", &self.uuid);
-        w.write_vec("hostKey", &self.host_key);
-        w.write_opt("storageArray", &self.storage_array);
-        w.write_opt("nfsServer", &self.nfs_server);
-        w.write_opt("nfsDir", &self.nfs_dir);
-        w.write_opt("nfsServerScope", &self.nfs_server_scope);
-        w.write_opt("nfsServerMajor", &self.nfs_server_major);
-        w.write_opt("nfsServerAuthType", &self.nfs_server_auth_type);
-        w.write_opt("nfsServerUser", &self.nfs_server_user);
-        w.write_opt("deviceId", &self.device_id);
-        if w
-            .since(
-                0x0800_0300,
-                "HostProtocolEndpoint.usedByStretchedContainer",
-                self.used_by_stretched_container.is_some(),
-            )
-        {
-            w.write_opt("usedByStretchedContainer", &self.used_by_stretched_container);
-        }
+        w.write_vec("vFlashModuleConfigOption", &self.vflash_module_config_option);
+        w.write_opt("defaultVFlashModule", &self.default_vflash_module);
+        w.write_opt("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
     }
 }
-impl x::ArrayItem for HostProtocolEndpoint {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProtocolEndpoint";
-    const ITEM_TAG: &'static str = "HostProtocolEndpoint";
+/// `HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    /// `vFlashModule`.
+    pub vflash_module: String,
+    /// `vFlashModuleVersion`.
+    pub vflash_module_version: String,
+    /// `minSupportedModuleVersion`.
+    pub min_supported_module_version: String,
+    /// `cacheConsistencyType`.
+    pub cache_consistency_type: ChoiceOption,
+    /// `cacheMode`.
+    pub cache_mode: ChoiceOption,
+    /// `blockSizeInKBOption`.
+    pub block_size_in_kb_option: LongOption,
+    /// `reservationInMBOption`.
+    pub reservation_in_mb_option: LongOption,
+    /// `maxDiskSizeInKB`.
+    pub max_disk_size_in_kb: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
+}
+impl x::Structure for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {}
+impl x::Fields for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashModule" => r.read(&mut self.vflash_module),
+            "vFlashModuleVersion" => r.read(&mut self.vflash_module_version),
+            "minSupportedModuleVersion" => r.read(&mut self.min_supported_module_version),
+            "cacheConsistencyType" => r.read(&mut self.cache_consistency_type),
+            "cacheMode" => r.read(&mut self.cache_mode),
+            "blockSizeInKBOption" => r.read(&mut self.block_size_in_kb_option),
+            "reservationInMBOption" => r.read(&mut self.reservation_in_mb_option),
+            "maxDiskSizeInKB" => r.read(&mut self.max_disk_size_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vFlashModule", &self.vflash_module);
+        w.write("vFlashModuleVersion", &self.vflash_module_version);
+        w.write("minSupportedModuleVersion", &self.min_supported_module_version);
+        w.write("cacheConsistencyType", &self.cache_consistency_type);
+        w.write("cacheMode", &self.cache_mode);
+        w.write("blockSizeInKBOption", &self.block_size_in_kb_option);
+        w.write("reservationInMBOption", &self.reservation_in_mb_option);
+        w.write("maxDiskSizeInKB", &self.max_disk_size_in_kb);
+    }
+}
+impl x::ArrayItem for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
+    const ITEM_TAG: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
+}
+/// `HostVFlashManagerVFlashCacheConfigSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashCacheConfigSpec {
+    /// `defaultVFlashModule`.
+    pub default_vflash_module: String,
+    /// `swapCacheReservationInGB`.
+    pub swap_cache_reservation_in_gb: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashCacheConfigSpec {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigSpec";
+}
+impl x::Structure for HostVFlashManagerVFlashCacheConfigSpec {}
+impl x::Fields for HostVFlashManagerVFlashCacheConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultVFlashModule" => r.read(&mut self.default_vflash_module),
+            "swapCacheReservationInGB" => r.read(&mut self.swap_cache_reservation_in_gb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("defaultVFlashModule", &self.default_vflash_module);
+        w.write("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
+    }
+}
+/// `HostVFlashManagerVFlashConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashConfigInfo {
+    /// `vFlashResourceConfigInfo`.
+    pub vflash_resource_config_info: Option<HostVFlashManagerVFlashResourceConfigInfo>,
+    /// `vFlashCacheConfigInfo`.
+    pub vflash_cache_config_info: Option<HostVFlashManagerVFlashCacheConfigInfo>,
+}
+impl x::SchemaType for HostVFlashManagerVFlashConfigInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashConfigInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashConfigInfo {}
+impl x::Fields for HostVFlashManagerVFlashConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashResourceConfigInfo" => {
+                r.read_opt(&mut self.vflash_resource_config_info)
+            }
+            "vFlashCacheConfigInfo" => r.read_opt(&mut self.vflash_cache_config_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vFlashResourceConfigInfo", &self.vflash_resource_config_info);
+        w.write_opt("vFlashCacheConfigInfo", &self.vflash_cache_config_info);
+    }
 }

@@ -5,210 +5,588 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostProxySwitch` (extends `DynamicData`).
+/// `HostVFlashManagerVFlashResourceConfigInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitch {
-    /// `dvsUuid`.
-    pub dvs_uuid: String,
-    /// `dvsName`.
-    pub dvs_name: String,
-    /// `key`.
-    pub key: String,
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `configNumPorts`.
-    pub config_num_ports: Option<i32>,
-    /// `numPortsAvailable`.
-    pub num_ports_available: i32,
-    /// `uplinkPort`.
-    pub uplink_port: Vec<KeyValue>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `spec`.
-    pub spec: HostProxySwitchSpec,
-    /// `hostLag`.
-    pub host_lag: Vec<HostProxySwitchHostLagConfig>,
-    /// `networkReservationSupported`.
-    pub network_reservation_supported: Option<bool>,
-    /// `nsxtEnabled`.
-    pub nsxt_enabled: Option<bool>,
-    /// `ensEnabled`.
-    pub ens_enabled: Option<bool>,
-    /// `ensInterruptEnabled`.
-    pub ens_interrupt_enabled: Option<bool>,
-    /// `transportZones`.
-    pub transport_zones: Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>,
-    /// `nsxUsedUplinkPort`.
-    pub nsx_used_uplink_port: Vec<String>,
-    /// `nsxtStatus`.
-    pub nsxt_status: Option<String>,
-    /// `nsxtStatusDetail`.
-    pub nsxt_status_detail: Option<String>,
-    /// `ensInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub ens_info: Option<HostProxySwitchEnsInfo>,
-    /// `networkOffloadingEnabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub network_offloading_enabled: Option<bool>,
-    /// `hostUplinkState`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
-    /// `autoDeployOwned`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub auto_deploy_owned: Option<bool>,
-    /// `hostPerfNicOffloadState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub host_perf_nic_offload_state: Option<
-        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
-    >,
-    /// `teplessMode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tepless_mode: Option<bool>,
+pub struct HostVFlashManagerVFlashResourceConfigInfo {
+    /// `vffs`.
+    pub vffs: Option<HostVffsVolume>,
+    /// `capacity`.
+    pub capacity: i64,
 }
-impl x::SchemaType for HostProxySwitch {
-    const TYPE_NAME: &'static str = "HostProxySwitch";
+impl x::SchemaType for HostVFlashManagerVFlashResourceConfigInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigInfo";
 }
-impl x::Structure for HostProxySwitch {}
-impl x::Fields for HostProxySwitch {
+impl x::Structure for HostVFlashManagerVFlashResourceConfigInfo {}
+impl x::Fields for HostVFlashManagerVFlashResourceConfigInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "dvsUuid" => r.read(&mut self.dvs_uuid),
-            "dvsName" => r.read(&mut self.dvs_name),
-            "key" => r.read(&mut self.key),
-            "numPorts" => r.read(&mut self.num_ports),
-            "configNumPorts" => r.read_opt(&mut self.config_num_ports),
-            "numPortsAvailable" => r.read(&mut self.num_ports_available),
-            "uplinkPort" => r.read_push(&mut self.uplink_port),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "pnic" => r.read_push(&mut self.pnic),
-            "spec" => r.read(&mut self.spec),
-            "hostLag" => r.read_push(&mut self.host_lag),
-            "networkReservationSupported" => {
-                r.read_opt(&mut self.network_reservation_supported)
-            }
-            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled),
-            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
-            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
-            "transportZones" => r.read_push(&mut self.transport_zones),
-            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port),
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
-            "ensInfo" => r.read_opt(&mut self.ens_info),
-            "networkOffloadingEnabled" => {
-                r.read_opt(&mut self.network_offloading_enabled)
-            }
-            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
-            "autoDeployOwned" => r.read_opt(&mut self.auto_deploy_owned),
-            "hostPerfNicOffloadState" => {
-                r.read_opt(&mut self.host_perf_nic_offload_state)
-            }
-            "teplessMode" => r.read_opt(&mut self.tepless_mode),
+            "vffs" => r.read_opt(&mut self.vffs),
+            "capacity" => r.read(&mut self.capacity),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dvsUuid", &self.dvs_uuid);
-        w.write("dvsName", &self.dvs_name);
+        w.write_opt("vffs", &self.vffs);
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostVFlashManagerVFlashResourceConfigSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashResourceConfigSpec {
+    /// `vffsUuid`.
+    pub vffs_uuid: String,
+}
+impl x::SchemaType for HostVFlashManagerVFlashResourceConfigSpec {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigSpec";
+}
+impl x::Structure for HostVFlashManagerVFlashResourceConfigSpec {}
+impl x::Fields for HostVFlashManagerVFlashResourceConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vffsUuid" => r.read(&mut self.vffs_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vffsUuid", &self.vffs_uuid);
+    }
+}
+/// `HostVFlashManagerVFlashResourceRunTimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashResourceRunTimeInfo {
+    /// `usage`.
+    pub usage: i64,
+    /// `capacity`.
+    pub capacity: i64,
+    /// `accessible`.
+    pub accessible: bool,
+    /// `capacityForVmCache`.
+    pub capacity_for_vm_cache: i64,
+    /// `freeForVmCache`.
+    pub free_for_vm_cache: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashResourceRunTimeInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceRunTimeInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashResourceRunTimeInfo {}
+impl x::Fields for HostVFlashManagerVFlashResourceRunTimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "usage" => r.read(&mut self.usage),
+            "capacity" => r.read(&mut self.capacity),
+            "accessible" => r.read(&mut self.accessible),
+            "capacityForVmCache" => r.read(&mut self.capacity_for_vm_cache),
+            "freeForVmCache" => r.read(&mut self.free_for_vm_cache),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("usage", &self.usage);
+        w.write("capacity", &self.capacity);
+        w.write("accessible", &self.accessible);
+        w.write("capacityForVmCache", &self.capacity_for_vm_cache);
+        w.write("freeForVmCache", &self.free_for_vm_cache);
+    }
+}
+/// `HostVFlashResourceConfigurationResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashResourceConfigurationResult {
+    /// `devicePath`.
+    pub device_path: Vec<String>,
+    /// `vffs`.
+    pub vffs: Option<HostVffsVolume>,
+    /// `diskConfigurationResult`.
+    pub disk_configuration_result: Vec<HostDiskConfigurationResult>,
+}
+impl x::SchemaType for HostVFlashResourceConfigurationResult {
+    const TYPE_NAME: &'static str = "HostVFlashResourceConfigurationResult";
+}
+impl x::Structure for HostVFlashResourceConfigurationResult {}
+impl x::Fields for HostVFlashResourceConfigurationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "devicePath" => r.read_push(&mut self.device_path),
+            "vffs" => r.read_opt(&mut self.vffs),
+            "diskConfigurationResult" => r.read_push(&mut self.disk_configuration_result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("devicePath", &self.device_path);
+        w.write_opt("vffs", &self.vffs);
+        w.write_vec("diskConfigurationResult", &self.disk_configuration_result);
+    }
+}
+/// `HostVMotionCompatibility` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVMotionCompatibility {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `compatibility`.
+    pub compatibility: Vec<String>,
+}
+impl x::SchemaType for HostVMotionCompatibility {
+    const TYPE_NAME: &'static str = "HostVMotionCompatibility";
+}
+impl x::Structure for HostVMotionCompatibility {}
+impl x::Fields for HostVMotionCompatibility {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "compatibility" => r.read_push(&mut self.compatibility),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write_vec("compatibility", &self.compatibility);
+    }
+}
+impl x::ArrayItem for HostVMotionCompatibility {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVMotionCompatibility";
+    const ITEM_TAG: &'static str = "HostVMotionCompatibility";
+}
+/// `HostVMotionConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVMotionConfig {
+    /// `vmotionNicKey`.
+    pub vmotion_nic_key: Option<String>,
+    /// `enabled`.
+    pub enabled: bool,
+}
+impl x::SchemaType for HostVMotionConfig {
+    const TYPE_NAME: &'static str = "HostVMotionConfig";
+}
+impl x::Structure for HostVMotionConfig {}
+impl x::Fields for HostVMotionConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmotionNicKey" => r.read_opt(&mut self.vmotion_nic_key),
+            "enabled" => r.read(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vmotionNicKey", &self.vmotion_nic_key);
+        w.write("enabled", &self.enabled);
+    }
+}
+/// `HostVMotionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVMotionInfo {
+    /// `netConfig`.
+    pub net_config: Option<HostVMotionNetConfig>,
+    /// `ipConfig`.
+    pub ip_config: Option<HostIpConfig>,
+}
+impl x::SchemaType for HostVMotionInfo {
+    const TYPE_NAME: &'static str = "HostVMotionInfo";
+}
+impl x::Structure for HostVMotionInfo {}
+impl x::Fields for HostVMotionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netConfig" => r.read_opt(&mut self.net_config),
+            "ipConfig" => r.read_opt(&mut self.ip_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("netConfig", &self.net_config);
+        w.write_opt("ipConfig", &self.ip_config);
+    }
+}
+/// `HostVMotionManagerDstInstantCloneResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVMotionManagerDstInstantCloneResult {
+    /// `dstVmId`.
+    pub dst_vm_id: Option<i32>,
+    /// `startTime`.
+    pub start_time: Option<i64>,
+    /// `cptLoadTime`.
+    pub cpt_load_time: Option<i64>,
+    /// `cptLoadDoneTime`.
+    pub cpt_load_done_time: Option<i64>,
+    /// `replicateMemDoneTime`.
+    pub replicate_mem_done_time: Option<i64>,
+    /// `endTime`.
+    pub end_time: Option<i64>,
+    /// `cptXferTime`.
+    pub cpt_xfer_time: Option<i64>,
+    /// `cptCacheUsed`.
+    pub cpt_cache_used: Option<i64>,
+    /// `devCptStreamSize`.
+    pub dev_cpt_stream_size: Option<i64>,
+    /// `devCptStreamTime`.
+    pub dev_cpt_stream_time: Option<i64>,
+}
+impl x::SchemaType for HostVMotionManagerDstInstantCloneResult {
+    const TYPE_NAME: &'static str = "HostVMotionManagerDstInstantCloneResult";
+}
+impl x::Structure for HostVMotionManagerDstInstantCloneResult {}
+impl x::Fields for HostVMotionManagerDstInstantCloneResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dstVmId" => r.read_opt(&mut self.dst_vm_id),
+            "startTime" => r.read_opt(&mut self.start_time),
+            "cptLoadTime" => r.read_opt(&mut self.cpt_load_time),
+            "cptLoadDoneTime" => r.read_opt(&mut self.cpt_load_done_time),
+            "replicateMemDoneTime" => r.read_opt(&mut self.replicate_mem_done_time),
+            "endTime" => r.read_opt(&mut self.end_time),
+            "cptXferTime" => r.read_opt(&mut self.cpt_xfer_time),
+            "cptCacheUsed" => r.read_opt(&mut self.cpt_cache_used),
+            "devCptStreamSize" => r.read_opt(&mut self.dev_cpt_stream_size),
+            "devCptStreamTime" => r.read_opt(&mut self.dev_cpt_stream_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("dstVmId", &self.dst_vm_id);
+        w.write_opt("startTime", &self.start_time);
+        w.write_opt("cptLoadTime", &self.cpt_load_time);
+        w.write_opt("cptLoadDoneTime", &self.cpt_load_done_time);
+        w.write_opt("replicateMemDoneTime", &self.replicate_mem_done_time);
+        w.write_opt("endTime", &self.end_time);
+        w.write_opt("cptXferTime", &self.cpt_xfer_time);
+        w.write_opt("cptCacheUsed", &self.cpt_cache_used);
+        w.write_opt("devCptStreamSize", &self.dev_cpt_stream_size);
+        w.write_opt("devCptStreamTime", &self.dev_cpt_stream_time);
+    }
+}
+/// `HostVMotionManagerSrcInstantCloneResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVMotionManagerSrcInstantCloneResult {
+    /// `startTime`.
+    pub start_time: Option<i64>,
+    /// `quiesceTime`.
+    pub quiesce_time: Option<i64>,
+    /// `quiesceDoneTime`.
+    pub quiesce_done_time: Option<i64>,
+    /// `resumeDoneTime`.
+    pub resume_done_time: Option<i64>,
+    /// `endTime`.
+    pub end_time: Option<i64>,
+}
+impl x::SchemaType for HostVMotionManagerSrcInstantCloneResult {
+    const TYPE_NAME: &'static str = "HostVMotionManagerSrcInstantCloneResult";
+}
+impl x::Structure for HostVMotionManagerSrcInstantCloneResult {}
+impl x::Fields for HostVMotionManagerSrcInstantCloneResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "startTime" => r.read_opt(&mut self.start_time),
+            "quiesceTime" => r.read_opt(&mut self.quiesce_time),
+            "quiesceDoneTime" => r.read_opt(&mut self.quiesce_done_time),
+            "resumeDoneTime" => r.read_opt(&mut self.resume_done_time),
+            "endTime" => r.read_opt(&mut self.end_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("startTime", &self.start_time);
+        w.write_opt("quiesceTime", &self.quiesce_time);
+        w.write_opt("quiesceDoneTime", &self.quiesce_done_time);
+        w.write_opt("resumeDoneTime", &self.resume_done_time);
+        w.write_opt("endTime", &self.end_time);
+    }
+}
+/// `HostVMotionNetConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVMotionNetConfig {
+    /// `candidateVnic`.
+    pub candidate_vnic: Vec<HostVirtualNic>,
+    /// `selectedVnic`.
+    pub selected_vnic: Option<String>,
+}
+impl x::SchemaType for HostVMotionNetConfig {
+    const TYPE_NAME: &'static str = "HostVMotionNetConfig";
+}
+impl x::Structure for HostVMotionNetConfig {}
+impl x::Fields for HostVMotionNetConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
+            "selectedVnic" => r.read_opt(&mut self.selected_vnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("candidateVnic", &self.candidate_vnic);
+        w.write_opt("selectedVnic", &self.selected_vnic);
+    }
+}
+/// `HostVfatVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVfatVolume {
+    /// The fields `HostVfatVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+}
+impl x::SchemaType for HostVfatVolume {
+    const TYPE_NAME: &'static str = "HostVfatVolume";
+}
+impl x::Structure for HostVfatVolume {}
+impl std::ops::Deref for HostVfatVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostVfatVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostVfatVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_file_system_volume, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+    }
+}
+/// `HostVffsSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVffsSpec {
+    /// `devicePath`.
+    pub device_path: String,
+    /// `partition`.
+    pub partition: Option<HostDiskPartitionSpec>,
+    /// `majorVersion`.
+    pub major_version: i32,
+    /// `volumeName`.
+    pub volume_name: String,
+}
+impl x::SchemaType for HostVffsSpec {
+    const TYPE_NAME: &'static str = "HostVffsSpec";
+}
+impl x::Structure for HostVffsSpec {}
+impl x::Fields for HostVffsSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "devicePath" => r.read(&mut self.device_path),
+            "partition" => r.read_opt(&mut self.partition),
+            "majorVersion" => r.read(&mut self.major_version),
+            "volumeName" => r.read(&mut self.volume_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("devicePath", &self.device_path);
+        w.write_opt("partition", &self.partition);
+        w.write("majorVersion", &self.major_version);
+        w.write("volumeName", &self.volume_name);
+    }
+}
+/// `HostVffsVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVffsVolume {
+    /// The fields `HostVffsVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `majorVersion`.
+    pub major_version: i32,
+    /// `version`.
+    pub version: String,
+    /// `uuid`.
+    pub uuid: String,
+    /// `extent`.
+    pub extent: Vec<HostScsiDiskPartition>,
+}
+impl x::SchemaType for HostVffsVolume {
+    const TYPE_NAME: &'static str = "HostVffsVolume";
+}
+impl x::Structure for HostVffsVolume {}
+impl std::ops::Deref for HostVffsVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostVffsVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostVffsVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "majorVersion" => r.read(&mut self.major_version),
+            "version" => r.read(&mut self.version),
+            "uuid" => r.read(&mut self.uuid),
+            "extent" => r.read_push(&mut self.extent),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("majorVersion", &self.major_version);
+        w.write("version", &self.version);
+        w.write("uuid", &self.uuid);
+        w.write_vec("extent", &self.extent);
+    }
+}
+/// `HostVirtualNic` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVirtualNic {
+    /// `device`.
+    pub device: String,
+    /// `key`.
+    pub key: String,
+    /// `portgroup`.
+    pub portgroup: String,
+    /// `spec`.
+    pub spec: HostVirtualNicSpec,
+    /// `port`.
+    pub port: Option<String>,
+    /// `owner`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub owner: Option<String>,
+}
+impl x::SchemaType for HostVirtualNic {
+    const TYPE_NAME: &'static str = "HostVirtualNic";
+}
+impl x::Structure for HostVirtualNic {}
+impl x::Fields for HostVirtualNic {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "key" => r.read(&mut self.key),
+            "portgroup" => r.read(&mut self.portgroup),
+            "spec" => r.read(&mut self.spec),
+            "port" => r.read_opt(&mut self.port),
+            "owner" => r.read_opt(&mut self.owner),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
         w.write("key", &self.key);
-        w.write("numPorts", &self.num_ports);
-        w.write_opt("configNumPorts", &self.config_num_ports);
-        w.write("numPortsAvailable", &self.num_ports_available);
-        w.write_vec("uplinkPort", &self.uplink_port);
-        w.write_opt("mtu", &self.mtu);
-        w.write_vec("pnic", &self.pnic);
+        w.write("portgroup", &self.portgroup);
         w.write("spec", &self.spec);
-        w.write_vec("hostLag", &self.host_lag);
-        w.write_opt("networkReservationSupported", &self.network_reservation_supported);
-        w.write_opt("nsxtEnabled", &self.nsxt_enabled);
-        w.write_opt("ensEnabled", &self.ens_enabled);
-        w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
-        w.write_vec("transportZones", &self.transport_zones);
-        w.write_vec("nsxUsedUplinkPort", &self.nsx_used_uplink_port);
-        w.write_opt("nsxtStatus", &self.nsxt_status);
-        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
-        if w.since(0x0800_0001, "HostProxySwitch.ensInfo", self.ens_info.is_some()) {
-            w.write_opt("ensInfo", &self.ens_info);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "HostProxySwitch.networkOffloadingEnabled",
-                self.network_offloading_enabled.is_some(),
-            )
-        {
-            w.write_opt("networkOffloadingEnabled", &self.network_offloading_enabled);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostProxySwitch.hostUplinkState",
-                !self.host_uplink_state.is_empty(),
-            )
-        {
-            w.write_vec("hostUplinkState", &self.host_uplink_state);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostProxySwitch.autoDeployOwned",
-                self.auto_deploy_owned.is_some(),
-            )
-        {
-            w.write_opt("autoDeployOwned", &self.auto_deploy_owned);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostProxySwitch.hostPerfNicOffloadState",
-                self.host_perf_nic_offload_state.is_some(),
-            )
-        {
-            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostProxySwitch.teplessMode",
-                self.tepless_mode.is_some(),
-            )
-        {
-            w.write_opt("teplessMode", &self.tepless_mode);
+        w.write_opt("port", &self.port);
+        if w.since(0x0900_0000, "HostVirtualNic.owner", self.owner.is_some()) {
+            w.write_opt("owner", &self.owner);
         }
     }
 }
-impl x::ArrayItem for HostProxySwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitch";
-    const ITEM_TAG: &'static str = "HostProxySwitch";
+impl x::ArrayItem for HostVirtualNic {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNic";
+    const ITEM_TAG: &'static str = "HostVirtualNic";
 }
-/// `HostProxySwitchConfig` (extends `DynamicData`).
+/// `HostVirtualNicConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchConfig {
+pub struct HostVirtualNicConfig {
     /// `changeOperation`.
     pub change_operation: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
+    /// `device`.
+    pub device: Option<String>,
+    /// `portgroup`.
+    pub portgroup: String,
     /// `spec`.
-    pub spec: Option<HostProxySwitchSpec>,
+    pub spec: Option<HostVirtualNicSpec>,
 }
-impl x::SchemaType for HostProxySwitchConfig {
-    const TYPE_NAME: &'static str = "HostProxySwitchConfig";
+impl x::SchemaType for HostVirtualNicConfig {
+    const TYPE_NAME: &'static str = "HostVirtualNicConfig";
 }
-impl x::Structure for HostProxySwitchConfig {}
-impl x::Fields for HostProxySwitchConfig {
+impl x::Structure for HostVirtualNicConfig {}
+impl x::Fields for HostVirtualNicConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -216,7 +594,8 @@ impl x::Fields for HostProxySwitchConfig {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "changeOperation" => r.read_opt(&mut self.change_operation),
-            "uuid" => r.read(&mut self.uuid),
+            "device" => r.read_opt(&mut self.device),
+            "portgroup" => r.read(&mut self.portgroup),
             "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
         };
@@ -225,511 +604,409 @@ impl x::Fields for HostProxySwitchConfig {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
-        w.write("uuid", &self.uuid);
+        w.write_opt("device", &self.device);
+        w.write("portgroup", &self.portgroup);
         w.write_opt("spec", &self.spec);
     }
 }
-impl x::ArrayItem for HostProxySwitchConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchConfig";
-    const ITEM_TAG: &'static str = "HostProxySwitchConfig";
+impl x::ArrayItem for HostVirtualNicConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNicConfig";
+    const ITEM_TAG: &'static str = "HostVirtualNicConfig";
 }
-/// `HostProxySwitchEnsInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
+/// `HostVirtualNicConnection` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchEnsInfo {
-    /// `opsVersion`.
+pub struct HostVirtualNicConnection {
+    /// `portgroup`.
+    pub portgroup: Option<String>,
+    /// `dvPort`.
+    pub dv_port: Option<DistributedVirtualSwitchPortConnection>,
+    /// `opNetwork`.
+    pub op_network: Option<HostVirtualNicOpaqueNetworkSpec>,
+}
+impl x::SchemaType for HostVirtualNicConnection {
+    const TYPE_NAME: &'static str = "HostVirtualNicConnection";
+}
+impl x::Structure for HostVirtualNicConnection {}
+impl x::Fields for HostVirtualNicConnection {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "portgroup" => r.read_opt(&mut self.portgroup),
+            "dvPort" => r.read_opt(&mut self.dv_port),
+            "opNetwork" => r.read_opt(&mut self.op_network),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("portgroup", &self.portgroup);
+        w.write_opt("dvPort", &self.dv_port);
+        w.write_opt("opNetwork", &self.op_network);
+    }
+}
+/// `HostVirtualNicIpRouteSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVirtualNicIpRouteSpec {
+    /// `ipRouteConfig`.
+    pub ip_route_config: Option<AnyHostIpRouteConfig>,
+}
+impl x::SchemaType for HostVirtualNicIpRouteSpec {
+    const TYPE_NAME: &'static str = "HostVirtualNicIpRouteSpec";
+}
+impl x::Structure for HostVirtualNicIpRouteSpec {}
+impl x::Fields for HostVirtualNicIpRouteSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("ipRouteConfig", &self.ip_route_config);
+    }
+}
+/// `HostVirtualNicManagerInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVirtualNicManagerInfo {
+    /// `netConfig`.
+    pub net_config: Vec<VirtualNicManagerNetConfig>,
+}
+impl x::SchemaType for HostVirtualNicManagerInfo {
+    const TYPE_NAME: &'static str = "HostVirtualNicManagerInfo";
+}
+impl x::Structure for HostVirtualNicManagerInfo {}
+impl x::Fields for HostVirtualNicManagerInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netConfig" => r.read_push(&mut self.net_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("netConfig", &self.net_config);
+    }
+}
+/// `HostVirtualNicManagerNicTypeSelection` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVirtualNicManagerNicTypeSelection {
+    /// `vnic`.
+    pub vnic: HostVirtualNicConnection,
+    /// `nicType`.
+    pub nic_type: Vec<String>,
+}
+impl x::SchemaType for HostVirtualNicManagerNicTypeSelection {
+    const TYPE_NAME: &'static str = "HostVirtualNicManagerNicTypeSelection";
+}
+impl x::Structure for HostVirtualNicManagerNicTypeSelection {}
+impl x::Fields for HostVirtualNicManagerNicTypeSelection {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vnic" => r.read(&mut self.vnic),
+            "nicType" => r.read_push(&mut self.nic_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vnic", &self.vnic);
+        w.write_vec("nicType", &self.nic_type);
+    }
+}
+impl x::ArrayItem for HostVirtualNicManagerNicTypeSelection {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNicManagerNicTypeSelection";
+    const ITEM_TAG: &'static str = "HostVirtualNicManagerNicTypeSelection";
+}
+/// `HostVirtualNicOpaqueNetworkSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVirtualNicOpaqueNetworkSpec {
+    /// `opaqueNetworkId`.
+    pub opaque_network_id: String,
+    /// `opaqueNetworkType`.
+    pub opaque_network_type: String,
+}
+impl x::SchemaType for HostVirtualNicOpaqueNetworkSpec {
+    const TYPE_NAME: &'static str = "HostVirtualNicOpaqueNetworkSpec";
+}
+impl x::Structure for HostVirtualNicOpaqueNetworkSpec {}
+impl x::Fields for HostVirtualNicOpaqueNetworkSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("opaqueNetworkId", &self.opaque_network_id);
+        w.write("opaqueNetworkType", &self.opaque_network_type);
+    }
+}
+/// `HostVirtualNicSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVirtualNicSpec {
+    /// `ip`.
+    pub ip: Option<HostIpConfig>,
+    /// `mac`.
+    pub mac: Option<String>,
+    /// `distributedVirtualPort`.
+    pub distributed_virtual_port: Option<DistributedVirtualSwitchPortConnection>,
+    /// `portgroup`.
+    pub portgroup: Option<String>,
+    /// `mtu`.
+    pub mtu: Option<i32>,
+    /// `tsoEnabled`.
+    pub tso_enabled: Option<bool>,
+    /// `netStackInstanceKey`.
+    pub net_stack_instance_key: Option<String>,
+    /// `opaqueNetwork`.
+    pub opaque_network: Option<HostVirtualNicOpaqueNetworkSpec>,
+    /// `externalId`.
+    pub external_id: Option<String>,
+    /// `pinnedPnic`.
+    pub pinned_pnic: Option<String>,
+    /// `ipRouteSpec`.
+    pub ip_route_spec: Option<HostVirtualNicIpRouteSpec>,
+    /// `systemOwned`.
+    pub system_owned: Option<bool>,
+    /// `dpuId`.
     ///
     /// Since vSphere API 8.0.0.1.
-    pub ops_version: i64,
-    /// `numPSOps`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_ps_ops: i64,
-    /// `numLcoreOps`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_lcore_ops: i64,
-    /// `errorStatus`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub error_status: i64,
-    /// `lcoreStatus`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub lcore_status: i64,
+    pub dpu_id: Option<String>,
 }
-impl x::SchemaType for HostProxySwitchEnsInfo {
-    const TYPE_NAME: &'static str = "HostProxySwitchEnsInfo";
+impl x::SchemaType for HostVirtualNicSpec {
+    const TYPE_NAME: &'static str = "HostVirtualNicSpec";
 }
-impl x::Structure for HostProxySwitchEnsInfo {}
-impl x::Fields for HostProxySwitchEnsInfo {
+impl x::Structure for HostVirtualNicSpec {}
+impl x::Fields for HostVirtualNicSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "opsVersion" => r.read(&mut self.ops_version),
-            "numPSOps" => r.read(&mut self.num_ps_ops),
-            "numLcoreOps" => r.read(&mut self.num_lcore_ops),
-            "errorStatus" => r.read(&mut self.error_status),
-            "lcoreStatus" => r.read(&mut self.lcore_status),
+            "ip" => r.read_opt(&mut self.ip),
+            "mac" => r.read_opt(&mut self.mac),
+            "distributedVirtualPort" => r.read_opt(&mut self.distributed_virtual_port),
+            "portgroup" => r.read_opt(&mut self.portgroup),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "tsoEnabled" => r.read_opt(&mut self.tso_enabled),
+            "netStackInstanceKey" => r.read_opt(&mut self.net_stack_instance_key),
+            "opaqueNetwork" => r.read_opt(&mut self.opaque_network),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "pinnedPnic" => r.read_opt(&mut self.pinned_pnic),
+            "ipRouteSpec" => r.read_opt(&mut self.ip_route_spec),
+            "systemOwned" => r.read_opt(&mut self.system_owned),
+            "dpuId" => r.read_opt(&mut self.dpu_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostProxySwitchEnsInfo", true);
-        w.write("opsVersion", &self.ops_version);
-        w.write("numPSOps", &self.num_ps_ops);
-        w.write("numLcoreOps", &self.num_lcore_ops);
-        w.write("errorStatus", &self.error_status);
-        w.write("lcoreStatus", &self.lcore_status);
+        w.write_opt("ip", &self.ip);
+        w.write_opt("mac", &self.mac);
+        w.write_opt("distributedVirtualPort", &self.distributed_virtual_port);
+        w.write_opt("portgroup", &self.portgroup);
+        w.write_opt("mtu", &self.mtu);
+        w.write_opt("tsoEnabled", &self.tso_enabled);
+        w.write_opt("netStackInstanceKey", &self.net_stack_instance_key);
+        w.write_opt("opaqueNetwork", &self.opaque_network);
+        w.write_opt("externalId", &self.external_id);
+        w.write_opt("pinnedPnic", &self.pinned_pnic);
+        w.write_opt("ipRouteSpec", &self.ip_route_spec);
+        w.write_opt("systemOwned", &self.system_owned);
+        if w.since(0x0800_0001, "HostVirtualNicSpec.dpuId", self.dpu_id.is_some()) {
+            w.write_opt("dpuId", &self.dpu_id);
+        }
     }
 }
-/// `HostProxySwitchHostLagConfig` (extends `DynamicData`).
+/// `HostVirtualSwitch` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchHostLagConfig {
-    /// `lagKey`.
-    pub lag_key: String,
-    /// `lagName`.
-    pub lag_name: Option<String>,
-    /// `uplinkPort`.
-    pub uplink_port: Vec<KeyValue>,
-}
-impl x::SchemaType for HostProxySwitchHostLagConfig {
-    const TYPE_NAME: &'static str = "HostProxySwitchHostLagConfig";
-}
-impl x::Structure for HostProxySwitchHostLagConfig {}
-impl x::Fields for HostProxySwitchHostLagConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lagKey" => r.read(&mut self.lag_key),
-            "lagName" => r.read_opt(&mut self.lag_name),
-            "uplinkPort" => r.read_push(&mut self.uplink_port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("lagKey", &self.lag_key);
-        w.write_opt("lagName", &self.lag_name);
-        w.write_vec("uplinkPort", &self.uplink_port);
-    }
-}
-impl x::ArrayItem for HostProxySwitchHostLagConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchHostLagConfig";
-    const ITEM_TAG: &'static str = "HostProxySwitchHostLagConfig";
-}
-/// `HostProxySwitchSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchSpec {
-    /// `backing`.
-    pub backing: Option<AnyDistributedVirtualSwitchHostMemberBacking>,
-}
-impl x::SchemaType for HostProxySwitchSpec {
-    const TYPE_NAME: &'static str = "HostProxySwitchSpec";
-}
-impl x::Structure for HostProxySwitchSpec {}
-impl x::Fields for HostProxySwitchSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "backing" => r.read_opt(&mut self.backing),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("backing", &self.backing);
-    }
-}
-/// `HostPtpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPtpConfig {
-    /// `domain`.
-    pub domain: Option<i32>,
-    /// `port`.
-    pub port: Vec<HostPtpConfigPtpPort>,
-}
-impl x::SchemaType for HostPtpConfig {
-    const TYPE_NAME: &'static str = "HostPtpConfig";
-}
-impl x::Structure for HostPtpConfig {}
-impl x::Fields for HostPtpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "domain" => r.read_opt(&mut self.domain),
-            "port" => r.read_push(&mut self.port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("domain", &self.domain);
-        w.write_vec("port", &self.port);
-    }
-}
-/// `HostPtpConfigPtpPort` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPtpConfigPtpPort {
-    /// `index`.
-    pub index: i32,
-    /// `deviceType`.
-    pub device_type: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-    /// `ipConfig`.
-    pub ip_config: Option<HostIpConfig>,
-}
-impl x::SchemaType for HostPtpConfigPtpPort {
-    const TYPE_NAME: &'static str = "HostPtpConfigPtpPort";
-}
-impl x::Structure for HostPtpConfigPtpPort {}
-impl x::Fields for HostPtpConfigPtpPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "index" => r.read(&mut self.index),
-            "deviceType" => r.read_opt(&mut self.device_type),
-            "device" => r.read_opt(&mut self.device),
-            "ipConfig" => r.read_opt(&mut self.ip_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("index", &self.index);
-        w.write_opt("deviceType", &self.device_type);
-        w.write_opt("device", &self.device);
-        w.write_opt("ipConfig", &self.ip_config);
-    }
-}
-impl x::ArrayItem for HostPtpConfigPtpPort {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPtpConfigPtpPort";
-    const ITEM_TAG: &'static str = "HostPtpConfigPtpPort";
-}
-/// `HostQualifiedName` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostQualifiedName {
-    /// `value`.
-    pub value: String,
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for HostQualifiedName {
-    const TYPE_NAME: &'static str = "HostQualifiedName";
-}
-impl x::Structure for HostQualifiedName {}
-impl x::Fields for HostQualifiedName {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "value" => r.read(&mut self.value),
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("value", &self.value);
-        w.write("type", &self.type_);
-    }
-}
-impl x::ArrayItem for HostQualifiedName {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostQualifiedName";
-    const ITEM_TAG: &'static str = "HostQualifiedName";
-}
-/// `HostRdmaDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDevice {
+pub struct HostVirtualSwitch {
+    /// `name`.
+    pub name: String,
     /// `key`.
     pub key: String,
-    /// `device`.
-    pub device: String,
-    /// `driver`.
-    pub driver: Option<String>,
-    /// `description`.
-    pub description: Option<String>,
-    /// `backing`.
-    pub backing: Option<AnyHostRdmaDeviceBacking>,
-    /// `connectionInfo`.
-    pub connection_info: HostRdmaDeviceConnectionInfo,
-    /// `capability`.
-    pub capability: HostRdmaDeviceCapability,
-}
-impl x::SchemaType for HostRdmaDevice {
-    const TYPE_NAME: &'static str = "HostRdmaDevice";
-}
-impl x::Structure for HostRdmaDevice {}
-impl x::Fields for HostRdmaDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "driver" => r.read_opt(&mut self.driver),
-            "description" => r.read_opt(&mut self.description),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectionInfo" => r.read(&mut self.connection_info),
-            "capability" => r.read(&mut self.capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("device", &self.device);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("description", &self.description);
-        w.write_opt("backing", &self.backing);
-        w.write("connectionInfo", &self.connection_info);
-        w.write("capability", &self.capability);
-    }
-}
-impl x::ArrayItem for HostRdmaDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRdmaDevice";
-    const ITEM_TAG: &'static str = "HostRdmaDevice";
-}
-/// `HostRdmaDeviceBacking` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostRdmaDeviceBacking`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceBacking {}
-impl x::SchemaType for HostRdmaDeviceBacking {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceBacking";
-}
-impl x::Structure for HostRdmaDeviceBacking {}
-impl x::Fields for HostRdmaDeviceBacking {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostRdmaDeviceCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceCapability {
-    /// `roceV1Capable`.
-    pub roce_v1_capable: bool,
-    /// `roceV2Capable`.
-    pub roce_v2_capable: bool,
-    /// `iWarpCapable`.
-    pub i_warp_capable: bool,
-}
-impl x::SchemaType for HostRdmaDeviceCapability {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceCapability";
-}
-impl x::Structure for HostRdmaDeviceCapability {}
-impl x::Fields for HostRdmaDeviceCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "roceV1Capable" => r.read(&mut self.roce_v1_capable),
-            "roceV2Capable" => r.read(&mut self.roce_v2_capable),
-            "iWarpCapable" => r.read(&mut self.i_warp_capable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("roceV1Capable", &self.roce_v1_capable);
-        w.write("roceV2Capable", &self.roce_v2_capable);
-        w.write("iWarpCapable", &self.i_warp_capable);
-    }
-}
-/// `HostRdmaDeviceConnectionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceConnectionInfo {
-    /// `state`.
-    pub state: String,
+    /// `numPorts`.
+    pub num_ports: i32,
+    /// `numPortsAvailable`.
+    pub num_ports_available: i32,
     /// `mtu`.
-    pub mtu: i32,
-    /// `speedInMbps`.
-    pub speed_in_mbps: i32,
+    pub mtu: Option<i32>,
+    /// `portgroup`.
+    pub portgroup: Vec<String>,
+    /// `pnic`.
+    pub pnic: Vec<String>,
+    /// `spec`.
+    pub spec: HostVirtualSwitchSpec,
 }
-impl x::SchemaType for HostRdmaDeviceConnectionInfo {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceConnectionInfo";
+impl x::SchemaType for HostVirtualSwitch {
+    const TYPE_NAME: &'static str = "HostVirtualSwitch";
 }
-impl x::Structure for HostRdmaDeviceConnectionInfo {}
-impl x::Fields for HostRdmaDeviceConnectionInfo {
+impl x::Structure for HostVirtualSwitch {}
+impl x::Fields for HostVirtualSwitch {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "state" => r.read(&mut self.state),
-            "mtu" => r.read(&mut self.mtu),
-            "speedInMbps" => r.read(&mut self.speed_in_mbps),
+            "name" => r.read(&mut self.name),
+            "key" => r.read(&mut self.key),
+            "numPorts" => r.read(&mut self.num_ports),
+            "numPortsAvailable" => r.read(&mut self.num_ports_available),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "portgroup" => r.read_push(&mut self.portgroup),
+            "pnic" => r.read_push(&mut self.pnic),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("mtu", &self.mtu);
-        w.write("speedInMbps", &self.speed_in_mbps);
+        w.write("name", &self.name);
+        w.write("key", &self.key);
+        w.write("numPorts", &self.num_ports);
+        w.write("numPortsAvailable", &self.num_ports_available);
+        w.write_opt("mtu", &self.mtu);
+        w.write_vec("portgroup", &self.portgroup);
+        w.write_vec("pnic", &self.pnic);
+        w.write("spec", &self.spec);
     }
 }
-/// `HostRdmaDevicePnicBacking` (extends `HostRdmaDeviceBacking`).
+impl x::ArrayItem for HostVirtualSwitch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualSwitch";
+    const ITEM_TAG: &'static str = "HostVirtualSwitch";
+}
+/// `HostVirtualSwitchAutoBridge` (extends `HostVirtualSwitchBridge`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDevicePnicBacking {
-    /// `pairedUplink`.
-    pub paired_uplink: String,
+pub struct HostVirtualSwitchAutoBridge {
+    /// `excludedNicDevice`.
+    pub excluded_nic_device: Vec<String>,
 }
-impl x::SchemaType for HostRdmaDevicePnicBacking {
-    const TYPE_NAME: &'static str = "HostRdmaDevicePnicBacking";
+impl x::SchemaType for HostVirtualSwitchAutoBridge {
+    const TYPE_NAME: &'static str = "HostVirtualSwitchAutoBridge";
 }
-impl x::Structure for HostRdmaDevicePnicBacking {}
-impl x::Fields for HostRdmaDevicePnicBacking {
+impl x::Structure for HostVirtualSwitchAutoBridge {}
+impl x::Fields for HostVirtualSwitchAutoBridge {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "pairedUplink" => r.read(&mut self.paired_uplink),
+            "excludedNicDevice" => r.read_push(&mut self.excluded_nic_device),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pairedUplink", &self.paired_uplink);
+        w.write_vec("excludedNicDevice", &self.excluded_nic_device);
     }
 }
-/// `HostRdmaHba` (extends `HostHostBusAdapter`).
+/// `HostVirtualSwitchBeaconConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `associatedRdmaDevice`.
-    pub associated_rdma_device: Option<String>,
+pub struct HostVirtualSwitchBeaconConfig {
+    /// `interval`.
+    pub interval: i32,
 }
-impl x::SchemaType for HostRdmaHba {
-    const TYPE_NAME: &'static str = "HostRdmaHba";
+impl x::SchemaType for HostVirtualSwitchBeaconConfig {
+    const TYPE_NAME: &'static str = "HostVirtualSwitchBeaconConfig";
 }
-impl x::Structure for HostRdmaHba {}
-impl x::Fields for HostRdmaHba {
+impl x::Structure for HostVirtualSwitchBeaconConfig {}
+impl x::Fields for HostVirtualSwitchBeaconConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device),
+            "interval" => r.read(&mut self.interval),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.driverVersion",
-                self.driver_version.is_some(),
-            )
-        {
-            w.write_opt("driverVersion", &self.driver_version);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.firmwareVersion",
-                self.firmware_version.is_some(),
-            )
-        {
-            w.write_opt("firmwareVersion", &self.firmware_version);
-        }
-        w.write_opt("associatedRdmaDevice", &self.associated_rdma_device);
+        w.write("interval", &self.interval);
     }
 }
-/// `HostRdmaTargetTransport` (extends `HostTargetTransport`).
+/// `HostVirtualSwitchBondBridge` (extends `HostVirtualSwitchBridge`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaTargetTransport {}
-impl x::SchemaType for HostRdmaTargetTransport {
-    const TYPE_NAME: &'static str = "HostRdmaTargetTransport";
+pub struct HostVirtualSwitchBondBridge {
+    /// `nicDevice`.
+    pub nic_device: Vec<String>,
+    /// `beacon`.
+    pub beacon: Option<HostVirtualSwitchBeaconConfig>,
+    /// `linkDiscoveryProtocolConfig`.
+    pub link_discovery_protocol_config: Option<LinkDiscoveryProtocolConfig>,
 }
-impl x::Structure for HostRdmaTargetTransport {}
-impl x::Fields for HostRdmaTargetTransport {
+impl x::SchemaType for HostVirtualSwitchBondBridge {
+    const TYPE_NAME: &'static str = "HostVirtualSwitchBondBridge";
+}
+impl x::Structure for HostVirtualSwitchBondBridge {}
+impl x::Fields for HostVirtualSwitchBondBridge {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nicDevice" => r.read_push(&mut self.nic_device),
+            "beacon" => r.read_opt(&mut self.beacon),
+            "linkDiscoveryProtocolConfig" => {
+                r.read_opt(&mut self.link_discovery_protocol_config)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("nicDevice", &self.nic_device);
+        w.write_opt("beacon", &self.beacon);
+        w.write_opt("linkDiscoveryProtocolConfig", &self.link_discovery_protocol_config);
+    }
+}
+/// `HostVirtualSwitchBridge` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostVirtualSwitchBridge`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVirtualSwitchBridge {}
+impl x::SchemaType for HostVirtualSwitchBridge {
+    const TYPE_NAME: &'static str = "HostVirtualSwitchBridge";
+}
+impl x::Structure for HostVirtualSwitchBridge {}
+impl x::Fields for HostVirtualSwitchBridge {
     fn decode_field(
         &mut self,
         _r: &mut x::XmlReader<'_>,
@@ -739,2402 +1016,915 @@ impl x::Fields for HostRdmaTargetTransport {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
-/// `HostReconnectionFailedEvent` (extends `HostEvent`).
+/// `HostVirtualSwitchConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReconnectionFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+pub struct HostVirtualSwitchConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `name`.
+    pub name: String,
+    /// `spec`.
+    pub spec: Option<HostVirtualSwitchSpec>,
 }
-impl x::SchemaType for HostReconnectionFailedEvent {
-    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
+impl x::SchemaType for HostVirtualSwitchConfig {
+    const TYPE_NAME: &'static str = "HostVirtualSwitchConfig";
 }
-impl x::Structure for HostReconnectionFailedEvent {}
-impl x::Fields for HostReconnectionFailedEvent {
+impl x::Structure for HostVirtualSwitchConfig {}
+impl x::Fields for HostVirtualSwitchConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "name" => r.read(&mut self.name),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write("name", &self.name);
+        w.write_opt("spec", &self.spec);
     }
 }
-/// `HostReliableMemoryInfo` (extends `DynamicData`).
+impl x::ArrayItem for HostVirtualSwitchConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualSwitchConfig";
+    const ITEM_TAG: &'static str = "HostVirtualSwitchConfig";
+}
+/// `HostVirtualSwitchSimpleBridge` (extends `HostVirtualSwitchBridge`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReliableMemoryInfo {
-    /// `memorySize`.
-    pub memory_size: i64,
+pub struct HostVirtualSwitchSimpleBridge {
+    /// `nicDevice`.
+    pub nic_device: String,
 }
-impl x::SchemaType for HostReliableMemoryInfo {
-    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
+impl x::SchemaType for HostVirtualSwitchSimpleBridge {
+    const TYPE_NAME: &'static str = "HostVirtualSwitchSimpleBridge";
 }
-impl x::Structure for HostReliableMemoryInfo {}
-impl x::Fields for HostReliableMemoryInfo {
+impl x::Structure for HostVirtualSwitchSimpleBridge {}
+impl x::Fields for HostVirtualSwitchSimpleBridge {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "memorySize" => r.read(&mut self.memory_size),
+            "nicDevice" => r.read(&mut self.nic_device),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("memorySize", &self.memory_size);
+        w.write("nicDevice", &self.nic_device);
     }
 }
-/// `HostRemovedEvent` (extends `HostEvent`).
+/// `HostVirtualSwitchSpec` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRemovedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+pub struct HostVirtualSwitchSpec {
+    /// `numPorts`.
+    pub num_ports: i32,
+    /// `bridge`.
+    pub bridge: Option<AnyHostVirtualSwitchBridge>,
+    /// `policy`.
+    pub policy: Option<HostNetworkPolicy>,
+    /// `mtu`.
+    pub mtu: Option<i32>,
 }
-impl x::SchemaType for HostRemovedEvent {
-    const TYPE_NAME: &'static str = "HostRemovedEvent";
+impl x::SchemaType for HostVirtualSwitchSpec {
+    const TYPE_NAME: &'static str = "HostVirtualSwitchSpec";
 }
-impl x::Structure for HostRemovedEvent {}
-impl x::Fields for HostRemovedEvent {
+impl x::Structure for HostVirtualSwitchSpec {}
+impl x::Fields for HostVirtualSwitchSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
+            "numPorts" => r.read(&mut self.num_ports),
+            "bridge" => r.read_opt(&mut self.bridge),
+            "policy" => r.read_opt(&mut self.policy),
+            "mtu" => r.read_opt(&mut self.mtu),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write("numPorts", &self.num_ports);
+        w.write_opt("bridge", &self.bridge);
+        w.write_opt("policy", &self.policy);
+        w.write_opt("mtu", &self.mtu);
     }
 }
-/// `HostResignatureRescanResult` (extends `DynamicData`).
+/// `HostVmciAccessManagerAccessSpec` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostResignatureRescanResult {
-    /// `rescan`.
-    pub rescan: Vec<HostVmfsRescanResult>,
-    /// `result`.
-    pub result: x::ManagedObjectReference,
+pub struct HostVmciAccessManagerAccessSpec {
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `services`.
+    pub services: Vec<String>,
+    /// `mode`.
+    pub mode: String,
 }
-impl x::SchemaType for HostResignatureRescanResult {
-    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
+impl x::SchemaType for HostVmciAccessManagerAccessSpec {
+    const TYPE_NAME: &'static str = "HostVmciAccessManagerAccessSpec";
 }
-impl x::Structure for HostResignatureRescanResult {}
-impl x::Fields for HostResignatureRescanResult {
+impl x::Structure for HostVmciAccessManagerAccessSpec {}
+impl x::Fields for HostVmciAccessManagerAccessSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "rescan" => r.read_push(&mut self.rescan),
-            "result" => r.read(&mut self.result),
+            "vm" => r.read(&mut self.vm),
+            "services" => r.read_push(&mut self.services),
+            "mode" => r.read(&mut self.mode),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rescan", &self.rescan);
-        w.write("result", &self.result);
+        w.write("vm", &self.vm);
+        w.write_vec("services", &self.services);
+        w.write("mode", &self.mode);
     }
 }
-/// `HostRuntimeInfo` (extends `DynamicData`).
+impl x::ArrayItem for HostVmciAccessManagerAccessSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVmciAccessManagerAccessSpec";
+    const ITEM_TAG: &'static str = "HostVmciAccessManagerAccessSpec";
+}
+/// `HostVmfsRescanResult` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfo {
-    /// `connectionState`.
-    pub connection_state: HostSystemConnectionState,
-    /// `powerState`.
-    pub power_state: HostSystemPowerState,
-    /// `standbyMode`.
-    pub standby_mode: Option<String>,
-    /// `inMaintenanceMode`.
-    pub in_maintenance_mode: bool,
-    /// `inQuarantineMode`.
-    pub in_quarantine_mode: Option<bool>,
-    /// `bootTime`.
-    pub boot_time: Option<x::DateTime>,
-    /// `healthSystemRuntime`.
-    pub health_system_runtime: Option<HealthSystemRuntime>,
-    /// `dasHostState`.
-    pub das_host_state: Option<ClusterDasFdmHostState>,
-    /// `tpmPcrValues`.
-    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
-    /// `vsanRuntimeInfo`.
-    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
-    /// `networkRuntimeInfo`.
-    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
-    /// `vFlashResourceRuntimeInfo`.
-    pub vflash_resource_runtime_info: Option<HostVFlashManagerVFlashResourceRunTimeInfo>,
-    /// `hostMaxVirtualDiskCapacity`.
-    pub host_max_virtual_disk_capacity: Option<i64>,
-    /// `cryptoState`.
-    pub crypto_state: Option<String>,
-    /// `cryptoKeyId`.
-    pub crypto_key_id: Option<CryptoKeyId>,
-    /// `statelessNvdsMigrationReady`.
-    pub stateless_nvds_migration_ready: Option<String>,
-    /// `partialMaintenanceMode`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub partial_maintenance_mode: Vec<HostPartialMaintenanceModeRuntimeInfo>,
-    /// `stateEncryption`.
-    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
-    /// `podVMInfo`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub pod_vm_info: Option<PodVMInfo>,
+pub struct HostVmfsRescanResult {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
 }
-impl x::SchemaType for HostRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfo";
+impl x::SchemaType for HostVmfsRescanResult {
+    const TYPE_NAME: &'static str = "HostVmfsRescanResult";
 }
-impl x::Structure for HostRuntimeInfo {}
-impl x::Fields for HostRuntimeInfo {
+impl x::Structure for HostVmfsRescanResult {}
+impl x::Fields for HostVmfsRescanResult {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "connectionState" => r.read(&mut self.connection_state),
-            "powerState" => r.read(&mut self.power_state),
-            "standbyMode" => r.read_opt(&mut self.standby_mode),
-            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
-            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
-            "bootTime" => r.read_opt(&mut self.boot_time),
-            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
-            "dasHostState" => r.read_opt(&mut self.das_host_state),
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
-            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
-            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
-            "vFlashResourceRuntimeInfo" => {
-                r.read_opt(&mut self.vflash_resource_runtime_info)
-            }
-            "hostMaxVirtualDiskCapacity" => {
-                r.read_opt(&mut self.host_max_virtual_disk_capacity)
-            }
-            "cryptoState" => r.read_opt(&mut self.crypto_state),
-            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
-            "statelessNvdsMigrationReady" => {
-                r.read_opt(&mut self.stateless_nvds_migration_ready)
-            }
-            "partialMaintenanceMode" => r.read_push(&mut self.partial_maintenance_mode),
-            "stateEncryption" => r.read_opt(&mut self.state_encryption),
-            "podVMInfo" => r.read_opt(&mut self.pod_vm_info),
+            "host" => r.read(&mut self.host),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("connectionState", &self.connection_state);
-        w.write("powerState", &self.power_state);
-        w.write_opt("standbyMode", &self.standby_mode);
-        w.write("inMaintenanceMode", &self.in_maintenance_mode);
-        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
-        w.write_opt("bootTime", &self.boot_time);
-        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
-        w.write_opt("dasHostState", &self.das_host_state);
-        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
-        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
-        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
-        w.write_opt("vFlashResourceRuntimeInfo", &self.vflash_resource_runtime_info);
-        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
-        w.write_opt("cryptoState", &self.crypto_state);
-        w.write_opt("cryptoKeyId", &self.crypto_key_id);
-        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
-        if w
-            .since(
-                0x0800_0300,
-                "HostRuntimeInfo.partialMaintenanceMode",
-                !self.partial_maintenance_mode.is_empty(),
-            )
-        {
-            w.write_vec("partialMaintenanceMode", &self.partial_maintenance_mode);
-        }
-        w.write_opt("stateEncryption", &self.state_encryption);
-        if w.since(0x0901_0000, "HostRuntimeInfo.podVMInfo", self.pod_vm_info.is_some())
-        {
-            w.write_opt("podVMInfo", &self.pod_vm_info);
-        }
+        w.write("host", &self.host);
+        w.write_opt("fault", &self.fault);
     }
 }
-/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
+impl x::ArrayItem for HostVmfsRescanResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVmfsRescanResult";
+    const ITEM_TAG: &'static str = "HostVmfsRescanResult";
+}
+/// `HostVmfsSpec` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    /// `netStackInstanceKey`.
-    pub net_stack_instance_key: String,
-    /// `state`.
-    pub state: Option<String>,
-    /// `vmknicKeys`.
-    pub vmknic_keys: Vec<String>,
-    /// `maxNumberOfConnections`.
-    pub max_number_of_connections: Option<i32>,
-    /// `currentIpV6Enabled`.
-    pub current_ip_v6_enabled: Option<bool>,
+pub struct HostVmfsSpec {
+    /// `extent`.
+    pub extent: HostScsiDiskPartition,
+    /// `blockSizeMb`.
+    pub block_size_mb: Option<i32>,
+    /// `majorVersion`.
+    pub major_version: i32,
+    /// `volumeName`.
+    pub volume_name: String,
+    /// `blockSize`.
+    pub block_size: Option<i32>,
+    /// `unmapGranularity`.
+    pub unmap_granularity: Option<i32>,
+    /// `unmapPriority`.
+    pub unmap_priority: Option<String>,
+    /// `unmapBandwidthSpec`.
+    pub unmap_bandwidth_spec: Option<VmfsUnmapBandwidthSpec>,
 }
-impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
+impl x::SchemaType for HostVmfsSpec {
+    const TYPE_NAME: &'static str = "HostVmfsSpec";
 }
-impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
-impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+impl x::Structure for HostVmfsSpec {}
+impl x::Fields for HostVmfsSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
-            "state" => r.read_opt(&mut self.state),
-            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
-            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
-            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
+            "extent" => r.read(&mut self.extent),
+            "blockSizeMb" => r.read_opt(&mut self.block_size_mb),
+            "majorVersion" => r.read(&mut self.major_version),
+            "volumeName" => r.read(&mut self.volume_name),
+            "blockSize" => r.read_opt(&mut self.block_size),
+            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
+            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
+            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("netStackInstanceKey", &self.net_stack_instance_key);
-        w.write_opt("state", &self.state);
-        w.write_vec("vmknicKeys", &self.vmknic_keys);
-        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
-        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
+        w.write("extent", &self.extent);
+        w.write_opt("blockSizeMb", &self.block_size_mb);
+        w.write("majorVersion", &self.major_version);
+        w.write("volumeName", &self.volume_name);
+        w.write_opt("blockSize", &self.block_size);
+        w.write_opt("unmapGranularity", &self.unmap_granularity);
+        w.write_opt("unmapPriority", &self.unmap_priority);
+        w.write_opt("unmapBandwidthSpec", &self.unmap_bandwidth_spec);
     }
 }
-impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
-}
-/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
+/// `HostVmfsVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoNetworkRuntimeInfo {
-    /// `netStackInstanceRuntimeInfo`.
-    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
-    /// `networkResourceRuntime`.
-    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
-}
-impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
-impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstanceRuntimeInfo" => {
-                r.read_push(&mut self.net_stack_instance_runtime_info)
-            }
-            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec(
-            "netStackInstanceRuntimeInfo",
-            &self.net_stack_instance_runtime_info,
-        );
-        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
-    }
-}
-/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoStateEncryptionInfo {
-    /// `protectionMode`.
-    pub protection_mode: String,
-    /// `requireSecureBoot`.
-    pub require_secure_boot: Option<bool>,
-    /// `requireExecInstalledOnly`.
-    pub require_exec_installed_only: Option<bool>,
-}
-impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
-}
-impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
-impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "protectionMode" => r.read(&mut self.protection_mode),
-            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
-            "requireExecInstalledOnly" => {
-                r.read_opt(&mut self.require_exec_installed_only)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("protectionMode", &self.protection_mode);
-        w.write_opt("requireSecureBoot", &self.require_secure_boot);
-        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
-    }
-}
-/// `HostScsiDisk` (extends `ScsiLun`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiDisk {
-    /// `deviceName`, from `HostDevice`.
-    pub device_name: String,
-    /// `deviceType`, from `HostDevice`.
-    pub device_type: String,
-    /// `key`, from `ScsiLun`.
-    pub key: Option<String>,
-    /// `uuid`, from `ScsiLun`.
+pub struct HostVmfsVolume {
+    /// The fields `HostVmfsVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `blockSizeMb`.
+    pub block_size_mb: i32,
+    /// `blockSize`.
+    pub block_size: Option<i32>,
+    /// `unmapGranularity`.
+    pub unmap_granularity: Option<i32>,
+    /// `unmapPriority`.
+    pub unmap_priority: Option<String>,
+    /// `unmapBandwidthSpec`.
+    pub unmap_bandwidth_spec: Option<VmfsUnmapBandwidthSpec>,
+    /// `maxBlocks`.
+    pub max_blocks: i32,
+    /// `majorVersion`.
+    pub major_version: i32,
+    /// `version`.
+    pub version: String,
+    /// `uuid`.
     pub uuid: String,
-    /// `descriptor`, from `ScsiLun`.
-    pub descriptor: Vec<ScsiLunDescriptor>,
-    /// `canonicalName`, from `ScsiLun`.
-    pub canonical_name: Option<String>,
-    /// `displayName`, from `ScsiLun`.
-    pub display_name: Option<String>,
-    /// `lunType`, from `ScsiLun`.
-    pub lun_type: String,
-    /// `vendor`, from `ScsiLun`.
-    pub vendor: Option<String>,
-    /// `model`, from `ScsiLun`.
-    pub model: Option<String>,
-    /// `revision`, from `ScsiLun`.
-    pub revision: Option<String>,
-    /// `scsiLevel`, from `ScsiLun`.
-    pub scsi_level: Option<i32>,
-    /// `serialNumber`, from `ScsiLun`.
-    pub serial_number: Option<String>,
-    /// `durableName`, from `ScsiLun`.
-    pub durable_name: Option<ScsiLunDurableName>,
-    /// `alternateName`, from `ScsiLun`.
-    pub alternate_name: Vec<ScsiLunDurableName>,
-    /// `standardInquiry`, from `ScsiLun`.
-    pub standard_inquiry: Vec<i8>,
-    /// `queueDepth`, from `ScsiLun`.
-    pub queue_depth: Option<i32>,
-    /// `operationalState`, from `ScsiLun`.
-    pub operational_state: Vec<String>,
-    /// `capabilities`, from `ScsiLun`.
-    pub capabilities: Option<ScsiLunCapabilities>,
-    /// `vStorageSupport`, from `ScsiLun`.
-    pub vstorage_support: Option<String>,
-    /// `protocolEndpoint`, from `ScsiLun`.
-    pub protocol_endpoint: Option<bool>,
-    /// `perenniallyReserved`, from `ScsiLun`.
-    pub perennially_reserved: Option<bool>,
-    /// `clusteredVmdkSupported`, from `ScsiLun`.
-    pub clustered_vmdk_supported: Option<bool>,
-    /// `applicationProtocol`, from `ScsiLun`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub application_protocol: Option<String>,
-    /// `dispersedNs`, from `ScsiLun`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub dispersed_ns: Option<bool>,
-    /// `deviceReservation`, from `ScsiLun`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub device_reservation: Option<String>,
-    /// `capacity`.
-    pub capacity: HostDiskDimensionsLba,
-    /// `devicePath`.
-    pub device_path: String,
+    /// `extent`.
+    pub extent: Vec<HostScsiDiskPartition>,
+    /// `vmfsUpgradable`.
+    pub vmfs_upgradable: bool,
+    /// `forceMountedInfo`.
+    pub force_mounted_info: Option<HostForceMountedInfo>,
     /// `ssd`.
     pub ssd: Option<bool>,
-    /// `localDisk`.
-    pub local_disk: Option<bool>,
-    /// `physicalLocation`.
-    pub physical_location: Vec<String>,
-    /// `emulatedDIXDIFEnabled`.
-    pub emulated_dixdif_enabled: Option<bool>,
-    /// `vsanDiskInfo`.
-    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
+    /// `local`.
+    pub local: Option<bool>,
     /// `scsiDiskType`.
     pub scsi_disk_type: Option<String>,
-    /// `usedByMemoryTiering`.
+}
+impl x::SchemaType for HostVmfsVolume {
+    const TYPE_NAME: &'static str = "HostVmfsVolume";
+}
+impl x::Structure for HostVmfsVolume {}
+impl std::ops::Deref for HostVmfsVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostVmfsVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostVmfsVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "blockSizeMb" => r.read(&mut self.block_size_mb),
+            "blockSize" => r.read_opt(&mut self.block_size),
+            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
+            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
+            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
+            "maxBlocks" => r.read(&mut self.max_blocks),
+            "majorVersion" => r.read(&mut self.major_version),
+            "version" => r.read(&mut self.version),
+            "uuid" => r.read(&mut self.uuid),
+            "extent" => r.read_push(&mut self.extent),
+            "vmfsUpgradable" => r.read(&mut self.vmfs_upgradable),
+            "forceMountedInfo" => r.read_opt(&mut self.force_mounted_info),
+            "ssd" => r.read_opt(&mut self.ssd),
+            "local" => r.read_opt(&mut self.local),
+            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("blockSizeMb", &self.block_size_mb);
+        w.write_opt("blockSize", &self.block_size);
+        w.write_opt("unmapGranularity", &self.unmap_granularity);
+        w.write_opt("unmapPriority", &self.unmap_priority);
+        w.write_opt("unmapBandwidthSpec", &self.unmap_bandwidth_spec);
+        w.write("maxBlocks", &self.max_blocks);
+        w.write("majorVersion", &self.major_version);
+        w.write("version", &self.version);
+        w.write("uuid", &self.uuid);
+        w.write_vec("extent", &self.extent);
+        w.write("vmfsUpgradable", &self.vmfs_upgradable);
+        w.write_opt("forceMountedInfo", &self.force_mounted_info);
+        w.write_opt("ssd", &self.ssd);
+        w.write_opt("local", &self.local);
+        w.write_opt("scsiDiskType", &self.scsi_disk_type);
+    }
+}
+/// `HostVnicConnectedToCustomizedDVPortEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVnicConnectedToCustomizedDVPortEvent {
+    /// The fields `HostVnicConnectedToCustomizedDVPortEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `vnic`.
+    pub vnic: VnicPortArgument,
+    /// `prevPortKey`.
+    pub prev_port_key: Option<String>,
+}
+impl x::SchemaType for HostVnicConnectedToCustomizedDVPortEvent {
+    const TYPE_NAME: &'static str = "HostVnicConnectedToCustomizedDVPortEvent";
+}
+impl x::Structure for HostVnicConnectedToCustomizedDVPortEvent {}
+impl std::ops::Deref for HostVnicConnectedToCustomizedDVPortEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostVnicConnectedToCustomizedDVPortEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostVnicConnectedToCustomizedDVPortEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vnic" => r.read(&mut self.vnic),
+            "prevPortKey" => r.read_opt(&mut self.prev_port_key),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("vnic", &self.vnic);
+        w.write_opt("prevPortKey", &self.prev_port_key);
+    }
+}
+/// `HostVsanInternalSystemCmmdsQuery` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVsanInternalSystemCmmdsQuery {
+    /// `type`.
+    pub type_: Option<String>,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `owner`.
+    pub owner: Option<String>,
+}
+impl x::SchemaType for HostVsanInternalSystemCmmdsQuery {
+    const TYPE_NAME: &'static str = "HostVsanInternalSystemCmmdsQuery";
+}
+impl x::Structure for HostVsanInternalSystemCmmdsQuery {}
+impl x::Fields for HostVsanInternalSystemCmmdsQuery {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read_opt(&mut self.type_),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "owner" => r.read_opt(&mut self.owner),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("type", &self.type_);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("owner", &self.owner);
+    }
+}
+impl x::ArrayItem for HostVsanInternalSystemCmmdsQuery {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemCmmdsQuery";
+    const ITEM_TAG: &'static str = "HostVsanInternalSystemCmmdsQuery";
+}
+/// `HostVsanInternalSystemDeleteVsanObjectsResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVsanInternalSystemDeleteVsanObjectsResult {
+    /// `uuid`.
+    pub uuid: String,
+    /// `success`.
+    pub success: bool,
+    /// `failureReason`.
+    pub failure_reason: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostVsanInternalSystemDeleteVsanObjectsResult {
+    const TYPE_NAME: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
+}
+impl x::Structure for HostVsanInternalSystemDeleteVsanObjectsResult {}
+impl x::Fields for HostVsanInternalSystemDeleteVsanObjectsResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "success" => r.read(&mut self.success),
+            "failureReason" => r.read_push(&mut self.failure_reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("uuid", &self.uuid);
+        w.write("success", &self.success);
+        w.write_vec("failureReason", &self.failure_reason);
+    }
+}
+impl x::ArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult";
+    const ITEM_TAG: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
+}
+/// `HostVsanInternalSystemVsanObjectOperationResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVsanInternalSystemVsanObjectOperationResult {
+    /// `uuid`.
+    pub uuid: String,
+    /// `failureReason`.
+    pub failure_reason: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostVsanInternalSystemVsanObjectOperationResult {
+    const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
+}
+impl x::Structure for HostVsanInternalSystemVsanObjectOperationResult {}
+impl x::Fields for HostVsanInternalSystemVsanObjectOperationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "failureReason" => r.read_push(&mut self.failure_reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("uuid", &self.uuid);
+        w.write_vec("failureReason", &self.failure_reason);
+    }
+}
+impl x::ArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanObjectOperationResult";
+    const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
+}
+/// `HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+    /// `diskUuid`.
+    pub disk_uuid: String,
+    /// `success`.
+    pub success: bool,
+    /// `failureReason`.
+    pub failure_reason: Option<String>,
+}
+impl x::SchemaType for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+    const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
+}
+impl x::Structure for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {}
+impl x::Fields for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskUuid" => r.read(&mut self.disk_uuid),
+            "success" => r.read(&mut self.success),
+            "failureReason" => r.read_opt(&mut self.failure_reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskUuid", &self.disk_uuid);
+        w.write("success", &self.success);
+        w.write_opt("failureReason", &self.failure_reason);
+    }
+}
+impl x::ArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
+    const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
+}
+/// `HostVvolNQN` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVvolNQN {
+    /// `targetNQN`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub target_nqn: String,
+    /// `storageArray`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub storage_array: String,
+    /// `online`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub online: bool,
+}
+impl x::SchemaType for HostVvolNQN {
+    const TYPE_NAME: &'static str = "HostVvolNQN";
+}
+impl x::Structure for HostVvolNQN {}
+impl x::Fields for HostVvolNQN {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "targetNQN" => r.read(&mut self.target_nqn),
+            "storageArray" => r.read(&mut self.storage_array),
+            "online" => r.read(&mut self.online),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type HostVvolNQN", true);
+        w.write("targetNQN", &self.target_nqn);
+        w.write("storageArray", &self.storage_array);
+        w.write("online", &self.online);
+    }
+}
+impl x::ArrayItem for HostVvolNQN {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVvolNQN";
+    const ITEM_TAG: &'static str = "HostVvolNQN";
+}
+/// `HostVvolVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVvolVolume {
+    /// The fields `HostVvolVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `scId`.
+    pub sc_id: String,
+    /// `hostPE`.
+    pub host_pe: Vec<VVolHostPE>,
+    /// `hostVvolNQN`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub host_vvol_nqn: Vec<HostVvolVolumeHostVvolNQN>,
+    /// `vasaProviderInfo`.
+    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
+    /// `storageArray`.
+    pub storage_array: Vec<VASAStorageArray>,
+    /// `protocolEndpointType`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub protocol_endpoint_type: Option<String>,
+    /// `vvolNQNFieldsAvailable`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub vvol_nqn_fields_available: Option<bool>,
+    /// `stretched`.
     ///
     /// Since vSphere API 8.0.3.0.
-    pub used_by_memory_tiering: Option<bool>,
+    pub stretched: Option<bool>,
 }
-impl x::SchemaType for HostScsiDisk {
-    const TYPE_NAME: &'static str = "HostScsiDisk";
+impl x::SchemaType for HostVvolVolume {
+    const TYPE_NAME: &'static str = "HostVvolVolume";
 }
-impl x::Structure for HostScsiDisk {}
-impl x::Fields for HostScsiDisk {
+impl x::Structure for HostVvolVolume {}
+impl std::ops::Deref for HostVvolVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostVvolVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostVvolVolume {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceType" => r.read(&mut self.device_type),
-            "key" => r.read_opt(&mut self.key),
+            "scId" => r.read(&mut self.sc_id),
+            "hostPE" => r.read_push(&mut self.host_pe),
+            "hostVvolNQN" => r.read_push(&mut self.host_vvol_nqn),
+            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
+            "storageArray" => r.read_push(&mut self.storage_array),
+            "protocolEndpointType" => r.read_opt(&mut self.protocol_endpoint_type),
+            "vvolNQNFieldsAvailable" => r.read_opt(&mut self.vvol_nqn_fields_available),
+            "stretched" => r.read_opt(&mut self.stretched),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("scId", &self.sc_id);
+        w.write_vec("hostPE", &self.host_pe);
+        if w
+            .since(
+                0x0800_0200,
+                "HostVvolVolume.hostVvolNQN",
+                !self.host_vvol_nqn.is_empty(),
+            )
+        {
+            w.write_vec("hostVvolNQN", &self.host_vvol_nqn);
+        }
+        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
+        w.write_vec("storageArray", &self.storage_array);
+        if w
+            .since(
+                0x0800_0000,
+                "HostVvolVolume.protocolEndpointType",
+                self.protocol_endpoint_type.is_some(),
+            )
+        {
+            w.write_opt("protocolEndpointType", &self.protocol_endpoint_type);
+        }
+        if w
+            .since(
+                0x0800_0200,
+                "HostVvolVolume.vvolNQNFieldsAvailable",
+                self.vvol_nqn_fields_available.is_some(),
+            )
+        {
+            w.write_opt("vvolNQNFieldsAvailable", &self.vvol_nqn_fields_available);
+        }
+        if w.since(0x0800_0300, "HostVvolVolume.stretched", self.stretched.is_some()) {
+            w.write_opt("stretched", &self.stretched);
+        }
+    }
+}
+/// `HostVvolVolumeHostVvolNQN` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVvolVolumeHostVvolNQN {
+    /// `host`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `vvolNQN`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub vvol_nqn: Vec<HostVvolNQN>,
+}
+impl x::SchemaType for HostVvolVolumeHostVvolNQN {
+    const TYPE_NAME: &'static str = "HostVvolVolumeHostVvolNQN";
+}
+impl x::Structure for HostVvolVolumeHostVvolNQN {}
+impl x::Fields for HostVvolVolumeHostVvolNQN {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "vvolNQN" => r.read_push(&mut self.vvol_nqn),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type HostVvolVolumeHostVvolNQN", true);
+        w.write_opt("host", &self.host);
+        w.write_vec("vvolNQN", &self.vvol_nqn);
+    }
+}
+impl x::ArrayItem for HostVvolVolumeHostVvolNQN {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVvolVolumeHostVvolNQN";
+    const ITEM_TAG: &'static str = "HostVvolVolumeHostVvolNQN";
+}
+/// `HostVvolVolumeSpecification` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVvolVolumeSpecification {
+    /// `maxSizeInMB`.
+    pub max_size_in_mb: i64,
+    /// `volumeName`.
+    pub volume_name: String,
+    /// `vasaProviderInfo`.
+    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
+    /// `storageArray`.
+    pub storage_array: Vec<VASAStorageArray>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `stretched`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub stretched: Option<bool>,
+}
+impl x::SchemaType for HostVvolVolumeSpecification {
+    const TYPE_NAME: &'static str = "HostVvolVolumeSpecification";
+}
+impl x::Structure for HostVvolVolumeSpecification {}
+impl x::Fields for HostVvolVolumeSpecification {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "maxSizeInMB" => r.read(&mut self.max_size_in_mb),
+            "volumeName" => r.read(&mut self.volume_name),
+            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
+            "storageArray" => r.read_push(&mut self.storage_array),
             "uuid" => r.read(&mut self.uuid),
-            "descriptor" => r.read_push(&mut self.descriptor),
-            "canonicalName" => r.read_opt(&mut self.canonical_name),
-            "displayName" => r.read_opt(&mut self.display_name),
-            "lunType" => r.read(&mut self.lun_type),
-            "vendor" => r.read_opt(&mut self.vendor),
-            "model" => r.read_opt(&mut self.model),
-            "revision" => r.read_opt(&mut self.revision),
-            "scsiLevel" => r.read_opt(&mut self.scsi_level),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "durableName" => r.read_opt(&mut self.durable_name),
-            "alternateName" => r.read_push(&mut self.alternate_name),
-            "standardInquiry" => r.read_push(&mut self.standard_inquiry),
-            "queueDepth" => r.read_opt(&mut self.queue_depth),
-            "operationalState" => r.read_push(&mut self.operational_state),
-            "capabilities" => r.read_opt(&mut self.capabilities),
-            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
-            "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved),
-            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported),
-            "applicationProtocol" => r.read_opt(&mut self.application_protocol),
-            "dispersedNs" => r.read_opt(&mut self.dispersed_ns),
-            "deviceReservation" => r.read_opt(&mut self.device_reservation),
-            "capacity" => r.read(&mut self.capacity),
-            "devicePath" => r.read(&mut self.device_path),
-            "ssd" => r.read_opt(&mut self.ssd),
-            "localDisk" => r.read_opt(&mut self.local_disk),
-            "physicalLocation" => r.read_push(&mut self.physical_location),
-            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
-            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
-            "usedByMemoryTiering" => r.read_opt(&mut self.used_by_memory_tiering),
+            "stretched" => r.read_opt(&mut self.stretched),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("deviceType", &self.device_type);
-        w.write_opt("key", &self.key);
+        w.write("maxSizeInMB", &self.max_size_in_mb);
+        w.write("volumeName", &self.volume_name);
+        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
+        w.write_vec("storageArray", &self.storage_array);
         w.write("uuid", &self.uuid);
-        w.write_vec("descriptor", &self.descriptor);
-        w.write_opt("canonicalName", &self.canonical_name);
-        w.write_opt("displayName", &self.display_name);
-        w.write("lunType", &self.lun_type);
-        w.write_opt("vendor", &self.vendor);
-        w.write_opt("model", &self.model);
-        w.write_opt("revision", &self.revision);
-        w.write_opt("scsiLevel", &self.scsi_level);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_opt("durableName", &self.durable_name);
-        w.write_vec("alternateName", &self.alternate_name);
-        w.write_vec("standardInquiry", &self.standard_inquiry);
-        w.write_opt("queueDepth", &self.queue_depth);
-        w.write_vec("operationalState", &self.operational_state);
-        w.write_opt("capabilities", &self.capabilities);
-        w.write_opt("vStorageSupport", &self.vstorage_support);
-        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
-        w.write_opt("perenniallyReserved", &self.perennially_reserved);
-        w.write_opt("clusteredVmdkSupported", &self.clustered_vmdk_supported);
-        if w
-            .since(
-                0x0800_0100,
-                "ScsiLun.applicationProtocol",
-                self.application_protocol.is_some(),
-            )
-        {
-            w.write_opt("applicationProtocol", &self.application_protocol);
-        }
-        if w.since(0x0800_0100, "ScsiLun.dispersedNs", self.dispersed_ns.is_some()) {
-            w.write_opt("dispersedNs", &self.dispersed_ns);
-        }
         if w
             .since(
                 0x0800_0300,
-                "ScsiLun.deviceReservation",
-                self.device_reservation.is_some(),
+                "HostVvolVolumeSpecification.stretched",
+                self.stretched.is_some(),
             )
         {
-            w.write_opt("deviceReservation", &self.device_reservation);
-        }
-        w.write("capacity", &self.capacity);
-        w.write("devicePath", &self.device_path);
-        w.write_opt("ssd", &self.ssd);
-        w.write_opt("localDisk", &self.local_disk);
-        w.write_vec("physicalLocation", &self.physical_location);
-        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
-        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
-        w.write_opt("scsiDiskType", &self.scsi_disk_type);
-        if w
-            .since(
-                0x0800_0300,
-                "HostScsiDisk.usedByMemoryTiering",
-                self.used_by_memory_tiering.is_some(),
-            )
-        {
-            w.write_opt("usedByMemoryTiering", &self.used_by_memory_tiering);
+            w.write_opt("stretched", &self.stretched);
         }
     }
 }
-impl x::ArrayItem for HostScsiDisk {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
-    const ITEM_TAG: &'static str = "HostScsiDisk";
-}
-/// `HostScsiDiskPartition` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiDiskPartition {
-    /// `diskName`.
-    pub disk_name: String,
-    /// `partition`.
-    pub partition: i32,
-}
-impl x::SchemaType for HostScsiDiskPartition {
-    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
-}
-impl x::Structure for HostScsiDiskPartition {}
-impl x::Fields for HostScsiDiskPartition {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskName" => r.read(&mut self.disk_name),
-            "partition" => r.read(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskName", &self.disk_name);
-        w.write("partition", &self.partition);
-    }
-}
-impl x::ArrayItem for HostScsiDiskPartition {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
-    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
-}
-/// `HostScsiTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostScsiTopologyInterface>,
-}
-impl x::SchemaType for HostScsiTopology {
-    const TYPE_NAME: &'static str = "HostScsiTopology";
-}
-impl x::Structure for HostScsiTopology {}
-impl x::Fields for HostScsiTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-    }
-}
-/// `HostScsiTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `target`.
-    pub target: Vec<HostScsiTopologyTarget>,
-}
-impl x::SchemaType for HostScsiTopologyInterface {
-    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
-}
-impl x::Structure for HostScsiTopologyInterface {}
-impl x::Fields for HostScsiTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "target" => r.read_push(&mut self.target),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("target", &self.target);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
-    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
-}
-/// `HostScsiTopologyLun` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyLun {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: i32,
-    /// `scsiLun`.
-    pub scsi_lun: String,
-}
-impl x::SchemaType for HostScsiTopologyLun {
-    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
-}
-impl x::Structure for HostScsiTopologyLun {}
-impl x::Fields for HostScsiTopologyLun {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "scsiLun" => r.read(&mut self.scsi_lun),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write("scsiLun", &self.scsi_lun);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyLun {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
-    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
-}
-/// `HostScsiTopologyTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyTarget {
-    /// `key`.
-    pub key: String,
-    /// `target`.
-    pub target: i32,
-    /// `lun`.
-    pub lun: Vec<HostScsiTopologyLun>,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostScsiTopologyTarget {
-    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
-}
-impl x::Structure for HostScsiTopologyTarget {}
-impl x::Fields for HostScsiTopologyTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "target" => r.read(&mut self.target),
-            "lun" => r.read_push(&mut self.lun),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("target", &self.target);
-        w.write_vec("lun", &self.lun);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
-    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
-}
-/// `HostSecuritySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSecuritySpec {
-    /// `adminPassword`.
-    pub admin_password: Option<String>,
-    /// `removePermission`.
-    pub remove_permission: Vec<Permission>,
-    /// `addPermission`.
-    pub add_permission: Vec<Permission>,
-}
-impl x::SchemaType for HostSecuritySpec {
-    const TYPE_NAME: &'static str = "HostSecuritySpec";
-}
-impl x::Structure for HostSecuritySpec {}
-impl x::Fields for HostSecuritySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adminPassword" => r.read_opt(&mut self.admin_password),
-            "removePermission" => r.read_push(&mut self.remove_permission),
-            "addPermission" => r.read_push(&mut self.add_permission),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("adminPassword", &self.admin_password);
-        w.write_vec("removePermission", &self.remove_permission);
-        w.write_vec("addPermission", &self.add_permission);
-    }
-}
-/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: String,
-}
-impl x::SchemaType for HostSerialAttachedHba {
-    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
-}
-impl x::Structure for HostSerialAttachedHba {}
-impl x::Fields for HostSerialAttachedHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.driverVersion",
-                self.driver_version.is_some(),
-            )
-        {
-            w.write_opt("driverVersion", &self.driver_version);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.firmwareVersion",
-                self.firmware_version.is_some(),
-            )
-        {
-            w.write_opt("firmwareVersion", &self.firmware_version);
-        }
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-    }
-}
-/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedTargetTransport {}
-impl x::SchemaType for HostSerialAttachedTargetTransport {
-    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
-}
-impl x::Structure for HostSerialAttachedTargetTransport {}
-impl x::Fields for HostSerialAttachedTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostService {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `uninstallable`.
-    pub uninstallable: bool,
-    /// `running`.
-    pub running: bool,
-    /// `ruleset`.
-    pub ruleset: Vec<String>,
-    /// `policy`.
-    pub policy: String,
-    /// `sourcePackage`.
-    pub source_package: Option<HostServiceSourcePackage>,
-}
-impl x::SchemaType for HostService {
-    const TYPE_NAME: &'static str = "HostService";
-}
-impl x::Structure for HostService {}
-impl x::Fields for HostService {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "uninstallable" => r.read(&mut self.uninstallable),
-            "running" => r.read(&mut self.running),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            "policy" => r.read(&mut self.policy),
-            "sourcePackage" => r.read_opt(&mut self.source_package),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write("uninstallable", &self.uninstallable);
-        w.write("running", &self.running);
-        w.write_vec("ruleset", &self.ruleset);
-        w.write("policy", &self.policy);
-        w.write_opt("sourcePackage", &self.source_package);
-    }
-}
-impl x::ArrayItem for HostService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
-    const ITEM_TAG: &'static str = "HostService";
-}
-/// `HostServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceConfig {
-    /// `serviceId`.
-    pub service_id: String,
-    /// `startupPolicy`.
-    pub startup_policy: String,
-}
-impl x::SchemaType for HostServiceConfig {
-    const TYPE_NAME: &'static str = "HostServiceConfig";
-}
-impl x::Structure for HostServiceConfig {}
-impl x::Fields for HostServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceId" => r.read(&mut self.service_id),
-            "startupPolicy" => r.read(&mut self.startup_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("serviceId", &self.service_id);
-        w.write("startupPolicy", &self.startup_policy);
-    }
-}
-impl x::ArrayItem for HostServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
-    const ITEM_TAG: &'static str = "HostServiceConfig";
-}
-/// `HostServiceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceInfo {
-    /// `service`.
-    pub service: Vec<HostService>,
-}
-impl x::SchemaType for HostServiceInfo {
-    const TYPE_NAME: &'static str = "HostServiceInfo";
-}
-impl x::Structure for HostServiceInfo {}
-impl x::Fields for HostServiceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "service" => r.read_push(&mut self.service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("service", &self.service);
-    }
-}
-/// `HostServiceSourcePackage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceSourcePackage {
-    /// `sourcePackageName`.
-    pub source_package_name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostServiceSourcePackage {
-    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
-}
-impl x::Structure for HostServiceSourcePackage {}
-impl x::Fields for HostServiceSourcePackage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sourcePackageName" => r.read(&mut self.source_package_name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sourcePackageName", &self.source_package_name);
-        w.write("description", &self.description);
-    }
-}
-/// `HostServiceTicket` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceTicket {
-    /// `host`.
-    pub host: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-    /// `sslCertificate`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub ssl_certificate: Option<String>,
-    /// `service`.
-    pub service: String,
-    /// `serviceVersion`.
-    pub service_version: String,
-    /// `sessionId`.
-    pub session_id: String,
-}
-impl x::SchemaType for HostServiceTicket {
-    const TYPE_NAME: &'static str = "HostServiceTicket";
-}
-impl x::Structure for HostServiceTicket {}
-impl x::Fields for HostServiceTicket {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read_opt(&mut self.host),
-            "port" => r.read_opt(&mut self.port),
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
-            "service" => r.read(&mut self.service),
-            "serviceVersion" => r.read(&mut self.service_version),
-            "sessionId" => r.read(&mut self.session_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("host", &self.host);
-        w.write_opt("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        if w
-            .since(
-                0x0900_0000,
-                "HostServiceTicket.sslCertificate",
-                self.ssl_certificate.is_some(),
-            )
-        {
-            w.write_opt("sslCertificate", &self.ssl_certificate);
-        }
-        w.write("service", &self.service);
-        w.write("serviceVersion", &self.service_version);
-        w.write("sessionId", &self.session_id);
-    }
-}
-/// `HostSevInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSevInfo {
-    /// `sevState`.
-    pub sev_state: String,
-    /// `maxSevEsGuests`.
-    pub max_sev_es_guests: i64,
-    /// `snpState`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub snp_state: Option<String>,
-    /// `snpSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub snp_supported: Option<bool>,
-}
-impl x::SchemaType for HostSevInfo {
-    const TYPE_NAME: &'static str = "HostSevInfo";
-}
-impl x::Structure for HostSevInfo {}
-impl x::Fields for HostSevInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sevState" => r.read(&mut self.sev_state),
-            "maxSevEsGuests" => r.read(&mut self.max_sev_es_guests),
-            "snpState" => r.read_opt(&mut self.snp_state),
-            "snpSupported" => r.read_opt(&mut self.snp_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sevState", &self.sev_state);
-        w.write("maxSevEsGuests", &self.max_sev_es_guests);
-        if w.since(0x0900_0000, "HostSevInfo.snpState", self.snp_state.is_some()) {
-            w.write_opt("snpState", &self.snp_state);
-        }
-        if w.since(0x0900_0000, "HostSevInfo.snpSupported", self.snp_supported.is_some())
-        {
-            w.write_opt("snpSupported", &self.snp_supported);
-        }
-    }
-}
-/// `HostSgxInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSgxInfo {
-    /// `sgxState`.
-    pub sgx_state: String,
-    /// `totalEpcMemory`.
-    pub total_epc_memory: i64,
-    /// `flcMode`.
-    pub flc_mode: String,
-    /// `lePubKeyHash`.
-    pub le_pub_key_hash: Option<String>,
-    /// `registrationInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub registration_info: Option<HostSgxRegistrationInfo>,
-}
-impl x::SchemaType for HostSgxInfo {
-    const TYPE_NAME: &'static str = "HostSgxInfo";
-}
-impl x::Structure for HostSgxInfo {}
-impl x::Fields for HostSgxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sgxState" => r.read(&mut self.sgx_state),
-            "totalEpcMemory" => r.read(&mut self.total_epc_memory),
-            "flcMode" => r.read(&mut self.flc_mode),
-            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
-            "registrationInfo" => r.read_opt(&mut self.registration_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sgxState", &self.sgx_state);
-        w.write("totalEpcMemory", &self.total_epc_memory);
-        w.write("flcMode", &self.flc_mode);
-        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
-        if w
-            .since(
-                0x0800_0001,
-                "HostSgxInfo.registrationInfo",
-                self.registration_info.is_some(),
-            )
-        {
-            w.write_opt("registrationInfo", &self.registration_info);
-        }
-    }
-}
-/// `HostSgxRegistrationInfo` (extends `DynamicData`).
+/// `HostWwnChangedEvent` (extends `HostEvent`).
 ///
-/// Since vSphere API 8.0.0.1.
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSgxRegistrationInfo {
-    /// `status`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub status: Option<String>,
-    /// `biosError`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub bios_error: Option<i32>,
-    /// `registrationUrl`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub registration_url: Option<String>,
-    /// `type`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub type_: Option<String>,
-    /// `ppid`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub ppid: Option<String>,
-    /// `lastRegisteredTime`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub last_registered_time: Option<x::DateTime>,
+pub struct HostWwnChangedEvent {
+    /// The fields `HostWwnChangedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `oldNodeWwns`.
+    pub old_node_wwns: Vec<i64>,
+    /// `oldPortWwns`.
+    pub old_port_wwns: Vec<i64>,
+    /// `newNodeWwns`.
+    pub new_node_wwns: Vec<i64>,
+    /// `newPortWwns`.
+    pub new_port_wwns: Vec<i64>,
 }
-impl x::SchemaType for HostSgxRegistrationInfo {
-    const TYPE_NAME: &'static str = "HostSgxRegistrationInfo";
+impl x::SchemaType for HostWwnChangedEvent {
+    const TYPE_NAME: &'static str = "HostWwnChangedEvent";
 }
-impl x::Structure for HostSgxRegistrationInfo {}
-impl x::Fields for HostSgxRegistrationInfo {
+impl x::Structure for HostWwnChangedEvent {}
+impl std::ops::Deref for HostWwnChangedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostWwnChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostWwnChangedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "status" => r.read_opt(&mut self.status),
-            "biosError" => r.read_opt(&mut self.bios_error),
-            "registrationUrl" => r.read_opt(&mut self.registration_url),
-            "type" => r.read_opt(&mut self.type_),
-            "ppid" => r.read_opt(&mut self.ppid),
-            "lastRegisteredTime" => r.read_opt(&mut self.last_registered_time),
-            _ => return Ok(false),
+            "oldNodeWwns" => r.read_push(&mut self.old_node_wwns),
+            "oldPortWwns" => r.read_push(&mut self.old_port_wwns),
+            "newNodeWwns" => r.read_push(&mut self.new_node_wwns),
+            "newPortWwns" => r.read_push(&mut self.new_port_wwns),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostSgxRegistrationInfo", true);
-        w.write_opt("status", &self.status);
-        w.write_opt("biosError", &self.bios_error);
-        w.write_opt("registrationUrl", &self.registration_url);
-        w.write_opt("type", &self.type_);
-        w.write_opt("ppid", &self.ppid);
-        w.write_opt("lastRegisteredTime", &self.last_registered_time);
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write_vec("oldNodeWwns", &self.old_node_wwns);
+        w.write_vec("oldPortWwns", &self.old_port_wwns);
+        w.write_vec("newNodeWwns", &self.new_node_wwns);
+        w.write_vec("newPortWwns", &self.new_port_wwns);
     }
 }
-/// `HostSharedGpuCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSharedGpuCapabilities {
-    /// `vgpu`.
-    pub vgpu: String,
-    /// `diskSnapshotSupported`.
-    pub disk_snapshot_supported: bool,
-    /// `memorySnapshotSupported`.
-    pub memory_snapshot_supported: bool,
-    /// `suspendSupported`.
-    pub suspend_supported: bool,
-    /// `migrateSupported`.
-    pub migrate_supported: bool,
-}
-impl x::SchemaType for HostSharedGpuCapabilities {
-    const TYPE_NAME: &'static str = "HostSharedGpuCapabilities";
-}
-impl x::Structure for HostSharedGpuCapabilities {}
-impl x::Fields for HostSharedGpuCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read(&mut self.vgpu),
-            "diskSnapshotSupported" => r.read(&mut self.disk_snapshot_supported),
-            "memorySnapshotSupported" => r.read(&mut self.memory_snapshot_supported),
-            "suspendSupported" => r.read(&mut self.suspend_supported),
-            "migrateSupported" => r.read(&mut self.migrate_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vgpu", &self.vgpu);
-        w.write("diskSnapshotSupported", &self.disk_snapshot_supported);
-        w.write("memorySnapshotSupported", &self.memory_snapshot_supported);
-        w.write("suspendSupported", &self.suspend_supported);
-        w.write("migrateSupported", &self.migrate_supported);
-    }
-}
-impl x::ArrayItem for HostSharedGpuCapabilities {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSharedGpuCapabilities";
-    const ITEM_TAG: &'static str = "HostSharedGpuCapabilities";
-}
-/// `HostShortNameInconsistentEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostShortNameInconsistentEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `shortName`.
-    pub short_name: String,
-    /// `shortName2`.
-    pub short_name2: String,
-}
-impl x::SchemaType for HostShortNameInconsistentEvent {
-    const TYPE_NAME: &'static str = "HostShortNameInconsistentEvent";
-}
-impl x::Structure for HostShortNameInconsistentEvent {}
-impl x::Fields for HostShortNameInconsistentEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "shortName" => r.read(&mut self.short_name),
-            "shortName2" => r.read(&mut self.short_name2),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("shortName", &self.short_name);
-        w.write("shortName2", &self.short_name2);
-    }
-}
-/// `HostShortNameToIpFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostShortNameToIpFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `shortName`.
-    pub short_name: String,
-}
-impl x::SchemaType for HostShortNameToIpFailedEvent {
-    const TYPE_NAME: &'static str = "HostShortNameToIpFailedEvent";
-}
-impl x::Structure for HostShortNameToIpFailedEvent {}
-impl x::Fields for HostShortNameToIpFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "shortName" => r.read(&mut self.short_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("shortName", &self.short_name);
-    }
-}
-/// `HostShutdownEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostShutdownEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `reason`.
-    pub reason: String,
-}
-impl x::SchemaType for HostShutdownEvent {
-    const TYPE_NAME: &'static str = "HostShutdownEvent";
-}
-impl x::Structure for HostShutdownEvent {}
-impl x::Fields for HostShutdownEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("reason", &self.reason);
-    }
-}
-/// `HostSnmpConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSnmpConfigSpec {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `readOnlyCommunities`.
-    pub read_only_communities: Vec<String>,
-    /// `trapTargets`.
-    pub trap_targets: Vec<HostSnmpDestination>,
-    /// `option`.
-    pub option: Vec<KeyValue>,
-}
-impl x::SchemaType for HostSnmpConfigSpec {
-    const TYPE_NAME: &'static str = "HostSnmpConfigSpec";
-}
-impl x::Structure for HostSnmpConfigSpec {}
-impl x::Fields for HostSnmpConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "port" => r.read_opt(&mut self.port),
-            "readOnlyCommunities" => r.read_push(&mut self.read_only_communities),
-            "trapTargets" => r.read_push(&mut self.trap_targets),
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("port", &self.port);
-        w.write_vec("readOnlyCommunities", &self.read_only_communities);
-        w.write_vec("trapTargets", &self.trap_targets);
-        w.write_vec("option", &self.option);
-    }
-}
-/// `HostSnmpDestination` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSnmpDestination {
-    /// `hostName`.
-    pub host_name: String,
-    /// `port`.
-    pub port: i32,
-    /// `community`.
-    pub community: String,
-}
-impl x::SchemaType for HostSnmpDestination {
-    const TYPE_NAME: &'static str = "HostSnmpDestination";
-}
-impl x::Structure for HostSnmpDestination {}
-impl x::Fields for HostSnmpDestination {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read(&mut self.host_name),
-            "port" => r.read(&mut self.port),
-            "community" => r.read(&mut self.community),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hostName", &self.host_name);
-        w.write("port", &self.port);
-        w.write("community", &self.community);
-    }
-}
-impl x::ArrayItem for HostSnmpDestination {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSnmpDestination";
-    const ITEM_TAG: &'static str = "HostSnmpDestination";
-}
-/// `HostSnmpSystemAgentLimits` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSnmpSystemAgentLimits {
-    /// `maxReadOnlyCommunities`.
-    pub max_read_only_communities: i32,
-    /// `maxTrapDestinations`.
-    pub max_trap_destinations: i32,
-    /// `maxCommunityLength`.
-    pub max_community_length: i32,
-    /// `maxBufferSize`.
-    pub max_buffer_size: i32,
-    /// `capability`.
-    pub capability: Option<HostSnmpAgentCapability>,
-}
-impl x::SchemaType for HostSnmpSystemAgentLimits {
-    const TYPE_NAME: &'static str = "HostSnmpSystemAgentLimits";
-}
-impl x::Structure for HostSnmpSystemAgentLimits {}
-impl x::Fields for HostSnmpSystemAgentLimits {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "maxReadOnlyCommunities" => r.read(&mut self.max_read_only_communities),
-            "maxTrapDestinations" => r.read(&mut self.max_trap_destinations),
-            "maxCommunityLength" => r.read(&mut self.max_community_length),
-            "maxBufferSize" => r.read(&mut self.max_buffer_size),
-            "capability" => r.read_opt(&mut self.capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("maxReadOnlyCommunities", &self.max_read_only_communities);
-        w.write("maxTrapDestinations", &self.max_trap_destinations);
-        w.write("maxCommunityLength", &self.max_community_length);
-        w.write("maxBufferSize", &self.max_buffer_size);
-        w.write_opt("capability", &self.capability);
-    }
-}
-/// `HostSpecification` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecification {
-    /// `createdTime`.
-    pub created_time: x::DateTime,
-    /// `lastModified`.
-    pub last_modified: Option<x::DateTime>,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `subSpecs`.
-    pub sub_specs: Vec<HostSubSpecification>,
-    /// `changeID`.
-    pub change_id: Option<String>,
-}
-impl x::SchemaType for HostSpecification {
-    const TYPE_NAME: &'static str = "HostSpecification";
-}
-impl x::Structure for HostSpecification {}
-impl x::Fields for HostSpecification {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "createdTime" => r.read(&mut self.created_time),
-            "lastModified" => r.read_opt(&mut self.last_modified),
-            "host" => r.read(&mut self.host),
-            "subSpecs" => r.read_push(&mut self.sub_specs),
-            "changeID" => r.read_opt(&mut self.change_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("createdTime", &self.created_time);
-        w.write_opt("lastModified", &self.last_modified);
-        w.write("host", &self.host);
-        w.write_vec("subSpecs", &self.sub_specs);
-        w.write_opt("changeID", &self.change_id);
-    }
-}
-/// `HostSpecificationChangedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostSpecificationChangedEvent {
-    const TYPE_NAME: &'static str = "HostSpecificationChangedEvent";
-}
-impl x::Structure for HostSpecificationChangedEvent {}
-impl x::Fields for HostSpecificationChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-    }
-}
-/// `HostSpecificationOperationFailed` (extends `VimFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationOperationFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostSpecificationOperationFailed {
-    const TYPE_NAME: &'static str = "HostSpecificationOperationFailed";
-}
-impl x::Structure for HostSpecificationOperationFailed {}
-impl x::Fields for HostSpecificationOperationFailed {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "host" => r.read(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("host", &self.host);
-    }
-}
-/// `HostSpecificationRequireEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationRequireEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostSpecificationRequireEvent {
-    const TYPE_NAME: &'static str = "HostSpecificationRequireEvent";
-}
-impl x::Structure for HostSpecificationRequireEvent {}
-impl x::Fields for HostSpecificationRequireEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-    }
-}
-/// `HostSpecificationUpdateEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationUpdateEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `hostSpec`.
-    pub host_spec: HostSpecification,
-}
-impl x::SchemaType for HostSpecificationUpdateEvent {
-    const TYPE_NAME: &'static str = "HostSpecificationUpdateEvent";
-}
-impl x::Structure for HostSpecificationUpdateEvent {}
-impl x::Fields for HostSpecificationUpdateEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "hostSpec" => r.read(&mut self.host_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("hostSpec", &self.host_spec);
-    }
-}
-/// `HostSriovConfig` (extends `HostPciPassthruConfig`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovConfig {
-    /// `id`, from `HostPciPassthruConfig`.
-    pub id: String,
-    /// `passthruEnabled`, from `HostPciPassthruConfig`.
-    pub passthru_enabled: bool,
-    /// `applyNow`, from `HostPciPassthruConfig`.
-    pub apply_now: Option<bool>,
-    /// `hardwareLabel`, from `HostPciPassthruConfig`.
-    pub hardware_label: Option<String>,
-    /// `sriovEnabled`.
-    pub sriov_enabled: bool,
-    /// `numVirtualFunction`.
-    pub num_virtual_function: i32,
-}
-impl x::SchemaType for HostSriovConfig {
-    const TYPE_NAME: &'static str = "HostSriovConfig";
-}
-impl x::Structure for HostSriovConfig {}
-impl x::Fields for HostSriovConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "applyNow" => r.read_opt(&mut self.apply_now),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            "sriovEnabled" => r.read(&mut self.sriov_enabled),
-            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write_opt("applyNow", &self.apply_now);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-        w.write("sriovEnabled", &self.sriov_enabled);
-        w.write("numVirtualFunction", &self.num_virtual_function);
-    }
-}
-/// `HostSriovDevicePoolInfo` (extends `DynamicData`).
+/// `HostWwnConflictEvent` (extends `HostEvent`).
 ///
-/// Fields of this type hold [`AnyHostSriovDevicePoolInfo`], which also carries its subtypes.
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovDevicePoolInfo {
-    /// `key`.
-    pub key: String,
+pub struct HostWwnConflictEvent {
+    /// The fields `HostWwnConflictEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `conflictedVms`.
+    pub conflicted_vms: Vec<VmEventArgument>,
+    /// `conflictedHosts`.
+    pub conflicted_hosts: Vec<HostEventArgument>,
+    /// `wwn`.
+    pub wwn: i64,
 }
-impl x::SchemaType for HostSriovDevicePoolInfo {
-    const TYPE_NAME: &'static str = "HostSriovDevicePoolInfo";
+impl x::SchemaType for HostWwnConflictEvent {
+    const TYPE_NAME: &'static str = "HostWwnConflictEvent";
 }
-impl x::Structure for HostSriovDevicePoolInfo {}
-impl x::Fields for HostSriovDevicePoolInfo {
+impl x::Structure for HostWwnConflictEvent {}
+impl std::ops::Deref for HostWwnConflictEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostWwnConflictEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostWwnConflictEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
+            "conflictedVms" => r.read_push(&mut self.conflicted_vms),
+            "conflictedHosts" => r.read_push(&mut self.conflicted_hosts),
+            "wwn" => r.read(&mut self.wwn),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostSriovInfo` (extends `HostPciPassthruInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovInfo {
-    /// `id`, from `HostPciPassthruInfo`.
-    pub id: String,
-    /// `dependentDevice`, from `HostPciPassthruInfo`.
-    pub dependent_device: String,
-    /// `passthruEnabled`, from `HostPciPassthruInfo`.
-    pub passthru_enabled: bool,
-    /// `passthruCapable`, from `HostPciPassthruInfo`.
-    pub passthru_capable: bool,
-    /// `passthruActive`, from `HostPciPassthruInfo`.
-    pub passthru_active: bool,
-    /// `hardwareLabel`, from `HostPciPassthruInfo`.
-    pub hardware_label: Option<String>,
-    /// `directPathState`, from `HostPciPassthruInfo`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
-    /// `sriovEnabled`.
-    pub sriov_enabled: bool,
-    /// `sriovCapable`.
-    pub sriov_capable: bool,
-    /// `sriovActive`.
-    pub sriov_active: bool,
-    /// `numVirtualFunctionRequested`.
-    pub num_virtual_function_requested: i32,
-    /// `numVirtualFunction`.
-    pub num_virtual_function: i32,
-    /// `maxVirtualFunctionSupported`.
-    pub max_virtual_function_supported: i32,
-}
-impl x::SchemaType for HostSriovInfo {
-    const TYPE_NAME: &'static str = "HostSriovInfo";
-}
-impl x::Structure for HostSriovInfo {}
-impl x::Fields for HostSriovInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "dependentDevice" => r.read(&mut self.dependent_device),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "passthruCapable" => r.read(&mut self.passthru_capable),
-            "passthruActive" => r.read(&mut self.passthru_active),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            "directPathState" => r.read_opt(&mut self.direct_path_state),
-            "sriovEnabled" => r.read(&mut self.sriov_enabled),
-            "sriovCapable" => r.read(&mut self.sriov_capable),
-            "sriovActive" => r.read(&mut self.sriov_active),
-            "numVirtualFunctionRequested" => {
-                r.read(&mut self.num_virtual_function_requested)
-            }
-            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
-            "maxVirtualFunctionSupported" => {
-                r.read(&mut self.max_virtual_function_supported)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("dependentDevice", &self.dependent_device);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write("passthruCapable", &self.passthru_capable);
-        w.write("passthruActive", &self.passthru_active);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-        if w
-            .since(
-                0x0901_0000,
-                "HostPciPassthruInfo.directPathState",
-                self.direct_path_state.is_some(),
-            )
-        {
-            w.write_opt("directPathState", &self.direct_path_state);
-        }
-        w.write("sriovEnabled", &self.sriov_enabled);
-        w.write("sriovCapable", &self.sriov_capable);
-        w.write("sriovActive", &self.sriov_active);
-        w.write("numVirtualFunctionRequested", &self.num_virtual_function_requested);
-        w.write("numVirtualFunction", &self.num_virtual_function);
-        w.write("maxVirtualFunctionSupported", &self.max_virtual_function_supported);
-    }
-}
-/// `HostSriovNetworkDevicePoolInfo` (extends `HostSriovDevicePoolInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovNetworkDevicePoolInfo {
-    /// `key`, from `HostSriovDevicePoolInfo`.
-    pub key: String,
-    /// `switchKey`.
-    pub switch_key: Option<String>,
-    /// `switchUuid`.
-    pub switch_uuid: Option<String>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNic>,
-}
-impl x::SchemaType for HostSriovNetworkDevicePoolInfo {
-    const TYPE_NAME: &'static str = "HostSriovNetworkDevicePoolInfo";
-}
-impl x::Structure for HostSriovNetworkDevicePoolInfo {}
-impl x::Fields for HostSriovNetworkDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "switchKey" => r.read_opt(&mut self.switch_key),
-            "switchUuid" => r.read_opt(&mut self.switch_uuid),
-            "pnic" => r.read_push(&mut self.pnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("switchKey", &self.switch_key);
-        w.write_opt("switchUuid", &self.switch_uuid);
-        w.write_vec("pnic", &self.pnic);
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write_vec("conflictedVms", &self.conflicted_vms);
+        w.write_vec("conflictedHosts", &self.conflicted_hosts);
+        w.write("wwn", &self.wwn);
     }
 }

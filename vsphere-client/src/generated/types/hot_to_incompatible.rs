@@ -6,45 +6,50 @@ use super::*;
 use crate::xml as x;
 
 /// `HotSnapshotMoveNotSupported` (extends `SnapshotCopyNotSupported`).
+///
+/// The fields of `SnapshotCopyNotSupported` are in `snapshot_copy_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HotSnapshotMoveNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `HotSnapshotMoveNotSupported` inherits from `SnapshotCopyNotSupported`.
+    pub snapshot_copy_not_supported: SnapshotCopyNotSupported,
 }
 impl x::SchemaType for HotSnapshotMoveNotSupported {
     const TYPE_NAME: &'static str = "HotSnapshotMoveNotSupported";
 }
 impl x::Structure for HotSnapshotMoveNotSupported {}
+impl std::ops::Deref for HotSnapshotMoveNotSupported {
+    type Target = SnapshotCopyNotSupported;
+    #[inline]
+    fn deref(&self) -> &SnapshotCopyNotSupported {
+        &self.snapshot_copy_not_supported
+    }
+}
+impl std::ops::DerefMut for HotSnapshotMoveNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut SnapshotCopyNotSupported {
+        &mut self.snapshot_copy_not_supported
+    }
+}
 impl x::Fields for HotSnapshotMoveNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.snapshot_copy_not_supported, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.snapshot_copy_not_supported, w);
     }
 }
 /// `HourlyTaskScheduler` (extends `RecurrentTaskScheduler`).
+///
+/// The fields of `RecurrentTaskScheduler` are in `recurrent_task_scheduler`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HourlyTaskScheduler {
-    /// `activeTime`, from `TaskScheduler`.
-    pub active_time: Option<x::DateTime>,
-    /// `expireTime`, from `TaskScheduler`.
-    pub expire_time: Option<x::DateTime>,
-    /// `interval`, from `RecurrentTaskScheduler`.
-    pub interval: i32,
+    /// The fields `HourlyTaskScheduler` inherits from `RecurrentTaskScheduler`.
+    pub recurrent_task_scheduler: RecurrentTaskScheduler,
     /// `minute`.
     pub minute: i32,
 }
@@ -52,6 +57,19 @@ impl x::SchemaType for HourlyTaskScheduler {
     const TYPE_NAME: &'static str = "HourlyTaskScheduler";
 }
 impl x::Structure for HourlyTaskScheduler {}
+impl std::ops::Deref for HourlyTaskScheduler {
+    type Target = RecurrentTaskScheduler;
+    #[inline]
+    fn deref(&self) -> &RecurrentTaskScheduler {
+        &self.recurrent_task_scheduler
+    }
+}
+impl std::ops::DerefMut for HourlyTaskScheduler {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RecurrentTaskScheduler {
+        &mut self.recurrent_task_scheduler
+    }
+}
 impl x::Fields for HourlyTaskScheduler {
     fn decode_field(
         &mut self,
@@ -59,29 +77,30 @@ impl x::Fields for HourlyTaskScheduler {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "activeTime" => r.read_opt(&mut self.active_time),
-            "expireTime" => r.read_opt(&mut self.expire_time),
-            "interval" => r.read(&mut self.interval),
             "minute" => r.read(&mut self.minute),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.recurrent_task_scheduler,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("activeTime", &self.active_time);
-        w.write_opt("expireTime", &self.expire_time);
-        w.write("interval", &self.interval);
+        x::Fields::encode_fields(&self.recurrent_task_scheduler, w);
         w.write("minute", &self.minute);
     }
 }
 /// `HttpFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HttpFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `HttpFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `statusCode`.
     pub status_code: i32,
     /// `statusMessage`.
@@ -91,6 +110,19 @@ impl x::SchemaType for HttpFault {
     const TYPE_NAME: &'static str = "HttpFault";
 }
 impl x::Structure for HttpFault {}
+impl std::ops::Deref for HttpFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for HttpFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for HttpFault {
     fn decode_field(
         &mut self,
@@ -98,18 +130,15 @@ impl x::Fields for HttpFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "statusCode" => r.read(&mut self.status_code),
             "statusMessage" => r.read(&mut self.status_message),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("statusCode", &self.status_code);
         w.write("statusMessage", &self.status_message);
     }
@@ -526,47 +555,50 @@ impl x::ArrayItem for ID {
     const ITEM_TAG: &'static str = "ID";
 }
 /// `IDEDiskNotSupported` (extends `DiskNotSupported`).
+///
+/// The fields of `DiskNotSupported` are in `disk_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IDEDiskNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `disk`, from `DiskNotSupported`.
-    pub disk: i32,
+    /// The fields `IDEDiskNotSupported` inherits from `DiskNotSupported`.
+    pub disk_not_supported: DiskNotSupported,
 }
 impl x::SchemaType for IDEDiskNotSupported {
     const TYPE_NAME: &'static str = "IDEDiskNotSupported";
 }
 impl x::Structure for IDEDiskNotSupported {}
+impl std::ops::Deref for IDEDiskNotSupported {
+    type Target = DiskNotSupported;
+    #[inline]
+    fn deref(&self) -> &DiskNotSupported {
+        &self.disk_not_supported
+    }
+}
+impl std::ops::DerefMut for IDEDiskNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DiskNotSupported {
+        &mut self.disk_not_supported
+    }
+}
 impl x::Fields for IDEDiskNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "disk" => r.read(&mut self.disk),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.disk_not_supported, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("disk", &self.disk);
+        x::Fields::encode_fields(&self.disk_not_supported, w);
     }
 }
 /// `IORMNotSupportedHostOnDatastore` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IORMNotSupportedHostOnDatastore {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IORMNotSupportedHostOnDatastore` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
     /// `datastoreName`.
@@ -578,6 +610,19 @@ impl x::SchemaType for IORMNotSupportedHostOnDatastore {
     const TYPE_NAME: &'static str = "IORMNotSupportedHostOnDatastore";
 }
 impl x::Structure for IORMNotSupportedHostOnDatastore {}
+impl std::ops::Deref for IORMNotSupportedHostOnDatastore {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for IORMNotSupportedHostOnDatastore {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for IORMNotSupportedHostOnDatastore {
     fn decode_field(
         &mut self,
@@ -585,122 +630,66 @@ impl x::Fields for IORMNotSupportedHostOnDatastore {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "datastore" => r.read(&mut self.datastore),
             "datastoreName" => r.read(&mut self.datastore_name),
             "host" => r.read_push(&mut self.host),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("datastore", &self.datastore);
         w.write("datastoreName", &self.datastore_name);
         w.write_vec("host", &self.host);
     }
 }
 /// `IScsiBootFailureEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IScsiBootFailureEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `IScsiBootFailureEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
 }
 impl x::SchemaType for IScsiBootFailureEvent {
     const TYPE_NAME: &'static str = "IScsiBootFailureEvent";
 }
 impl x::Structure for IScsiBootFailureEvent {}
+impl std::ops::Deref for IScsiBootFailureEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for IScsiBootFailureEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
 impl x::Fields for IScsiBootFailureEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
     }
 }
 /// `ImportHostAddFailure` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ImportHostAddFailure {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ImportHostAddFailure` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `hostIp`.
     pub host_ip: Vec<String>,
 }
@@ -708,6 +697,19 @@ impl x::SchemaType for ImportHostAddFailure {
     const TYPE_NAME: &'static str = "ImportHostAddFailure";
 }
 impl x::Structure for ImportHostAddFailure {}
+impl std::ops::Deref for ImportHostAddFailure {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for ImportHostAddFailure {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for ImportHostAddFailure {
     fn decode_field(
         &mut self,
@@ -715,27 +717,24 @@ impl x::Fields for ImportHostAddFailure {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "hostIp" => r.read_push(&mut self.host_ip),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write_vec("hostIp", &self.host_ip);
     }
 }
 /// `ImportOperationBulkFault` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ImportOperationBulkFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ImportOperationBulkFault` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `importFaults`.
     pub import_faults: Vec<ImportOperationBulkFaultFaultOnImport>,
 }
@@ -743,6 +742,19 @@ impl x::SchemaType for ImportOperationBulkFault {
     const TYPE_NAME: &'static str = "ImportOperationBulkFault";
 }
 impl x::Structure for ImportOperationBulkFault {}
+impl std::ops::Deref for ImportOperationBulkFault {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for ImportOperationBulkFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for ImportOperationBulkFault {
     fn decode_field(
         &mut self,
@@ -750,17 +762,14 @@ impl x::Fields for ImportOperationBulkFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "importFaults" => r.read_push(&mut self.import_faults),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write_vec("importFaults", &self.import_faults);
     }
 }
@@ -837,47 +846,50 @@ impl x::Fields for ImportSpec {
     }
 }
 /// `InUseFeatureManipulationDisallowed` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InUseFeatureManipulationDisallowed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InUseFeatureManipulationDisallowed` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
 }
 impl x::SchemaType for InUseFeatureManipulationDisallowed {
     const TYPE_NAME: &'static str = "InUseFeatureManipulationDisallowed";
 }
 impl x::Structure for InUseFeatureManipulationDisallowed {}
+impl std::ops::Deref for InUseFeatureManipulationDisallowed {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for InUseFeatureManipulationDisallowed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for InUseFeatureManipulationDisallowed {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.not_enough_licenses, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
     }
 }
 /// `InaccessibleDatastore` (extends `InvalidDatastore`).
+///
+/// The fields of `InvalidDatastore` are in `invalid_datastore`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InaccessibleDatastore {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `datastore`, from `InvalidDatastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `name`, from `InvalidDatastore`.
-    pub name: Option<String>,
+    /// The fields `InaccessibleDatastore` inherits from `InvalidDatastore`.
+    pub invalid_datastore: InvalidDatastore,
     /// `detail`.
     pub detail: Option<String>,
 }
@@ -885,6 +897,19 @@ impl x::SchemaType for InaccessibleDatastore {
     const TYPE_NAME: &'static str = "InaccessibleDatastore";
 }
 impl x::Structure for InaccessibleDatastore {}
+impl std::ops::Deref for InaccessibleDatastore {
+    type Target = InvalidDatastore;
+    #[inline]
+    fn deref(&self) -> &InvalidDatastore {
+        &self.invalid_datastore
+    }
+}
+impl std::ops::DerefMut for InaccessibleDatastore {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDatastore {
+        &mut self.invalid_datastore
+    }
+}
 impl x::Fields for InaccessibleDatastore {
     fn decode_field(
         &mut self,
@@ -892,74 +917,62 @@ impl x::Fields for InaccessibleDatastore {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "name" => r.read_opt(&mut self.name),
             "detail" => r.read_opt(&mut self.detail),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_datastore, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("name", &self.name);
+        x::Fields::encode_fields(&self.invalid_datastore, w);
         w.write_opt("detail", &self.detail);
     }
 }
 /// `InaccessibleFTMetadataDatastore` (extends `InaccessibleDatastore`).
+///
+/// The fields of `InaccessibleDatastore` are in `inaccessible_datastore`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InaccessibleFTMetadataDatastore {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `datastore`, from `InvalidDatastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `name`, from `InvalidDatastore`.
-    pub name: Option<String>,
-    /// `detail`, from `InaccessibleDatastore`.
-    pub detail: Option<String>,
+    /// The fields `InaccessibleFTMetadataDatastore` inherits from `InaccessibleDatastore`.
+    pub inaccessible_datastore: InaccessibleDatastore,
 }
 impl x::SchemaType for InaccessibleFTMetadataDatastore {
     const TYPE_NAME: &'static str = "InaccessibleFTMetadataDatastore";
 }
 impl x::Structure for InaccessibleFTMetadataDatastore {}
+impl std::ops::Deref for InaccessibleFTMetadataDatastore {
+    type Target = InaccessibleDatastore;
+    #[inline]
+    fn deref(&self) -> &InaccessibleDatastore {
+        &self.inaccessible_datastore
+    }
+}
+impl std::ops::DerefMut for InaccessibleFTMetadataDatastore {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InaccessibleDatastore {
+        &mut self.inaccessible_datastore
+    }
+}
 impl x::Fields for InaccessibleFTMetadataDatastore {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "name" => r.read_opt(&mut self.name),
-            "detail" => r.read_opt(&mut self.detail),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.inaccessible_datastore, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("name", &self.name);
-        w.write_opt("detail", &self.detail);
+        x::Fields::encode_fields(&self.inaccessible_datastore, w);
     }
 }
 /// `InaccessibleVFlashSource` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InaccessibleVFlashSource {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InaccessibleVFlashSource` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `hostName`.
     pub host_name: String,
 }
@@ -967,6 +980,19 @@ impl x::SchemaType for InaccessibleVFlashSource {
     const TYPE_NAME: &'static str = "InaccessibleVFlashSource";
 }
 impl x::Structure for InaccessibleVFlashSource {}
+impl std::ops::Deref for InaccessibleVFlashSource {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InaccessibleVFlashSource {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InaccessibleVFlashSource {
     fn decode_field(
         &mut self,
@@ -974,27 +1000,24 @@ impl x::Fields for InaccessibleVFlashSource {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "hostName" => r.read(&mut self.host_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("hostName", &self.host_name);
     }
 }
 /// `IncompatibleDefaultDevice` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IncompatibleDefaultDevice {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IncompatibleDefaultDevice` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
     /// `device`.
     pub device: String,
 }
@@ -1002,6 +1025,19 @@ impl x::SchemaType for IncompatibleDefaultDevice {
     const TYPE_NAME: &'static str = "IncompatibleDefaultDevice";
 }
 impl x::Structure for IncompatibleDefaultDevice {}
+impl std::ops::Deref for IncompatibleDefaultDevice {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for IncompatibleDefaultDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for IncompatibleDefaultDevice {
     fn decode_field(
         &mut self,
@@ -1009,27 +1045,24 @@ impl x::Fields for IncompatibleDefaultDevice {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "device" => r.read(&mut self.device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
         w.write("device", &self.device);
     }
 }
 /// `IncompatibleHostForFtSecondary` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IncompatibleHostForFtSecondary {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IncompatibleHostForFtSecondary` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
     /// `host`.
     pub host: x::ManagedObjectReference,
     /// `error`.
@@ -1039,6 +1072,19 @@ impl x::SchemaType for IncompatibleHostForFtSecondary {
     const TYPE_NAME: &'static str = "IncompatibleHostForFtSecondary";
 }
 impl x::Structure for IncompatibleHostForFtSecondary {}
+impl std::ops::Deref for IncompatibleHostForFtSecondary {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+impl std::ops::DerefMut for IncompatibleHostForFtSecondary {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
 impl x::Fields for IncompatibleHostForFtSecondary {
     fn decode_field(
         &mut self,
@@ -1046,29 +1092,32 @@ impl x::Fields for IncompatibleHostForFtSecondary {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "host" => r.read(&mut self.host),
             "error" => r.read_push(&mut self.error),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
         w.write("host", &self.host);
         w.write_vec("error", &self.error);
     }
 }
 /// `IncompatibleHostForVmReplication` (extends `ReplicationFault`).
+///
+/// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IncompatibleHostForVmReplication {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IncompatibleHostForVmReplication` inherits from `ReplicationFault`.
+    pub replication_fault: ReplicationFault,
     /// `vmName`.
     pub vm_name: String,
     /// `hostName`.
@@ -1080,6 +1129,19 @@ impl x::SchemaType for IncompatibleHostForVmReplication {
     const TYPE_NAME: &'static str = "IncompatibleHostForVmReplication";
 }
 impl x::Structure for IncompatibleHostForVmReplication {}
+impl std::ops::Deref for IncompatibleHostForVmReplication {
+    type Target = ReplicationFault;
+    #[inline]
+    fn deref(&self) -> &ReplicationFault {
+        &self.replication_fault
+    }
+}
+impl std::ops::DerefMut for IncompatibleHostForVmReplication {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ReplicationFault {
+        &mut self.replication_fault
+    }
+}
 impl x::Fields for IncompatibleHostForVmReplication {
     fn decode_field(
         &mut self,
@@ -1087,33 +1149,28 @@ impl x::Fields for IncompatibleHostForVmReplication {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vmName" => r.read(&mut self.vm_name),
             "hostName" => r.read(&mut self.host_name),
             "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.replication_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.replication_fault, w);
         w.write("vmName", &self.vm_name);
         w.write("hostName", &self.host_name);
         w.write("reason", &self.reason);
     }
 }
 /// `IncompatibleSetting` (extends `InvalidArgument`).
+///
+/// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IncompatibleSetting {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `invalidProperty`, from `InvalidArgument`.
-    pub invalid_property: Option<String>,
+    /// The fields `IncompatibleSetting` inherits from `InvalidArgument`.
+    pub invalid_argument: InvalidArgument,
     /// `conflictingProperty`.
     pub conflicting_property: String,
 }
@@ -1121,6 +1178,19 @@ impl x::SchemaType for IncompatibleSetting {
     const TYPE_NAME: &'static str = "IncompatibleSetting";
 }
 impl x::Structure for IncompatibleSetting {}
+impl std::ops::Deref for IncompatibleSetting {
+    type Target = InvalidArgument;
+    #[inline]
+    fn deref(&self) -> &InvalidArgument {
+        &self.invalid_argument
+    }
+}
+impl std::ops::DerefMut for IncompatibleSetting {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidArgument {
+        &mut self.invalid_argument
+    }
+}
 impl x::Fields for IncompatibleSetting {
     fn decode_field(
         &mut self,
@@ -1128,19 +1198,14 @@ impl x::Fields for IncompatibleSetting {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "invalidProperty" => r.read_opt(&mut self.invalid_property),
             "conflictingProperty" => r.read(&mut self.conflicting_property),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_argument, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("invalidProperty", &self.invalid_property);
+        x::Fields::encode_fields(&self.invalid_argument, w);
         w.write("conflictingProperty", &self.conflicting_property);
     }
 }

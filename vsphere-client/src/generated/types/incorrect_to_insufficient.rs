@@ -6,298 +6,193 @@ use super::*;
 use crate::xml as x;
 
 /// `IncorrectFileType` (extends `FileFault`).
+///
+/// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IncorrectFileType {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `file`, from `FileFault`.
-    pub file: String,
+    /// The fields `IncorrectFileType` inherits from `FileFault`.
+    pub file_fault: FileFault,
 }
 impl x::SchemaType for IncorrectFileType {
     const TYPE_NAME: &'static str = "IncorrectFileType";
 }
 impl x::Structure for IncorrectFileType {}
+impl std::ops::Deref for IncorrectFileType {
+    type Target = FileFault;
+    #[inline]
+    fn deref(&self) -> &FileFault {
+        &self.file_fault
+    }
+}
+impl std::ops::DerefMut for IncorrectFileType {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FileFault {
+        &mut self.file_fault
+    }
+}
 impl x::Fields for IncorrectFileType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "file" => r.read(&mut self.file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.file_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("file", &self.file);
+        x::Fields::encode_fields(&self.file_fault, w);
     }
 }
 /// `IncorrectHostInformation` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IncorrectHostInformation {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IncorrectHostInformation` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
 }
 impl x::SchemaType for IncorrectHostInformation {
     const TYPE_NAME: &'static str = "IncorrectHostInformation";
 }
 impl x::Structure for IncorrectHostInformation {}
+impl std::ops::Deref for IncorrectHostInformation {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for IncorrectHostInformation {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for IncorrectHostInformation {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.not_enough_licenses, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
     }
 }
 /// `IncorrectHostInformationEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IncorrectHostInformationEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `IncorrectHostInformationEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
 }
 impl x::SchemaType for IncorrectHostInformationEvent {
     const TYPE_NAME: &'static str = "IncorrectHostInformationEvent";
 }
 impl x::Structure for IncorrectHostInformationEvent {}
+impl std::ops::Deref for IncorrectHostInformationEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for IncorrectHostInformationEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
 impl x::Fields for IncorrectHostInformationEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.license_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.license_event, w);
     }
 }
 /// `IndependentDiskVMotionNotSupported` (extends `MigrationFeatureNotSupported`).
+///
+/// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IndependentDiskVMotionNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `atSourceHost`, from `MigrationFeatureNotSupported`.
-    pub at_source_host: bool,
-    /// `failedHostName`, from `MigrationFeatureNotSupported`.
-    pub failed_host_name: String,
-    /// `failedHost`, from `MigrationFeatureNotSupported`.
-    pub failed_host: x::ManagedObjectReference,
+    /// The fields `IndependentDiskVMotionNotSupported` inherits from `MigrationFeatureNotSupported`.
+    pub migration_feature_not_supported: MigrationFeatureNotSupported,
 }
 impl x::SchemaType for IndependentDiskVMotionNotSupported {
     const TYPE_NAME: &'static str = "IndependentDiskVMotionNotSupported";
 }
 impl x::Structure for IndependentDiskVMotionNotSupported {}
+impl std::ops::Deref for IndependentDiskVMotionNotSupported {
+    type Target = MigrationFeatureNotSupported;
+    #[inline]
+    fn deref(&self) -> &MigrationFeatureNotSupported {
+        &self.migration_feature_not_supported
+    }
+}
+impl std::ops::DerefMut for IndependentDiskVMotionNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
+        &mut self.migration_feature_not_supported
+    }
+}
 impl x::Fields for IndependentDiskVMotionNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "atSourceHost" => r.read(&mut self.at_source_host),
-            "failedHostName" => r.read(&mut self.failed_host_name),
-            "failedHost" => r.read(&mut self.failed_host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.migration_feature_not_supported, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("atSourceHost", &self.at_source_host);
-        w.write("failedHostName", &self.failed_host_name);
-        w.write("failedHost", &self.failed_host);
+        x::Fields::encode_fields(&self.migration_feature_not_supported, w);
     }
 }
 /// `InfoUpgradeEvent` (extends `UpgradeEvent`).
+///
+/// The fields of `UpgradeEvent` are in `upgrade_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InfoUpgradeEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `message`, from `UpgradeEvent`.
-    pub message: String,
+    /// The fields `InfoUpgradeEvent` inherits from `UpgradeEvent`.
+    pub upgrade_event: UpgradeEvent,
 }
 impl x::SchemaType for InfoUpgradeEvent {
     const TYPE_NAME: &'static str = "InfoUpgradeEvent";
 }
 impl x::Structure for InfoUpgradeEvent {}
+impl std::ops::Deref for InfoUpgradeEvent {
+    type Target = UpgradeEvent;
+    #[inline]
+    fn deref(&self) -> &UpgradeEvent {
+        &self.upgrade_event
+    }
+}
+impl std::ops::DerefMut for InfoUpgradeEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut UpgradeEvent {
+        &mut self.upgrade_event
+    }
+}
 impl x::Fields for InfoUpgradeEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "message" => r.read(&mut self.message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.upgrade_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("message", &self.message);
+        x::Fields::encode_fields(&self.upgrade_event, w);
     }
 }
 /// `InheritablePolicy` (extends `DynamicData`).
@@ -328,12 +223,12 @@ impl x::Fields for InheritablePolicy {
     }
 }
 /// `InsufficientAgentVmsDeployed` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientAgentVmsDeployed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientAgentVmsDeployed` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
     /// `hostName`.
     pub host_name: String,
     /// `requiredNumAgentVms`.
@@ -345,6 +240,19 @@ impl x::SchemaType for InsufficientAgentVmsDeployed {
     const TYPE_NAME: &'static str = "InsufficientAgentVmsDeployed";
 }
 impl x::Structure for InsufficientAgentVmsDeployed {}
+impl std::ops::Deref for InsufficientAgentVmsDeployed {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientAgentVmsDeployed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientAgentVmsDeployed {
     fn decode_field(
         &mut self,
@@ -352,31 +260,34 @@ impl x::Fields for InsufficientAgentVmsDeployed {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "hostName" => r.read(&mut self.host_name),
             "requiredNumAgentVms" => r.read(&mut self.required_num_agent_vms),
             "currentNumAgentVms" => r.read(&mut self.current_num_agent_vms),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_resources_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
         w.write("hostName", &self.host_name);
         w.write("requiredNumAgentVms", &self.required_num_agent_vms);
         w.write("currentNumAgentVms", &self.current_num_agent_vms);
     }
 }
 /// `InsufficientCpuResourcesFault` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientCpuResourcesFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientCpuResourcesFault` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
     /// `unreserved`.
     pub unreserved: i64,
     /// `requested`.
@@ -386,6 +297,19 @@ impl x::SchemaType for InsufficientCpuResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientCpuResourcesFault";
 }
 impl x::Structure for InsufficientCpuResourcesFault {}
+impl std::ops::Deref for InsufficientCpuResourcesFault {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientCpuResourcesFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientCpuResourcesFault {
     fn decode_field(
         &mut self,
@@ -393,217 +317,184 @@ impl x::Fields for InsufficientCpuResourcesFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "unreserved" => r.read(&mut self.unreserved),
             "requested" => r.read(&mut self.requested),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_resources_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
         w.write("unreserved", &self.unreserved);
         w.write("requested", &self.requested);
     }
 }
 /// `InsufficientDisks` (extends `VsanDiskFault`).
+///
+/// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientDisks {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `VsanDiskFault`.
-    pub device: Option<String>,
+    /// The fields `InsufficientDisks` inherits from `VsanDiskFault`.
+    pub vsan_disk_fault: VsanDiskFault,
 }
 impl x::SchemaType for InsufficientDisks {
     const TYPE_NAME: &'static str = "InsufficientDisks";
 }
 impl x::Structure for InsufficientDisks {}
+impl std::ops::Deref for InsufficientDisks {
+    type Target = VsanDiskFault;
+    #[inline]
+    fn deref(&self) -> &VsanDiskFault {
+        &self.vsan_disk_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientDisks {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VsanDiskFault {
+        &mut self.vsan_disk_fault
+    }
+}
 impl x::Fields for InsufficientDisks {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vsan_disk_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("device", &self.device);
+        x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
 /// `InsufficientFailoverResourcesEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientFailoverResourcesEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `InsufficientFailoverResourcesEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
 }
 impl x::SchemaType for InsufficientFailoverResourcesEvent {
     const TYPE_NAME: &'static str = "InsufficientFailoverResourcesEvent";
 }
 impl x::Structure for InsufficientFailoverResourcesEvent {}
+impl std::ops::Deref for InsufficientFailoverResourcesEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for InsufficientFailoverResourcesEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
 impl x::Fields for InsufficientFailoverResourcesEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.cluster_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
 /// `InsufficientFailoverResourcesFault` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientFailoverResourcesFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientFailoverResourcesFault` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
 }
 impl x::SchemaType for InsufficientFailoverResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientFailoverResourcesFault";
 }
 impl x::Structure for InsufficientFailoverResourcesFault {}
+impl std::ops::Deref for InsufficientFailoverResourcesFault {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientFailoverResourcesFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientFailoverResourcesFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.insufficient_resources_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
 /// `InsufficientGraphicsResourcesFault` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientGraphicsResourcesFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientGraphicsResourcesFault` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
 }
 impl x::SchemaType for InsufficientGraphicsResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientGraphicsResourcesFault";
 }
 impl x::Structure for InsufficientGraphicsResourcesFault {}
+impl std::ops::Deref for InsufficientGraphicsResourcesFault {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientGraphicsResourcesFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientGraphicsResourcesFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.insufficient_resources_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
 /// `InsufficientHostCapacityFault` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientHostCapacityFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientHostCapacityFault` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
@@ -611,6 +502,19 @@ impl x::SchemaType for InsufficientHostCapacityFault {
     const TYPE_NAME: &'static str = "InsufficientHostCapacityFault";
 }
 impl x::Structure for InsufficientHostCapacityFault {}
+impl std::ops::Deref for InsufficientHostCapacityFault {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientHostCapacityFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientHostCapacityFault {
     fn decode_field(
         &mut self,
@@ -618,29 +522,30 @@ impl x::Fields for InsufficientHostCapacityFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_resources_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
         w.write_opt("host", &self.host);
     }
 }
 /// `InsufficientHostCpuCapacityFault` (extends `InsufficientHostCapacityFault`).
+///
+/// The fields of `InsufficientHostCapacityFault` are in `insufficient_host_capacity_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientHostCpuCapacityFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `host`, from `InsufficientHostCapacityFault`.
-    pub host: Option<x::ManagedObjectReference>,
+    /// The fields `InsufficientHostCpuCapacityFault` inherits from `InsufficientHostCapacityFault`.
+    pub insufficient_host_capacity_fault: InsufficientHostCapacityFault,
     /// `unreserved`.
     pub unreserved: i64,
     /// `requested`.
@@ -650,6 +555,19 @@ impl x::SchemaType for InsufficientHostCpuCapacityFault {
     const TYPE_NAME: &'static str = "InsufficientHostCpuCapacityFault";
 }
 impl x::Structure for InsufficientHostCpuCapacityFault {}
+impl std::ops::Deref for InsufficientHostCpuCapacityFault {
+    type Target = InsufficientHostCapacityFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientHostCapacityFault {
+        &self.insufficient_host_capacity_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientHostCpuCapacityFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientHostCapacityFault {
+        &mut self.insufficient_host_capacity_fault
+    }
+}
 impl x::Fields for InsufficientHostCpuCapacityFault {
     fn decode_field(
         &mut self,
@@ -657,33 +575,32 @@ impl x::Fields for InsufficientHostCpuCapacityFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "host" => r.read_opt(&mut self.host),
             "unreserved" => r.read(&mut self.unreserved),
             "requested" => r.read(&mut self.requested),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_host_capacity_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("host", &self.host);
+        x::Fields::encode_fields(&self.insufficient_host_capacity_fault, w);
         w.write("unreserved", &self.unreserved);
         w.write("requested", &self.requested);
     }
 }
 /// `InsufficientHostMemoryCapacityFault` (extends `InsufficientHostCapacityFault`).
+///
+/// The fields of `InsufficientHostCapacityFault` are in `insufficient_host_capacity_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientHostMemoryCapacityFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `host`, from `InsufficientHostCapacityFault`.
-    pub host: Option<x::ManagedObjectReference>,
+    /// The fields `InsufficientHostMemoryCapacityFault` inherits from `InsufficientHostCapacityFault`.
+    pub insufficient_host_capacity_fault: InsufficientHostCapacityFault,
     /// `unreserved`.
     pub unreserved: i64,
     /// `requested`.
@@ -693,6 +610,19 @@ impl x::SchemaType for InsufficientHostMemoryCapacityFault {
     const TYPE_NAME: &'static str = "InsufficientHostMemoryCapacityFault";
 }
 impl x::Structure for InsufficientHostMemoryCapacityFault {}
+impl std::ops::Deref for InsufficientHostMemoryCapacityFault {
+    type Target = InsufficientHostCapacityFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientHostCapacityFault {
+        &self.insufficient_host_capacity_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientHostMemoryCapacityFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientHostCapacityFault {
+        &mut self.insufficient_host_capacity_fault
+    }
+}
 impl x::Fields for InsufficientHostMemoryCapacityFault {
     fn decode_field(
         &mut self,
@@ -700,31 +630,32 @@ impl x::Fields for InsufficientHostMemoryCapacityFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "host" => r.read_opt(&mut self.host),
             "unreserved" => r.read(&mut self.unreserved),
             "requested" => r.read(&mut self.requested),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_host_capacity_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("host", &self.host);
+        x::Fields::encode_fields(&self.insufficient_host_capacity_fault, w);
         w.write("unreserved", &self.unreserved);
         w.write("requested", &self.requested);
     }
 }
 /// `InsufficientMemoryResourcesFault` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientMemoryResourcesFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientMemoryResourcesFault` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
     /// `unreserved`.
     pub unreserved: i64,
     /// `requested`.
@@ -734,6 +665,19 @@ impl x::SchemaType for InsufficientMemoryResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientMemoryResourcesFault";
 }
 impl x::Structure for InsufficientMemoryResourcesFault {}
+impl std::ops::Deref for InsufficientMemoryResourcesFault {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientMemoryResourcesFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientMemoryResourcesFault {
     fn decode_field(
         &mut self,
@@ -741,60 +685,70 @@ impl x::Fields for InsufficientMemoryResourcesFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "unreserved" => r.read(&mut self.unreserved),
             "requested" => r.read(&mut self.requested),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_resources_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
         w.write("unreserved", &self.unreserved);
         w.write("requested", &self.requested);
     }
 }
 /// `InsufficientNetworkCapacity` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientNetworkCapacity {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientNetworkCapacity` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
 }
 impl x::SchemaType for InsufficientNetworkCapacity {
     const TYPE_NAME: &'static str = "InsufficientNetworkCapacity";
 }
 impl x::Structure for InsufficientNetworkCapacity {}
+impl std::ops::Deref for InsufficientNetworkCapacity {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientNetworkCapacity {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientNetworkCapacity {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.insufficient_resources_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
 /// `InsufficientNetworkResourcePoolCapacity` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientNetworkResourcePoolCapacity {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientNetworkResourcePoolCapacity` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
     /// `dvsName`.
     pub dvs_name: String,
     /// `dvsUuid`.
@@ -812,6 +766,19 @@ impl x::SchemaType for InsufficientNetworkResourcePoolCapacity {
     const TYPE_NAME: &'static str = "InsufficientNetworkResourcePoolCapacity";
 }
 impl x::Structure for InsufficientNetworkResourcePoolCapacity {}
+impl std::ops::Deref for InsufficientNetworkResourcePoolCapacity {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientNetworkResourcePoolCapacity {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientNetworkResourcePoolCapacity {
     fn decode_field(
         &mut self,
@@ -819,22 +786,25 @@ impl x::Fields for InsufficientNetworkResourcePoolCapacity {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "dvsName" => r.read(&mut self.dvs_name),
             "dvsUuid" => r.read(&mut self.dvs_uuid),
             "resourcePoolKey" => r.read(&mut self.resource_pool_key),
             "available" => r.read(&mut self.available),
             "requested" => r.read(&mut self.requested),
             "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_resources_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
         w.write("dvsName", &self.dvs_name);
         w.write("dvsUuid", &self.dvs_uuid);
         w.write("resourcePoolKey", &self.resource_pool_key);
@@ -844,78 +814,88 @@ impl x::Fields for InsufficientNetworkResourcePoolCapacity {
     }
 }
 /// `InsufficientPerCpuCapacity` (extends `InsufficientHostCapacityFault`).
+///
+/// The fields of `InsufficientHostCapacityFault` are in `insufficient_host_capacity_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientPerCpuCapacity {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `host`, from `InsufficientHostCapacityFault`.
-    pub host: Option<x::ManagedObjectReference>,
+    /// The fields `InsufficientPerCpuCapacity` inherits from `InsufficientHostCapacityFault`.
+    pub insufficient_host_capacity_fault: InsufficientHostCapacityFault,
 }
 impl x::SchemaType for InsufficientPerCpuCapacity {
     const TYPE_NAME: &'static str = "InsufficientPerCpuCapacity";
 }
 impl x::Structure for InsufficientPerCpuCapacity {}
+impl std::ops::Deref for InsufficientPerCpuCapacity {
+    type Target = InsufficientHostCapacityFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientHostCapacityFault {
+        &self.insufficient_host_capacity_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientPerCpuCapacity {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientHostCapacityFault {
+        &mut self.insufficient_host_capacity_fault
+    }
+}
 impl x::Fields for InsufficientPerCpuCapacity {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.insufficient_host_capacity_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("host", &self.host);
+        x::Fields::encode_fields(&self.insufficient_host_capacity_fault, w);
     }
 }
 /// `InsufficientResourcesFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientResourcesFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientResourcesFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for InsufficientResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientResourcesFault";
 }
 impl x::Structure for InsufficientResourcesFault {}
+impl std::ops::Deref for InsufficientResourcesFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientResourcesFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InsufficientResourcesFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `InsufficientStandbyCpuResource` (extends `InsufficientStandbyResource`).
+///
+/// The fields of `InsufficientStandbyResource` are in `insufficient_standby_resource`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientStandbyCpuResource {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientStandbyCpuResource` inherits from `InsufficientStandbyResource`.
+    pub insufficient_standby_resource: InsufficientStandbyResource,
     /// `available`.
     pub available: i64,
     /// `requested`.
@@ -925,6 +905,19 @@ impl x::SchemaType for InsufficientStandbyCpuResource {
     const TYPE_NAME: &'static str = "InsufficientStandbyCpuResource";
 }
 impl x::Structure for InsufficientStandbyCpuResource {}
+impl std::ops::Deref for InsufficientStandbyCpuResource {
+    type Target = InsufficientStandbyResource;
+    #[inline]
+    fn deref(&self) -> &InsufficientStandbyResource {
+        &self.insufficient_standby_resource
+    }
+}
+impl std::ops::DerefMut for InsufficientStandbyCpuResource {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientStandbyResource {
+        &mut self.insufficient_standby_resource
+    }
+}
 impl x::Fields for InsufficientStandbyCpuResource {
     fn decode_field(
         &mut self,
@@ -932,29 +925,32 @@ impl x::Fields for InsufficientStandbyCpuResource {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "available" => r.read(&mut self.available),
             "requested" => r.read(&mut self.requested),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_standby_resource,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_standby_resource, w);
         w.write("available", &self.available);
         w.write("requested", &self.requested);
     }
 }
 /// `InsufficientStandbyMemoryResource` (extends `InsufficientStandbyResource`).
+///
+/// The fields of `InsufficientStandbyResource` are in `insufficient_standby_resource`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientStandbyMemoryResource {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientStandbyMemoryResource` inherits from `InsufficientStandbyResource`.
+    pub insufficient_standby_resource: InsufficientStandbyResource,
     /// `available`.
     pub available: i64,
     /// `requested`.
@@ -964,6 +960,19 @@ impl x::SchemaType for InsufficientStandbyMemoryResource {
     const TYPE_NAME: &'static str = "InsufficientStandbyMemoryResource";
 }
 impl x::Structure for InsufficientStandbyMemoryResource {}
+impl std::ops::Deref for InsufficientStandbyMemoryResource {
+    type Target = InsufficientStandbyResource;
+    #[inline]
+    fn deref(&self) -> &InsufficientStandbyResource {
+        &self.insufficient_standby_resource
+    }
+}
+impl std::ops::DerefMut for InsufficientStandbyMemoryResource {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientStandbyResource {
+        &mut self.insufficient_standby_resource
+    }
+}
 impl x::Fields for InsufficientStandbyMemoryResource {
     fn decode_field(
         &mut self,
@@ -971,60 +980,70 @@ impl x::Fields for InsufficientStandbyMemoryResource {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "available" => r.read(&mut self.available),
             "requested" => r.read(&mut self.requested),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_standby_resource,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_standby_resource, w);
         w.write("available", &self.available);
         w.write("requested", &self.requested);
     }
 }
 /// `InsufficientStandbyResource` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientStandbyResource {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientStandbyResource` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
 }
 impl x::SchemaType for InsufficientStandbyResource {
     const TYPE_NAME: &'static str = "InsufficientStandbyResource";
 }
 impl x::Structure for InsufficientStandbyResource {}
+impl std::ops::Deref for InsufficientStandbyResource {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientStandbyResource {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientStandbyResource {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.insufficient_resources_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
 /// `InsufficientStorageIops` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientStorageIops {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientStorageIops` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `unreservedIops`.
     pub unreserved_iops: i64,
     /// `requestedIops`.
@@ -1036,6 +1055,19 @@ impl x::SchemaType for InsufficientStorageIops {
     const TYPE_NAME: &'static str = "InsufficientStorageIops";
 }
 impl x::Structure for InsufficientStorageIops {}
+impl std::ops::Deref for InsufficientStorageIops {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientStorageIops {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InsufficientStorageIops {
     fn decode_field(
         &mut self,
@@ -1043,62 +1075,66 @@ impl x::Fields for InsufficientStorageIops {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "unreservedIops" => r.read(&mut self.unreserved_iops),
             "requestedIops" => r.read(&mut self.requested_iops),
             "datastoreName" => r.read(&mut self.datastore_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("unreservedIops", &self.unreserved_iops);
         w.write("requestedIops", &self.requested_iops);
         w.write("datastoreName", &self.datastore_name);
     }
 }
 /// `InsufficientStorageSpace` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientStorageSpace {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientStorageSpace` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
 }
 impl x::SchemaType for InsufficientStorageSpace {
     const TYPE_NAME: &'static str = "InsufficientStorageSpace";
 }
 impl x::Structure for InsufficientStorageSpace {}
+impl std::ops::Deref for InsufficientStorageSpace {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientStorageSpace {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientStorageSpace {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.insufficient_resources_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
 /// `InsufficientVFlashResourcesFault` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InsufficientVFlashResourcesFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InsufficientVFlashResourcesFault` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
     /// `freeSpaceInMB`.
     pub free_space_in_mb: Option<i64>,
     /// `freeSpace`.
@@ -1112,6 +1148,19 @@ impl x::SchemaType for InsufficientVFlashResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientVFlashResourcesFault";
 }
 impl x::Structure for InsufficientVFlashResourcesFault {}
+impl std::ops::Deref for InsufficientVFlashResourcesFault {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InsufficientVFlashResourcesFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InsufficientVFlashResourcesFault {
     fn decode_field(
         &mut self,
@@ -1119,20 +1168,23 @@ impl x::Fields for InsufficientVFlashResourcesFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "freeSpaceInMB" => r.read_opt(&mut self.free_space_in_mb),
             "freeSpace" => r.read(&mut self.free_space),
             "requestedSpaceInMB" => r.read_opt(&mut self.requested_space_in_mb),
             "requestedSpace" => r.read(&mut self.requested_space),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_resources_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
         w.write_opt("freeSpaceInMB", &self.free_space_in_mb);
         w.write("freeSpace", &self.free_space);
         w.write_opt("requestedSpaceInMB", &self.requested_space_in_mb);

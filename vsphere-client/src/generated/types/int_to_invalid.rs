@@ -6,10 +6,12 @@ use super::*;
 use crate::xml as x;
 
 /// `IntExpression` (extends `NegatableExpression`).
+///
+/// The fields of `NegatableExpression` are in `negatable_expression`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IntExpression {
-    /// `negate`, from `NegatableExpression`.
-    pub negate: Option<bool>,
+    /// The fields `IntExpression` inherits from `NegatableExpression`.
+    pub negatable_expression: NegatableExpression,
     /// `value`.
     pub value: Option<i32>,
 }
@@ -17,6 +19,19 @@ impl x::SchemaType for IntExpression {
     const TYPE_NAME: &'static str = "IntExpression";
 }
 impl x::Structure for IntExpression {}
+impl std::ops::Deref for IntExpression {
+    type Target = NegatableExpression;
+    #[inline]
+    fn deref(&self) -> &NegatableExpression {
+        &self.negatable_expression
+    }
+}
+impl std::ops::DerefMut for IntExpression {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NegatableExpression {
+        &mut self.negatable_expression
+    }
+}
 impl x::Fields for IntExpression {
     fn decode_field(
         &mut self,
@@ -24,23 +39,24 @@ impl x::Fields for IntExpression {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "negate" => r.read_opt(&mut self.negate),
             "value" => r.read_opt(&mut self.value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.negatable_expression, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("negate", &self.negate);
+        x::Fields::encode_fields(&self.negatable_expression, w);
         w.write_opt("value", &self.value);
     }
 }
 /// `IntOption` (extends `OptionType`).
+///
+/// The fields of `OptionType` are in `option_type`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IntOption {
-    /// `valueIsReadonly`, from `OptionType`.
-    pub value_is_readonly: Option<bool>,
+    /// The fields `IntOption` inherits from `OptionType`.
+    pub option_type: OptionType,
     /// `min`.
     pub min: i32,
     /// `max`.
@@ -52,6 +68,19 @@ impl x::SchemaType for IntOption {
     const TYPE_NAME: &'static str = "IntOption";
 }
 impl x::Structure for IntOption {}
+impl std::ops::Deref for IntOption {
+    type Target = OptionType;
+    #[inline]
+    fn deref(&self) -> &OptionType {
+        &self.option_type
+    }
+}
+impl std::ops::DerefMut for IntOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OptionType {
+        &mut self.option_type
+    }
+}
 impl x::Fields for IntOption {
     fn decode_field(
         &mut self,
@@ -59,27 +88,28 @@ impl x::Fields for IntOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly),
             "min" => r.read(&mut self.min),
             "max" => r.read(&mut self.max),
             "defaultValue" => r.read(&mut self.default_value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.option_type, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("valueIsReadonly", &self.value_is_readonly);
+        x::Fields::encode_fields(&self.option_type, w);
         w.write("min", &self.min);
         w.write("max", &self.max);
         w.write("defaultValue", &self.default_value);
     }
 }
 /// `IntPolicy` (extends `InheritablePolicy`).
+///
+/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IntPolicy {
-    /// `inherited`, from `InheritablePolicy`.
-    pub inherited: bool,
+    /// The fields `IntPolicy` inherits from `InheritablePolicy`.
+    pub inheritable_policy: InheritablePolicy,
     /// `value`.
     pub value: Option<i32>,
 }
@@ -87,6 +117,19 @@ impl x::SchemaType for IntPolicy {
     const TYPE_NAME: &'static str = "IntPolicy";
 }
 impl x::Structure for IntPolicy {}
+impl std::ops::Deref for IntPolicy {
+    type Target = InheritablePolicy;
+    #[inline]
+    fn deref(&self) -> &InheritablePolicy {
+        &self.inheritable_policy
+    }
+}
+impl std::ops::DerefMut for IntPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InheritablePolicy {
+        &mut self.inheritable_policy
+    }
+}
 impl x::Fields for IntPolicy {
     fn decode_field(
         &mut self,
@@ -94,56 +137,62 @@ impl x::Fields for IntPolicy {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "inherited" => r.read(&mut self.inherited),
             "value" => r.read_opt(&mut self.value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.inheritable_policy, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inherited", &self.inherited);
+        x::Fields::encode_fields(&self.inheritable_policy, w);
         w.write_opt("value", &self.value);
     }
 }
 /// `InvalidAffinitySettingFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidAffinitySettingFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidAffinitySettingFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for InvalidAffinitySettingFault {
     const TYPE_NAME: &'static str = "InvalidAffinitySettingFault";
 }
 impl x::Structure for InvalidAffinitySettingFault {}
+impl std::ops::Deref for InvalidAffinitySettingFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidAffinitySettingFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidAffinitySettingFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `InvalidArgument` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidArgument {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidArgument` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
     /// `invalidProperty`.
     pub invalid_property: Option<String>,
 }
@@ -151,6 +200,19 @@ impl x::SchemaType for InvalidArgument {
     const TYPE_NAME: &'static str = "InvalidArgument";
 }
 impl x::Structure for InvalidArgument {}
+impl std::ops::Deref for InvalidArgument {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for InvalidArgument {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for InvalidArgument {
     fn decode_field(
         &mut self,
@@ -158,134 +220,138 @@ impl x::Fields for InvalidArgument {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "invalidProperty" => r.read_opt(&mut self.invalid_property),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.runtime_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
         w.write_opt("invalidProperty", &self.invalid_property);
     }
 }
 /// `InvalidBmcRole` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidBmcRole {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidBmcRole` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for InvalidBmcRole {
     const TYPE_NAME: &'static str = "InvalidBmcRole";
 }
 impl x::Structure for InvalidBmcRole {}
+impl std::ops::Deref for InvalidBmcRole {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidBmcRole {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidBmcRole {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `InvalidBundle` (extends `PlatformConfigFault`).
+///
+/// The fields of `PlatformConfigFault` are in `platform_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidBundle {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `text`, from `PlatformConfigFault`.
-    pub text: String,
+    /// The fields `InvalidBundle` inherits from `PlatformConfigFault`.
+    pub platform_config_fault: PlatformConfigFault,
 }
 impl x::SchemaType for InvalidBundle {
     const TYPE_NAME: &'static str = "InvalidBundle";
 }
 impl x::Structure for InvalidBundle {}
+impl std::ops::Deref for InvalidBundle {
+    type Target = PlatformConfigFault;
+    #[inline]
+    fn deref(&self) -> &PlatformConfigFault {
+        &self.platform_config_fault
+    }
+}
+impl std::ops::DerefMut for InvalidBundle {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PlatformConfigFault {
+        &mut self.platform_config_fault
+    }
+}
 impl x::Fields for InvalidBundle {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "text" => r.read(&mut self.text),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.platform_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("text", &self.text);
+        x::Fields::encode_fields(&self.platform_config_fault, w);
     }
 }
 /// `InvalidCAMCertificate` (extends `InvalidCAMServer`).
+///
+/// The fields of `InvalidCAMServer` are in `invalid_cam_server`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidCAMCertificate {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `errorCode`, from `ActiveDirectoryFault`.
-    pub error_code: Option<i32>,
-    /// `camServer`, from `InvalidCAMServer`.
-    pub cam_server: String,
+    /// The fields `InvalidCAMCertificate` inherits from `InvalidCAMServer`.
+    pub invalid_cam_server: InvalidCAMServer,
 }
 impl x::SchemaType for InvalidCAMCertificate {
     const TYPE_NAME: &'static str = "InvalidCAMCertificate";
 }
 impl x::Structure for InvalidCAMCertificate {}
+impl std::ops::Deref for InvalidCAMCertificate {
+    type Target = InvalidCAMServer;
+    #[inline]
+    fn deref(&self) -> &InvalidCAMServer {
+        &self.invalid_cam_server
+    }
+}
+impl std::ops::DerefMut for InvalidCAMCertificate {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidCAMServer {
+        &mut self.invalid_cam_server
+    }
+}
 impl x::Fields for InvalidCAMCertificate {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "errorCode" => r.read_opt(&mut self.error_code),
-            "camServer" => r.read(&mut self.cam_server),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_cam_server, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("errorCode", &self.error_code);
-        w.write("camServer", &self.cam_server);
+        x::Fields::encode_fields(&self.invalid_cam_server, w);
     }
 }
 /// `InvalidCAMServer` (extends `ActiveDirectoryFault`).
+///
+/// The fields of `ActiveDirectoryFault` are in `active_directory_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidCAMServer {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `errorCode`, from `ActiveDirectoryFault`.
-    pub error_code: Option<i32>,
+    /// The fields `InvalidCAMServer` inherits from `ActiveDirectoryFault`.
+    pub active_directory_fault: ActiveDirectoryFault,
     /// `camServer`.
     pub cam_server: String,
 }
@@ -293,6 +359,19 @@ impl x::SchemaType for InvalidCAMServer {
     const TYPE_NAME: &'static str = "InvalidCAMServer";
 }
 impl x::Structure for InvalidCAMServer {}
+impl std::ops::Deref for InvalidCAMServer {
+    type Target = ActiveDirectoryFault;
+    #[inline]
+    fn deref(&self) -> &ActiveDirectoryFault {
+        &self.active_directory_fault
+    }
+}
+impl std::ops::DerefMut for InvalidCAMServer {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ActiveDirectoryFault {
+        &mut self.active_directory_fault
+    }
+}
 impl x::Fields for InvalidCAMServer {
     fn decode_field(
         &mut self,
@@ -300,95 +379,102 @@ impl x::Fields for InvalidCAMServer {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "errorCode" => r.read_opt(&mut self.error_code),
             "camServer" => r.read(&mut self.cam_server),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(&mut self.active_directory_fault, r, name);
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("errorCode", &self.error_code);
+        x::Fields::encode_fields(&self.active_directory_fault, w);
         w.write("camServer", &self.cam_server);
     }
 }
 /// `InvalidClientCertificate` (extends `InvalidLogin`).
+///
+/// The fields of `InvalidLogin` are in `invalid_login`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidClientCertificate {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidClientCertificate` inherits from `InvalidLogin`.
+    pub invalid_login: InvalidLogin,
 }
 impl x::SchemaType for InvalidClientCertificate {
     const TYPE_NAME: &'static str = "InvalidClientCertificate";
 }
 impl x::Structure for InvalidClientCertificate {}
+impl std::ops::Deref for InvalidClientCertificate {
+    type Target = InvalidLogin;
+    #[inline]
+    fn deref(&self) -> &InvalidLogin {
+        &self.invalid_login
+    }
+}
+impl std::ops::DerefMut for InvalidClientCertificate {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidLogin {
+        &mut self.invalid_login
+    }
+}
 impl x::Fields for InvalidClientCertificate {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_login, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_login, w);
     }
 }
 /// `InvalidCollectorVersion` (extends `MethodFault`).
+///
+/// The fields of `MethodFault` are in `method_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidCollectorVersion {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidCollectorVersion` inherits from `MethodFault`.
+    pub method_fault: MethodFault,
 }
 impl x::SchemaType for InvalidCollectorVersion {
     const TYPE_NAME: &'static str = "InvalidCollectorVersion";
 }
 impl x::Structure for InvalidCollectorVersion {}
+impl std::ops::Deref for InvalidCollectorVersion {
+    type Target = MethodFault;
+    #[inline]
+    fn deref(&self) -> &MethodFault {
+        &self.method_fault
+    }
+}
+impl std::ops::DerefMut for InvalidCollectorVersion {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MethodFault {
+        &mut self.method_fault
+    }
+}
 impl x::Fields for InvalidCollectorVersion {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.method_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.method_fault, w);
     }
 }
 /// `InvalidController` (extends `InvalidDeviceSpec`).
+///
+/// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidController {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
-    /// `deviceIndex`, from `InvalidDeviceSpec`.
-    pub device_index: i32,
+    /// The fields `InvalidController` inherits from `InvalidDeviceSpec`.
+    pub invalid_device_spec: InvalidDeviceSpec,
     /// `controllerKey`.
     pub controller_key: i32,
 }
@@ -396,6 +482,19 @@ impl x::SchemaType for InvalidController {
     const TYPE_NAME: &'static str = "InvalidController";
 }
 impl x::Structure for InvalidController {}
+impl std::ops::Deref for InvalidController {
+    type Target = InvalidDeviceSpec;
+    #[inline]
+    fn deref(&self) -> &InvalidDeviceSpec {
+        &self.invalid_device_spec
+    }
+}
+impl std::ops::DerefMut for InvalidController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
+        &mut self.invalid_device_spec
+    }
+}
 impl x::Fields for InvalidController {
     fn decode_field(
         &mut self,
@@ -403,33 +502,24 @@ impl x::Fields for InvalidController {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
-            "deviceIndex" => r.read(&mut self.device_index),
             "controllerKey" => r.read(&mut self.controller_key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_device_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
-        w.write("deviceIndex", &self.device_index);
+        x::Fields::encode_fields(&self.invalid_device_spec, w);
         w.write("controllerKey", &self.controller_key);
     }
 }
 /// `InvalidDasConfigArgument` (extends `InvalidArgument`).
+///
+/// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDasConfigArgument {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `invalidProperty`, from `InvalidArgument`.
-    pub invalid_property: Option<String>,
+    /// The fields `InvalidDasConfigArgument` inherits from `InvalidArgument`.
+    pub invalid_argument: InvalidArgument,
     /// `entry`.
     pub entry: Option<String>,
     /// `clusterName`.
@@ -439,6 +529,19 @@ impl x::SchemaType for InvalidDasConfigArgument {
     const TYPE_NAME: &'static str = "InvalidDasConfigArgument";
 }
 impl x::Structure for InvalidDasConfigArgument {}
+impl std::ops::Deref for InvalidDasConfigArgument {
+    type Target = InvalidArgument;
+    #[inline]
+    fn deref(&self) -> &InvalidArgument {
+        &self.invalid_argument
+    }
+}
+impl std::ops::DerefMut for InvalidDasConfigArgument {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidArgument {
+        &mut self.invalid_argument
+    }
+}
 impl x::Fields for InvalidDasConfigArgument {
     fn decode_field(
         &mut self,
@@ -446,33 +549,26 @@ impl x::Fields for InvalidDasConfigArgument {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "invalidProperty" => r.read_opt(&mut self.invalid_property),
             "entry" => r.read_opt(&mut self.entry),
             "clusterName" => r.read_opt(&mut self.cluster_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_argument, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("invalidProperty", &self.invalid_property);
+        x::Fields::encode_fields(&self.invalid_argument, w);
         w.write_opt("entry", &self.entry);
         w.write_opt("clusterName", &self.cluster_name);
     }
 }
 /// `InvalidDasRestartPriorityForFtVm` (extends `InvalidArgument`).
+///
+/// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDasRestartPriorityForFtVm {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `invalidProperty`, from `InvalidArgument`.
-    pub invalid_property: Option<String>,
+    /// The fields `InvalidDasRestartPriorityForFtVm` inherits from `InvalidArgument`.
+    pub invalid_argument: InvalidArgument,
     /// `vm`.
     pub vm: x::ManagedObjectReference,
     /// `vmName`.
@@ -482,6 +578,19 @@ impl x::SchemaType for InvalidDasRestartPriorityForFtVm {
     const TYPE_NAME: &'static str = "InvalidDasRestartPriorityForFtVm";
 }
 impl x::Structure for InvalidDasRestartPriorityForFtVm {}
+impl std::ops::Deref for InvalidDasRestartPriorityForFtVm {
+    type Target = InvalidArgument;
+    #[inline]
+    fn deref(&self) -> &InvalidArgument {
+        &self.invalid_argument
+    }
+}
+impl std::ops::DerefMut for InvalidDasRestartPriorityForFtVm {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidArgument {
+        &mut self.invalid_argument
+    }
+}
 impl x::Fields for InvalidDasRestartPriorityForFtVm {
     fn decode_field(
         &mut self,
@@ -489,31 +598,26 @@ impl x::Fields for InvalidDasRestartPriorityForFtVm {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "invalidProperty" => r.read_opt(&mut self.invalid_property),
             "vm" => r.read(&mut self.vm),
             "vmName" => r.read(&mut self.vm_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_argument, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("invalidProperty", &self.invalid_property);
+        x::Fields::encode_fields(&self.invalid_argument, w);
         w.write("vm", &self.vm);
         w.write("vmName", &self.vm_name);
     }
 }
 /// `InvalidDatastore` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDatastore {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidDatastore` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `datastore`.
     pub datastore: Option<x::ManagedObjectReference>,
     /// `name`.
@@ -523,6 +627,19 @@ impl x::SchemaType for InvalidDatastore {
     const TYPE_NAME: &'static str = "InvalidDatastore";
 }
 impl x::Structure for InvalidDatastore {}
+impl std::ops::Deref for InvalidDatastore {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidDatastore {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidDatastore {
     fn decode_field(
         &mut self,
@@ -530,33 +647,26 @@ impl x::Fields for InvalidDatastore {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "datastore" => r.read_opt(&mut self.datastore),
             "name" => r.read_opt(&mut self.name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write_opt("datastore", &self.datastore);
         w.write_opt("name", &self.name);
     }
 }
 /// `InvalidDatastorePath` (extends `InvalidDatastore`).
+///
+/// The fields of `InvalidDatastore` are in `invalid_datastore`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDatastorePath {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `datastore`, from `InvalidDatastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `name`, from `InvalidDatastore`.
-    pub name: Option<String>,
+    /// The fields `InvalidDatastorePath` inherits from `InvalidDatastore`.
+    pub invalid_datastore: InvalidDatastore,
     /// `datastorePath`.
     pub datastore_path: String,
 }
@@ -564,6 +674,19 @@ impl x::SchemaType for InvalidDatastorePath {
     const TYPE_NAME: &'static str = "InvalidDatastorePath";
 }
 impl x::Structure for InvalidDatastorePath {}
+impl std::ops::Deref for InvalidDatastorePath {
+    type Target = InvalidDatastore;
+    #[inline]
+    fn deref(&self) -> &InvalidDatastore {
+        &self.invalid_datastore
+    }
+}
+impl std::ops::DerefMut for InvalidDatastorePath {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDatastore {
+        &mut self.invalid_datastore
+    }
+}
 impl x::Fields for InvalidDatastorePath {
     fn decode_field(
         &mut self,
@@ -571,31 +694,24 @@ impl x::Fields for InvalidDatastorePath {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "name" => r.read_opt(&mut self.name),
             "datastorePath" => r.read(&mut self.datastore_path),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_datastore, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("name", &self.name);
+        x::Fields::encode_fields(&self.invalid_datastore, w);
         w.write("datastorePath", &self.datastore_path);
     }
 }
 /// `InvalidDatastoreState` (extends `InvalidState`).
+///
+/// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDatastoreState {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidDatastoreState` inherits from `InvalidState`.
+    pub invalid_state: InvalidState,
     /// `datastoreName`.
     pub datastore_name: Option<String>,
 }
@@ -603,6 +719,19 @@ impl x::SchemaType for InvalidDatastoreState {
     const TYPE_NAME: &'static str = "InvalidDatastoreState";
 }
 impl x::Structure for InvalidDatastoreState {}
+impl std::ops::Deref for InvalidDatastoreState {
+    type Target = InvalidState;
+    #[inline]
+    fn deref(&self) -> &InvalidState {
+        &self.invalid_state
+    }
+}
+impl std::ops::DerefMut for InvalidDatastoreState {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidState {
+        &mut self.invalid_state
+    }
+}
 impl x::Fields for InvalidDatastoreState {
     fn decode_field(
         &mut self,
@@ -610,70 +739,62 @@ impl x::Fields for InvalidDatastoreState {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "datastoreName" => r.read_opt(&mut self.datastore_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_state, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_state, w);
         w.write_opt("datastoreName", &self.datastore_name);
     }
 }
 /// `InvalidDeviceBacking` (extends `InvalidDeviceSpec`).
+///
+/// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDeviceBacking {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
-    /// `deviceIndex`, from `InvalidDeviceSpec`.
-    pub device_index: i32,
+    /// The fields `InvalidDeviceBacking` inherits from `InvalidDeviceSpec`.
+    pub invalid_device_spec: InvalidDeviceSpec,
 }
 impl x::SchemaType for InvalidDeviceBacking {
     const TYPE_NAME: &'static str = "InvalidDeviceBacking";
 }
 impl x::Structure for InvalidDeviceBacking {}
+impl std::ops::Deref for InvalidDeviceBacking {
+    type Target = InvalidDeviceSpec;
+    #[inline]
+    fn deref(&self) -> &InvalidDeviceSpec {
+        &self.invalid_device_spec
+    }
+}
+impl std::ops::DerefMut for InvalidDeviceBacking {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
+        &mut self.invalid_device_spec
+    }
+}
 impl x::Fields for InvalidDeviceBacking {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
-            "deviceIndex" => r.read(&mut self.device_index),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_device_spec, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
-        w.write("deviceIndex", &self.device_index);
+        x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
 /// `InvalidDeviceOperation` (extends `InvalidDeviceSpec`).
+///
+/// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDeviceOperation {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
-    /// `deviceIndex`, from `InvalidDeviceSpec`.
-    pub device_index: i32,
+    /// The fields `InvalidDeviceOperation` inherits from `InvalidDeviceSpec`.
+    pub invalid_device_spec: InvalidDeviceSpec,
     /// `badOp`.
     pub bad_op: Option<VirtualDeviceConfigSpecOperation>,
     /// `badFileOp`.
@@ -683,6 +804,19 @@ impl x::SchemaType for InvalidDeviceOperation {
     const TYPE_NAME: &'static str = "InvalidDeviceOperation";
 }
 impl x::Structure for InvalidDeviceOperation {}
+impl std::ops::Deref for InvalidDeviceOperation {
+    type Target = InvalidDeviceSpec;
+    #[inline]
+    fn deref(&self) -> &InvalidDeviceSpec {
+        &self.invalid_device_spec
+    }
+}
+impl std::ops::DerefMut for InvalidDeviceOperation {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
+        &mut self.invalid_device_spec
+    }
+}
 impl x::Fields for InvalidDeviceOperation {
     fn decode_field(
         &mut self,
@@ -690,35 +824,26 @@ impl x::Fields for InvalidDeviceOperation {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
-            "deviceIndex" => r.read(&mut self.device_index),
             "badOp" => r.read_opt(&mut self.bad_op),
             "badFileOp" => r.read_opt(&mut self.bad_file_op),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_device_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
-        w.write("deviceIndex", &self.device_index);
+        x::Fields::encode_fields(&self.invalid_device_spec, w);
         w.write_opt("badOp", &self.bad_op);
         w.write_opt("badFileOp", &self.bad_file_op);
     }
 }
 /// `InvalidDeviceSpec` (extends `InvalidVmConfig`).
+///
+/// The fields of `InvalidVmConfig` are in `invalid_vm_config`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDeviceSpec {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
+    /// The fields `InvalidDeviceSpec` inherits from `InvalidVmConfig`.
+    pub invalid_vm_config: InvalidVmConfig,
     /// `deviceIndex`.
     pub device_index: i32,
 }
@@ -726,6 +851,19 @@ impl x::SchemaType for InvalidDeviceSpec {
     const TYPE_NAME: &'static str = "InvalidDeviceSpec";
 }
 impl x::Structure for InvalidDeviceSpec {}
+impl std::ops::Deref for InvalidDeviceSpec {
+    type Target = InvalidVmConfig;
+    #[inline]
+    fn deref(&self) -> &InvalidVmConfig {
+        &self.invalid_vm_config
+    }
+}
+impl std::ops::DerefMut for InvalidDeviceSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidVmConfig {
+        &mut self.invalid_vm_config
+    }
+}
 impl x::Fields for InvalidDeviceSpec {
     fn decode_field(
         &mut self,
@@ -733,62 +871,62 @@ impl x::Fields for InvalidDeviceSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
             "deviceIndex" => r.read(&mut self.device_index),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_vm_config, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
+        x::Fields::encode_fields(&self.invalid_vm_config, w);
         w.write("deviceIndex", &self.device_index);
     }
 }
 /// `InvalidDiskFormat` (extends `InvalidFormat`).
+///
+/// The fields of `InvalidFormat` are in `invalid_format`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDiskFormat {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidDiskFormat` inherits from `InvalidFormat`.
+    pub invalid_format: InvalidFormat,
 }
 impl x::SchemaType for InvalidDiskFormat {
     const TYPE_NAME: &'static str = "InvalidDiskFormat";
 }
 impl x::Structure for InvalidDiskFormat {}
+impl std::ops::Deref for InvalidDiskFormat {
+    type Target = InvalidFormat;
+    #[inline]
+    fn deref(&self) -> &InvalidFormat {
+        &self.invalid_format
+    }
+}
+impl std::ops::DerefMut for InvalidDiskFormat {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidFormat {
+        &mut self.invalid_format
+    }
+}
 impl x::Fields for InvalidDiskFormat {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_format, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_format, w);
     }
 }
 /// `InvalidDrsBehaviorForFtVm` (extends `InvalidArgument`).
+///
+/// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidDrsBehaviorForFtVm {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `invalidProperty`, from `InvalidArgument`.
-    pub invalid_property: Option<String>,
+    /// The fields `InvalidDrsBehaviorForFtVm` inherits from `InvalidArgument`.
+    pub invalid_argument: InvalidArgument,
     /// `vm`.
     pub vm: x::ManagedObjectReference,
     /// `vmName`.
@@ -798,6 +936,19 @@ impl x::SchemaType for InvalidDrsBehaviorForFtVm {
     const TYPE_NAME: &'static str = "InvalidDrsBehaviorForFtVm";
 }
 impl x::Structure for InvalidDrsBehaviorForFtVm {}
+impl std::ops::Deref for InvalidDrsBehaviorForFtVm {
+    type Target = InvalidArgument;
+    #[inline]
+    fn deref(&self) -> &InvalidArgument {
+        &self.invalid_argument
+    }
+}
+impl std::ops::DerefMut for InvalidDrsBehaviorForFtVm {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidArgument {
+        &mut self.invalid_argument
+    }
+}
 impl x::Fields for InvalidDrsBehaviorForFtVm {
     fn decode_field(
         &mut self,
@@ -805,61 +956,26 @@ impl x::Fields for InvalidDrsBehaviorForFtVm {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "invalidProperty" => r.read_opt(&mut self.invalid_property),
             "vm" => r.read(&mut self.vm),
             "vmName" => r.read(&mut self.vm_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_argument, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("invalidProperty", &self.invalid_property);
+        x::Fields::encode_fields(&self.invalid_argument, w);
         w.write("vm", &self.vm);
         w.write("vmName", &self.vm_name);
     }
 }
 /// `InvalidEditionEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidEditionEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `InvalidEditionEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
     /// `feature`.
     pub feature: String,
 }
@@ -867,6 +983,19 @@ impl x::SchemaType for InvalidEditionEvent {
     const TYPE_NAME: &'static str = "InvalidEditionEvent";
 }
 impl x::Structure for InvalidEditionEvent {}
+impl std::ops::Deref for InvalidEditionEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for InvalidEditionEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
 impl x::Fields for InvalidEditionEvent {
     fn decode_field(
         &mut self,
@@ -874,57 +1003,24 @@ impl x::Fields for InvalidEditionEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "feature" => r.read(&mut self.feature),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.license_event, w);
         w.write("feature", &self.feature);
     }
 }
 /// `InvalidEditionLicense` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidEditionLicense {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidEditionLicense` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
     /// `feature`.
     pub feature: String,
 }
@@ -932,6 +1028,19 @@ impl x::SchemaType for InvalidEditionLicense {
     const TYPE_NAME: &'static str = "InvalidEditionLicense";
 }
 impl x::Structure for InvalidEditionLicense {}
+impl std::ops::Deref for InvalidEditionLicense {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for InvalidEditionLicense {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for InvalidEditionLicense {
     fn decode_field(
         &mut self,
@@ -939,58 +1048,62 @@ impl x::Fields for InvalidEditionLicense {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "feature" => r.read(&mut self.feature),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
         w.write("feature", &self.feature);
     }
 }
 /// `InvalidEvent` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidEvent {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidEvent` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for InvalidEvent {
     const TYPE_NAME: &'static str = "InvalidEvent";
 }
 impl x::Structure for InvalidEvent {}
+impl std::ops::Deref for InvalidEvent {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `InvalidFolder` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidFolder {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidFolder` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `target`.
     pub target: x::ManagedObjectReference,
 }
@@ -998,6 +1111,19 @@ impl x::SchemaType for InvalidFolder {
     const TYPE_NAME: &'static str = "InvalidFolder";
 }
 impl x::Structure for InvalidFolder {}
+impl std::ops::Deref for InvalidFolder {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidFolder {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidFolder {
     fn decode_field(
         &mut self,
@@ -1005,155 +1131,176 @@ impl x::Fields for InvalidFolder {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "target" => r.read(&mut self.target),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("target", &self.target);
     }
 }
 /// `InvalidFormat` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidFormat {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidFormat` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
 }
 impl x::SchemaType for InvalidFormat {
     const TYPE_NAME: &'static str = "InvalidFormat";
 }
 impl x::Structure for InvalidFormat {}
+impl std::ops::Deref for InvalidFormat {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for InvalidFormat {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for InvalidFormat {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
     }
 }
 /// `InvalidGuestLogin` (extends `GuestOperationsFault`).
+///
+/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidGuestLogin {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidGuestLogin` inherits from `GuestOperationsFault`.
+    pub guest_operations_fault: GuestOperationsFault,
 }
 impl x::SchemaType for InvalidGuestLogin {
     const TYPE_NAME: &'static str = "InvalidGuestLogin";
 }
 impl x::Structure for InvalidGuestLogin {}
+impl std::ops::Deref for InvalidGuestLogin {
+    type Target = GuestOperationsFault;
+    #[inline]
+    fn deref(&self) -> &GuestOperationsFault {
+        &self.guest_operations_fault
+    }
+}
+impl std::ops::DerefMut for InvalidGuestLogin {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
+        &mut self.guest_operations_fault
+    }
+}
 impl x::Fields for InvalidGuestLogin {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.guest_operations_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.guest_operations_fault, w);
     }
 }
 /// `InvalidHostConnectionState` (extends `InvalidHostState`).
+///
+/// The fields of `InvalidHostState` are in `invalid_host_state`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidHostConnectionState {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `host`, from `InvalidHostState`.
-    pub host: Option<x::ManagedObjectReference>,
+    /// The fields `InvalidHostConnectionState` inherits from `InvalidHostState`.
+    pub invalid_host_state: InvalidHostState,
 }
 impl x::SchemaType for InvalidHostConnectionState {
     const TYPE_NAME: &'static str = "InvalidHostConnectionState";
 }
 impl x::Structure for InvalidHostConnectionState {}
+impl std::ops::Deref for InvalidHostConnectionState {
+    type Target = InvalidHostState;
+    #[inline]
+    fn deref(&self) -> &InvalidHostState {
+        &self.invalid_host_state
+    }
+}
+impl std::ops::DerefMut for InvalidHostConnectionState {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidHostState {
+        &mut self.invalid_host_state
+    }
+}
 impl x::Fields for InvalidHostConnectionState {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_host_state, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("host", &self.host);
+        x::Fields::encode_fields(&self.invalid_host_state, w);
     }
 }
 /// `InvalidHostName` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidHostName {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidHostName` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
 }
 impl x::SchemaType for InvalidHostName {
     const TYPE_NAME: &'static str = "InvalidHostName";
 }
 impl x::Structure for InvalidHostName {}
+impl std::ops::Deref for InvalidHostName {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+impl std::ops::DerefMut for InvalidHostName {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
 impl x::Fields for InvalidHostName {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
 /// `InvalidHostState` (extends `InvalidState`).
+///
+/// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidHostState {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidHostState` inherits from `InvalidState`.
+    pub invalid_state: InvalidState,
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
@@ -1161,6 +1308,19 @@ impl x::SchemaType for InvalidHostState {
     const TYPE_NAME: &'static str = "InvalidHostState";
 }
 impl x::Structure for InvalidHostState {}
+impl std::ops::Deref for InvalidHostState {
+    type Target = InvalidState;
+    #[inline]
+    fn deref(&self) -> &InvalidState {
+        &self.invalid_state
+    }
+}
+impl std::ops::DerefMut for InvalidHostState {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidState {
+        &mut self.invalid_state
+    }
+}
 impl x::Fields for InvalidHostState {
     fn decode_field(
         &mut self,
@@ -1168,29 +1328,24 @@ impl x::Fields for InvalidHostState {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_state, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_state, w);
         w.write_opt("host", &self.host);
     }
 }
 /// `InvalidIndexArgument` (extends `InvalidArgument`).
+///
+/// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidIndexArgument {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `invalidProperty`, from `InvalidArgument`.
-    pub invalid_property: Option<String>,
+    /// The fields `InvalidIndexArgument` inherits from `InvalidArgument`.
+    pub invalid_argument: InvalidArgument,
     /// `key`.
     pub key: String,
 }
@@ -1198,6 +1353,19 @@ impl x::SchemaType for InvalidIndexArgument {
     const TYPE_NAME: &'static str = "InvalidIndexArgument";
 }
 impl x::Structure for InvalidIndexArgument {}
+impl std::ops::Deref for InvalidIndexArgument {
+    type Target = InvalidArgument;
+    #[inline]
+    fn deref(&self) -> &InvalidArgument {
+        &self.invalid_argument
+    }
+}
+impl std::ops::DerefMut for InvalidIndexArgument {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidArgument {
+        &mut self.invalid_argument
+    }
+}
 impl x::Fields for InvalidIndexArgument {
     fn decode_field(
         &mut self,
@@ -1205,29 +1373,24 @@ impl x::Fields for InvalidIndexArgument {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "invalidProperty" => r.read_opt(&mut self.invalid_property),
             "key" => r.read(&mut self.key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_argument, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("invalidProperty", &self.invalid_property);
+        x::Fields::encode_fields(&self.invalid_argument, w);
         w.write("key", &self.key);
     }
 }
 /// `InvalidIpfixConfig` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidIpfixConfig {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidIpfixConfig` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `property`.
     pub property: Option<String>,
 }
@@ -1235,6 +1398,19 @@ impl x::SchemaType for InvalidIpfixConfig {
     const TYPE_NAME: &'static str = "InvalidIpfixConfig";
 }
 impl x::Structure for InvalidIpfixConfig {}
+impl std::ops::Deref for InvalidIpfixConfig {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for InvalidIpfixConfig {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for InvalidIpfixConfig {
     fn decode_field(
         &mut self,
@@ -1242,58 +1418,62 @@ impl x::Fields for InvalidIpfixConfig {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "property" => r.read_opt(&mut self.property),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write_opt("property", &self.property);
     }
 }
 /// `InvalidIpmiLoginInfo` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidIpmiLoginInfo {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidIpmiLoginInfo` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for InvalidIpmiLoginInfo {
     const TYPE_NAME: &'static str = "InvalidIpmiLoginInfo";
 }
 impl x::Structure for InvalidIpmiLoginInfo {}
+impl std::ops::Deref for InvalidIpmiLoginInfo {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidIpmiLoginInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidIpmiLoginInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `InvalidIpmiMacAddress` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidIpmiMacAddress {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidIpmiMacAddress` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `userProvidedMacAddress`.
     pub user_provided_mac_address: String,
     /// `observedMacAddress`.
@@ -1303,6 +1483,19 @@ impl x::SchemaType for InvalidIpmiMacAddress {
     const TYPE_NAME: &'static str = "InvalidIpmiMacAddress";
 }
 impl x::Structure for InvalidIpmiMacAddress {}
+impl std::ops::Deref for InvalidIpmiMacAddress {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidIpmiMacAddress {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidIpmiMacAddress {
     fn decode_field(
         &mut self,
@@ -1310,29 +1503,26 @@ impl x::Fields for InvalidIpmiMacAddress {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "userProvidedMacAddress" => r.read(&mut self.user_provided_mac_address),
             "observedMacAddress" => r.read(&mut self.observed_mac_address),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("userProvidedMacAddress", &self.user_provided_mac_address);
         w.write("observedMacAddress", &self.observed_mac_address);
     }
 }
 /// `InvalidLicense` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidLicense {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidLicense` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `licenseContent`.
     pub license_content: String,
 }
@@ -1340,6 +1530,19 @@ impl x::SchemaType for InvalidLicense {
     const TYPE_NAME: &'static str = "InvalidLicense";
 }
 impl x::Structure for InvalidLicense {}
+impl std::ops::Deref for InvalidLicense {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidLicense {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidLicense {
     fn decode_field(
         &mut self,
@@ -1347,89 +1550,100 @@ impl x::Fields for InvalidLicense {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "licenseContent" => r.read(&mut self.license_content),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("licenseContent", &self.license_content);
     }
 }
 /// `InvalidLocale` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidLocale {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidLocale` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for InvalidLocale {
     const TYPE_NAME: &'static str = "InvalidLocale";
 }
 impl x::Structure for InvalidLocale {}
+impl std::ops::Deref for InvalidLocale {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidLocale {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidLocale {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `InvalidLogin` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidLogin {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidLogin` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for InvalidLogin {
     const TYPE_NAME: &'static str = "InvalidLogin";
 }
 impl x::Structure for InvalidLogin {}
+impl std::ops::Deref for InvalidLogin {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidLogin {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidLogin {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `InvalidName` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidName {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidName` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `name`.
     pub name: String,
     /// `entity`.
@@ -1439,6 +1653,19 @@ impl x::SchemaType for InvalidName {
     const TYPE_NAME: &'static str = "InvalidName";
 }
 impl x::Structure for InvalidName {}
+impl std::ops::Deref for InvalidName {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidName {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidName {
     fn decode_field(
         &mut self,
@@ -1446,31 +1673,26 @@ impl x::Fields for InvalidName {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "name" => r.read(&mut self.name),
             "entity" => r.read_opt(&mut self.entity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("name", &self.name);
         w.write_opt("entity", &self.entity);
     }
 }
 /// `InvalidNasCredentials` (extends `NasConfigFault`).
+///
+/// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidNasCredentials {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `name`, from `NasConfigFault`.
-    pub name: String,
+    /// The fields `InvalidNasCredentials` inherits from `NasConfigFault`.
+    pub nas_config_fault: NasConfigFault,
     /// `userName`.
     pub user_name: String,
 }
@@ -1478,6 +1700,19 @@ impl x::SchemaType for InvalidNasCredentials {
     const TYPE_NAME: &'static str = "InvalidNasCredentials";
 }
 impl x::Structure for InvalidNasCredentials {}
+impl std::ops::Deref for InvalidNasCredentials {
+    type Target = NasConfigFault;
+    #[inline]
+    fn deref(&self) -> &NasConfigFault {
+        &self.nas_config_fault
+    }
+}
+impl std::ops::DerefMut for InvalidNasCredentials {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NasConfigFault {
+        &mut self.nas_config_fault
+    }
+}
 impl x::Fields for InvalidNasCredentials {
     fn decode_field(
         &mut self,
@@ -1485,82 +1720,62 @@ impl x::Fields for InvalidNasCredentials {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "name" => r.read(&mut self.name),
             "userName" => r.read(&mut self.user_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.nas_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.nas_config_fault, w);
         w.write("userName", &self.user_name);
     }
 }
 /// `InvalidNetworkInType` (extends `VAppPropertyFault`).
+///
+/// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidNetworkInType {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `id`, from `VAppPropertyFault`.
-    pub id: String,
-    /// `category`, from `VAppPropertyFault`.
-    pub category: String,
-    /// `label`, from `VAppPropertyFault`.
-    pub label: String,
-    /// `type`, from `VAppPropertyFault`.
-    pub type_: String,
-    /// `value`, from `VAppPropertyFault`.
-    pub value: String,
+    /// The fields `InvalidNetworkInType` inherits from `VAppPropertyFault`.
+    pub vapp_property_fault: VAppPropertyFault,
 }
 impl x::SchemaType for InvalidNetworkInType {
     const TYPE_NAME: &'static str = "InvalidNetworkInType";
 }
 impl x::Structure for InvalidNetworkInType {}
+impl std::ops::Deref for InvalidNetworkInType {
+    type Target = VAppPropertyFault;
+    #[inline]
+    fn deref(&self) -> &VAppPropertyFault {
+        &self.vapp_property_fault
+    }
+}
+impl std::ops::DerefMut for InvalidNetworkInType {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VAppPropertyFault {
+        &mut self.vapp_property_fault
+    }
+}
 impl x::Fields for InvalidNetworkInType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "id" => r.read(&mut self.id),
-            "category" => r.read(&mut self.category),
-            "label" => r.read(&mut self.label),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vapp_property_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("id", &self.id);
-        w.write("category", &self.category);
-        w.write("label", &self.label);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.vapp_property_fault, w);
     }
 }
 /// `InvalidNetworkResource` (extends `NasConfigFault`).
+///
+/// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidNetworkResource {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `name`, from `NasConfigFault`.
-    pub name: String,
+    /// The fields `InvalidNetworkResource` inherits from `NasConfigFault`.
+    pub nas_config_fault: NasConfigFault,
     /// `remoteHost`.
     pub remote_host: String,
     /// `remotePath`.
@@ -1570,6 +1785,19 @@ impl x::SchemaType for InvalidNetworkResource {
     const TYPE_NAME: &'static str = "InvalidNetworkResource";
 }
 impl x::Structure for InvalidNetworkResource {}
+impl std::ops::Deref for InvalidNetworkResource {
+    type Target = NasConfigFault;
+    #[inline]
+    fn deref(&self) -> &NasConfigFault {
+        &self.nas_config_fault
+    }
+}
+impl std::ops::DerefMut for InvalidNetworkResource {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NasConfigFault {
+        &mut self.nas_config_fault
+    }
+}
 impl x::Fields for InvalidNetworkResource {
     fn decode_field(
         &mut self,
@@ -1577,31 +1805,26 @@ impl x::Fields for InvalidNetworkResource {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "name" => r.read(&mut self.name),
             "remoteHost" => r.read(&mut self.remote_host),
             "remotePath" => r.read(&mut self.remote_path),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.nas_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.nas_config_fault, w);
         w.write("remoteHost", &self.remote_host);
         w.write("remotePath", &self.remote_path);
     }
 }
 /// `InvalidOperationOnSecondaryVm` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidOperationOnSecondaryVm {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidOperationOnSecondaryVm` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
     /// `instanceUuid`.
     pub instance_uuid: String,
 }
@@ -1609,6 +1832,19 @@ impl x::SchemaType for InvalidOperationOnSecondaryVm {
     const TYPE_NAME: &'static str = "InvalidOperationOnSecondaryVm";
 }
 impl x::Structure for InvalidOperationOnSecondaryVm {}
+impl std::ops::Deref for InvalidOperationOnSecondaryVm {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+impl std::ops::DerefMut for InvalidOperationOnSecondaryVm {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
 impl x::Fields for InvalidOperationOnSecondaryVm {
     fn decode_field(
         &mut self,
@@ -1616,27 +1852,30 @@ impl x::Fields for InvalidOperationOnSecondaryVm {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "instanceUuid" => r.read(&mut self.instance_uuid),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
         w.write("instanceUuid", &self.instance_uuid);
     }
 }
 /// `InvalidPowerState` (extends `InvalidState`).
+///
+/// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidPowerState {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidPowerState` inherits from `InvalidState`.
+    pub invalid_state: InvalidState,
     /// `requestedState`.
     pub requested_state: Option<VirtualMachinePowerState>,
     /// `existingState`.
@@ -1646,6 +1885,19 @@ impl x::SchemaType for InvalidPowerState {
     const TYPE_NAME: &'static str = "InvalidPowerState";
 }
 impl x::Structure for InvalidPowerState {}
+impl std::ops::Deref for InvalidPowerState {
+    type Target = InvalidState;
+    #[inline]
+    fn deref(&self) -> &InvalidState {
+        &self.invalid_state
+    }
+}
+impl std::ops::DerefMut for InvalidPowerState {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidState {
+        &mut self.invalid_state
+    }
+}
 impl x::Fields for InvalidPowerState {
     fn decode_field(
         &mut self,
@@ -1653,29 +1905,26 @@ impl x::Fields for InvalidPowerState {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "requestedState" => r.read_opt(&mut self.requested_state),
             "existingState" => r.read(&mut self.existing_state),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_state, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_state, w);
         w.write_opt("requestedState", &self.requested_state);
         w.write("existingState", &self.existing_state);
     }
 }
 /// `InvalidPrivilege` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidPrivilege {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidPrivilege` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `privilege`.
     pub privilege: String,
 }
@@ -1683,6 +1932,19 @@ impl x::SchemaType for InvalidPrivilege {
     const TYPE_NAME: &'static str = "InvalidPrivilege";
 }
 impl x::Structure for InvalidPrivilege {}
+impl std::ops::Deref for InvalidPrivilege {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidPrivilege {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidPrivilege {
     fn decode_field(
         &mut self,
@@ -1690,27 +1952,24 @@ impl x::Fields for InvalidPrivilege {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "privilege" => r.read(&mut self.privilege),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("privilege", &self.privilege);
     }
 }
 /// `InvalidProfileReferenceHost` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidProfileReferenceHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidProfileReferenceHost` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
     /// `reason`.
     pub reason: Option<String>,
     /// `host`.
@@ -1724,6 +1983,19 @@ impl x::SchemaType for InvalidProfileReferenceHost {
     const TYPE_NAME: &'static str = "InvalidProfileReferenceHost";
 }
 impl x::Structure for InvalidProfileReferenceHost {}
+impl std::ops::Deref for InvalidProfileReferenceHost {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for InvalidProfileReferenceHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for InvalidProfileReferenceHost {
     fn decode_field(
         &mut self,
@@ -1731,20 +2003,17 @@ impl x::Fields for InvalidProfileReferenceHost {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "reason" => r.read_opt(&mut self.reason),
             "host" => r.read_opt(&mut self.host),
             "profile" => r.read_opt(&mut self.profile),
             "profileName" => r.read_opt(&mut self.profile_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.runtime_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
         w.write_opt("reason", &self.reason);
         w.write_opt("host", &self.host);
         w.write_opt("profile", &self.profile);
@@ -1752,12 +2021,12 @@ impl x::Fields for InvalidProfileReferenceHost {
     }
 }
 /// `InvalidProperty` (extends `MethodFault`).
+///
+/// The fields of `MethodFault` are in `method_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidProperty {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidProperty` inherits from `MethodFault`.
+    pub method_fault: MethodFault,
     /// `name`.
     pub name: String,
 }
@@ -1765,6 +2034,19 @@ impl x::SchemaType for InvalidProperty {
     const TYPE_NAME: &'static str = "InvalidProperty";
 }
 impl x::Structure for InvalidProperty {}
+impl std::ops::Deref for InvalidProperty {
+    type Target = MethodFault;
+    #[inline]
+    fn deref(&self) -> &MethodFault {
+        &self.method_fault
+    }
+}
+impl std::ops::DerefMut for InvalidProperty {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MethodFault {
+        &mut self.method_fault
+    }
+}
 impl x::Fields for InvalidProperty {
     fn decode_field(
         &mut self,
@@ -1772,321 +2054,334 @@ impl x::Fields for InvalidProperty {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "name" => r.read(&mut self.name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.method_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.method_fault, w);
         w.write("name", &self.name);
     }
 }
 /// `InvalidPropertyType` (extends `VAppPropertyFault`).
+///
+/// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidPropertyType {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `id`, from `VAppPropertyFault`.
-    pub id: String,
-    /// `category`, from `VAppPropertyFault`.
-    pub category: String,
-    /// `label`, from `VAppPropertyFault`.
-    pub label: String,
-    /// `type`, from `VAppPropertyFault`.
-    pub type_: String,
-    /// `value`, from `VAppPropertyFault`.
-    pub value: String,
+    /// The fields `InvalidPropertyType` inherits from `VAppPropertyFault`.
+    pub vapp_property_fault: VAppPropertyFault,
 }
 impl x::SchemaType for InvalidPropertyType {
     const TYPE_NAME: &'static str = "InvalidPropertyType";
 }
 impl x::Structure for InvalidPropertyType {}
+impl std::ops::Deref for InvalidPropertyType {
+    type Target = VAppPropertyFault;
+    #[inline]
+    fn deref(&self) -> &VAppPropertyFault {
+        &self.vapp_property_fault
+    }
+}
+impl std::ops::DerefMut for InvalidPropertyType {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VAppPropertyFault {
+        &mut self.vapp_property_fault
+    }
+}
 impl x::Fields for InvalidPropertyType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "id" => r.read(&mut self.id),
-            "category" => r.read(&mut self.category),
-            "label" => r.read(&mut self.label),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vapp_property_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("id", &self.id);
-        w.write("category", &self.category);
-        w.write("label", &self.label);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.vapp_property_fault, w);
     }
 }
 /// `InvalidPropertyValue` (extends `VAppPropertyFault`).
+///
+/// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidPropertyValue {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `id`, from `VAppPropertyFault`.
-    pub id: String,
-    /// `category`, from `VAppPropertyFault`.
-    pub category: String,
-    /// `label`, from `VAppPropertyFault`.
-    pub label: String,
-    /// `type`, from `VAppPropertyFault`.
-    pub type_: String,
-    /// `value`, from `VAppPropertyFault`.
-    pub value: String,
+    /// The fields `InvalidPropertyValue` inherits from `VAppPropertyFault`.
+    pub vapp_property_fault: VAppPropertyFault,
 }
 impl x::SchemaType for InvalidPropertyValue {
     const TYPE_NAME: &'static str = "InvalidPropertyValue";
 }
 impl x::Structure for InvalidPropertyValue {}
+impl std::ops::Deref for InvalidPropertyValue {
+    type Target = VAppPropertyFault;
+    #[inline]
+    fn deref(&self) -> &VAppPropertyFault {
+        &self.vapp_property_fault
+    }
+}
+impl std::ops::DerefMut for InvalidPropertyValue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VAppPropertyFault {
+        &mut self.vapp_property_fault
+    }
+}
 impl x::Fields for InvalidPropertyValue {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "id" => r.read(&mut self.id),
-            "category" => r.read(&mut self.category),
-            "label" => r.read(&mut self.label),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vapp_property_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("id", &self.id);
-        w.write("category", &self.category);
-        w.write("label", &self.label);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.vapp_property_fault, w);
     }
 }
 /// `InvalidRequest` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidRequest {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidRequest` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
 }
 impl x::SchemaType for InvalidRequest {
     const TYPE_NAME: &'static str = "InvalidRequest";
 }
 impl x::Structure for InvalidRequest {}
+impl std::ops::Deref for InvalidRequest {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for InvalidRequest {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for InvalidRequest {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.runtime_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
 /// `InvalidResourcePoolStructureFault` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidResourcePoolStructureFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidResourcePoolStructureFault` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
 }
 impl x::SchemaType for InvalidResourcePoolStructureFault {
     const TYPE_NAME: &'static str = "InvalidResourcePoolStructureFault";
 }
 impl x::Structure for InvalidResourcePoolStructureFault {}
+impl std::ops::Deref for InvalidResourcePoolStructureFault {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for InvalidResourcePoolStructureFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
 impl x::Fields for InvalidResourcePoolStructureFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.insufficient_resources_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
 /// `InvalidScheduledTask` (extends `RuntimeFault`).
 ///
 /// Since vSphere API 8.0.2.0.
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidScheduledTask {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidScheduledTask` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
 }
 impl x::SchemaType for InvalidScheduledTask {
     const TYPE_NAME: &'static str = "InvalidScheduledTask";
 }
 impl x::Structure for InvalidScheduledTask {}
+impl std::ops::Deref for InvalidScheduledTask {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for InvalidScheduledTask {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for InvalidScheduledTask {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.runtime_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "type InvalidScheduledTask", true);
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
 /// `InvalidSnapshotFormat` (extends `InvalidFormat`).
+///
+/// The fields of `InvalidFormat` are in `invalid_format`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidSnapshotFormat {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidSnapshotFormat` inherits from `InvalidFormat`.
+    pub invalid_format: InvalidFormat,
 }
 impl x::SchemaType for InvalidSnapshotFormat {
     const TYPE_NAME: &'static str = "InvalidSnapshotFormat";
 }
 impl x::Structure for InvalidSnapshotFormat {}
+impl std::ops::Deref for InvalidSnapshotFormat {
+    type Target = InvalidFormat;
+    #[inline]
+    fn deref(&self) -> &InvalidFormat {
+        &self.invalid_format
+    }
+}
+impl std::ops::DerefMut for InvalidSnapshotFormat {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidFormat {
+        &mut self.invalid_format
+    }
+}
 impl x::Fields for InvalidSnapshotFormat {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_format, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_format, w);
     }
 }
 /// `InvalidState` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidState {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidState` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for InvalidState {
     const TYPE_NAME: &'static str = "InvalidState";
 }
 impl x::Structure for InvalidState {}
+impl std::ops::Deref for InvalidState {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for InvalidState {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for InvalidState {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `InvalidToken` (extends `RuntimeFault`).
 ///
 /// Since vSphere API 9.1.0.0.
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidToken {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidToken` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
 }
 impl x::SchemaType for InvalidToken {
     const TYPE_NAME: &'static str = "InvalidToken";
 }
 impl x::Structure for InvalidToken {}
+impl std::ops::Deref for InvalidToken {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for InvalidToken {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for InvalidToken {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.runtime_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0901_0000, "type InvalidToken", true);
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
 /// `InvalidType` (extends `InvalidRequest`).
+///
+/// The fields of `InvalidRequest` are in `invalid_request`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidType {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidType` inherits from `InvalidRequest`.
+    pub invalid_request: InvalidRequest,
     /// `argument`.
     pub argument: Option<String>,
 }
@@ -2094,6 +2389,19 @@ impl x::SchemaType for InvalidType {
     const TYPE_NAME: &'static str = "InvalidType";
 }
 impl x::Structure for InvalidType {}
+impl std::ops::Deref for InvalidType {
+    type Target = InvalidRequest;
+    #[inline]
+    fn deref(&self) -> &InvalidRequest {
+        &self.invalid_request
+    }
+}
+impl std::ops::DerefMut for InvalidType {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidRequest {
+        &mut self.invalid_request
+    }
+}
 impl x::Fields for InvalidType {
     fn decode_field(
         &mut self,
@@ -2101,27 +2409,24 @@ impl x::Fields for InvalidType {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "argument" => r.read_opt(&mut self.argument),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_request, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_request, w);
         w.write_opt("argument", &self.argument);
     }
 }
 /// `InvalidVmConfig` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidVmConfig {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidVmConfig` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `property`.
     pub property: Option<String>,
 }
@@ -2129,6 +2434,19 @@ impl x::SchemaType for InvalidVmConfig {
     const TYPE_NAME: &'static str = "InvalidVmConfig";
 }
 impl x::Structure for InvalidVmConfig {}
+impl std::ops::Deref for InvalidVmConfig {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for InvalidVmConfig {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for InvalidVmConfig {
     fn decode_field(
         &mut self,
@@ -2136,27 +2454,24 @@ impl x::Fields for InvalidVmConfig {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "property" => r.read_opt(&mut self.property),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write_opt("property", &self.property);
     }
 }
 /// `InvalidVmState` (extends `InvalidState`).
+///
+/// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidVmState {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InvalidVmState` inherits from `InvalidState`.
+    pub invalid_state: InvalidState,
     /// `vm`.
     pub vm: x::ManagedObjectReference,
 }
@@ -2164,6 +2479,19 @@ impl x::SchemaType for InvalidVmState {
     const TYPE_NAME: &'static str = "InvalidVmState";
 }
 impl x::Structure for InvalidVmState {}
+impl std::ops::Deref for InvalidVmState {
+    type Target = InvalidState;
+    #[inline]
+    fn deref(&self) -> &InvalidState {
+        &self.invalid_state
+    }
+}
+impl std::ops::DerefMut for InvalidVmState {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidState {
+        &mut self.invalid_state
+    }
+}
 impl x::Fields for InvalidVmState {
     fn decode_field(
         &mut self,
@@ -2171,17 +2499,14 @@ impl x::Fields for InvalidVmState {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vm" => r.read(&mut self.vm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_state, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_state, w);
         w.write("vm", &self.vm);
     }
 }

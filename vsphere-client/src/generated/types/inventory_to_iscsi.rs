@@ -69,12 +69,12 @@ impl x::Fields for InventoryDescription {
     }
 }
 /// `InventoryHasStandardAloneHosts` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InventoryHasStandardAloneHosts {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `InventoryHasStandardAloneHosts` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
     /// `hosts`.
     pub hosts: Vec<String>,
 }
@@ -82,6 +82,19 @@ impl x::SchemaType for InventoryHasStandardAloneHosts {
     const TYPE_NAME: &'static str = "InventoryHasStandardAloneHosts";
 }
 impl x::Structure for InventoryHasStandardAloneHosts {}
+impl std::ops::Deref for InventoryHasStandardAloneHosts {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for InventoryHasStandardAloneHosts {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for InventoryHasStandardAloneHosts {
     fn decode_field(
         &mut self,
@@ -89,17 +102,14 @@ impl x::Fields for InventoryHasStandardAloneHosts {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "hosts" => r.read_push(&mut self.hosts),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
         w.write_vec("hosts", &self.hosts);
     }
 }
@@ -246,128 +256,117 @@ impl x::Fields for IoFilterQueryIssueResult {
 /// `IpAddress` (extends `NegatableExpression`).
 ///
 /// Fields of this type hold [`AnyIpAddress`], which also carries its subtypes.
+///
+/// The fields of `NegatableExpression` are in `negatable_expression`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IpAddress {
-    /// `negate`, from `NegatableExpression`.
-    pub negate: Option<bool>,
+    /// The fields `IpAddress` inherits from `NegatableExpression`.
+    pub negatable_expression: NegatableExpression,
 }
 impl x::SchemaType for IpAddress {
     const TYPE_NAME: &'static str = "IpAddress";
 }
 impl x::Structure for IpAddress {}
+impl std::ops::Deref for IpAddress {
+    type Target = NegatableExpression;
+    #[inline]
+    fn deref(&self) -> &NegatableExpression {
+        &self.negatable_expression
+    }
+}
+impl std::ops::DerefMut for IpAddress {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NegatableExpression {
+        &mut self.negatable_expression
+    }
+}
 impl x::Fields for IpAddress {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "negate" => r.read_opt(&mut self.negate),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.negatable_expression, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("negate", &self.negate);
+        x::Fields::encode_fields(&self.negatable_expression, w);
     }
 }
 /// `IpAddressProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IpAddressProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
+    /// The fields `IpAddressProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
 }
 impl x::SchemaType for IpAddressProfile {
     const TYPE_NAME: &'static str = "IpAddressProfile";
 }
 impl x::Structure for IpAddressProfile {}
+impl std::ops::Deref for IpAddressProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for IpAddressProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
 impl x::Fields for IpAddressProfile {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
+        x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
 /// `IpHostnameGeneratorError` (extends `CustomizationFault`).
+///
+/// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IpHostnameGeneratorError {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IpHostnameGeneratorError` inherits from `CustomizationFault`.
+    pub customization_fault: CustomizationFault,
 }
 impl x::SchemaType for IpHostnameGeneratorError {
     const TYPE_NAME: &'static str = "IpHostnameGeneratorError";
 }
 impl x::Structure for IpHostnameGeneratorError {}
+impl std::ops::Deref for IpHostnameGeneratorError {
+    type Target = CustomizationFault;
+    #[inline]
+    fn deref(&self) -> &CustomizationFault {
+        &self.customization_fault
+    }
+}
+impl std::ops::DerefMut for IpHostnameGeneratorError {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationFault {
+        &mut self.customization_fault
+    }
+}
 impl x::Fields for IpHostnameGeneratorError {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.customization_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
 /// `IpPool` (extends `DynamicData`).
@@ -571,10 +570,12 @@ impl x::ArrayItem for IpPoolManagerIpAllocation {
     const ITEM_TAG: &'static str = "IpPoolManagerIpAllocation";
 }
 /// `IpRange` (extends `IpAddress`).
+///
+/// The fields of `IpAddress` are in `ip_address`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IpRange {
-    /// `negate`, from `NegatableExpression`.
-    pub negate: Option<bool>,
+    /// The fields `IpRange` inherits from `IpAddress`.
+    pub ip_address: IpAddress,
     /// `addressPrefix`.
     pub address_prefix: String,
     /// `prefixLength`.
@@ -584,6 +585,19 @@ impl x::SchemaType for IpRange {
     const TYPE_NAME: &'static str = "IpRange";
 }
 impl x::Structure for IpRange {}
+impl std::ops::Deref for IpRange {
+    type Target = IpAddress;
+    #[inline]
+    fn deref(&self) -> &IpAddress {
+        &self.ip_address
+    }
+}
+impl std::ops::DerefMut for IpRange {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IpAddress {
+        &mut self.ip_address
+    }
+}
 impl x::Fields for IpRange {
     fn decode_field(
         &mut self,
@@ -591,45 +605,26 @@ impl x::Fields for IpRange {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "negate" => r.read_opt(&mut self.negate),
             "addressPrefix" => r.read(&mut self.address_prefix),
             "prefixLength" => r.read_opt(&mut self.prefix_length),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ip_address, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("negate", &self.negate);
+        x::Fields::encode_fields(&self.ip_address, w);
         w.write("addressPrefix", &self.address_prefix);
         w.write_opt("prefixLength", &self.prefix_length);
     }
 }
 /// `IpRouteProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IpRouteProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
+    /// The fields `IpRouteProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
     /// `staticRoute`.
     pub static_route: Vec<StaticRouteProfile>,
 }
@@ -637,6 +632,19 @@ impl x::SchemaType for IpRouteProfile {
     const TYPE_NAME: &'static str = "IpRouteProfile";
 }
 impl x::Structure for IpRouteProfile {}
+impl std::ops::Deref for IpRouteProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for IpRouteProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
 impl x::Fields for IpRouteProfile {
     fn decode_field(
         &mut self,
@@ -644,35 +652,14 @@ impl x::Fields for IpRouteProfile {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
             "staticRoute" => r.read_push(&mut self.static_route),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
+        x::Fields::encode_fields(&self.apply_profile, w);
         w.write_vec("staticRoute", &self.static_route);
     }
 }
@@ -716,43 +703,50 @@ impl x::ArrayItem for IscsiDependencyEntity {
     const ITEM_TAG: &'static str = "IscsiDependencyEntity";
 }
 /// `IscsiFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for IscsiFault {
     const TYPE_NAME: &'static str = "IscsiFault";
 }
 impl x::Structure for IscsiFault {}
+impl std::ops::Deref for IscsiFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for IscsiFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `IscsiFaultInvalidVnic` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultInvalidVnic {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultInvalidVnic` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -760,6 +754,19 @@ impl x::SchemaType for IscsiFaultInvalidVnic {
     const TYPE_NAME: &'static str = "IscsiFaultInvalidVnic";
 }
 impl x::Structure for IscsiFaultInvalidVnic {}
+impl std::ops::Deref for IscsiFaultInvalidVnic {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultInvalidVnic {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultInvalidVnic {
     fn decode_field(
         &mut self,
@@ -767,27 +774,24 @@ impl x::Fields for IscsiFaultInvalidVnic {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }
 /// `IscsiFaultPnicInUse` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultPnicInUse {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultPnicInUse` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `pnicDevice`.
     pub pnic_device: String,
 }
@@ -795,6 +799,19 @@ impl x::SchemaType for IscsiFaultPnicInUse {
     const TYPE_NAME: &'static str = "IscsiFaultPnicInUse";
 }
 impl x::Structure for IscsiFaultPnicInUse {}
+impl std::ops::Deref for IscsiFaultPnicInUse {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultPnicInUse {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultPnicInUse {
     fn decode_field(
         &mut self,
@@ -802,27 +819,24 @@ impl x::Fields for IscsiFaultPnicInUse {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "pnicDevice" => r.read(&mut self.pnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("pnicDevice", &self.pnic_device);
     }
 }
 /// `IscsiFaultVnicAlreadyBound` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultVnicAlreadyBound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultVnicAlreadyBound` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -830,6 +844,19 @@ impl x::SchemaType for IscsiFaultVnicAlreadyBound {
     const TYPE_NAME: &'static str = "IscsiFaultVnicAlreadyBound";
 }
 impl x::Structure for IscsiFaultVnicAlreadyBound {}
+impl std::ops::Deref for IscsiFaultVnicAlreadyBound {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultVnicAlreadyBound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultVnicAlreadyBound {
     fn decode_field(
         &mut self,
@@ -837,27 +864,24 @@ impl x::Fields for IscsiFaultVnicAlreadyBound {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }
 /// `IscsiFaultVnicHasActivePaths` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultVnicHasActivePaths {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultVnicHasActivePaths` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -865,6 +889,19 @@ impl x::SchemaType for IscsiFaultVnicHasActivePaths {
     const TYPE_NAME: &'static str = "IscsiFaultVnicHasActivePaths";
 }
 impl x::Structure for IscsiFaultVnicHasActivePaths {}
+impl std::ops::Deref for IscsiFaultVnicHasActivePaths {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultVnicHasActivePaths {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultVnicHasActivePaths {
     fn decode_field(
         &mut self,
@@ -872,27 +909,24 @@ impl x::Fields for IscsiFaultVnicHasActivePaths {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }
 /// `IscsiFaultVnicHasMultipleUplinks` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultVnicHasMultipleUplinks {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultVnicHasMultipleUplinks` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -900,6 +934,19 @@ impl x::SchemaType for IscsiFaultVnicHasMultipleUplinks {
     const TYPE_NAME: &'static str = "IscsiFaultVnicHasMultipleUplinks";
 }
 impl x::Structure for IscsiFaultVnicHasMultipleUplinks {}
+impl std::ops::Deref for IscsiFaultVnicHasMultipleUplinks {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultVnicHasMultipleUplinks {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultVnicHasMultipleUplinks {
     fn decode_field(
         &mut self,
@@ -907,27 +954,24 @@ impl x::Fields for IscsiFaultVnicHasMultipleUplinks {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }
 /// `IscsiFaultVnicHasNoUplinks` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultVnicHasNoUplinks {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultVnicHasNoUplinks` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -935,6 +979,19 @@ impl x::SchemaType for IscsiFaultVnicHasNoUplinks {
     const TYPE_NAME: &'static str = "IscsiFaultVnicHasNoUplinks";
 }
 impl x::Structure for IscsiFaultVnicHasNoUplinks {}
+impl std::ops::Deref for IscsiFaultVnicHasNoUplinks {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultVnicHasNoUplinks {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultVnicHasNoUplinks {
     fn decode_field(
         &mut self,
@@ -942,27 +999,24 @@ impl x::Fields for IscsiFaultVnicHasNoUplinks {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }
 /// `IscsiFaultVnicHasWrongUplink` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultVnicHasWrongUplink {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultVnicHasWrongUplink` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -970,6 +1024,19 @@ impl x::SchemaType for IscsiFaultVnicHasWrongUplink {
     const TYPE_NAME: &'static str = "IscsiFaultVnicHasWrongUplink";
 }
 impl x::Structure for IscsiFaultVnicHasWrongUplink {}
+impl std::ops::Deref for IscsiFaultVnicHasWrongUplink {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultVnicHasWrongUplink {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultVnicHasWrongUplink {
     fn decode_field(
         &mut self,
@@ -977,27 +1044,24 @@ impl x::Fields for IscsiFaultVnicHasWrongUplink {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }
 /// `IscsiFaultVnicInUse` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultVnicInUse {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultVnicInUse` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -1005,6 +1069,19 @@ impl x::SchemaType for IscsiFaultVnicInUse {
     const TYPE_NAME: &'static str = "IscsiFaultVnicInUse";
 }
 impl x::Structure for IscsiFaultVnicInUse {}
+impl std::ops::Deref for IscsiFaultVnicInUse {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultVnicInUse {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultVnicInUse {
     fn decode_field(
         &mut self,
@@ -1012,27 +1089,24 @@ impl x::Fields for IscsiFaultVnicInUse {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }
 /// `IscsiFaultVnicIsLastPath` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultVnicIsLastPath {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultVnicIsLastPath` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -1040,6 +1114,19 @@ impl x::SchemaType for IscsiFaultVnicIsLastPath {
     const TYPE_NAME: &'static str = "IscsiFaultVnicIsLastPath";
 }
 impl x::Structure for IscsiFaultVnicIsLastPath {}
+impl std::ops::Deref for IscsiFaultVnicIsLastPath {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultVnicIsLastPath {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultVnicIsLastPath {
     fn decode_field(
         &mut self,
@@ -1047,27 +1134,24 @@ impl x::Fields for IscsiFaultVnicIsLastPath {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }
 /// `IscsiFaultVnicNotBound` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultVnicNotBound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultVnicNotBound` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -1075,6 +1159,19 @@ impl x::SchemaType for IscsiFaultVnicNotBound {
     const TYPE_NAME: &'static str = "IscsiFaultVnicNotBound";
 }
 impl x::Structure for IscsiFaultVnicNotBound {}
+impl std::ops::Deref for IscsiFaultVnicNotBound {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultVnicNotBound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultVnicNotBound {
     fn decode_field(
         &mut self,
@@ -1082,27 +1179,24 @@ impl x::Fields for IscsiFaultVnicNotBound {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }
 /// `IscsiFaultVnicNotFound` (extends `IscsiFault`).
+///
+/// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IscsiFaultVnicNotFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `IscsiFaultVnicNotFound` inherits from `IscsiFault`.
+    pub iscsi_fault: IscsiFault,
     /// `vnicDevice`.
     pub vnic_device: String,
 }
@@ -1110,6 +1204,19 @@ impl x::SchemaType for IscsiFaultVnicNotFound {
     const TYPE_NAME: &'static str = "IscsiFaultVnicNotFound";
 }
 impl x::Structure for IscsiFaultVnicNotFound {}
+impl std::ops::Deref for IscsiFaultVnicNotFound {
+    type Target = IscsiFault;
+    #[inline]
+    fn deref(&self) -> &IscsiFault {
+        &self.iscsi_fault
+    }
+}
+impl std::ops::DerefMut for IscsiFaultVnicNotFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IscsiFault {
+        &mut self.iscsi_fault
+    }
+}
 impl x::Fields for IscsiFaultVnicNotFound {
     fn decode_field(
         &mut self,
@@ -1117,17 +1224,14 @@ impl x::Fields for IscsiFaultVnicNotFound {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.iscsi_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.iscsi_fault, w);
         w.write("vnicDevice", &self.vnic_device);
     }
 }

@@ -6,46 +6,41 @@ use super::*;
 use crate::xml as x;
 
 /// `IsoImageFileInfo` (extends `FileInfo`).
+///
+/// The fields of `FileInfo` are in `file_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IsoImageFileInfo {
-    /// `path`, from `FileInfo`.
-    pub path: String,
-    /// `friendlyName`, from `FileInfo`.
-    pub friendly_name: Option<String>,
-    /// `fileSize`, from `FileInfo`.
-    pub file_size: Option<i64>,
-    /// `modification`, from `FileInfo`.
-    pub modification: Option<x::DateTime>,
-    /// `owner`, from `FileInfo`.
-    pub owner: Option<String>,
+    /// The fields `IsoImageFileInfo` inherits from `FileInfo`.
+    pub file_info: FileInfo,
 }
 impl x::SchemaType for IsoImageFileInfo {
     const TYPE_NAME: &'static str = "IsoImageFileInfo";
 }
 impl x::Structure for IsoImageFileInfo {}
+impl std::ops::Deref for IsoImageFileInfo {
+    type Target = FileInfo;
+    #[inline]
+    fn deref(&self) -> &FileInfo {
+        &self.file_info
+    }
+}
+impl std::ops::DerefMut for IsoImageFileInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FileInfo {
+        &mut self.file_info
+    }
+}
 impl x::Fields for IsoImageFileInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "path" => r.read(&mut self.path),
-            "friendlyName" => r.read_opt(&mut self.friendly_name),
-            "fileSize" => r.read_opt(&mut self.file_size),
-            "modification" => r.read_opt(&mut self.modification),
-            "owner" => r.read_opt(&mut self.owner),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.file_info, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("path", &self.path);
-        w.write_opt("friendlyName", &self.friendly_name);
-        w.write_opt("fileSize", &self.file_size);
-        w.write_opt("modification", &self.modification);
-        w.write_opt("owner", &self.owner);
+        x::Fields::encode_fields(&self.file_info, w);
     }
 }
 /// `IsoImageFileQuery` (extends `FileQuery`).
@@ -211,12 +206,12 @@ impl x::ArrayItem for KeyAnyValue {
     const ITEM_TAG: &'static str = "KeyAnyValue";
 }
 /// `KeyNotFound` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct KeyNotFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `KeyNotFound` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `key`.
     pub key: String,
 }
@@ -224,6 +219,19 @@ impl x::SchemaType for KeyNotFound {
     const TYPE_NAME: &'static str = "KeyNotFound";
 }
 impl x::Structure for KeyNotFound {}
+impl std::ops::Deref for KeyNotFound {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for KeyNotFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for KeyNotFound {
     fn decode_field(
         &mut self,
@@ -231,17 +239,14 @@ impl x::Fields for KeyNotFound {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "key" => r.read(&mut self.key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("key", &self.key);
     }
 }
@@ -748,12 +753,12 @@ impl x::Fields for KmipServerStatus {
     }
 }
 /// `LargeRDMConversionNotSupported` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LargeRDMConversionNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LargeRDMConversionNotSupported` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
     /// `device`.
     pub device: String,
 }
@@ -761,6 +766,19 @@ impl x::SchemaType for LargeRDMConversionNotSupported {
     const TYPE_NAME: &'static str = "LargeRDMConversionNotSupported";
 }
 impl x::Structure for LargeRDMConversionNotSupported {}
+impl std::ops::Deref for LargeRDMConversionNotSupported {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for LargeRDMConversionNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for LargeRDMConversionNotSupported {
     fn decode_field(
         &mut self,
@@ -768,27 +786,24 @@ impl x::Fields for LargeRDMConversionNotSupported {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "device" => r.read(&mut self.device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
         w.write("device", &self.device);
     }
 }
 /// `LargeRDMNotSupportedOnDatastore` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LargeRDMNotSupportedOnDatastore {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LargeRDMNotSupportedOnDatastore` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `device`.
     pub device: String,
     /// `datastore`.
@@ -800,6 +815,19 @@ impl x::SchemaType for LargeRDMNotSupportedOnDatastore {
     const TYPE_NAME: &'static str = "LargeRDMNotSupportedOnDatastore";
 }
 impl x::Structure for LargeRDMNotSupportedOnDatastore {}
+impl std::ops::Deref for LargeRDMNotSupportedOnDatastore {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for LargeRDMNotSupportedOnDatastore {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for LargeRDMNotSupportedOnDatastore {
     fn decode_field(
         &mut self,
@@ -807,19 +835,16 @@ impl x::Fields for LargeRDMNotSupportedOnDatastore {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "device" => r.read(&mut self.device),
             "datastore" => r.read(&mut self.datastore),
             "datastoreName" => r.read(&mut self.datastore_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write("device", &self.device);
         w.write("datastore", &self.datastore);
         w.write("datastoreName", &self.datastore_name);
@@ -857,59 +882,50 @@ impl x::Fields for LatencySensitivity {
     }
 }
 /// `LegacyNetworkInterfaceInUse` (extends `CannotAccessNetwork`).
+///
+/// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LegacyNetworkInterfaceInUse {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `CannotAccessVmDevice`.
-    pub device: String,
-    /// `backing`, from `CannotAccessVmDevice`.
-    pub backing: String,
-    /// `connected`, from `CannotAccessVmDevice`.
-    pub connected: bool,
-    /// `network`, from `CannotAccessNetwork`.
-    pub network: Option<x::ManagedObjectReference>,
+    /// The fields `LegacyNetworkInterfaceInUse` inherits from `CannotAccessNetwork`.
+    pub cannot_access_network: CannotAccessNetwork,
 }
 impl x::SchemaType for LegacyNetworkInterfaceInUse {
     const TYPE_NAME: &'static str = "LegacyNetworkInterfaceInUse";
 }
 impl x::Structure for LegacyNetworkInterfaceInUse {}
+impl std::ops::Deref for LegacyNetworkInterfaceInUse {
+    type Target = CannotAccessNetwork;
+    #[inline]
+    fn deref(&self) -> &CannotAccessNetwork {
+        &self.cannot_access_network
+    }
+}
+impl std::ops::DerefMut for LegacyNetworkInterfaceInUse {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CannotAccessNetwork {
+        &mut self.cannot_access_network
+    }
+}
 impl x::Fields for LegacyNetworkInterfaceInUse {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "backing" => r.read(&mut self.backing),
-            "connected" => r.read(&mut self.connected),
-            "network" => r.read_opt(&mut self.network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.cannot_access_network, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write("backing", &self.backing);
-        w.write("connected", &self.connected);
-        w.write_opt("network", &self.network);
+        x::Fields::encode_fields(&self.cannot_access_network, w);
     }
 }
 /// `LicenseAssignmentFailed` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseAssignmentFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LicenseAssignmentFailed` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
     /// `reason`.
     pub reason: Option<String>,
 }
@@ -917,6 +933,19 @@ impl x::SchemaType for LicenseAssignmentFailed {
     const TYPE_NAME: &'static str = "LicenseAssignmentFailed";
 }
 impl x::Structure for LicenseAssignmentFailed {}
+impl std::ops::Deref for LicenseAssignmentFailed {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for LicenseAssignmentFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for LicenseAssignmentFailed {
     fn decode_field(
         &mut self,
@@ -924,17 +953,14 @@ impl x::Fields for LicenseAssignmentFailed {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.runtime_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
         w.write_opt("reason", &self.reason);
     }
 }
@@ -1084,12 +1110,12 @@ impl x::Fields for LicenseDiagnostics {
     }
 }
 /// `LicenseDowngradeDisallowed` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseDowngradeDisallowed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LicenseDowngradeDisallowed` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
     /// `edition`.
     pub edition: String,
     /// `entityId`.
@@ -1101,6 +1127,19 @@ impl x::SchemaType for LicenseDowngradeDisallowed {
     const TYPE_NAME: &'static str = "LicenseDowngradeDisallowed";
 }
 impl x::Structure for LicenseDowngradeDisallowed {}
+impl std::ops::Deref for LicenseDowngradeDisallowed {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for LicenseDowngradeDisallowed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for LicenseDowngradeDisallowed {
     fn decode_field(
         &mut self,
@@ -1108,31 +1147,28 @@ impl x::Fields for LicenseDowngradeDisallowed {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "edition" => r.read(&mut self.edition),
             "entityId" => r.read(&mut self.entity_id),
             "features" => r.read_push(&mut self.features),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
         w.write("edition", &self.edition);
         w.write("entityId", &self.entity_id);
         w.write_vec("features", &self.features);
     }
 }
 /// `LicenseEntityNotFound` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseEntityNotFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LicenseEntityNotFound` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `entityId`.
     pub entity_id: String,
 }
@@ -1140,6 +1176,19 @@ impl x::SchemaType for LicenseEntityNotFound {
     const TYPE_NAME: &'static str = "LicenseEntityNotFound";
 }
 impl x::Structure for LicenseEntityNotFound {}
+impl std::ops::Deref for LicenseEntityNotFound {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for LicenseEntityNotFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for LicenseEntityNotFound {
     fn decode_field(
         &mut self,
@@ -1147,118 +1196,62 @@ impl x::Fields for LicenseEntityNotFound {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "entityId" => r.read(&mut self.entity_id),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("entityId", &self.entity_id);
     }
 }
 /// `LicenseEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `LicenseEvent` inherits from `Event`.
+    pub event: Event,
 }
 impl x::SchemaType for LicenseEvent {
     const TYPE_NAME: &'static str = "LicenseEvent";
 }
 impl x::Structure for LicenseEvent {}
+impl std::ops::Deref for LicenseEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for LicenseEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
 impl x::Fields for LicenseEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.event, w);
     }
 }
 /// `LicenseExpired` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseExpired {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LicenseExpired` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
     /// `licenseKey`.
     pub license_key: String,
 }
@@ -1266,6 +1259,19 @@ impl x::SchemaType for LicenseExpired {
     const TYPE_NAME: &'static str = "LicenseExpired";
 }
 impl x::Structure for LicenseExpired {}
+impl std::ops::Deref for LicenseExpired {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for LicenseExpired {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for LicenseExpired {
     fn decode_field(
         &mut self,
@@ -1273,57 +1279,24 @@ impl x::Fields for LicenseExpired {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "licenseKey" => r.read(&mut self.license_key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
         w.write("licenseKey", &self.license_key);
     }
 }
 /// `LicenseExpiredEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseExpiredEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `LicenseExpiredEvent` inherits from `Event`.
+    pub event: Event,
     /// `feature`.
     pub feature: LicenseFeatureInfo,
 }
@@ -1331,6 +1304,19 @@ impl x::SchemaType for LicenseExpiredEvent {
     const TYPE_NAME: &'static str = "LicenseExpiredEvent";
 }
 impl x::Structure for LicenseExpiredEvent {}
+impl std::ops::Deref for LicenseExpiredEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for LicenseExpiredEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
 impl x::Fields for LicenseExpiredEvent {
     fn decode_field(
         &mut self,
@@ -1338,47 +1324,14 @@ impl x::Fields for LicenseExpiredEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "feature" => r.read(&mut self.feature),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.event, w);
         w.write("feature", &self.feature);
     }
 }
@@ -1446,34 +1399,41 @@ impl x::ArrayItem for LicenseFeatureInfo {
     const ITEM_TAG: &'static str = "LicenseFeatureInfo";
 }
 /// `LicenseKeyEntityMismatch` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseKeyEntityMismatch {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LicenseKeyEntityMismatch` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
 }
 impl x::SchemaType for LicenseKeyEntityMismatch {
     const TYPE_NAME: &'static str = "LicenseKeyEntityMismatch";
 }
 impl x::Structure for LicenseKeyEntityMismatch {}
+impl std::ops::Deref for LicenseKeyEntityMismatch {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for LicenseKeyEntityMismatch {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for LicenseKeyEntityMismatch {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.not_enough_licenses, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
     }
 }
 /// `LicenseManagerEvaluationInfo` (extends `DynamicData`).
@@ -1563,42 +1523,12 @@ impl x::ArrayItem for LicenseManagerLicenseInfo {
     const ITEM_TAG: &'static str = "LicenseManagerLicenseInfo";
 }
 /// `LicenseNonComplianceEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseNonComplianceEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `LicenseNonComplianceEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
     /// `url`.
     pub url: String,
 }
@@ -1606,6 +1536,19 @@ impl x::SchemaType for LicenseNonComplianceEvent {
     const TYPE_NAME: &'static str = "LicenseNonComplianceEvent";
 }
 impl x::Structure for LicenseNonComplianceEvent {}
+impl std::ops::Deref for LicenseNonComplianceEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for LicenseNonComplianceEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
 impl x::Fields for LicenseNonComplianceEvent {
     fn decode_field(
         &mut self,
@@ -1613,47 +1556,14 @@ impl x::Fields for LicenseNonComplianceEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "url" => r.read(&mut self.url),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.license_event, w);
         w.write("url", &self.url);
     }
 }
@@ -1697,164 +1607,88 @@ impl x::ArrayItem for LicenseReservationInfo {
     const ITEM_TAG: &'static str = "LicenseReservationInfo";
 }
 /// `LicenseRestricted` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseRestricted {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LicenseRestricted` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
 }
 impl x::SchemaType for LicenseRestricted {
     const TYPE_NAME: &'static str = "LicenseRestricted";
 }
 impl x::Structure for LicenseRestricted {}
+impl std::ops::Deref for LicenseRestricted {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for LicenseRestricted {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for LicenseRestricted {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.not_enough_licenses, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
     }
 }
 /// `LicenseRestrictedEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseRestrictedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `LicenseRestrictedEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
 }
 impl x::SchemaType for LicenseRestrictedEvent {
     const TYPE_NAME: &'static str = "LicenseRestrictedEvent";
 }
 impl x::Structure for LicenseRestrictedEvent {}
+impl std::ops::Deref for LicenseRestrictedEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for LicenseRestrictedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
 impl x::Fields for LicenseRestrictedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.license_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.license_event, w);
     }
 }
 /// `LicenseServerAvailableEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseServerAvailableEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `LicenseServerAvailableEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
     /// `licenseServer`.
     pub license_server: String,
 }
@@ -1862,6 +1696,19 @@ impl x::SchemaType for LicenseServerAvailableEvent {
     const TYPE_NAME: &'static str = "LicenseServerAvailableEvent";
 }
 impl x::Structure for LicenseServerAvailableEvent {}
+impl std::ops::Deref for LicenseServerAvailableEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for LicenseServerAvailableEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
 impl x::Fields for LicenseServerAvailableEvent {
     fn decode_field(
         &mut self,
@@ -1869,47 +1716,14 @@ impl x::Fields for LicenseServerAvailableEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "licenseServer" => r.read(&mut self.license_server),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.license_event, w);
         w.write("licenseServer", &self.license_server);
     }
 }
@@ -1941,12 +1755,12 @@ impl x::Fields for LicenseServerSource {
     }
 }
 /// `LicenseServerUnavailable` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseServerUnavailable {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LicenseServerUnavailable` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `licenseServer`.
     pub license_server: String,
 }
@@ -1954,6 +1768,19 @@ impl x::SchemaType for LicenseServerUnavailable {
     const TYPE_NAME: &'static str = "LicenseServerUnavailable";
 }
 impl x::Structure for LicenseServerUnavailable {}
+impl std::ops::Deref for LicenseServerUnavailable {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for LicenseServerUnavailable {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for LicenseServerUnavailable {
     fn decode_field(
         &mut self,
@@ -1961,57 +1788,24 @@ impl x::Fields for LicenseServerUnavailable {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "licenseServer" => r.read(&mut self.license_server),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("licenseServer", &self.license_server);
     }
 }
 /// `LicenseServerUnavailableEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseServerUnavailableEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `LicenseServerUnavailableEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
     /// `licenseServer`.
     pub license_server: String,
 }
@@ -2019,6 +1813,19 @@ impl x::SchemaType for LicenseServerUnavailableEvent {
     const TYPE_NAME: &'static str = "LicenseServerUnavailableEvent";
 }
 impl x::Structure for LicenseServerUnavailableEvent {}
+impl std::ops::Deref for LicenseServerUnavailableEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for LicenseServerUnavailableEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
 impl x::Fields for LicenseServerUnavailableEvent {
     fn decode_field(
         &mut self,
@@ -2026,47 +1833,14 @@ impl x::Fields for LicenseServerUnavailableEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "licenseServer" => r.read(&mut self.license_server),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.license_event, w);
         w.write("licenseServer", &self.license_server);
     }
 }
@@ -2090,12 +1864,12 @@ impl x::Fields for LicenseSource {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `LicenseSourceUnavailable` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LicenseSourceUnavailable {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `LicenseSourceUnavailable` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
     /// `licenseSource`.
     pub license_source: AnyLicenseSource,
 }
@@ -2103,6 +1877,19 @@ impl x::SchemaType for LicenseSourceUnavailable {
     const TYPE_NAME: &'static str = "LicenseSourceUnavailable";
 }
 impl x::Structure for LicenseSourceUnavailable {}
+impl std::ops::Deref for LicenseSourceUnavailable {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for LicenseSourceUnavailable {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for LicenseSourceUnavailable {
     fn decode_field(
         &mut self,
@@ -2110,17 +1897,14 @@ impl x::Fields for LicenseSourceUnavailable {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "licenseSource" => r.read(&mut self.license_source),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
         w.write("licenseSource", &self.license_source);
     }
 }

@@ -6,47 +6,50 @@ use super::*;
 use crate::xml as x;
 
 /// `NetworkCopyFault` (extends `FileFault`).
+///
+/// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworkCopyFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `file`, from `FileFault`.
-    pub file: String,
+    /// The fields `NetworkCopyFault` inherits from `FileFault`.
+    pub file_fault: FileFault,
 }
 impl x::SchemaType for NetworkCopyFault {
     const TYPE_NAME: &'static str = "NetworkCopyFault";
 }
 impl x::Structure for NetworkCopyFault {}
+impl std::ops::Deref for NetworkCopyFault {
+    type Target = FileFault;
+    #[inline]
+    fn deref(&self) -> &FileFault {
+        &self.file_fault
+    }
+}
+impl std::ops::DerefMut for NetworkCopyFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FileFault {
+        &mut self.file_fault
+    }
+}
 impl x::Fields for NetworkCopyFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "file" => r.read(&mut self.file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.file_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("file", &self.file);
+        x::Fields::encode_fields(&self.file_fault, w);
     }
 }
 /// `NetworkDisruptedAndConfigRolledBack` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworkDisruptedAndConfigRolledBack {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NetworkDisruptedAndConfigRolledBack` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `host`.
     pub host: String,
 }
@@ -54,6 +57,19 @@ impl x::SchemaType for NetworkDisruptedAndConfigRolledBack {
     const TYPE_NAME: &'static str = "NetworkDisruptedAndConfigRolledBack";
 }
 impl x::Structure for NetworkDisruptedAndConfigRolledBack {}
+impl std::ops::Deref for NetworkDisruptedAndConfigRolledBack {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for NetworkDisruptedAndConfigRolledBack {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for NetworkDisruptedAndConfigRolledBack {
     fn decode_field(
         &mut self,
@@ -61,25 +77,24 @@ impl x::Fields for NetworkDisruptedAndConfigRolledBack {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "host" => r.read(&mut self.host),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("host", &self.host);
     }
 }
 /// `NetworkEventArgument` (extends `EntityEventArgument`).
+///
+/// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworkEventArgument {
-    /// `name`, from `EntityEventArgument`.
-    pub name: String,
+    /// The fields `NetworkEventArgument` inherits from `EntityEventArgument`.
+    pub entity_event_argument: EntityEventArgument,
     /// `network`.
     pub network: x::ManagedObjectReference,
 }
@@ -87,6 +102,19 @@ impl x::SchemaType for NetworkEventArgument {
     const TYPE_NAME: &'static str = "NetworkEventArgument";
 }
 impl x::Structure for NetworkEventArgument {}
+impl std::ops::Deref for NetworkEventArgument {
+    type Target = EntityEventArgument;
+    #[inline]
+    fn deref(&self) -> &EntityEventArgument {
+        &self.entity_event_argument
+    }
+}
+impl std::ops::DerefMut for NetworkEventArgument {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut EntityEventArgument {
+        &mut self.entity_event_argument
+    }
+}
 impl x::Fields for NetworkEventArgument {
     fn decode_field(
         &mut self,
@@ -94,145 +122,100 @@ impl x::Fields for NetworkEventArgument {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
             "network" => r.read(&mut self.network),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.entity_event_argument, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.entity_event_argument, w);
         w.write("network", &self.network);
     }
 }
 /// `NetworkInaccessible` (extends `NasConfigFault`).
+///
+/// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworkInaccessible {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `name`, from `NasConfigFault`.
-    pub name: String,
+    /// The fields `NetworkInaccessible` inherits from `NasConfigFault`.
+    pub nas_config_fault: NasConfigFault,
 }
 impl x::SchemaType for NetworkInaccessible {
     const TYPE_NAME: &'static str = "NetworkInaccessible";
 }
 impl x::Structure for NetworkInaccessible {}
+impl std::ops::Deref for NetworkInaccessible {
+    type Target = NasConfigFault;
+    #[inline]
+    fn deref(&self) -> &NasConfigFault {
+        &self.nas_config_fault
+    }
+}
+impl std::ops::DerefMut for NetworkInaccessible {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NasConfigFault {
+        &mut self.nas_config_fault
+    }
+}
 impl x::Fields for NetworkInaccessible {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.nas_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.nas_config_fault, w);
     }
 }
 /// `NetworkPolicyProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworkPolicyProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
+    /// The fields `NetworkPolicyProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
 }
 impl x::SchemaType for NetworkPolicyProfile {
     const TYPE_NAME: &'static str = "NetworkPolicyProfile";
 }
 impl x::Structure for NetworkPolicyProfile {}
+impl std::ops::Deref for NetworkPolicyProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for NetworkPolicyProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
 impl x::Fields for NetworkPolicyProfile {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
+        x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
 /// `NetworkProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworkProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
+    /// The fields `NetworkProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
     /// `vswitch`.
     pub vswitch: Vec<VirtualSwitchProfile>,
     /// `vmPortGroup`.
@@ -266,6 +249,19 @@ impl x::SchemaType for NetworkProfile {
     const TYPE_NAME: &'static str = "NetworkProfile";
 }
 impl x::Structure for NetworkProfile {}
+impl std::ops::Deref for NetworkProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for NetworkProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
 impl x::Fields for NetworkProfile {
     fn decode_field(
         &mut self,
@@ -273,17 +269,6 @@ impl x::Fields for NetworkProfile {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
             "vswitch" => r.read_push(&mut self.vswitch),
             "vmPortGroup" => r.read_push(&mut self.vm_port_group),
             "hostPortGroup" => r.read_push(&mut self.host_port_group),
@@ -300,23 +285,13 @@ impl x::Fields for NetworkProfile {
             "nsxHostNic" => r.read_push(&mut self.nsx_host_nic),
             "netStackInstance" => r.read_push(&mut self.net_stack_instance),
             "opaqueSwitch" => r.read_opt(&mut self.opaque_switch),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
+        x::Fields::encode_fields(&self.apply_profile, w);
         w.write_vec("vswitch", &self.vswitch);
         w.write_vec("vmPortGroup", &self.vm_port_group);
         w.write_vec("hostPortGroup", &self.host_port_group);
@@ -334,109 +309,50 @@ impl x::Fields for NetworkProfile {
     }
 }
 /// `NetworkProfileDnsConfigProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworkProfileDnsConfigProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
+    /// The fields `NetworkProfileDnsConfigProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
 }
 impl x::SchemaType for NetworkProfileDnsConfigProfile {
     const TYPE_NAME: &'static str = "NetworkProfileDnsConfigProfile";
 }
 impl x::Structure for NetworkProfileDnsConfigProfile {}
+impl std::ops::Deref for NetworkProfileDnsConfigProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for NetworkProfileDnsConfigProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
 impl x::Fields for NetworkProfileDnsConfigProfile {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
+        x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
 /// `NetworkRollbackEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworkRollbackEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `NetworkRollbackEvent` inherits from `Event`.
+    pub event: Event,
     /// `methodName`.
     pub method_name: String,
     /// `transactionId`.
@@ -446,6 +362,19 @@ impl x::SchemaType for NetworkRollbackEvent {
     const TYPE_NAME: &'static str = "NetworkRollbackEvent";
 }
 impl x::Structure for NetworkRollbackEvent {}
+impl std::ops::Deref for NetworkRollbackEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for NetworkRollbackEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
 impl x::Fields for NetworkRollbackEvent {
     fn decode_field(
         &mut self,
@@ -453,48 +382,15 @@ impl x::Fields for NetworkRollbackEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "methodName" => r.read(&mut self.method_name),
             "transactionId" => r.read(&mut self.transaction_id),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.event, w);
         w.write("methodName", &self.method_name);
         w.write("transactionId", &self.transaction_id);
     }
@@ -545,12 +441,12 @@ impl x::Fields for NetworkSummary {
     }
 }
 /// `NetworksMayNotBeTheSame` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetworksMayNotBeTheSame {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NetworksMayNotBeTheSame` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
     /// `name`.
     pub name: Option<String>,
 }
@@ -558,6 +454,19 @@ impl x::SchemaType for NetworksMayNotBeTheSame {
     const TYPE_NAME: &'static str = "NetworksMayNotBeTheSame";
 }
 impl x::Structure for NetworksMayNotBeTheSame {}
+impl std::ops::Deref for NetworksMayNotBeTheSame {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for NetworksMayNotBeTheSame {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for NetworksMayNotBeTheSame {
     fn decode_field(
         &mut self,
@@ -565,27 +474,24 @@ impl x::Fields for NetworksMayNotBeTheSame {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "name" => r.read_opt(&mut self.name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
         w.write_opt("name", &self.name);
     }
 }
 /// `NicSettingMismatch` (extends `CustomizationFault`).
+///
+/// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NicSettingMismatch {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NicSettingMismatch` inherits from `CustomizationFault`.
+    pub customization_fault: CustomizationFault,
     /// `numberOfNicsInSpec`.
     pub number_of_nics_in_spec: i32,
     /// `numberOfNicsInVM`.
@@ -595,6 +501,19 @@ impl x::SchemaType for NicSettingMismatch {
     const TYPE_NAME: &'static str = "NicSettingMismatch";
 }
 impl x::Structure for NicSettingMismatch {}
+impl std::ops::Deref for NicSettingMismatch {
+    type Target = CustomizationFault;
+    #[inline]
+    fn deref(&self) -> &CustomizationFault {
+        &self.customization_fault
+    }
+}
+impl std::ops::DerefMut for NicSettingMismatch {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationFault {
+        &mut self.customization_fault
+    }
+}
 impl x::Fields for NicSettingMismatch {
     fn decode_field(
         &mut self,
@@ -602,59 +521,26 @@ impl x::Fields for NicSettingMismatch {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "numberOfNicsInSpec" => r.read(&mut self.number_of_nics_in_spec),
             "numberOfNicsInVM" => r.read(&mut self.number_of_nics_in_vm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.customization_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.customization_fault, w);
         w.write("numberOfNicsInSpec", &self.number_of_nics_in_spec);
         w.write("numberOfNicsInVM", &self.number_of_nics_in_vm);
     }
 }
 /// `NoAccessUserEvent` (extends `SessionEvent`).
+///
+/// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoAccessUserEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `NoAccessUserEvent` inherits from `SessionEvent`.
+    pub session_event: SessionEvent,
     /// `ipAddress`.
     pub ip_address: String,
 }
@@ -662,6 +548,19 @@ impl x::SchemaType for NoAccessUserEvent {
     const TYPE_NAME: &'static str = "NoAccessUserEvent";
 }
 impl x::Structure for NoAccessUserEvent {}
+impl std::ops::Deref for NoAccessUserEvent {
+    type Target = SessionEvent;
+    #[inline]
+    fn deref(&self) -> &SessionEvent {
+        &self.session_event
+    }
+}
+impl std::ops::DerefMut for NoAccessUserEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut SessionEvent {
+        &mut self.session_event
+    }
+}
 impl x::Fields for NoAccessUserEvent {
     fn decode_field(
         &mut self,
@@ -669,57 +568,24 @@ impl x::Fields for NoAccessUserEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "ipAddress" => r.read(&mut self.ip_address),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.session_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.session_event, w);
         w.write("ipAddress", &self.ip_address);
     }
 }
 /// `NoActiveHostInCluster` (extends `InvalidState`).
+///
+/// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoActiveHostInCluster {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoActiveHostInCluster` inherits from `InvalidState`.
+    pub invalid_state: InvalidState,
     /// `computeResource`.
     pub compute_resource: x::ManagedObjectReference,
 }
@@ -727,6 +593,19 @@ impl x::SchemaType for NoActiveHostInCluster {
     const TYPE_NAME: &'static str = "NoActiveHostInCluster";
 }
 impl x::Structure for NoActiveHostInCluster {}
+impl std::ops::Deref for NoActiveHostInCluster {
+    type Target = InvalidState;
+    #[inline]
+    fn deref(&self) -> &InvalidState {
+        &self.invalid_state
+    }
+}
+impl std::ops::DerefMut for NoActiveHostInCluster {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidState {
+        &mut self.invalid_state
+    }
+}
 impl x::Fields for NoActiveHostInCluster {
     fn decode_field(
         &mut self,
@@ -734,37 +613,24 @@ impl x::Fields for NoActiveHostInCluster {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "computeResource" => r.read(&mut self.compute_resource),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_state, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_state, w);
         w.write("computeResource", &self.compute_resource);
     }
 }
 /// `NoAvailableIp` (extends `VAppPropertyFault`).
+///
+/// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoAvailableIp {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `id`, from `VAppPropertyFault`.
-    pub id: String,
-    /// `category`, from `VAppPropertyFault`.
-    pub category: String,
-    /// `label`, from `VAppPropertyFault`.
-    pub label: String,
-    /// `type`, from `VAppPropertyFault`.
-    pub type_: String,
-    /// `value`, from `VAppPropertyFault`.
-    pub value: String,
+    /// The fields `NoAvailableIp` inherits from `VAppPropertyFault`.
+    pub vapp_property_fault: VAppPropertyFault,
     /// `network`.
     pub network: x::ManagedObjectReference,
 }
@@ -772,6 +638,19 @@ impl x::SchemaType for NoAvailableIp {
     const TYPE_NAME: &'static str = "NoAvailableIp";
 }
 impl x::Structure for NoAvailableIp {}
+impl std::ops::Deref for NoAvailableIp {
+    type Target = VAppPropertyFault;
+    #[inline]
+    fn deref(&self) -> &VAppPropertyFault {
+        &self.vapp_property_fault
+    }
+}
+impl std::ops::DerefMut for NoAvailableIp {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VAppPropertyFault {
+        &mut self.vapp_property_fault
+    }
+}
 impl x::Fields for NoAvailableIp {
     fn decode_field(
         &mut self,
@@ -779,99 +658,100 @@ impl x::Fields for NoAvailableIp {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "id" => r.read(&mut self.id),
-            "category" => r.read(&mut self.category),
-            "label" => r.read(&mut self.label),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
             "network" => r.read(&mut self.network),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vapp_property_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("id", &self.id);
-        w.write("category", &self.category);
-        w.write("label", &self.label);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.vapp_property_fault, w);
         w.write("network", &self.network);
     }
 }
 /// `NoClientCertificate` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoClientCertificate {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoClientCertificate` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for NoClientCertificate {
     const TYPE_NAME: &'static str = "NoClientCertificate";
 }
 impl x::Structure for NoClientCertificate {}
+impl std::ops::Deref for NoClientCertificate {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for NoClientCertificate {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for NoClientCertificate {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `NoCompatibleDatastore` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoCompatibleDatastore {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoCompatibleDatastore` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for NoCompatibleDatastore {
     const TYPE_NAME: &'static str = "NoCompatibleDatastore";
 }
 impl x::Structure for NoCompatibleDatastore {}
+impl std::ops::Deref for NoCompatibleDatastore {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for NoCompatibleDatastore {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for NoCompatibleDatastore {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `NoCompatibleHardAffinityHost` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoCompatibleHardAffinityHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoCompatibleHardAffinityHost` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `vmName`.
     pub vm_name: String,
 }
@@ -879,6 +759,19 @@ impl x::SchemaType for NoCompatibleHardAffinityHost {
     const TYPE_NAME: &'static str = "NoCompatibleHardAffinityHost";
 }
 impl x::Structure for NoCompatibleHardAffinityHost {}
+impl std::ops::Deref for NoCompatibleHardAffinityHost {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for NoCompatibleHardAffinityHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for NoCompatibleHardAffinityHost {
     fn decode_field(
         &mut self,
@@ -886,27 +779,24 @@ impl x::Fields for NoCompatibleHardAffinityHost {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vmName" => r.read(&mut self.vm_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write("vmName", &self.vm_name);
     }
 }
 /// `NoCompatibleHost` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoCompatibleHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoCompatibleHost` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `host`.
     pub host: Vec<x::ManagedObjectReference>,
     /// `error`.
@@ -916,6 +806,19 @@ impl x::SchemaType for NoCompatibleHost {
     const TYPE_NAME: &'static str = "NoCompatibleHost";
 }
 impl x::Structure for NoCompatibleHost {}
+impl std::ops::Deref for NoCompatibleHost {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for NoCompatibleHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for NoCompatibleHost {
     fn decode_field(
         &mut self,
@@ -923,68 +826,64 @@ impl x::Fields for NoCompatibleHost {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "host" => r.read_push(&mut self.host),
             "error" => r.read_push(&mut self.error),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write_vec("host", &self.host);
         w.write_vec("error", &self.error);
     }
 }
 /// `NoCompatibleHostWithAccessToDevice` (extends `NoCompatibleHost`).
+///
+/// The fields of `NoCompatibleHost` are in `no_compatible_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoCompatibleHostWithAccessToDevice {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `host`, from `NoCompatibleHost`.
-    pub host: Vec<x::ManagedObjectReference>,
-    /// `error`, from `NoCompatibleHost`.
-    pub error: Vec<LocalizedMethodFault>,
+    /// The fields `NoCompatibleHostWithAccessToDevice` inherits from `NoCompatibleHost`.
+    pub no_compatible_host: NoCompatibleHost,
 }
 impl x::SchemaType for NoCompatibleHostWithAccessToDevice {
     const TYPE_NAME: &'static str = "NoCompatibleHostWithAccessToDevice";
 }
 impl x::Structure for NoCompatibleHostWithAccessToDevice {}
+impl std::ops::Deref for NoCompatibleHostWithAccessToDevice {
+    type Target = NoCompatibleHost;
+    #[inline]
+    fn deref(&self) -> &NoCompatibleHost {
+        &self.no_compatible_host
+    }
+}
+impl std::ops::DerefMut for NoCompatibleHostWithAccessToDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NoCompatibleHost {
+        &mut self.no_compatible_host
+    }
+}
 impl x::Fields for NoCompatibleHostWithAccessToDevice {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "host" => r.read_push(&mut self.host),
-            "error" => r.read_push(&mut self.error),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.no_compatible_host, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_vec("host", &self.host);
-        w.write_vec("error", &self.error);
+        x::Fields::encode_fields(&self.no_compatible_host, w);
     }
 }
 /// `NoCompatibleSoftAffinityHost` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoCompatibleSoftAffinityHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoCompatibleSoftAffinityHost` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `vmName`.
     pub vm_name: String,
 }
@@ -992,6 +891,19 @@ impl x::SchemaType for NoCompatibleSoftAffinityHost {
     const TYPE_NAME: &'static str = "NoCompatibleSoftAffinityHost";
 }
 impl x::Structure for NoCompatibleSoftAffinityHost {}
+impl std::ops::Deref for NoCompatibleSoftAffinityHost {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for NoCompatibleSoftAffinityHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for NoCompatibleSoftAffinityHost {
     fn decode_field(
         &mut self,
@@ -999,182 +911,138 @@ impl x::Fields for NoCompatibleSoftAffinityHost {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vmName" => r.read(&mut self.vm_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write("vmName", &self.vm_name);
     }
 }
 /// `NoConnectedDatastore` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoConnectedDatastore {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoConnectedDatastore` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for NoConnectedDatastore {
     const TYPE_NAME: &'static str = "NoConnectedDatastore";
 }
 impl x::Structure for NoConnectedDatastore {}
+impl std::ops::Deref for NoConnectedDatastore {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for NoConnectedDatastore {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for NoConnectedDatastore {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `NoDatastoresConfiguredEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoDatastoresConfiguredEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `NoDatastoresConfiguredEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
 }
 impl x::SchemaType for NoDatastoresConfiguredEvent {
     const TYPE_NAME: &'static str = "NoDatastoresConfiguredEvent";
 }
 impl x::Structure for NoDatastoresConfiguredEvent {}
+impl std::ops::Deref for NoDatastoresConfiguredEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for NoDatastoresConfiguredEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
 impl x::Fields for NoDatastoresConfiguredEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
     }
 }
 /// `NoDiskFound` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoDiskFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoDiskFound` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for NoDiskFound {
     const TYPE_NAME: &'static str = "NoDiskFound";
 }
 impl x::Structure for NoDiskFound {}
+impl std::ops::Deref for NoDiskFound {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for NoDiskFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for NoDiskFound {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `NoDiskSpace` (extends `FileFault`).
+///
+/// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoDiskSpace {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `file`, from `FileFault`.
-    pub file: String,
+    /// The fields `NoDiskSpace` inherits from `FileFault`.
+    pub file_fault: FileFault,
     /// `datastore`.
     pub datastore: String,
 }
@@ -1182,6 +1050,19 @@ impl x::SchemaType for NoDiskSpace {
     const TYPE_NAME: &'static str = "NoDiskSpace";
 }
 impl x::Structure for NoDiskSpace {}
+impl std::ops::Deref for NoDiskSpace {
+    type Target = FileFault;
+    #[inline]
+    fn deref(&self) -> &FileFault {
+        &self.file_fault
+    }
+}
+impl std::ops::DerefMut for NoDiskSpace {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FileFault {
+        &mut self.file_fault
+    }
+}
 impl x::Fields for NoDiskSpace {
     fn decode_field(
         &mut self,
@@ -1189,122 +1070,138 @@ impl x::Fields for NoDiskSpace {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "file" => r.read(&mut self.file),
             "datastore" => r.read(&mut self.datastore),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.file_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("file", &self.file);
+        x::Fields::encode_fields(&self.file_fault, w);
         w.write("datastore", &self.datastore);
     }
 }
 /// `NoDisksToCustomize` (extends `CustomizationFault`).
+///
+/// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoDisksToCustomize {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoDisksToCustomize` inherits from `CustomizationFault`.
+    pub customization_fault: CustomizationFault,
 }
 impl x::SchemaType for NoDisksToCustomize {
     const TYPE_NAME: &'static str = "NoDisksToCustomize";
 }
 impl x::Structure for NoDisksToCustomize {}
+impl std::ops::Deref for NoDisksToCustomize {
+    type Target = CustomizationFault;
+    #[inline]
+    fn deref(&self) -> &CustomizationFault {
+        &self.customization_fault
+    }
+}
+impl std::ops::DerefMut for NoDisksToCustomize {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CustomizationFault {
+        &mut self.customization_fault
+    }
+}
 impl x::Fields for NoDisksToCustomize {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.customization_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
 /// `NoGateway` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoGateway {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoGateway` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
 }
 impl x::SchemaType for NoGateway {
     const TYPE_NAME: &'static str = "NoGateway";
 }
 impl x::Structure for NoGateway {}
+impl std::ops::Deref for NoGateway {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+impl std::ops::DerefMut for NoGateway {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
 impl x::Fields for NoGateway {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
 /// `NoGuestHeartbeat` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoGuestHeartbeat {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoGuestHeartbeat` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
 }
 impl x::SchemaType for NoGuestHeartbeat {
     const TYPE_NAME: &'static str = "NoGuestHeartbeat";
 }
 impl x::Structure for NoGuestHeartbeat {}
+impl std::ops::Deref for NoGuestHeartbeat {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for NoGuestHeartbeat {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for NoGuestHeartbeat {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.migration_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
 /// `NoHost` (extends `HostConnectFault`).
+///
+/// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoHost` inherits from `HostConnectFault`.
+    pub host_connect_fault: HostConnectFault,
     /// `name`.
     pub name: Option<String>,
 }
@@ -1312,6 +1209,19 @@ impl x::SchemaType for NoHost {
     const TYPE_NAME: &'static str = "NoHost";
 }
 impl x::Structure for NoHost {}
+impl std::ops::Deref for NoHost {
+    type Target = HostConnectFault;
+    #[inline]
+    fn deref(&self) -> &HostConnectFault {
+        &self.host_connect_fault
+    }
+}
+impl std::ops::DerefMut for NoHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConnectFault {
+        &mut self.host_connect_fault
+    }
+}
 impl x::Fields for NoHost {
     fn decode_field(
         &mut self,
@@ -1319,27 +1229,24 @@ impl x::Fields for NoHost {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "name" => r.read_opt(&mut self.name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.host_connect_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_connect_fault, w);
         w.write_opt("name", &self.name);
     }
 }
 /// `NoHostSuitableForFtSecondary` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoHostSuitableForFtSecondary {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoHostSuitableForFtSecondary` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
     /// `vm`.
     pub vm: x::ManagedObjectReference,
     /// `vmName`.
@@ -1349,6 +1256,19 @@ impl x::SchemaType for NoHostSuitableForFtSecondary {
     const TYPE_NAME: &'static str = "NoHostSuitableForFtSecondary";
 }
 impl x::Structure for NoHostSuitableForFtSecondary {}
+impl std::ops::Deref for NoHostSuitableForFtSecondary {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+impl std::ops::DerefMut for NoHostSuitableForFtSecondary {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
 impl x::Fields for NoHostSuitableForFtSecondary {
     fn decode_field(
         &mut self,
@@ -1356,59 +1276,32 @@ impl x::Fields for NoHostSuitableForFtSecondary {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vm" => r.read(&mut self.vm),
             "vmName" => r.read(&mut self.vm_name),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
         w.write("vm", &self.vm);
         w.write("vmName", &self.vm_name);
     }
 }
 /// `NoLicenseEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoLicenseEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `NoLicenseEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
     /// `feature`.
     pub feature: LicenseFeatureInfo,
 }
@@ -1416,6 +1309,19 @@ impl x::SchemaType for NoLicenseEvent {
     const TYPE_NAME: &'static str = "NoLicenseEvent";
 }
 impl x::Structure for NoLicenseEvent {}
+impl std::ops::Deref for NoLicenseEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for NoLicenseEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
 impl x::Fields for NoLicenseEvent {
     fn decode_field(
         &mut self,
@@ -1423,214 +1329,138 @@ impl x::Fields for NoLicenseEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "feature" => r.read(&mut self.feature),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.license_event, w);
         w.write("feature", &self.feature);
     }
 }
 /// `NoLicenseServerConfigured` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoLicenseServerConfigured {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoLicenseServerConfigured` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
 }
 impl x::SchemaType for NoLicenseServerConfigured {
     const TYPE_NAME: &'static str = "NoLicenseServerConfigured";
 }
 impl x::Structure for NoLicenseServerConfigured {}
+impl std::ops::Deref for NoLicenseServerConfigured {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for NoLicenseServerConfigured {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
 impl x::Fields for NoLicenseServerConfigured {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.not_enough_licenses, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
     }
 }
 /// `NoMaintenanceModeDrsRecommendationForVM` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoMaintenanceModeDrsRecommendationForVM {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `NoMaintenanceModeDrsRecommendationForVM` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for NoMaintenanceModeDrsRecommendationForVM {
     const TYPE_NAME: &'static str = "NoMaintenanceModeDrsRecommendationForVM";
 }
 impl x::Structure for NoMaintenanceModeDrsRecommendationForVM {}
+impl std::ops::Deref for NoMaintenanceModeDrsRecommendationForVM {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for NoMaintenanceModeDrsRecommendationForVM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for NoMaintenanceModeDrsRecommendationForVM {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `NoPeerHostFound` (extends `HostPowerOpFailed`).
+///
+/// The fields of `HostPowerOpFailed` are in `host_power_op_failed`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoPeerHostFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoPeerHostFound` inherits from `HostPowerOpFailed`.
+    pub host_power_op_failed: HostPowerOpFailed,
 }
 impl x::SchemaType for NoPeerHostFound {
     const TYPE_NAME: &'static str = "NoPeerHostFound";
 }
 impl x::Structure for NoPeerHostFound {}
+impl std::ops::Deref for NoPeerHostFound {
+    type Target = HostPowerOpFailed;
+    #[inline]
+    fn deref(&self) -> &HostPowerOpFailed {
+        &self.host_power_op_failed
+    }
+}
+impl std::ops::DerefMut for NoPeerHostFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostPowerOpFailed {
+        &mut self.host_power_op_failed
+    }
+}
 impl x::Fields for NoPeerHostFound {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_power_op_failed, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_power_op_failed, w);
     }
 }
 /// `NoPermission` (extends `SecurityError`).
+///
+/// The fields of `SecurityError` are in `security_error`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoPermission {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoPermission` inherits from `SecurityError`.
+    pub security_error: SecurityError,
     /// `object`.
     pub object: x::ManagedObjectReference,
     /// `privilegeId`.
@@ -1644,6 +1474,19 @@ impl x::SchemaType for NoPermission {
     const TYPE_NAME: &'static str = "NoPermission";
 }
 impl x::Structure for NoPermission {}
+impl std::ops::Deref for NoPermission {
+    type Target = SecurityError;
+    #[inline]
+    fn deref(&self) -> &SecurityError {
+        &self.security_error
+    }
+}
+impl std::ops::DerefMut for NoPermission {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut SecurityError {
+        &mut self.security_error
+    }
+}
 impl x::Fields for NoPermission {
     fn decode_field(
         &mut self,
@@ -1651,19 +1494,16 @@ impl x::Fields for NoPermission {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "object" => r.read(&mut self.object),
             "privilegeId" => r.read(&mut self.privilege_id),
             "missingPrivileges" => r.read_push(&mut self.missing_privileges),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.security_error, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.security_error, w);
         w.write("object", &self.object);
         w.write("privilegeId", &self.privilege_id);
         if w
@@ -1720,80 +1560,88 @@ impl x::ArrayItem for NoPermissionEntityPrivileges {
     const ITEM_TAG: &'static str = "NoPermissionEntityPrivileges";
 }
 /// `NoPermissionOnAD` (extends `ActiveDirectoryFault`).
+///
+/// The fields of `ActiveDirectoryFault` are in `active_directory_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoPermissionOnAD {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `errorCode`, from `ActiveDirectoryFault`.
-    pub error_code: Option<i32>,
+    /// The fields `NoPermissionOnAD` inherits from `ActiveDirectoryFault`.
+    pub active_directory_fault: ActiveDirectoryFault,
 }
 impl x::SchemaType for NoPermissionOnAD {
     const TYPE_NAME: &'static str = "NoPermissionOnAD";
 }
 impl x::Structure for NoPermissionOnAD {}
+impl std::ops::Deref for NoPermissionOnAD {
+    type Target = ActiveDirectoryFault;
+    #[inline]
+    fn deref(&self) -> &ActiveDirectoryFault {
+        &self.active_directory_fault
+    }
+}
+impl std::ops::DerefMut for NoPermissionOnAD {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ActiveDirectoryFault {
+        &mut self.active_directory_fault
+    }
+}
 impl x::Fields for NoPermissionOnAD {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "errorCode" => r.read_opt(&mut self.error_code),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.active_directory_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("errorCode", &self.error_code);
+        x::Fields::encode_fields(&self.active_directory_fault, w);
     }
 }
 /// `NoPermissionOnHost` (extends `HostConnectFault`).
+///
+/// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoPermissionOnHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoPermissionOnHost` inherits from `HostConnectFault`.
+    pub host_connect_fault: HostConnectFault,
 }
 impl x::SchemaType for NoPermissionOnHost {
     const TYPE_NAME: &'static str = "NoPermissionOnHost";
 }
 impl x::Structure for NoPermissionOnHost {}
+impl std::ops::Deref for NoPermissionOnHost {
+    type Target = HostConnectFault;
+    #[inline]
+    fn deref(&self) -> &HostConnectFault {
+        &self.host_connect_fault
+    }
+}
+impl std::ops::DerefMut for NoPermissionOnHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConnectFault {
+        &mut self.host_connect_fault
+    }
+}
 impl x::Fields for NoPermissionOnHost {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_connect_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_connect_fault, w);
     }
 }
 /// `NoPermissionOnNasVolume` (extends `NasConfigFault`).
+///
+/// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoPermissionOnNasVolume {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `name`, from `NasConfigFault`.
-    pub name: String,
+    /// The fields `NoPermissionOnNasVolume` inherits from `NasConfigFault`.
+    pub nas_config_fault: NasConfigFault,
     /// `userName`.
     pub user_name: Option<String>,
 }
@@ -1801,6 +1649,19 @@ impl x::SchemaType for NoPermissionOnNasVolume {
     const TYPE_NAME: &'static str = "NoPermissionOnNasVolume";
 }
 impl x::Structure for NoPermissionOnNasVolume {}
+impl std::ops::Deref for NoPermissionOnNasVolume {
+    type Target = NasConfigFault;
+    #[inline]
+    fn deref(&self) -> &NasConfigFault {
+        &self.nas_config_fault
+    }
+}
+impl std::ops::DerefMut for NoPermissionOnNasVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NasConfigFault {
+        &mut self.nas_config_fault
+    }
+}
 impl x::Fields for NoPermissionOnNasVolume {
     fn decode_field(
         &mut self,
@@ -1808,163 +1669,166 @@ impl x::Fields for NoPermissionOnNasVolume {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "name" => r.read(&mut self.name),
             "userName" => r.read_opt(&mut self.user_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.nas_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.nas_config_fault, w);
         w.write_opt("userName", &self.user_name);
     }
 }
 /// `NoSubjectName` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoSubjectName {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoSubjectName` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for NoSubjectName {
     const TYPE_NAME: &'static str = "NoSubjectName";
 }
 impl x::Structure for NoSubjectName {}
+impl std::ops::Deref for NoSubjectName {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for NoSubjectName {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for NoSubjectName {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `NoVcManagedIpConfigured` (extends `VAppPropertyFault`).
+///
+/// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoVcManagedIpConfigured {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `id`, from `VAppPropertyFault`.
-    pub id: String,
-    /// `category`, from `VAppPropertyFault`.
-    pub category: String,
-    /// `label`, from `VAppPropertyFault`.
-    pub label: String,
-    /// `type`, from `VAppPropertyFault`.
-    pub type_: String,
-    /// `value`, from `VAppPropertyFault`.
-    pub value: String,
+    /// The fields `NoVcManagedIpConfigured` inherits from `VAppPropertyFault`.
+    pub vapp_property_fault: VAppPropertyFault,
 }
 impl x::SchemaType for NoVcManagedIpConfigured {
     const TYPE_NAME: &'static str = "NoVcManagedIpConfigured";
 }
 impl x::Structure for NoVcManagedIpConfigured {}
+impl std::ops::Deref for NoVcManagedIpConfigured {
+    type Target = VAppPropertyFault;
+    #[inline]
+    fn deref(&self) -> &VAppPropertyFault {
+        &self.vapp_property_fault
+    }
+}
+impl std::ops::DerefMut for NoVcManagedIpConfigured {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VAppPropertyFault {
+        &mut self.vapp_property_fault
+    }
+}
 impl x::Fields for NoVcManagedIpConfigured {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "id" => r.read(&mut self.id),
-            "category" => r.read(&mut self.category),
-            "label" => r.read(&mut self.label),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vapp_property_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("id", &self.id);
-        w.write("category", &self.category);
-        w.write("label", &self.label);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.vapp_property_fault, w);
     }
 }
 /// `NoVirtualNic` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoVirtualNic {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoVirtualNic` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
 }
 impl x::SchemaType for NoVirtualNic {
     const TYPE_NAME: &'static str = "NoVirtualNic";
 }
 impl x::Structure for NoVirtualNic {}
+impl std::ops::Deref for NoVirtualNic {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+impl std::ops::DerefMut for NoVirtualNic {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
 impl x::Fields for NoVirtualNic {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
 /// `NoVmInVApp` (extends `VAppConfigFault`).
+///
+/// The fields of `VAppConfigFault` are in `vapp_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NoVmInVApp {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NoVmInVApp` inherits from `VAppConfigFault`.
+    pub vapp_config_fault: VAppConfigFault,
 }
 impl x::SchemaType for NoVmInVApp {
     const TYPE_NAME: &'static str = "NoVmInVApp";
 }
 impl x::Structure for NoVmInVApp {}
+impl std::ops::Deref for NoVmInVApp {
+    type Target = VAppConfigFault;
+    #[inline]
+    fn deref(&self) -> &VAppConfigFault {
+        &self.vapp_config_fault
+    }
+}
+impl std::ops::DerefMut for NoVmInVApp {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VAppConfigFault {
+        &mut self.vapp_config_fault
+    }
+}
 impl x::Fields for NoVmInVApp {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vapp_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vapp_config_fault, w);
     }
 }

@@ -96,53 +96,50 @@ impl x::Fields for NodeNetworkSpec {
     }
 }
 /// `NonADUserRequired` (extends `ActiveDirectoryFault`).
+///
+/// The fields of `ActiveDirectoryFault` are in `active_directory_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NonADUserRequired {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `errorCode`, from `ActiveDirectoryFault`.
-    pub error_code: Option<i32>,
+    /// The fields `NonADUserRequired` inherits from `ActiveDirectoryFault`.
+    pub active_directory_fault: ActiveDirectoryFault,
 }
 impl x::SchemaType for NonADUserRequired {
     const TYPE_NAME: &'static str = "NonADUserRequired";
 }
 impl x::Structure for NonADUserRequired {}
+impl std::ops::Deref for NonADUserRequired {
+    type Target = ActiveDirectoryFault;
+    #[inline]
+    fn deref(&self) -> &ActiveDirectoryFault {
+        &self.active_directory_fault
+    }
+}
+impl std::ops::DerefMut for NonADUserRequired {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ActiveDirectoryFault {
+        &mut self.active_directory_fault
+    }
+}
 impl x::Fields for NonADUserRequired {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "errorCode" => r.read_opt(&mut self.error_code),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.active_directory_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("errorCode", &self.error_code);
+        x::Fields::encode_fields(&self.active_directory_fault, w);
     }
 }
 /// `NonHomeRDMVMotionNotSupported` (extends `MigrationFeatureNotSupported`).
+///
+/// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NonHomeRDMVMotionNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `atSourceHost`, from `MigrationFeatureNotSupported`.
-    pub at_source_host: bool,
-    /// `failedHostName`, from `MigrationFeatureNotSupported`.
-    pub failed_host_name: String,
-    /// `failedHost`, from `MigrationFeatureNotSupported`.
-    pub failed_host: x::ManagedObjectReference,
+    /// The fields `NonHomeRDMVMotionNotSupported` inherits from `MigrationFeatureNotSupported`.
+    pub migration_feature_not_supported: MigrationFeatureNotSupported,
     /// `device`.
     pub device: String,
 }
@@ -150,6 +147,19 @@ impl x::SchemaType for NonHomeRDMVMotionNotSupported {
     const TYPE_NAME: &'static str = "NonHomeRDMVMotionNotSupported";
 }
 impl x::Structure for NonHomeRDMVMotionNotSupported {}
+impl std::ops::Deref for NonHomeRDMVMotionNotSupported {
+    type Target = MigrationFeatureNotSupported;
+    #[inline]
+    fn deref(&self) -> &MigrationFeatureNotSupported {
+        &self.migration_feature_not_supported
+    }
+}
+impl std::ops::DerefMut for NonHomeRDMVMotionNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
+        &mut self.migration_feature_not_supported
+    }
+}
 impl x::Fields for NonHomeRDMVMotionNotSupported {
     fn decode_field(
         &mut self,
@@ -157,171 +167,106 @@ impl x::Fields for NonHomeRDMVMotionNotSupported {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "atSourceHost" => r.read(&mut self.at_source_host),
-            "failedHostName" => r.read(&mut self.failed_host_name),
-            "failedHost" => r.read(&mut self.failed_host),
             "device" => r.read(&mut self.device),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.migration_feature_not_supported,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("atSourceHost", &self.at_source_host);
-        w.write("failedHostName", &self.failed_host_name);
-        w.write("failedHost", &self.failed_host);
+        x::Fields::encode_fields(&self.migration_feature_not_supported, w);
         w.write("device", &self.device);
     }
 }
 /// `NonPersistentDisksNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NonPersistentDisksNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
+    /// The fields `NonPersistentDisksNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
 }
 impl x::SchemaType for NonPersistentDisksNotSupported {
     const TYPE_NAME: &'static str = "NonPersistentDisksNotSupported";
 }
 impl x::Structure for NonPersistentDisksNotSupported {}
+impl std::ops::Deref for NonPersistentDisksNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+impl std::ops::DerefMut for NonPersistentDisksNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
 impl x::Fields for NonPersistentDisksNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.device_not_supported, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
 /// `NonVIWorkloadDetectedOnDatastoreEvent` (extends `DatastoreEvent`).
+///
+/// The fields of `DatastoreEvent` are in `datastore_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NonVIWorkloadDetectedOnDatastoreEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `datastore`, from `DatastoreEvent`.
-    pub datastore: Option<DatastoreEventArgument>,
+    /// The fields `NonVIWorkloadDetectedOnDatastoreEvent` inherits from `DatastoreEvent`.
+    pub datastore_event: DatastoreEvent,
 }
 impl x::SchemaType for NonVIWorkloadDetectedOnDatastoreEvent {
     const TYPE_NAME: &'static str = "NonVIWorkloadDetectedOnDatastoreEvent";
 }
 impl x::Structure for NonVIWorkloadDetectedOnDatastoreEvent {}
+impl std::ops::Deref for NonVIWorkloadDetectedOnDatastoreEvent {
+    type Target = DatastoreEvent;
+    #[inline]
+    fn deref(&self) -> &DatastoreEvent {
+        &self.datastore_event
+    }
+}
+impl std::ops::DerefMut for NonVIWorkloadDetectedOnDatastoreEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DatastoreEvent {
+        &mut self.datastore_event
+    }
+}
 impl x::Fields for NonVIWorkloadDetectedOnDatastoreEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "datastore" => r.read_opt(&mut self.datastore),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.datastore_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write_opt("datastore", &self.datastore);
+        x::Fields::encode_fields(&self.datastore_event, w);
     }
 }
 /// `NonVmwareOuiMacNotSupportedHost` (extends `NotSupportedHost`).
+///
+/// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NonVmwareOuiMacNotSupportedHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `productName`, from `NotSupportedHost`.
-    pub product_name: Option<String>,
-    /// `productVersion`, from `NotSupportedHost`.
-    pub product_version: Option<String>,
+    /// The fields `NonVmwareOuiMacNotSupportedHost` inherits from `NotSupportedHost`.
+    pub not_supported_host: NotSupportedHost,
     /// `hostName`.
     pub host_name: String,
 }
@@ -329,6 +274,19 @@ impl x::SchemaType for NonVmwareOuiMacNotSupportedHost {
     const TYPE_NAME: &'static str = "NonVmwareOuiMacNotSupportedHost";
 }
 impl x::Structure for NonVmwareOuiMacNotSupportedHost {}
+impl std::ops::Deref for NonVmwareOuiMacNotSupportedHost {
+    type Target = NotSupportedHost;
+    #[inline]
+    fn deref(&self) -> &NotSupportedHost {
+        &self.not_supported_host
+    }
+}
+impl std::ops::DerefMut for NonVmwareOuiMacNotSupportedHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotSupportedHost {
+        &mut self.not_supported_host
+    }
+}
 impl x::Fields for NonVmwareOuiMacNotSupportedHost {
     fn decode_field(
         &mut self,
@@ -336,154 +294,138 @@ impl x::Fields for NonVmwareOuiMacNotSupportedHost {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "productName" => r.read_opt(&mut self.product_name),
-            "productVersion" => r.read_opt(&mut self.product_version),
             "hostName" => r.read(&mut self.host_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_supported_host, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("productName", &self.product_name);
-        w.write_opt("productVersion", &self.product_version);
+        x::Fields::encode_fields(&self.not_supported_host, w);
         w.write("hostName", &self.host_name);
     }
 }
 /// `NotADirectory` (extends `FileFault`).
+///
+/// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotADirectory {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `file`, from `FileFault`.
-    pub file: String,
+    /// The fields `NotADirectory` inherits from `FileFault`.
+    pub file_fault: FileFault,
 }
 impl x::SchemaType for NotADirectory {
     const TYPE_NAME: &'static str = "NotADirectory";
 }
 impl x::Structure for NotADirectory {}
+impl std::ops::Deref for NotADirectory {
+    type Target = FileFault;
+    #[inline]
+    fn deref(&self) -> &FileFault {
+        &self.file_fault
+    }
+}
+impl std::ops::DerefMut for NotADirectory {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FileFault {
+        &mut self.file_fault
+    }
+}
 impl x::Fields for NotADirectory {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "file" => r.read(&mut self.file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.file_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("file", &self.file);
+        x::Fields::encode_fields(&self.file_fault, w);
     }
 }
 /// `NotAFile` (extends `FileFault`).
+///
+/// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotAFile {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `file`, from `FileFault`.
-    pub file: String,
+    /// The fields `NotAFile` inherits from `FileFault`.
+    pub file_fault: FileFault,
 }
 impl x::SchemaType for NotAFile {
     const TYPE_NAME: &'static str = "NotAFile";
 }
 impl x::Structure for NotAFile {}
+impl std::ops::Deref for NotAFile {
+    type Target = FileFault;
+    #[inline]
+    fn deref(&self) -> &FileFault {
+        &self.file_fault
+    }
+}
+impl std::ops::DerefMut for NotAFile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FileFault {
+        &mut self.file_fault
+    }
+}
 impl x::Fields for NotAFile {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "file" => r.read(&mut self.file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.file_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("file", &self.file);
+        x::Fields::encode_fields(&self.file_fault, w);
     }
 }
 /// `NotAuthenticated` (extends `NoPermission`).
+///
+/// The fields of `NoPermission` are in `no_permission`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotAuthenticated {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `object`, from `NoPermission`.
-    pub object: x::ManagedObjectReference,
-    /// `privilegeId`, from `NoPermission`.
-    pub privilege_id: String,
-    /// `missingPrivileges`, from `NoPermission`.
-    ///
-    /// Since vSphere API 7.0.3.2.
-    pub missing_privileges: Vec<NoPermissionEntityPrivileges>,
+    /// The fields `NotAuthenticated` inherits from `NoPermission`.
+    pub no_permission: NoPermission,
 }
 impl x::SchemaType for NotAuthenticated {
     const TYPE_NAME: &'static str = "NotAuthenticated";
 }
 impl x::Structure for NotAuthenticated {}
+impl std::ops::Deref for NotAuthenticated {
+    type Target = NoPermission;
+    #[inline]
+    fn deref(&self) -> &NoPermission {
+        &self.no_permission
+    }
+}
+impl std::ops::DerefMut for NotAuthenticated {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NoPermission {
+        &mut self.no_permission
+    }
+}
 impl x::Fields for NotAuthenticated {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "object" => r.read(&mut self.object),
-            "privilegeId" => r.read(&mut self.privilege_id),
-            "missingPrivileges" => r.read_push(&mut self.missing_privileges),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.no_permission, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("object", &self.object);
-        w.write("privilegeId", &self.privilege_id);
-        if w
-            .since(
-                0x0700_0302,
-                "NoPermission.missingPrivileges",
-                !self.missing_privileges.is_empty(),
-            )
-        {
-            w.write_vec("missingPrivileges", &self.missing_privileges);
-        }
+        x::Fields::encode_fields(&self.no_permission, w);
     }
 }
 /// `NotEnoughCpus` (extends `VirtualHardwareCompatibilityIssue`).
+///
+/// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotEnoughCpus {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NotEnoughCpus` inherits from `VirtualHardwareCompatibilityIssue`.
+    pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
     /// `numCpuDest`.
     pub num_cpu_dest: i32,
     /// `numCpuVm`.
@@ -493,6 +435,19 @@ impl x::SchemaType for NotEnoughCpus {
     const TYPE_NAME: &'static str = "NotEnoughCpus";
 }
 impl x::Structure for NotEnoughCpus {}
+impl std::ops::Deref for NotEnoughCpus {
+    type Target = VirtualHardwareCompatibilityIssue;
+    #[inline]
+    fn deref(&self) -> &VirtualHardwareCompatibilityIssue {
+        &self.virtual_hardware_compatibility_issue
+    }
+}
+impl std::ops::DerefMut for NotEnoughCpus {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
+        &mut self.virtual_hardware_compatibility_issue
+    }
+}
 impl x::Fields for NotEnoughCpus {
     fn decode_field(
         &mut self,
@@ -500,64 +455,70 @@ impl x::Fields for NotEnoughCpus {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "numCpuDest" => r.read(&mut self.num_cpu_dest),
             "numCpuVm" => r.read(&mut self.num_cpu_vm),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_hardware_compatibility_issue,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.virtual_hardware_compatibility_issue, w);
         w.write("numCpuDest", &self.num_cpu_dest);
         w.write("numCpuVm", &self.num_cpu_vm);
     }
 }
 /// `NotEnoughLicenses` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotEnoughLicenses {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NotEnoughLicenses` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
 }
 impl x::SchemaType for NotEnoughLicenses {
     const TYPE_NAME: &'static str = "NotEnoughLicenses";
 }
 impl x::Structure for NotEnoughLicenses {}
+impl std::ops::Deref for NotEnoughLicenses {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for NotEnoughLicenses {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for NotEnoughLicenses {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.runtime_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
 /// `NotEnoughLogicalCpus` (extends `NotEnoughCpus`).
+///
+/// The fields of `NotEnoughCpus` are in `not_enough_cpus`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotEnoughLogicalCpus {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `numCpuDest`, from `NotEnoughCpus`.
-    pub num_cpu_dest: i32,
-    /// `numCpuVm`, from `NotEnoughCpus`.
-    pub num_cpu_vm: i32,
+    /// The fields `NotEnoughLogicalCpus` inherits from `NotEnoughCpus`.
+    pub not_enough_cpus: NotEnoughCpus,
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
@@ -565,6 +526,19 @@ impl x::SchemaType for NotEnoughLogicalCpus {
     const TYPE_NAME: &'static str = "NotEnoughLogicalCpus";
 }
 impl x::Structure for NotEnoughLogicalCpus {}
+impl std::ops::Deref for NotEnoughLogicalCpus {
+    type Target = NotEnoughCpus;
+    #[inline]
+    fn deref(&self) -> &NotEnoughCpus {
+        &self.not_enough_cpus
+    }
+}
+impl std::ops::DerefMut for NotEnoughLogicalCpus {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughCpus {
+        &mut self.not_enough_cpus
+    }
+}
 impl x::Fields for NotEnoughLogicalCpus {
     fn decode_field(
         &mut self,
@@ -572,63 +546,24 @@ impl x::Fields for NotEnoughLogicalCpus {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "numCpuDest" => r.read(&mut self.num_cpu_dest),
-            "numCpuVm" => r.read(&mut self.num_cpu_vm),
             "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_enough_cpus, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("numCpuDest", &self.num_cpu_dest);
-        w.write("numCpuVm", &self.num_cpu_vm);
+        x::Fields::encode_fields(&self.not_enough_cpus, w);
         w.write_opt("host", &self.host);
     }
 }
 /// `NotEnoughResourcesToStartVmEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotEnoughResourcesToStartVmEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `NotEnoughResourcesToStartVmEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `reason`.
     pub reason: Option<String>,
 }
@@ -636,6 +571,19 @@ impl x::SchemaType for NotEnoughResourcesToStartVmEvent {
     const TYPE_NAME: &'static str = "NotEnoughResourcesToStartVmEvent";
 }
 impl x::Structure for NotEnoughResourcesToStartVmEvent {}
+impl std::ops::Deref for NotEnoughResourcesToStartVmEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for NotEnoughResourcesToStartVmEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for NotEnoughResourcesToStartVmEvent {
     fn decode_field(
         &mut self,
@@ -643,152 +591,138 @@ impl x::Fields for NotEnoughResourcesToStartVmEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write_opt("reason", &self.reason);
     }
 }
 /// `NotFound` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NotFound` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for NotFound {
     const TYPE_NAME: &'static str = "NotFound";
 }
 impl x::Structure for NotFound {}
+impl std::ops::Deref for NotFound {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for NotFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for NotFound {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `NotImplemented` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotImplemented {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NotImplemented` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
 }
 impl x::SchemaType for NotImplemented {
     const TYPE_NAME: &'static str = "NotImplemented";
 }
 impl x::Structure for NotImplemented {}
+impl std::ops::Deref for NotImplemented {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for NotImplemented {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for NotImplemented {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.runtime_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
 /// `NotSupported` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NotSupported` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
 }
 impl x::SchemaType for NotSupported {
     const TYPE_NAME: &'static str = "NotSupported";
 }
 impl x::Structure for NotSupported {}
+impl std::ops::Deref for NotSupported {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for NotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for NotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.runtime_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
 /// `NotSupportedDeviceForFT` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedDeviceForFT {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NotSupportedDeviceForFT` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
     /// `host`.
     pub host: x::ManagedObjectReference,
     /// `hostName`.
@@ -806,6 +740,19 @@ impl x::SchemaType for NotSupportedDeviceForFT {
     const TYPE_NAME: &'static str = "NotSupportedDeviceForFT";
 }
 impl x::Structure for NotSupportedDeviceForFT {}
+impl std::ops::Deref for NotSupportedDeviceForFT {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+impl std::ops::DerefMut for NotSupportedDeviceForFT {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
 impl x::Fields for NotSupportedDeviceForFT {
     fn decode_field(
         &mut self,
@@ -813,22 +760,25 @@ impl x::Fields for NotSupportedDeviceForFT {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "host" => r.read(&mut self.host),
             "hostName" => r.read_opt(&mut self.host_name),
             "vm" => r.read(&mut self.vm),
             "vmName" => r.read_opt(&mut self.vm_name),
             "deviceType" => r.read(&mut self.device_type),
             "deviceLabel" => r.read_opt(&mut self.device_label),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
         w.write("host", &self.host);
         w.write_opt("hostName", &self.host_name);
         w.write("vm", &self.vm);
@@ -838,12 +788,12 @@ impl x::Fields for NotSupportedDeviceForFT {
     }
 }
 /// `NotSupportedHost` (extends `HostConnectFault`).
+///
+/// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NotSupportedHost` inherits from `HostConnectFault`.
+    pub host_connect_fault: HostConnectFault,
     /// `productName`.
     pub product_name: Option<String>,
     /// `productVersion`.
@@ -853,6 +803,19 @@ impl x::SchemaType for NotSupportedHost {
     const TYPE_NAME: &'static str = "NotSupportedHost";
 }
 impl x::Structure for NotSupportedHost {}
+impl std::ops::Deref for NotSupportedHost {
+    type Target = HostConnectFault;
+    #[inline]
+    fn deref(&self) -> &HostConnectFault {
+        &self.host_connect_fault
+    }
+}
+impl std::ops::DerefMut for NotSupportedHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConnectFault {
+        &mut self.host_connect_fault
+    }
+}
 impl x::Fields for NotSupportedHost {
     fn decode_field(
         &mut self,
@@ -860,64 +823,64 @@ impl x::Fields for NotSupportedHost {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "productName" => r.read_opt(&mut self.product_name),
             "productVersion" => r.read_opt(&mut self.product_version),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.host_connect_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_connect_fault, w);
         w.write_opt("productName", &self.product_name);
         w.write_opt("productVersion", &self.product_version);
     }
 }
 /// `NotSupportedHostForChecksum` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedHostForChecksum {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `NotSupportedHostForChecksum` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for NotSupportedHostForChecksum {
     const TYPE_NAME: &'static str = "NotSupportedHostForChecksum";
 }
 impl x::Structure for NotSupportedHostForChecksum {}
+impl std::ops::Deref for NotSupportedHostForChecksum {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for NotSupportedHostForChecksum {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for NotSupportedHostForChecksum {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `NotSupportedHostForVFlash` (extends `NotSupportedHost`).
+///
+/// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedHostForVFlash {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `productName`, from `NotSupportedHost`.
-    pub product_name: Option<String>,
-    /// `productVersion`, from `NotSupportedHost`.
-    pub product_version: Option<String>,
+    /// The fields `NotSupportedHostForVFlash` inherits from `NotSupportedHost`.
+    pub not_supported_host: NotSupportedHost,
     /// `hostName`.
     pub host_name: String,
 }
@@ -925,6 +888,19 @@ impl x::SchemaType for NotSupportedHostForVFlash {
     const TYPE_NAME: &'static str = "NotSupportedHostForVFlash";
 }
 impl x::Structure for NotSupportedHostForVFlash {}
+impl std::ops::Deref for NotSupportedHostForVFlash {
+    type Target = NotSupportedHost;
+    #[inline]
+    fn deref(&self) -> &NotSupportedHost {
+        &self.not_supported_host
+    }
+}
+impl std::ops::DerefMut for NotSupportedHostForVFlash {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotSupportedHost {
+        &mut self.not_supported_host
+    }
+}
 impl x::Fields for NotSupportedHostForVFlash {
     fn decode_field(
         &mut self,
@@ -932,35 +908,24 @@ impl x::Fields for NotSupportedHostForVFlash {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "productName" => r.read_opt(&mut self.product_name),
-            "productVersion" => r.read_opt(&mut self.product_version),
             "hostName" => r.read(&mut self.host_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_supported_host, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("productName", &self.product_name);
-        w.write_opt("productVersion", &self.product_version);
+        x::Fields::encode_fields(&self.not_supported_host, w);
         w.write("hostName", &self.host_name);
     }
 }
 /// `NotSupportedHostForVmcp` (extends `NotSupportedHost`).
+///
+/// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedHostForVmcp {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `productName`, from `NotSupportedHost`.
-    pub product_name: Option<String>,
-    /// `productVersion`, from `NotSupportedHost`.
-    pub product_version: Option<String>,
+    /// The fields `NotSupportedHostForVmcp` inherits from `NotSupportedHost`.
+    pub not_supported_host: NotSupportedHost,
     /// `hostName`.
     pub host_name: String,
 }
@@ -968,6 +933,19 @@ impl x::SchemaType for NotSupportedHostForVmcp {
     const TYPE_NAME: &'static str = "NotSupportedHostForVmcp";
 }
 impl x::Structure for NotSupportedHostForVmcp {}
+impl std::ops::Deref for NotSupportedHostForVmcp {
+    type Target = NotSupportedHost;
+    #[inline]
+    fn deref(&self) -> &NotSupportedHost {
+        &self.not_supported_host
+    }
+}
+impl std::ops::DerefMut for NotSupportedHostForVmcp {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotSupportedHost {
+        &mut self.not_supported_host
+    }
+}
 impl x::Fields for NotSupportedHostForVmcp {
     fn decode_field(
         &mut self,
@@ -975,35 +953,24 @@ impl x::Fields for NotSupportedHostForVmcp {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "productName" => r.read_opt(&mut self.product_name),
-            "productVersion" => r.read_opt(&mut self.product_version),
             "hostName" => r.read(&mut self.host_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_supported_host, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("productName", &self.product_name);
-        w.write_opt("productVersion", &self.product_version);
+        x::Fields::encode_fields(&self.not_supported_host, w);
         w.write("hostName", &self.host_name);
     }
 }
 /// `NotSupportedHostForVmemFile` (extends `NotSupportedHost`).
+///
+/// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedHostForVmemFile {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `productName`, from `NotSupportedHost`.
-    pub product_name: Option<String>,
-    /// `productVersion`, from `NotSupportedHost`.
-    pub product_version: Option<String>,
+    /// The fields `NotSupportedHostForVmemFile` inherits from `NotSupportedHost`.
+    pub not_supported_host: NotSupportedHost,
     /// `hostName`.
     pub host_name: String,
 }
@@ -1011,6 +978,19 @@ impl x::SchemaType for NotSupportedHostForVmemFile {
     const TYPE_NAME: &'static str = "NotSupportedHostForVmemFile";
 }
 impl x::Structure for NotSupportedHostForVmemFile {}
+impl std::ops::Deref for NotSupportedHostForVmemFile {
+    type Target = NotSupportedHost;
+    #[inline]
+    fn deref(&self) -> &NotSupportedHost {
+        &self.not_supported_host
+    }
+}
+impl std::ops::DerefMut for NotSupportedHostForVmemFile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotSupportedHost {
+        &mut self.not_supported_host
+    }
+}
 impl x::Fields for NotSupportedHostForVmemFile {
     fn decode_field(
         &mut self,
@@ -1018,35 +998,24 @@ impl x::Fields for NotSupportedHostForVmemFile {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "productName" => r.read_opt(&mut self.product_name),
-            "productVersion" => r.read_opt(&mut self.product_version),
             "hostName" => r.read(&mut self.host_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_supported_host, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("productName", &self.product_name);
-        w.write_opt("productVersion", &self.product_version);
+        x::Fields::encode_fields(&self.not_supported_host, w);
         w.write("hostName", &self.host_name);
     }
 }
 /// `NotSupportedHostForVsan` (extends `NotSupportedHost`).
+///
+/// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedHostForVsan {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `productName`, from `NotSupportedHost`.
-    pub product_name: Option<String>,
-    /// `productVersion`, from `NotSupportedHost`.
-    pub product_version: Option<String>,
+    /// The fields `NotSupportedHostForVsan` inherits from `NotSupportedHost`.
+    pub not_supported_host: NotSupportedHost,
     /// `hostName`.
     pub host_name: String,
 }
@@ -1054,6 +1023,19 @@ impl x::SchemaType for NotSupportedHostForVsan {
     const TYPE_NAME: &'static str = "NotSupportedHostForVsan";
 }
 impl x::Structure for NotSupportedHostForVsan {}
+impl std::ops::Deref for NotSupportedHostForVsan {
+    type Target = NotSupportedHost;
+    #[inline]
+    fn deref(&self) -> &NotSupportedHost {
+        &self.not_supported_host
+    }
+}
+impl std::ops::DerefMut for NotSupportedHostForVsan {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotSupportedHost {
+        &mut self.not_supported_host
+    }
+}
 impl x::Fields for NotSupportedHostForVsan {
     fn decode_field(
         &mut self,
@@ -1061,74 +1043,62 @@ impl x::Fields for NotSupportedHostForVsan {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "productName" => r.read_opt(&mut self.product_name),
-            "productVersion" => r.read_opt(&mut self.product_version),
             "hostName" => r.read(&mut self.host_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_supported_host, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("productName", &self.product_name);
-        w.write_opt("productVersion", &self.product_version);
+        x::Fields::encode_fields(&self.not_supported_host, w);
         w.write("hostName", &self.host_name);
     }
 }
 /// `NotSupportedHostInCluster` (extends `NotSupportedHost`).
+///
+/// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedHostInCluster {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `productName`, from `NotSupportedHost`.
-    pub product_name: Option<String>,
-    /// `productVersion`, from `NotSupportedHost`.
-    pub product_version: Option<String>,
+    /// The fields `NotSupportedHostInCluster` inherits from `NotSupportedHost`.
+    pub not_supported_host: NotSupportedHost,
 }
 impl x::SchemaType for NotSupportedHostInCluster {
     const TYPE_NAME: &'static str = "NotSupportedHostInCluster";
 }
 impl x::Structure for NotSupportedHostInCluster {}
+impl std::ops::Deref for NotSupportedHostInCluster {
+    type Target = NotSupportedHost;
+    #[inline]
+    fn deref(&self) -> &NotSupportedHost {
+        &self.not_supported_host
+    }
+}
+impl std::ops::DerefMut for NotSupportedHostInCluster {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotSupportedHost {
+        &mut self.not_supported_host
+    }
+}
 impl x::Fields for NotSupportedHostInCluster {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "productName" => r.read_opt(&mut self.product_name),
-            "productVersion" => r.read_opt(&mut self.product_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.not_supported_host, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("productName", &self.product_name);
-        w.write_opt("productVersion", &self.product_version);
+        x::Fields::encode_fields(&self.not_supported_host, w);
     }
 }
 /// `NotSupportedHostInDvs` (extends `NotSupportedHost`).
+///
+/// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedHostInDvs {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `productName`, from `NotSupportedHost`.
-    pub product_name: Option<String>,
-    /// `productVersion`, from `NotSupportedHost`.
-    pub product_version: Option<String>,
+    /// The fields `NotSupportedHostInDvs` inherits from `NotSupportedHost`.
+    pub not_supported_host: NotSupportedHost,
     /// `switchProductSpec`.
     pub switch_product_spec: DistributedVirtualSwitchProductSpec,
 }
@@ -1136,6 +1106,19 @@ impl x::SchemaType for NotSupportedHostInDvs {
     const TYPE_NAME: &'static str = "NotSupportedHostInDvs";
 }
 impl x::Structure for NotSupportedHostInDvs {}
+impl std::ops::Deref for NotSupportedHostInDvs {
+    type Target = NotSupportedHost;
+    #[inline]
+    fn deref(&self) -> &NotSupportedHost {
+        &self.not_supported_host
+    }
+}
+impl std::ops::DerefMut for NotSupportedHostInDvs {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotSupportedHost {
+        &mut self.not_supported_host
+    }
+}
 impl x::Fields for NotSupportedHostInDvs {
     fn decode_field(
         &mut self,
@@ -1143,35 +1126,24 @@ impl x::Fields for NotSupportedHostInDvs {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "productName" => r.read_opt(&mut self.product_name),
-            "productVersion" => r.read_opt(&mut self.product_version),
             "switchProductSpec" => r.read(&mut self.switch_product_spec),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_supported_host, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("productName", &self.product_name);
-        w.write_opt("productVersion", &self.product_version);
+        x::Fields::encode_fields(&self.not_supported_host, w);
         w.write("switchProductSpec", &self.switch_product_spec);
     }
 }
 /// `NotSupportedHostInHACluster` (extends `NotSupportedHost`).
+///
+/// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotSupportedHostInHACluster {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `productName`, from `NotSupportedHost`.
-    pub product_name: Option<String>,
-    /// `productVersion`, from `NotSupportedHost`.
-    pub product_version: Option<String>,
+    /// The fields `NotSupportedHostInHACluster` inherits from `NotSupportedHost`.
+    pub not_supported_host: NotSupportedHost,
     /// `hostName`.
     pub host_name: String,
     /// `build`.
@@ -1181,6 +1153,19 @@ impl x::SchemaType for NotSupportedHostInHACluster {
     const TYPE_NAME: &'static str = "NotSupportedHostInHACluster";
 }
 impl x::Structure for NotSupportedHostInHACluster {}
+impl std::ops::Deref for NotSupportedHostInHACluster {
+    type Target = NotSupportedHost;
+    #[inline]
+    fn deref(&self) -> &NotSupportedHost {
+        &self.not_supported_host
+    }
+}
+impl std::ops::DerefMut for NotSupportedHostInHACluster {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotSupportedHost {
+        &mut self.not_supported_host
+    }
+}
 impl x::Fields for NotSupportedHostInHACluster {
     fn decode_field(
         &mut self,
@@ -1188,74 +1173,54 @@ impl x::Fields for NotSupportedHostInHACluster {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "productName" => r.read_opt(&mut self.product_name),
-            "productVersion" => r.read_opt(&mut self.product_version),
             "hostName" => r.read(&mut self.host_name),
             "build" => r.read(&mut self.build),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.not_supported_host, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("productName", &self.product_name);
-        w.write_opt("productVersion", &self.product_version);
+        x::Fields::encode_fields(&self.not_supported_host, w);
         w.write("hostName", &self.host_name);
         w.write("build", &self.build);
     }
 }
 /// `NotUserConfigurableProperty` (extends `VAppPropertyFault`).
+///
+/// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NotUserConfigurableProperty {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `id`, from `VAppPropertyFault`.
-    pub id: String,
-    /// `category`, from `VAppPropertyFault`.
-    pub category: String,
-    /// `label`, from `VAppPropertyFault`.
-    pub label: String,
-    /// `type`, from `VAppPropertyFault`.
-    pub type_: String,
-    /// `value`, from `VAppPropertyFault`.
-    pub value: String,
+    /// The fields `NotUserConfigurableProperty` inherits from `VAppPropertyFault`.
+    pub vapp_property_fault: VAppPropertyFault,
 }
 impl x::SchemaType for NotUserConfigurableProperty {
     const TYPE_NAME: &'static str = "NotUserConfigurableProperty";
 }
 impl x::Structure for NotUserConfigurableProperty {}
+impl std::ops::Deref for NotUserConfigurableProperty {
+    type Target = VAppPropertyFault;
+    #[inline]
+    fn deref(&self) -> &VAppPropertyFault {
+        &self.vapp_property_fault
+    }
+}
+impl std::ops::DerefMut for NotUserConfigurableProperty {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VAppPropertyFault {
+        &mut self.vapp_property_fault
+    }
+}
 impl x::Fields for NotUserConfigurableProperty {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "id" => r.read(&mut self.id),
-            "category" => r.read(&mut self.category),
-            "label" => r.read(&mut self.label),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vapp_property_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("id", &self.id);
-        w.write("category", &self.category);
-        w.write("label", &self.label);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.vapp_property_fault, w);
     }
 }

@@ -5,224 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `OvfNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNetworkInfo {
-    /// `name`.
-    pub name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for OvfNetworkInfo {
-    const TYPE_NAME: &'static str = "OvfNetworkInfo";
-}
-impl x::Structure for OvfNetworkInfo {}
-impl x::Fields for OvfNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("description", &self.description);
-    }
-}
-impl x::ArrayItem for OvfNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkInfo";
-    const ITEM_TAG: &'static str = "OvfNetworkInfo";
-}
-/// `OvfNetworkMapping` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNetworkMapping {
-    /// `name`.
-    pub name: String,
-    /// `network`.
-    pub network: x::ManagedObjectReference,
-}
-impl x::SchemaType for OvfNetworkMapping {
-    const TYPE_NAME: &'static str = "OvfNetworkMapping";
-}
-impl x::Structure for OvfNetworkMapping {}
-impl x::Fields for OvfNetworkMapping {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "network" => r.read(&mut self.network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("network", &self.network);
-    }
-}
-impl x::ArrayItem for OvfNetworkMapping {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkMapping";
-    const ITEM_TAG: &'static str = "OvfNetworkMapping";
-}
-/// `OvfNetworkMappingNotSupported` (extends `OvfImport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNetworkMappingNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for OvfNetworkMappingNotSupported {
-    const TYPE_NAME: &'static str = "OvfNetworkMappingNotSupported";
-}
-impl x::Structure for OvfNetworkMappingNotSupported {}
-impl x::Fields for OvfNetworkMappingNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `OvfNoHostNic` (extends `OvfUnsupportedPackage`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNoHostNic {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
-}
-impl x::SchemaType for OvfNoHostNic {
-    const TYPE_NAME: &'static str = "OvfNoHostNic";
-}
-impl x::Structure for OvfNoHostNic {}
-impl x::Fields for OvfNoHostNic {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
-    }
-}
-/// `OvfNoSpaceOnController` (extends `OvfUnsupportedElement`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNoSpaceOnController {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
-    /// `name`, from `OvfUnsupportedElement`.
-    pub name: String,
-    /// `parent`.
-    pub parent: String,
-}
-impl x::SchemaType for OvfNoSpaceOnController {
-    const TYPE_NAME: &'static str = "OvfNoSpaceOnController";
-}
-impl x::Structure for OvfNoSpaceOnController {}
-impl x::Fields for OvfNoSpaceOnController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
-            "name" => r.read(&mut self.name),
-            "parent" => r.read(&mut self.parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
-        w.write("name", &self.name);
-        w.write("parent", &self.parent);
-    }
-}
-/// `OvfNoSupportedHardwareFamily` (extends `OvfUnsupportedPackage`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNoSupportedHardwareFamily {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
-    /// `version`.
-    pub version: String,
-}
-impl x::SchemaType for OvfNoSupportedHardwareFamily {
-    const TYPE_NAME: &'static str = "OvfNoSupportedHardwareFamily";
-}
-impl x::Structure for OvfNoSupportedHardwareFamily {}
-impl x::Fields for OvfNoSupportedHardwareFamily {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
-            "version" => r.read(&mut self.version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
-        w.write("version", &self.version);
-    }
-}
 /// `OvfOptionInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfOptionInfo {
@@ -259,42 +41,41 @@ impl x::ArrayItem for OvfOptionInfo {
     const ITEM_TAG: &'static str = "OvfOptionInfo";
 }
 /// `OvfParseDescriptorParams` (extends `OvfManagerCommonParams`).
+///
+/// The fields of `OvfManagerCommonParams` are in `ovf_manager_common_params`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfParseDescriptorParams {
-    /// `locale`, from `OvfManagerCommonParams`.
-    pub locale: String,
-    /// `deploymentOption`, from `OvfManagerCommonParams`.
-    pub deployment_option: String,
-    /// `msgBundle`, from `OvfManagerCommonParams`.
-    pub msg_bundle: Vec<KeyValue>,
-    /// `importOption`, from `OvfManagerCommonParams`.
-    pub import_option: Vec<String>,
+    /// The fields `OvfParseDescriptorParams` inherits from `OvfManagerCommonParams`.
+    pub ovf_manager_common_params: OvfManagerCommonParams,
 }
 impl x::SchemaType for OvfParseDescriptorParams {
     const TYPE_NAME: &'static str = "OvfParseDescriptorParams";
 }
 impl x::Structure for OvfParseDescriptorParams {}
+impl std::ops::Deref for OvfParseDescriptorParams {
+    type Target = OvfManagerCommonParams;
+    #[inline]
+    fn deref(&self) -> &OvfManagerCommonParams {
+        &self.ovf_manager_common_params
+    }
+}
+impl std::ops::DerefMut for OvfParseDescriptorParams {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfManagerCommonParams {
+        &mut self.ovf_manager_common_params
+    }
+}
 impl x::Fields for OvfParseDescriptorParams {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "locale" => r.read(&mut self.locale),
-            "deploymentOption" => r.read(&mut self.deployment_option),
-            "msgBundle" => r.read_push(&mut self.msg_bundle),
-            "importOption" => r.read_push(&mut self.import_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.ovf_manager_common_params, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("locale", &self.locale);
-        w.write("deploymentOption", &self.deployment_option);
-        w.write_vec("msgBundle", &self.msg_bundle);
-        w.write_vec("importOption", &self.import_option);
+        x::Fields::encode_fields(&self.ovf_manager_common_params, w);
     }
 }
 /// `OvfParseDescriptorResult` (extends `DynamicData`).
@@ -403,14 +184,12 @@ impl x::Fields for OvfParseDescriptorResult {
     }
 }
 /// `OvfProperty` (extends `OvfInvalidPackage`).
+///
+/// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfProperty {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
+    /// The fields `OvfProperty` inherits from `OvfInvalidPackage`.
+    pub ovf_invalid_package: OvfInvalidPackage,
     /// `type`.
     pub type_: String,
     /// `value`.
@@ -420,6 +199,19 @@ impl x::SchemaType for OvfProperty {
     const TYPE_NAME: &'static str = "OvfProperty";
 }
 impl x::Structure for OvfProperty {}
+impl std::ops::Deref for OvfProperty {
+    type Target = OvfInvalidPackage;
+    #[inline]
+    fn deref(&self) -> &OvfInvalidPackage {
+        &self.ovf_invalid_package
+    }
+}
+impl std::ops::DerefMut for OvfProperty {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
+        &mut self.ovf_invalid_package
+    }
+}
 impl x::Fields for OvfProperty {
     fn decode_field(
         &mut self,
@@ -427,31 +219,26 @@ impl x::Fields for OvfProperty {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
             "type" => r.read(&mut self.type_),
             "value" => r.read(&mut self.value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_invalid_package, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
+        x::Fields::encode_fields(&self.ovf_invalid_package, w);
         w.write("type", &self.type_);
         w.write("value", &self.value);
     }
 }
 /// `OvfPropertyExport` (extends `OvfExport`).
+///
+/// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyExport {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfPropertyExport` inherits from `OvfExport`.
+    pub ovf_export: OvfExport,
     /// `type`.
     pub type_: String,
     /// `value`.
@@ -461,6 +248,19 @@ impl x::SchemaType for OvfPropertyExport {
     const TYPE_NAME: &'static str = "OvfPropertyExport";
 }
 impl x::Structure for OvfPropertyExport {}
+impl std::ops::Deref for OvfPropertyExport {
+    type Target = OvfExport;
+    #[inline]
+    fn deref(&self) -> &OvfExport {
+        &self.ovf_export
+    }
+}
+impl std::ops::DerefMut for OvfPropertyExport {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfExport {
+        &mut self.ovf_export
+    }
+}
 impl x::Fields for OvfPropertyExport {
     fn decode_field(
         &mut self,
@@ -468,72 +268,64 @@ impl x::Fields for OvfPropertyExport {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "type" => r.read(&mut self.type_),
             "value" => r.read(&mut self.value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_export, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_export, w);
         w.write("type", &self.type_);
         w.write("value", &self.value);
     }
 }
 /// `OvfPropertyNetwork` (extends `OvfProperty`).
+///
+/// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyNetwork {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `type`, from `OvfProperty`.
-    pub type_: String,
-    /// `value`, from `OvfProperty`.
-    pub value: String,
+    /// The fields `OvfPropertyNetwork` inherits from `OvfProperty`.
+    pub ovf_property: OvfProperty,
 }
 impl x::SchemaType for OvfPropertyNetwork {
     const TYPE_NAME: &'static str = "OvfPropertyNetwork";
 }
 impl x::Structure for OvfPropertyNetwork {}
+impl std::ops::Deref for OvfPropertyNetwork {
+    type Target = OvfProperty;
+    #[inline]
+    fn deref(&self) -> &OvfProperty {
+        &self.ovf_property
+    }
+}
+impl std::ops::DerefMut for OvfPropertyNetwork {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfProperty {
+        &mut self.ovf_property
+    }
+}
 impl x::Fields for OvfPropertyNetwork {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.ovf_property, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.ovf_property, w);
     }
 }
 /// `OvfPropertyNetworkExport` (extends `OvfExport`).
+///
+/// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyNetworkExport {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfPropertyNetworkExport` inherits from `OvfExport`.
+    pub ovf_export: OvfExport,
     /// `network`.
     pub network: String,
 }
@@ -541,6 +333,19 @@ impl x::SchemaType for OvfPropertyNetworkExport {
     const TYPE_NAME: &'static str = "OvfPropertyNetworkExport";
 }
 impl x::Structure for OvfPropertyNetworkExport {}
+impl std::ops::Deref for OvfPropertyNetworkExport {
+    type Target = OvfExport;
+    #[inline]
+    fn deref(&self) -> &OvfExport {
+        &self.ovf_export
+    }
+}
+impl std::ops::DerefMut for OvfPropertyNetworkExport {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfExport {
+        &mut self.ovf_export
+    }
+}
 impl x::Fields for OvfPropertyNetworkExport {
     fn decode_field(
         &mut self,
@@ -548,33 +353,24 @@ impl x::Fields for OvfPropertyNetworkExport {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "network" => r.read(&mut self.network),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_export, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_export, w);
         w.write("network", &self.network);
     }
 }
 /// `OvfPropertyQualifier` (extends `OvfProperty`).
+///
+/// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyQualifier {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `type`, from `OvfProperty`.
-    pub type_: String,
-    /// `value`, from `OvfProperty`.
-    pub value: String,
+    /// The fields `OvfPropertyQualifier` inherits from `OvfProperty`.
+    pub ovf_property: OvfProperty,
     /// `qualifier`.
     pub qualifier: String,
 }
@@ -582,6 +378,19 @@ impl x::SchemaType for OvfPropertyQualifier {
     const TYPE_NAME: &'static str = "OvfPropertyQualifier";
 }
 impl x::Structure for OvfPropertyQualifier {}
+impl std::ops::Deref for OvfPropertyQualifier {
+    type Target = OvfProperty;
+    #[inline]
+    fn deref(&self) -> &OvfProperty {
+        &self.ovf_property
+    }
+}
+impl std::ops::DerefMut for OvfPropertyQualifier {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfProperty {
+        &mut self.ovf_property
+    }
+}
 impl x::Fields for OvfPropertyQualifier {
     fn decode_field(
         &mut self,
@@ -589,39 +398,24 @@ impl x::Fields for OvfPropertyQualifier {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
             "qualifier" => r.read(&mut self.qualifier),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_property, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.ovf_property, w);
         w.write("qualifier", &self.qualifier);
     }
 }
 /// `OvfPropertyQualifierDuplicate` (extends `OvfProperty`).
+///
+/// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyQualifierDuplicate {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `type`, from `OvfProperty`.
-    pub type_: String,
-    /// `value`, from `OvfProperty`.
-    pub value: String,
+    /// The fields `OvfPropertyQualifierDuplicate` inherits from `OvfProperty`.
+    pub ovf_property: OvfProperty,
     /// `qualifier`.
     pub qualifier: String,
 }
@@ -629,6 +423,19 @@ impl x::SchemaType for OvfPropertyQualifierDuplicate {
     const TYPE_NAME: &'static str = "OvfPropertyQualifierDuplicate";
 }
 impl x::Structure for OvfPropertyQualifierDuplicate {}
+impl std::ops::Deref for OvfPropertyQualifierDuplicate {
+    type Target = OvfProperty;
+    #[inline]
+    fn deref(&self) -> &OvfProperty {
+        &self.ovf_property
+    }
+}
+impl std::ops::DerefMut for OvfPropertyQualifierDuplicate {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfProperty {
+        &mut self.ovf_property
+    }
+}
 impl x::Fields for OvfPropertyQualifierDuplicate {
     fn decode_field(
         &mut self,
@@ -636,39 +443,24 @@ impl x::Fields for OvfPropertyQualifierDuplicate {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
             "qualifier" => r.read(&mut self.qualifier),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_property, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.ovf_property, w);
         w.write("qualifier", &self.qualifier);
     }
 }
 /// `OvfPropertyQualifierIgnored` (extends `OvfProperty`).
+///
+/// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyQualifierIgnored {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `type`, from `OvfProperty`.
-    pub type_: String,
-    /// `value`, from `OvfProperty`.
-    pub value: String,
+    /// The fields `OvfPropertyQualifierIgnored` inherits from `OvfProperty`.
+    pub ovf_property: OvfProperty,
     /// `qualifier`.
     pub qualifier: String,
 }
@@ -676,6 +468,19 @@ impl x::SchemaType for OvfPropertyQualifierIgnored {
     const TYPE_NAME: &'static str = "OvfPropertyQualifierIgnored";
 }
 impl x::Structure for OvfPropertyQualifierIgnored {}
+impl std::ops::Deref for OvfPropertyQualifierIgnored {
+    type Target = OvfProperty;
+    #[inline]
+    fn deref(&self) -> &OvfProperty {
+        &self.ovf_property
+    }
+}
+impl std::ops::DerefMut for OvfPropertyQualifierIgnored {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfProperty {
+        &mut self.ovf_property
+    }
+}
 impl x::Fields for OvfPropertyQualifierIgnored {
     fn decode_field(
         &mut self,
@@ -683,110 +488,91 @@ impl x::Fields for OvfPropertyQualifierIgnored {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
             "qualifier" => r.read(&mut self.qualifier),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_property, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.ovf_property, w);
         w.write("qualifier", &self.qualifier);
     }
 }
 /// `OvfPropertyType` (extends `OvfProperty`).
+///
+/// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyType {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `type`, from `OvfProperty`.
-    pub type_: String,
-    /// `value`, from `OvfProperty`.
-    pub value: String,
+    /// The fields `OvfPropertyType` inherits from `OvfProperty`.
+    pub ovf_property: OvfProperty,
 }
 impl x::SchemaType for OvfPropertyType {
     const TYPE_NAME: &'static str = "OvfPropertyType";
 }
 impl x::Structure for OvfPropertyType {}
+impl std::ops::Deref for OvfPropertyType {
+    type Target = OvfProperty;
+    #[inline]
+    fn deref(&self) -> &OvfProperty {
+        &self.ovf_property
+    }
+}
+impl std::ops::DerefMut for OvfPropertyType {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfProperty {
+        &mut self.ovf_property
+    }
+}
 impl x::Fields for OvfPropertyType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.ovf_property, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.ovf_property, w);
     }
 }
 /// `OvfPropertyValue` (extends `OvfProperty`).
+///
+/// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyValue {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `type`, from `OvfProperty`.
-    pub type_: String,
-    /// `value`, from `OvfProperty`.
-    pub value: String,
+    /// The fields `OvfPropertyValue` inherits from `OvfProperty`.
+    pub ovf_property: OvfProperty,
 }
 impl x::SchemaType for OvfPropertyValue {
     const TYPE_NAME: &'static str = "OvfPropertyValue";
 }
 impl x::Structure for OvfPropertyValue {}
+impl std::ops::Deref for OvfPropertyValue {
+    type Target = OvfProperty;
+    #[inline]
+    fn deref(&self) -> &OvfProperty {
+        &self.ovf_property
+    }
+}
+impl std::ops::DerefMut for OvfPropertyValue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfProperty {
+        &mut self.ovf_property
+    }
+}
 impl x::Fields for OvfPropertyValue {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
-            "type" => r.read(&mut self.type_),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.ovf_property, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
+        x::Fields::encode_fields(&self.ovf_property, w);
     }
 }
 /// `OvfResourceMap` (extends `DynamicData`).
@@ -875,43 +661,50 @@ impl x::ArrayItem for OvfStorageProfileMapping {
     const ITEM_TAG: &'static str = "OvfStorageProfileMapping";
 }
 /// `OvfSystemFault` (extends `OvfFault`).
+///
+/// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfSystemFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfSystemFault` inherits from `OvfFault`.
+    pub ovf_fault: OvfFault,
 }
 impl x::SchemaType for OvfSystemFault {
     const TYPE_NAME: &'static str = "OvfSystemFault";
 }
 impl x::Structure for OvfSystemFault {}
+impl std::ops::Deref for OvfSystemFault {
+    type Target = OvfFault;
+    #[inline]
+    fn deref(&self) -> &OvfFault {
+        &self.ovf_fault
+    }
+}
+impl std::ops::DerefMut for OvfSystemFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfFault {
+        &mut self.ovf_fault
+    }
+}
 impl x::Fields for OvfSystemFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.ovf_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_fault, w);
     }
 }
 /// `OvfToXmlUnsupportedElement` (extends `OvfSystemFault`).
+///
+/// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfToXmlUnsupportedElement {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfToXmlUnsupportedElement` inherits from `OvfSystemFault`.
+    pub ovf_system_fault: OvfSystemFault,
     /// `name`.
     pub name: Option<String>,
 }
@@ -919,6 +712,19 @@ impl x::SchemaType for OvfToXmlUnsupportedElement {
     const TYPE_NAME: &'static str = "OvfToXmlUnsupportedElement";
 }
 impl x::Structure for OvfToXmlUnsupportedElement {}
+impl std::ops::Deref for OvfToXmlUnsupportedElement {
+    type Target = OvfSystemFault;
+    #[inline]
+    fn deref(&self) -> &OvfSystemFault {
+        &self.ovf_system_fault
+    }
+}
+impl std::ops::DerefMut for OvfToXmlUnsupportedElement {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfSystemFault {
+        &mut self.ovf_system_fault
+    }
+}
 impl x::Fields for OvfToXmlUnsupportedElement {
     fn decode_field(
         &mut self,
@@ -926,31 +732,24 @@ impl x::Fields for OvfToXmlUnsupportedElement {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "name" => r.read_opt(&mut self.name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_system_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_system_fault, w);
         w.write_opt("name", &self.name);
     }
 }
 /// `OvfUnableToExportDisk` (extends `OvfHardwareExport`).
+///
+/// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnableToExportDisk {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `OvfHardwareExport`.
-    pub device: Option<AnyVirtualDevice>,
-    /// `vmPath`, from `OvfHardwareExport`.
-    pub vm_path: String,
+    /// The fields `OvfUnableToExportDisk` inherits from `OvfHardwareExport`.
+    pub ovf_hardware_export: OvfHardwareExport,
     /// `diskName`.
     pub disk_name: String,
 }
@@ -958,6 +757,19 @@ impl x::SchemaType for OvfUnableToExportDisk {
     const TYPE_NAME: &'static str = "OvfUnableToExportDisk";
 }
 impl x::Structure for OvfUnableToExportDisk {}
+impl std::ops::Deref for OvfUnableToExportDisk {
+    type Target = OvfHardwareExport;
+    #[inline]
+    fn deref(&self) -> &OvfHardwareExport {
+        &self.ovf_hardware_export
+    }
+}
+impl std::ops::DerefMut for OvfUnableToExportDisk {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfHardwareExport {
+        &mut self.ovf_hardware_export
+    }
+}
 impl x::Fields for OvfUnableToExportDisk {
     fn decode_field(
         &mut self,
@@ -965,70 +777,62 @@ impl x::Fields for OvfUnableToExportDisk {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read_opt(&mut self.device),
-            "vmPath" => r.read(&mut self.vm_path),
             "diskName" => r.read(&mut self.disk_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_hardware_export, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("device", &self.device);
-        w.write("vmPath", &self.vm_path);
+        x::Fields::encode_fields(&self.ovf_hardware_export, w);
         w.write("diskName", &self.disk_name);
     }
 }
 /// `OvfUnexpectedElement` (extends `OvfElement`).
+///
+/// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnexpectedElement {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `name`, from `OvfElement`.
-    pub name: String,
+    /// The fields `OvfUnexpectedElement` inherits from `OvfElement`.
+    pub ovf_element: OvfElement,
 }
 impl x::SchemaType for OvfUnexpectedElement {
     const TYPE_NAME: &'static str = "OvfUnexpectedElement";
 }
 impl x::Structure for OvfUnexpectedElement {}
+impl std::ops::Deref for OvfUnexpectedElement {
+    type Target = OvfElement;
+    #[inline]
+    fn deref(&self) -> &OvfElement {
+        &self.ovf_element
+    }
+}
+impl std::ops::DerefMut for OvfUnexpectedElement {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfElement {
+        &mut self.ovf_element
+    }
+}
 impl x::Fields for OvfUnexpectedElement {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.ovf_element, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.ovf_element, w);
     }
 }
 /// `OvfUnknownDevice` (extends `OvfSystemFault`).
+///
+/// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnknownDevice {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfUnknownDevice` inherits from `OvfSystemFault`.
+    pub ovf_system_fault: OvfSystemFault,
     /// `device`.
     pub device: Option<AnyVirtualDevice>,
     /// `vmName`.
@@ -1038,6 +842,19 @@ impl x::SchemaType for OvfUnknownDevice {
     const TYPE_NAME: &'static str = "OvfUnknownDevice";
 }
 impl x::Structure for OvfUnknownDevice {}
+impl std::ops::Deref for OvfUnknownDevice {
+    type Target = OvfSystemFault;
+    #[inline]
+    fn deref(&self) -> &OvfSystemFault {
+        &self.ovf_system_fault
+    }
+}
+impl std::ops::DerefMut for OvfUnknownDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfSystemFault {
+        &mut self.ovf_system_fault
+    }
+}
 impl x::Fields for OvfUnknownDevice {
     fn decode_field(
         &mut self,
@@ -1045,33 +862,26 @@ impl x::Fields for OvfUnknownDevice {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "device" => r.read_opt(&mut self.device),
             "vmName" => r.read(&mut self.vm_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_system_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_system_fault, w);
         w.write_opt("device", &self.device);
         w.write("vmName", &self.vm_name);
     }
 }
 /// `OvfUnknownDeviceBacking` (extends `OvfHardwareExport`).
+///
+/// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnknownDeviceBacking {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `OvfHardwareExport`.
-    pub device: Option<AnyVirtualDevice>,
-    /// `vmPath`, from `OvfHardwareExport`.
-    pub vm_path: String,
+    /// The fields `OvfUnknownDeviceBacking` inherits from `OvfHardwareExport`.
+    pub ovf_hardware_export: OvfHardwareExport,
     /// `backing`.
     pub backing: AnyVirtualDeviceBackingInfo,
 }
@@ -1079,6 +889,19 @@ impl x::SchemaType for OvfUnknownDeviceBacking {
     const TYPE_NAME: &'static str = "OvfUnknownDeviceBacking";
 }
 impl x::Structure for OvfUnknownDeviceBacking {}
+impl std::ops::Deref for OvfUnknownDeviceBacking {
+    type Target = OvfHardwareExport;
+    #[inline]
+    fn deref(&self) -> &OvfHardwareExport {
+        &self.ovf_hardware_export
+    }
+}
+impl std::ops::DerefMut for OvfUnknownDeviceBacking {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfHardwareExport {
+        &mut self.ovf_hardware_export
+    }
+}
 impl x::Fields for OvfUnknownDeviceBacking {
     fn decode_field(
         &mut self,
@@ -1086,31 +909,24 @@ impl x::Fields for OvfUnknownDeviceBacking {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read_opt(&mut self.device),
-            "vmPath" => r.read(&mut self.vm_path),
             "backing" => r.read(&mut self.backing),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_hardware_export, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("device", &self.device);
-        w.write("vmPath", &self.vm_path);
+        x::Fields::encode_fields(&self.ovf_hardware_export, w);
         w.write("backing", &self.backing);
     }
 }
 /// `OvfUnknownEntity` (extends `OvfSystemFault`).
+///
+/// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnknownEntity {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfUnknownEntity` inherits from `OvfSystemFault`.
+    pub ovf_system_fault: OvfSystemFault,
     /// `lineNumber`.
     pub line_number: i32,
 }
@@ -1118,6 +934,19 @@ impl x::SchemaType for OvfUnknownEntity {
     const TYPE_NAME: &'static str = "OvfUnknownEntity";
 }
 impl x::Structure for OvfUnknownEntity {}
+impl std::ops::Deref for OvfUnknownEntity {
+    type Target = OvfSystemFault;
+    #[inline]
+    fn deref(&self) -> &OvfSystemFault {
+        &self.ovf_system_fault
+    }
+}
+impl std::ops::DerefMut for OvfUnknownEntity {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfSystemFault {
+        &mut self.ovf_system_fault
+    }
+}
 impl x::Fields for OvfUnknownEntity {
     fn decode_field(
         &mut self,
@@ -1125,29 +954,24 @@ impl x::Fields for OvfUnknownEntity {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "lineNumber" => r.read(&mut self.line_number),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_system_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_system_fault, w);
         w.write("lineNumber", &self.line_number);
     }
 }
 /// `OvfUnsupportedAttribute` (extends `OvfUnsupportedPackage`).
+///
+/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedAttribute {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
+    /// The fields `OvfUnsupportedAttribute` inherits from `OvfUnsupportedPackage`.
+    pub ovf_unsupported_package: OvfUnsupportedPackage,
     /// `elementName`.
     pub element_name: String,
     /// `attributeName`.
@@ -1157,6 +981,19 @@ impl x::SchemaType for OvfUnsupportedAttribute {
     const TYPE_NAME: &'static str = "OvfUnsupportedAttribute";
 }
 impl x::Structure for OvfUnsupportedAttribute {}
+impl std::ops::Deref for OvfUnsupportedAttribute {
+    type Target = OvfUnsupportedPackage;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedPackage {
+        &self.ovf_unsupported_package
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedAttribute {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
+        &mut self.ovf_unsupported_package
+    }
+}
 impl x::Fields for OvfUnsupportedAttribute {
     fn decode_field(
         &mut self,
@@ -1164,37 +1001,32 @@ impl x::Fields for OvfUnsupportedAttribute {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
             "elementName" => r.read(&mut self.element_name),
             "attributeName" => r.read(&mut self.attribute_name),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_package,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
+        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
         w.write("elementName", &self.element_name);
         w.write("attributeName", &self.attribute_name);
     }
 }
 /// `OvfUnsupportedAttributeValue` (extends `OvfUnsupportedAttribute`).
+///
+/// The fields of `OvfUnsupportedAttribute` are in `ovf_unsupported_attribute`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedAttributeValue {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
-    /// `elementName`, from `OvfUnsupportedAttribute`.
-    pub element_name: String,
-    /// `attributeName`, from `OvfUnsupportedAttribute`.
-    pub attribute_name: String,
+    /// The fields `OvfUnsupportedAttributeValue` inherits from `OvfUnsupportedAttribute`.
+    pub ovf_unsupported_attribute: OvfUnsupportedAttribute,
     /// `value`.
     pub value: String,
 }
@@ -1202,6 +1034,19 @@ impl x::SchemaType for OvfUnsupportedAttributeValue {
     const TYPE_NAME: &'static str = "OvfUnsupportedAttributeValue";
 }
 impl x::Structure for OvfUnsupportedAttributeValue {}
+impl std::ops::Deref for OvfUnsupportedAttributeValue {
+    type Target = OvfUnsupportedAttribute;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedAttribute {
+        &self.ovf_unsupported_attribute
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedAttributeValue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedAttribute {
+        &mut self.ovf_unsupported_attribute
+    }
+}
 impl x::Fields for OvfUnsupportedAttributeValue {
     fn decode_field(
         &mut self,
@@ -1209,33 +1054,30 @@ impl x::Fields for OvfUnsupportedAttributeValue {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
-            "elementName" => r.read(&mut self.element_name),
-            "attributeName" => r.read(&mut self.attribute_name),
             "value" => r.read(&mut self.value),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_attribute,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
-        w.write("elementName", &self.element_name);
-        w.write("attributeName", &self.attribute_name);
+        x::Fields::encode_fields(&self.ovf_unsupported_attribute, w);
         w.write("value", &self.value);
     }
 }
 /// `OvfUnsupportedDeviceBackingInfo` (extends `OvfSystemFault`).
+///
+/// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedDeviceBackingInfo {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfUnsupportedDeviceBackingInfo` inherits from `OvfSystemFault`.
+    pub ovf_system_fault: OvfSystemFault,
     /// `elementName`.
     pub element_name: Option<String>,
     /// `instanceId`.
@@ -1249,6 +1091,19 @@ impl x::SchemaType for OvfUnsupportedDeviceBackingInfo {
     const TYPE_NAME: &'static str = "OvfUnsupportedDeviceBackingInfo";
 }
 impl x::Structure for OvfUnsupportedDeviceBackingInfo {}
+impl std::ops::Deref for OvfUnsupportedDeviceBackingInfo {
+    type Target = OvfSystemFault;
+    #[inline]
+    fn deref(&self) -> &OvfSystemFault {
+        &self.ovf_system_fault
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfSystemFault {
+        &mut self.ovf_system_fault
+    }
+}
 impl x::Fields for OvfUnsupportedDeviceBackingInfo {
     fn decode_field(
         &mut self,
@@ -1256,20 +1111,17 @@ impl x::Fields for OvfUnsupportedDeviceBackingInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "elementName" => r.read_opt(&mut self.element_name),
             "instanceId" => r.read_opt(&mut self.instance_id),
             "deviceName" => r.read(&mut self.device_name),
             "backingName" => r.read_opt(&mut self.backing_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_system_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_system_fault, w);
         w.write_opt("elementName", &self.element_name);
         w.write_opt("instanceId", &self.instance_id);
         w.write("deviceName", &self.device_name);
@@ -1277,12 +1129,12 @@ impl x::Fields for OvfUnsupportedDeviceBackingInfo {
     }
 }
 /// `OvfUnsupportedDeviceBackingOption` (extends `OvfSystemFault`).
+///
+/// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedDeviceBackingOption {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfUnsupportedDeviceBackingOption` inherits from `OvfSystemFault`.
+    pub ovf_system_fault: OvfSystemFault,
     /// `elementName`.
     pub element_name: Option<String>,
     /// `instanceId`.
@@ -1296,6 +1148,19 @@ impl x::SchemaType for OvfUnsupportedDeviceBackingOption {
     const TYPE_NAME: &'static str = "OvfUnsupportedDeviceBackingOption";
 }
 impl x::Structure for OvfUnsupportedDeviceBackingOption {}
+impl std::ops::Deref for OvfUnsupportedDeviceBackingOption {
+    type Target = OvfSystemFault;
+    #[inline]
+    fn deref(&self) -> &OvfSystemFault {
+        &self.ovf_system_fault
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfSystemFault {
+        &mut self.ovf_system_fault
+    }
+}
 impl x::Fields for OvfUnsupportedDeviceBackingOption {
     fn decode_field(
         &mut self,
@@ -1303,20 +1168,17 @@ impl x::Fields for OvfUnsupportedDeviceBackingOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "elementName" => r.read_opt(&mut self.element_name),
             "instanceId" => r.read_opt(&mut self.instance_id),
             "deviceName" => r.read(&mut self.device_name),
             "backingName" => r.read_opt(&mut self.backing_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_system_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_system_fault, w);
         w.write_opt("elementName", &self.element_name);
         w.write_opt("instanceId", &self.instance_id);
         w.write("deviceName", &self.device_name);
@@ -1324,51 +1186,50 @@ impl x::Fields for OvfUnsupportedDeviceBackingOption {
     }
 }
 /// `OvfUnsupportedDeviceExport` (extends `OvfHardwareExport`).
+///
+/// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedDeviceExport {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `OvfHardwareExport`.
-    pub device: Option<AnyVirtualDevice>,
-    /// `vmPath`, from `OvfHardwareExport`.
-    pub vm_path: String,
+    /// The fields `OvfUnsupportedDeviceExport` inherits from `OvfHardwareExport`.
+    pub ovf_hardware_export: OvfHardwareExport,
 }
 impl x::SchemaType for OvfUnsupportedDeviceExport {
     const TYPE_NAME: &'static str = "OvfUnsupportedDeviceExport";
 }
 impl x::Structure for OvfUnsupportedDeviceExport {}
+impl std::ops::Deref for OvfUnsupportedDeviceExport {
+    type Target = OvfHardwareExport;
+    #[inline]
+    fn deref(&self) -> &OvfHardwareExport {
+        &self.ovf_hardware_export
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedDeviceExport {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfHardwareExport {
+        &mut self.ovf_hardware_export
+    }
+}
 impl x::Fields for OvfUnsupportedDeviceExport {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read_opt(&mut self.device),
-            "vmPath" => r.read(&mut self.vm_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.ovf_hardware_export, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("device", &self.device);
-        w.write("vmPath", &self.vm_path);
+        x::Fields::encode_fields(&self.ovf_hardware_export, w);
     }
 }
 /// `OvfUnsupportedDiskProvisioning` (extends `OvfImport`).
+///
+/// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedDiskProvisioning {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfUnsupportedDiskProvisioning` inherits from `OvfImport`.
+    pub ovf_import: OvfImport,
     /// `diskProvisioning`.
     pub disk_provisioning: String,
     /// `supportedDiskProvisioning`.
@@ -1378,6 +1239,19 @@ impl x::SchemaType for OvfUnsupportedDiskProvisioning {
     const TYPE_NAME: &'static str = "OvfUnsupportedDiskProvisioning";
 }
 impl x::Structure for OvfUnsupportedDiskProvisioning {}
+impl std::ops::Deref for OvfUnsupportedDiskProvisioning {
+    type Target = OvfImport;
+    #[inline]
+    fn deref(&self) -> &OvfImport {
+        &self.ovf_import
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedDiskProvisioning {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfImport {
+        &mut self.ovf_import
+    }
+}
 impl x::Fields for OvfUnsupportedDiskProvisioning {
     fn decode_field(
         &mut self,
@@ -1385,31 +1259,26 @@ impl x::Fields for OvfUnsupportedDiskProvisioning {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "diskProvisioning" => r.read(&mut self.disk_provisioning),
             "supportedDiskProvisioning" => r.read(&mut self.supported_disk_provisioning),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_import, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_import, w);
         w.write("diskProvisioning", &self.disk_provisioning);
         w.write("supportedDiskProvisioning", &self.supported_disk_provisioning);
     }
 }
 /// `OvfUnsupportedElement` (extends `OvfUnsupportedPackage`).
+///
+/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedElement {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
+    /// The fields `OvfUnsupportedElement` inherits from `OvfUnsupportedPackage`.
+    pub ovf_unsupported_package: OvfUnsupportedPackage,
     /// `name`.
     pub name: String,
 }
@@ -1417,6 +1286,19 @@ impl x::SchemaType for OvfUnsupportedElement {
     const TYPE_NAME: &'static str = "OvfUnsupportedElement";
 }
 impl x::Structure for OvfUnsupportedElement {}
+impl std::ops::Deref for OvfUnsupportedElement {
+    type Target = OvfUnsupportedPackage;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedPackage {
+        &self.ovf_unsupported_package
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedElement {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
+        &mut self.ovf_unsupported_package
+    }
+}
 impl x::Fields for OvfUnsupportedElement {
     fn decode_field(
         &mut self,
@@ -1424,33 +1306,30 @@ impl x::Fields for OvfUnsupportedElement {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
             "name" => r.read(&mut self.name),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_package,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
+        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
         w.write("name", &self.name);
     }
 }
 /// `OvfUnsupportedElementValue` (extends `OvfUnsupportedElement`).
+///
+/// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedElementValue {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
-    /// `name`, from `OvfUnsupportedElement`.
-    pub name: String,
+    /// The fields `OvfUnsupportedElementValue` inherits from `OvfUnsupportedElement`.
+    pub ovf_unsupported_element: OvfUnsupportedElement,
     /// `value`.
     pub value: String,
 }
@@ -1458,6 +1337,19 @@ impl x::SchemaType for OvfUnsupportedElementValue {
     const TYPE_NAME: &'static str = "OvfUnsupportedElementValue";
 }
 impl x::Structure for OvfUnsupportedElementValue {}
+impl std::ops::Deref for OvfUnsupportedElementValue {
+    type Target = OvfUnsupportedElement;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedElement {
+        &self.ovf_unsupported_element
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedElementValue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedElement {
+        &mut self.ovf_unsupported_element
+    }
+}
 impl x::Fields for OvfUnsupportedElementValue {
     fn decode_field(
         &mut self,
@@ -1465,31 +1357,30 @@ impl x::Fields for OvfUnsupportedElementValue {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
-            "name" => r.read(&mut self.name),
             "value" => r.read(&mut self.value),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_element,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.ovf_unsupported_element, w);
         w.write("value", &self.value);
     }
 }
 /// `OvfUnsupportedPackage` (extends `OvfFault`).
+///
+/// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedPackage {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `OvfUnsupportedPackage` inherits from `OvfFault`.
+    pub ovf_fault: OvfFault,
     /// `lineNumber`.
     pub line_number: Option<i32>,
 }
@@ -1497,6 +1388,19 @@ impl x::SchemaType for OvfUnsupportedPackage {
     const TYPE_NAME: &'static str = "OvfUnsupportedPackage";
 }
 impl x::Structure for OvfUnsupportedPackage {}
+impl std::ops::Deref for OvfUnsupportedPackage {
+    type Target = OvfFault;
+    #[inline]
+    fn deref(&self) -> &OvfFault {
+        &self.ovf_fault
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedPackage {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfFault {
+        &mut self.ovf_fault
+    }
+}
 impl x::Fields for OvfUnsupportedPackage {
     fn decode_field(
         &mut self,
@@ -1504,31 +1408,24 @@ impl x::Fields for OvfUnsupportedPackage {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "lineNumber" => r.read_opt(&mut self.line_number),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.ovf_fault, w);
         w.write_opt("lineNumber", &self.line_number);
     }
 }
 /// `OvfUnsupportedSection` (extends `OvfUnsupportedElement`).
+///
+/// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedSection {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
-    /// `name`, from `OvfUnsupportedElement`.
-    pub name: String,
+    /// The fields `OvfUnsupportedSection` inherits from `OvfUnsupportedElement`.
+    pub ovf_unsupported_element: OvfUnsupportedElement,
     /// `info`.
     pub info: String,
 }
@@ -1536,6 +1433,19 @@ impl x::SchemaType for OvfUnsupportedSection {
     const TYPE_NAME: &'static str = "OvfUnsupportedSection";
 }
 impl x::Structure for OvfUnsupportedSection {}
+impl std::ops::Deref for OvfUnsupportedSection {
+    type Target = OvfUnsupportedElement;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedElement {
+        &self.ovf_unsupported_element
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedSection {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedElement {
+        &mut self.ovf_unsupported_element
+    }
+}
 impl x::Fields for OvfUnsupportedSection {
     fn decode_field(
         &mut self,
@@ -1543,33 +1453,30 @@ impl x::Fields for OvfUnsupportedSection {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
-            "name" => r.read(&mut self.name),
             "info" => r.read(&mut self.info),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_element,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.ovf_unsupported_element, w);
         w.write("info", &self.info);
     }
 }
 /// `OvfUnsupportedSubType` (extends `OvfUnsupportedPackage`).
+///
+/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedSubType {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
+    /// The fields `OvfUnsupportedSubType` inherits from `OvfUnsupportedPackage`.
+    pub ovf_unsupported_package: OvfUnsupportedPackage,
     /// `elementName`.
     pub element_name: String,
     /// `instanceId`.
@@ -1583,6 +1490,19 @@ impl x::SchemaType for OvfUnsupportedSubType {
     const TYPE_NAME: &'static str = "OvfUnsupportedSubType";
 }
 impl x::Structure for OvfUnsupportedSubType {}
+impl std::ops::Deref for OvfUnsupportedSubType {
+    type Target = OvfUnsupportedPackage;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedPackage {
+        &self.ovf_unsupported_package
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedSubType {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
+        &mut self.ovf_unsupported_package
+    }
+}
 impl x::Fields for OvfUnsupportedSubType {
     fn decode_field(
         &mut self,
@@ -1590,22 +1510,23 @@ impl x::Fields for OvfUnsupportedSubType {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
             "elementName" => r.read(&mut self.element_name),
             "instanceId" => r.read(&mut self.instance_id),
             "deviceType" => r.read(&mut self.device_type),
             "deviceSubType" => r.read(&mut self.device_sub_type),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_package,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
+        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
         w.write("elementName", &self.element_name);
         w.write("instanceId", &self.instance_id);
         w.write("deviceType", &self.device_type);
@@ -1613,14 +1534,12 @@ impl x::Fields for OvfUnsupportedSubType {
     }
 }
 /// `OvfUnsupportedType` (extends `OvfUnsupportedPackage`).
+///
+/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfUnsupportedType {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
+    /// The fields `OvfUnsupportedType` inherits from `OvfUnsupportedPackage`.
+    pub ovf_unsupported_package: OvfUnsupportedPackage,
     /// `name`.
     pub name: String,
     /// `instanceId`.
@@ -1632,6 +1551,19 @@ impl x::SchemaType for OvfUnsupportedType {
     const TYPE_NAME: &'static str = "OvfUnsupportedType";
 }
 impl x::Structure for OvfUnsupportedType {}
+impl std::ops::Deref for OvfUnsupportedType {
+    type Target = OvfUnsupportedPackage;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedPackage {
+        &self.ovf_unsupported_package
+    }
+}
+impl std::ops::DerefMut for OvfUnsupportedType {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
+        &mut self.ovf_unsupported_package
+    }
+}
 impl x::Fields for OvfUnsupportedType {
     fn decode_field(
         &mut self,
@@ -1639,63 +1571,63 @@ impl x::Fields for OvfUnsupportedType {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
             "name" => r.read(&mut self.name),
             "instanceId" => r.read(&mut self.instance_id),
             "deviceType" => r.read(&mut self.device_type),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_package,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
+        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
         w.write("name", &self.name);
         w.write("instanceId", &self.instance_id);
         w.write("deviceType", &self.device_type);
     }
 }
 /// `OvfValidateHostParams` (extends `OvfManagerCommonParams`).
+///
+/// The fields of `OvfManagerCommonParams` are in `ovf_manager_common_params`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfValidateHostParams {
-    /// `locale`, from `OvfManagerCommonParams`.
-    pub locale: String,
-    /// `deploymentOption`, from `OvfManagerCommonParams`.
-    pub deployment_option: String,
-    /// `msgBundle`, from `OvfManagerCommonParams`.
-    pub msg_bundle: Vec<KeyValue>,
-    /// `importOption`, from `OvfManagerCommonParams`.
-    pub import_option: Vec<String>,
+    /// The fields `OvfValidateHostParams` inherits from `OvfManagerCommonParams`.
+    pub ovf_manager_common_params: OvfManagerCommonParams,
 }
 impl x::SchemaType for OvfValidateHostParams {
     const TYPE_NAME: &'static str = "OvfValidateHostParams";
 }
 impl x::Structure for OvfValidateHostParams {}
+impl std::ops::Deref for OvfValidateHostParams {
+    type Target = OvfManagerCommonParams;
+    #[inline]
+    fn deref(&self) -> &OvfManagerCommonParams {
+        &self.ovf_manager_common_params
+    }
+}
+impl std::ops::DerefMut for OvfValidateHostParams {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfManagerCommonParams {
+        &mut self.ovf_manager_common_params
+    }
+}
 impl x::Fields for OvfValidateHostParams {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "locale" => r.read(&mut self.locale),
-            "deploymentOption" => r.read(&mut self.deployment_option),
-            "msgBundle" => r.read_push(&mut self.msg_bundle),
-            "importOption" => r.read_push(&mut self.import_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.ovf_manager_common_params, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("locale", &self.locale);
-        w.write("deploymentOption", &self.deployment_option);
-        w.write_vec("msgBundle", &self.msg_bundle);
-        w.write_vec("importOption", &self.import_option);
+        x::Fields::encode_fields(&self.ovf_manager_common_params, w);
     }
 }
 /// `OvfValidateHostResult` (extends `DynamicData`).
@@ -1748,53 +1680,50 @@ impl x::Fields for OvfValidateHostResult {
     }
 }
 /// `OvfWrongElement` (extends `OvfElement`).
+///
+/// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfWrongElement {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `name`, from `OvfElement`.
-    pub name: String,
+    /// The fields `OvfWrongElement` inherits from `OvfElement`.
+    pub ovf_element: OvfElement,
 }
 impl x::SchemaType for OvfWrongElement {
     const TYPE_NAME: &'static str = "OvfWrongElement";
 }
 impl x::Structure for OvfWrongElement {}
+impl std::ops::Deref for OvfWrongElement {
+    type Target = OvfElement;
+    #[inline]
+    fn deref(&self) -> &OvfElement {
+        &self.ovf_element
+    }
+}
+impl std::ops::DerefMut for OvfWrongElement {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfElement {
+        &mut self.ovf_element
+    }
+}
 impl x::Fields for OvfWrongElement {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.ovf_element, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("name", &self.name);
+        x::Fields::encode_fields(&self.ovf_element, w);
     }
 }
 /// `OvfWrongNamespace` (extends `OvfInvalidPackage`).
+///
+/// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfWrongNamespace {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
+    /// The fields `OvfWrongNamespace` inherits from `OvfInvalidPackage`.
+    pub ovf_invalid_package: OvfInvalidPackage,
     /// `namespaceName`.
     pub namespace_name: String,
 }
@@ -1802,6 +1731,19 @@ impl x::SchemaType for OvfWrongNamespace {
     const TYPE_NAME: &'static str = "OvfWrongNamespace";
 }
 impl x::Structure for OvfWrongNamespace {}
+impl std::ops::Deref for OvfWrongNamespace {
+    type Target = OvfInvalidPackage;
+    #[inline]
+    fn deref(&self) -> &OvfInvalidPackage {
+        &self.ovf_invalid_package
+    }
+}
+impl std::ops::DerefMut for OvfWrongNamespace {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
+        &mut self.ovf_invalid_package
+    }
+}
 impl x::Fields for OvfWrongNamespace {
     fn decode_field(
         &mut self,
@@ -1809,31 +1751,24 @@ impl x::Fields for OvfWrongNamespace {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
             "namespaceName" => r.read(&mut self.namespace_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_invalid_package, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
+        x::Fields::encode_fields(&self.ovf_invalid_package, w);
         w.write("namespaceName", &self.namespace_name);
     }
 }
 /// `OvfXmlFormat` (extends `OvfInvalidPackage`).
+///
+/// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfXmlFormat {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
+    /// The fields `OvfXmlFormat` inherits from `OvfInvalidPackage`.
+    pub ovf_invalid_package: OvfInvalidPackage,
     /// `description`.
     pub description: String,
 }
@@ -1841,6 +1776,19 @@ impl x::SchemaType for OvfXmlFormat {
     const TYPE_NAME: &'static str = "OvfXmlFormat";
 }
 impl x::Structure for OvfXmlFormat {}
+impl std::ops::Deref for OvfXmlFormat {
+    type Target = OvfInvalidPackage;
+    #[inline]
+    fn deref(&self) -> &OvfInvalidPackage {
+        &self.ovf_invalid_package
+    }
+}
+impl std::ops::DerefMut for OvfXmlFormat {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
+        &mut self.ovf_invalid_package
+    }
+}
 impl x::Fields for OvfXmlFormat {
     fn decode_field(
         &mut self,
@@ -1848,19 +1796,14 @@ impl x::Fields for OvfXmlFormat {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read(&mut self.line_number),
             "description" => r.read(&mut self.description),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.ovf_invalid_package, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
+        x::Fields::encode_fields(&self.ovf_invalid_package, w);
         w.write("description", &self.description);
     }
 }

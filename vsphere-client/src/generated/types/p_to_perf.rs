@@ -6,38 +6,12 @@ use super::*;
 use crate::xml as x;
 
 /// `PMemDatastoreInfo` (extends `DatastoreInfo`).
+///
+/// The fields of `DatastoreInfo` are in `datastore_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PMemDatastoreInfo {
-    /// `name`, from `DatastoreInfo`.
-    pub name: String,
-    /// `url`, from `DatastoreInfo`.
-    pub url: String,
-    /// `freeSpace`, from `DatastoreInfo`.
-    pub free_space: i64,
-    /// `maxFileSize`, from `DatastoreInfo`.
-    pub max_file_size: i64,
-    /// `maxVirtualDiskCapacity`, from `DatastoreInfo`.
-    pub max_virtual_disk_capacity: Option<i64>,
-    /// `maxMemoryFileSize`, from `DatastoreInfo`.
-    pub max_memory_file_size: Option<i64>,
-    /// `timestamp`, from `DatastoreInfo`.
-    pub timestamp: Option<x::DateTime>,
-    /// `containerId`, from `DatastoreInfo`.
-    pub container_id: Option<String>,
-    /// `aliasOf`, from `DatastoreInfo`.
-    pub alias_of: Option<String>,
-    /// `supportedVDiskFormats`, from `DatastoreInfo`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub supported_vdisk_formats: Vec<String>,
-    /// `logicalSectorSize`, from `DatastoreInfo`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub logical_sector_size: Option<i32>,
-    /// `physicalSectorSize`, from `DatastoreInfo`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub physical_sector_size: Option<i32>,
+    /// The fields `PMemDatastoreInfo` inherits from `DatastoreInfo`.
+    pub datastore_info: DatastoreInfo,
     /// `pmem`.
     pub pmem: HostPMemVolume,
 }
@@ -45,6 +19,19 @@ impl x::SchemaType for PMemDatastoreInfo {
     const TYPE_NAME: &'static str = "PMemDatastoreInfo";
 }
 impl x::Structure for PMemDatastoreInfo {}
+impl std::ops::Deref for PMemDatastoreInfo {
+    type Target = DatastoreInfo;
+    #[inline]
+    fn deref(&self) -> &DatastoreInfo {
+        &self.datastore_info
+    }
+}
+impl std::ops::DerefMut for PMemDatastoreInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DatastoreInfo {
+        &mut self.datastore_info
+    }
+}
 impl x::Fields for PMemDatastoreInfo {
     fn decode_field(
         &mut self,
@@ -52,297 +39,100 @@ impl x::Fields for PMemDatastoreInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "url" => r.read(&mut self.url),
-            "freeSpace" => r.read(&mut self.free_space),
-            "maxFileSize" => r.read(&mut self.max_file_size),
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
-            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size),
-            "timestamp" => r.read_opt(&mut self.timestamp),
-            "containerId" => r.read_opt(&mut self.container_id),
-            "aliasOf" => r.read_opt(&mut self.alias_of),
-            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
-            "logicalSectorSize" => r.read_opt(&mut self.logical_sector_size),
-            "physicalSectorSize" => r.read_opt(&mut self.physical_sector_size),
             "pmem" => r.read(&mut self.pmem),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.datastore_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("url", &self.url);
-        w.write("freeSpace", &self.free_space);
-        w.write("maxFileSize", &self.max_file_size);
-        w.write_opt("maxVirtualDiskCapacity", &self.max_virtual_disk_capacity);
-        w.write_opt("maxMemoryFileSize", &self.max_memory_file_size);
-        w.write_opt("timestamp", &self.timestamp);
-        w.write_opt("containerId", &self.container_id);
-        w.write_opt("aliasOf", &self.alias_of);
-        if w
-            .since(
-                0x0900_0000,
-                "DatastoreInfo.supportedVDiskFormats",
-                !self.supported_vdisk_formats.is_empty(),
-            )
-        {
-            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "DatastoreInfo.logicalSectorSize",
-                self.logical_sector_size.is_some(),
-            )
-        {
-            w.write_opt("logicalSectorSize", &self.logical_sector_size);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "DatastoreInfo.physicalSectorSize",
-                self.physical_sector_size.is_some(),
-            )
-        {
-            w.write_opt("physicalSectorSize", &self.physical_sector_size);
-        }
+        x::Fields::encode_fields(&self.datastore_info, w);
         w.write("pmem", &self.pmem);
     }
 }
 /// `ParaVirtualSCSIController` (extends `VirtualSCSIController`).
+///
+/// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ParaVirtualSCSIController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-    /// `hotAddRemove`, from `VirtualSCSIController`.
-    pub hot_add_remove: Option<bool>,
-    /// `sharedBus`, from `VirtualSCSIController`.
-    pub shared_bus: VirtualSCSISharing,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIController`.
-    pub scsi_ctlr_unit_number: Option<i32>,
+    /// The fields `ParaVirtualSCSIController` inherits from `VirtualSCSIController`.
+    pub virtual_scsi_controller: VirtualSCSIController,
 }
 impl x::SchemaType for ParaVirtualSCSIController {
     const TYPE_NAME: &'static str = "ParaVirtualSCSIController";
 }
 impl x::Structure for ParaVirtualSCSIController {}
+impl std::ops::Deref for ParaVirtualSCSIController {
+    type Target = VirtualSCSIController;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIController {
+        &self.virtual_scsi_controller
+    }
+}
+impl std::ops::DerefMut for ParaVirtualSCSIController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIController {
+        &mut self.virtual_scsi_controller
+    }
+}
 impl x::Fields for ParaVirtualSCSIController {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
-            "sharedBus" => r.read(&mut self.shared_bus),
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_scsi_controller, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-        w.write_opt("hotAddRemove", &self.hot_add_remove);
-        w.write("sharedBus", &self.shared_bus);
-        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+        x::Fields::encode_fields(&self.virtual_scsi_controller, w);
     }
 }
 /// `ParaVirtualSCSIControllerOption` (extends `VirtualSCSIControllerOption`).
+///
+/// The fields of `VirtualSCSIControllerOption` are in `virtual_scsi_controller_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ParaVirtualSCSIControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numSCSIDisks`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_disks: IntOption,
-    /// `numSCSICdroms`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_cdroms: IntOption,
-    /// `numSCSIPassthrough`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_passthrough: IntOption,
-    /// `sharing`, from `VirtualSCSIControllerOption`.
-    pub sharing: Vec<VirtualSCSISharing>,
-    /// `defaultSharedIndex`, from `VirtualSCSIControllerOption`.
-    pub default_shared_index: i32,
-    /// `hotAddRemove`, from `VirtualSCSIControllerOption`.
-    pub hot_add_remove: BoolOption,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIControllerOption`.
-    pub scsi_ctlr_unit_number: i32,
+    /// The fields `ParaVirtualSCSIControllerOption` inherits from `VirtualSCSIControllerOption`.
+    pub virtual_scsi_controller_option: VirtualSCSIControllerOption,
 }
 impl x::SchemaType for ParaVirtualSCSIControllerOption {
     const TYPE_NAME: &'static str = "ParaVirtualSCSIControllerOption";
 }
 impl x::Structure for ParaVirtualSCSIControllerOption {}
+impl std::ops::Deref for ParaVirtualSCSIControllerOption {
+    type Target = VirtualSCSIControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIControllerOption {
+        &self.virtual_scsi_controller_option
+    }
+}
+impl std::ops::DerefMut for ParaVirtualSCSIControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIControllerOption {
+        &mut self.virtual_scsi_controller_option
+    }
+}
 impl x::Fields for ParaVirtualSCSIControllerOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
-            "sharing" => r.read_push(&mut self.sharing),
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
-            "hotAddRemove" => r.read(&mut self.hot_add_remove),
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_scsi_controller_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numSCSIDisks", &self.num_scsi_disks);
-        w.write("numSCSICdroms", &self.num_scsi_cdroms);
-        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
-        w.write_vec("sharing", &self.sharing);
-        w.write("defaultSharedIndex", &self.default_shared_index);
-        w.write("hotAddRemove", &self.hot_add_remove);
-        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+        x::Fields::encode_fields(&self.virtual_scsi_controller_option, w);
     }
 }
 /// `PassiveNodeDeploymentSpec` (extends `NodeDeploymentSpec`).
+///
+/// The fields of `NodeDeploymentSpec` are in `node_deployment_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PassiveNodeDeploymentSpec {
-    /// `esxHost`, from `NodeDeploymentSpec`.
-    pub esx_host: Option<x::ManagedObjectReference>,
-    /// `datastore`, from `NodeDeploymentSpec`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `publicNetworkPortGroup`, from `NodeDeploymentSpec`.
-    pub public_network_port_group: Option<x::ManagedObjectReference>,
-    /// `clusterNetworkPortGroup`, from `NodeDeploymentSpec`.
-    pub cluster_network_port_group: Option<x::ManagedObjectReference>,
-    /// `folder`, from `NodeDeploymentSpec`.
-    pub folder: x::ManagedObjectReference,
-    /// `resourcePool`, from `NodeDeploymentSpec`.
-    pub resource_pool: Option<x::ManagedObjectReference>,
-    /// `managementVc`, from `NodeDeploymentSpec`.
-    pub management_vc: Option<ServiceLocator>,
-    /// `nodeName`, from `NodeDeploymentSpec`.
-    pub node_name: String,
-    /// `ipSettings`, from `NodeDeploymentSpec`.
-    pub ip_settings: CustomizationIPSettings,
+    /// The fields `PassiveNodeDeploymentSpec` inherits from `NodeDeploymentSpec`.
+    pub node_deployment_spec: NodeDeploymentSpec,
     /// `failoverIpSettings`.
     pub failover_ip_settings: Option<CustomizationIPSettings>,
 }
@@ -350,6 +140,19 @@ impl x::SchemaType for PassiveNodeDeploymentSpec {
     const TYPE_NAME: &'static str = "PassiveNodeDeploymentSpec";
 }
 impl x::Structure for PassiveNodeDeploymentSpec {}
+impl std::ops::Deref for PassiveNodeDeploymentSpec {
+    type Target = NodeDeploymentSpec;
+    #[inline]
+    fn deref(&self) -> &NodeDeploymentSpec {
+        &self.node_deployment_spec
+    }
+}
+impl std::ops::DerefMut for PassiveNodeDeploymentSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NodeDeploymentSpec {
+        &mut self.node_deployment_spec
+    }
+}
 impl x::Fields for PassiveNodeDeploymentSpec {
     fn decode_field(
         &mut self,
@@ -357,39 +160,24 @@ impl x::Fields for PassiveNodeDeploymentSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "esxHost" => r.read_opt(&mut self.esx_host),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "publicNetworkPortGroup" => r.read_opt(&mut self.public_network_port_group),
-            "clusterNetworkPortGroup" => r.read_opt(&mut self.cluster_network_port_group),
-            "folder" => r.read(&mut self.folder),
-            "resourcePool" => r.read_opt(&mut self.resource_pool),
-            "managementVc" => r.read_opt(&mut self.management_vc),
-            "nodeName" => r.read(&mut self.node_name),
-            "ipSettings" => r.read(&mut self.ip_settings),
             "failoverIpSettings" => r.read_opt(&mut self.failover_ip_settings),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.node_deployment_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("esxHost", &self.esx_host);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("publicNetworkPortGroup", &self.public_network_port_group);
-        w.write_opt("clusterNetworkPortGroup", &self.cluster_network_port_group);
-        w.write("folder", &self.folder);
-        w.write_opt("resourcePool", &self.resource_pool);
-        w.write_opt("managementVc", &self.management_vc);
-        w.write("nodeName", &self.node_name);
-        w.write("ipSettings", &self.ip_settings);
+        x::Fields::encode_fields(&self.node_deployment_spec, w);
         w.write_opt("failoverIpSettings", &self.failover_ip_settings);
     }
 }
 /// `PassiveNodeNetworkSpec` (extends `NodeNetworkSpec`).
+///
+/// The fields of `NodeNetworkSpec` are in `node_network_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PassiveNodeNetworkSpec {
-    /// `ipSettings`, from `NodeNetworkSpec`.
-    pub ip_settings: CustomizationIPSettings,
+    /// The fields `PassiveNodeNetworkSpec` inherits from `NodeNetworkSpec`.
+    pub node_network_spec: NodeNetworkSpec,
     /// `failoverIpSettings`.
     pub failover_ip_settings: Option<CustomizationIPSettings>,
 }
@@ -397,6 +185,19 @@ impl x::SchemaType for PassiveNodeNetworkSpec {
     const TYPE_NAME: &'static str = "PassiveNodeNetworkSpec";
 }
 impl x::Structure for PassiveNodeNetworkSpec {}
+impl std::ops::Deref for PassiveNodeNetworkSpec {
+    type Target = NodeNetworkSpec;
+    #[inline]
+    fn deref(&self) -> &NodeNetworkSpec {
+        &self.node_network_spec
+    }
+}
+impl std::ops::DerefMut for PassiveNodeNetworkSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NodeNetworkSpec {
+        &mut self.node_network_spec
+    }
+}
 impl x::Fields for PassiveNodeNetworkSpec {
     fn decode_field(
         &mut self,
@@ -404,47 +205,53 @@ impl x::Fields for PassiveNodeNetworkSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "ipSettings" => r.read(&mut self.ip_settings),
             "failoverIpSettings" => r.read_opt(&mut self.failover_ip_settings),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.node_network_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ipSettings", &self.ip_settings);
+        x::Fields::encode_fields(&self.node_network_spec, w);
         w.write_opt("failoverIpSettings", &self.failover_ip_settings);
     }
 }
 /// `PasswordExpired` (extends `InvalidLogin`).
+///
+/// The fields of `InvalidLogin` are in `invalid_login`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PasswordExpired {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `PasswordExpired` inherits from `InvalidLogin`.
+    pub invalid_login: InvalidLogin,
 }
 impl x::SchemaType for PasswordExpired {
     const TYPE_NAME: &'static str = "PasswordExpired";
 }
 impl x::Structure for PasswordExpired {}
+impl std::ops::Deref for PasswordExpired {
+    type Target = InvalidLogin;
+    #[inline]
+    fn deref(&self) -> &InvalidLogin {
+        &self.invalid_login
+    }
+}
+impl std::ops::DerefMut for PasswordExpired {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidLogin {
+        &mut self.invalid_login
+    }
+}
 impl x::Fields for PasswordExpired {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_login, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_login, w);
     }
 }
 /// `PasswordField` (extends `DynamicData`).
@@ -475,47 +282,50 @@ impl x::Fields for PasswordField {
     }
 }
 /// `PatchAlreadyInstalled` (extends `PatchNotApplicable`).
+///
+/// The fields of `PatchNotApplicable` are in `patch_not_applicable`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchAlreadyInstalled {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `patchID`, from `PatchNotApplicable`.
-    pub patch_id: String,
+    /// The fields `PatchAlreadyInstalled` inherits from `PatchNotApplicable`.
+    pub patch_not_applicable: PatchNotApplicable,
 }
 impl x::SchemaType for PatchAlreadyInstalled {
     const TYPE_NAME: &'static str = "PatchAlreadyInstalled";
 }
 impl x::Structure for PatchAlreadyInstalled {}
+impl std::ops::Deref for PatchAlreadyInstalled {
+    type Target = PatchNotApplicable;
+    #[inline]
+    fn deref(&self) -> &PatchNotApplicable {
+        &self.patch_not_applicable
+    }
+}
+impl std::ops::DerefMut for PatchAlreadyInstalled {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PatchNotApplicable {
+        &mut self.patch_not_applicable
+    }
+}
 impl x::Fields for PatchAlreadyInstalled {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "patchID" => r.read(&mut self.patch_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.patch_not_applicable, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("patchID", &self.patch_id);
+        x::Fields::encode_fields(&self.patch_not_applicable, w);
     }
 }
 /// `PatchBinariesNotFound` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchBinariesNotFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `PatchBinariesNotFound` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `patchID`.
     pub patch_id: String,
     /// `binary`.
@@ -525,6 +335,19 @@ impl x::SchemaType for PatchBinariesNotFound {
     const TYPE_NAME: &'static str = "PatchBinariesNotFound";
 }
 impl x::Structure for PatchBinariesNotFound {}
+impl std::ops::Deref for PatchBinariesNotFound {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for PatchBinariesNotFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for PatchBinariesNotFound {
     fn decode_field(
         &mut self,
@@ -532,31 +355,26 @@ impl x::Fields for PatchBinariesNotFound {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "patchID" => r.read(&mut self.patch_id),
             "binary" => r.read_push(&mut self.binary),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("patchID", &self.patch_id);
         w.write_vec("binary", &self.binary);
     }
 }
 /// `PatchInstallFailed` (extends `PlatformConfigFault`).
+///
+/// The fields of `PlatformConfigFault` are in `platform_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchInstallFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `text`, from `PlatformConfigFault`.
-    pub text: String,
+    /// The fields `PatchInstallFailed` inherits from `PlatformConfigFault`.
+    pub platform_config_fault: PlatformConfigFault,
     /// `rolledBack`.
     pub rolled_back: bool,
 }
@@ -564,6 +382,19 @@ impl x::SchemaType for PatchInstallFailed {
     const TYPE_NAME: &'static str = "PatchInstallFailed";
 }
 impl x::Structure for PatchInstallFailed {}
+impl std::ops::Deref for PatchInstallFailed {
+    type Target = PlatformConfigFault;
+    #[inline]
+    fn deref(&self) -> &PlatformConfigFault {
+        &self.platform_config_fault
+    }
+}
+impl std::ops::DerefMut for PatchInstallFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PlatformConfigFault {
+        &mut self.platform_config_fault
+    }
+}
 impl x::Fields for PatchInstallFailed {
     fn decode_field(
         &mut self,
@@ -571,103 +402,100 @@ impl x::Fields for PatchInstallFailed {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "text" => r.read(&mut self.text),
             "rolledBack" => r.read(&mut self.rolled_back),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.platform_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("text", &self.text);
+        x::Fields::encode_fields(&self.platform_config_fault, w);
         w.write("rolledBack", &self.rolled_back);
     }
 }
 /// `PatchIntegrityError` (extends `PlatformConfigFault`).
+///
+/// The fields of `PlatformConfigFault` are in `platform_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchIntegrityError {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `text`, from `PlatformConfigFault`.
-    pub text: String,
+    /// The fields `PatchIntegrityError` inherits from `PlatformConfigFault`.
+    pub platform_config_fault: PlatformConfigFault,
 }
 impl x::SchemaType for PatchIntegrityError {
     const TYPE_NAME: &'static str = "PatchIntegrityError";
 }
 impl x::Structure for PatchIntegrityError {}
+impl std::ops::Deref for PatchIntegrityError {
+    type Target = PlatformConfigFault;
+    #[inline]
+    fn deref(&self) -> &PlatformConfigFault {
+        &self.platform_config_fault
+    }
+}
+impl std::ops::DerefMut for PatchIntegrityError {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PlatformConfigFault {
+        &mut self.platform_config_fault
+    }
+}
 impl x::Fields for PatchIntegrityError {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "text" => r.read(&mut self.text),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.platform_config_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("text", &self.text);
+        x::Fields::encode_fields(&self.platform_config_fault, w);
     }
 }
 /// `PatchMetadataCorrupted` (extends `PatchMetadataInvalid`).
+///
+/// The fields of `PatchMetadataInvalid` are in `patch_metadata_invalid`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchMetadataCorrupted {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `patchID`, from `PatchMetadataInvalid`.
-    pub patch_id: String,
-    /// `metaData`, from `PatchMetadataInvalid`.
-    pub meta_data: Vec<String>,
+    /// The fields `PatchMetadataCorrupted` inherits from `PatchMetadataInvalid`.
+    pub patch_metadata_invalid: PatchMetadataInvalid,
 }
 impl x::SchemaType for PatchMetadataCorrupted {
     const TYPE_NAME: &'static str = "PatchMetadataCorrupted";
 }
 impl x::Structure for PatchMetadataCorrupted {}
+impl std::ops::Deref for PatchMetadataCorrupted {
+    type Target = PatchMetadataInvalid;
+    #[inline]
+    fn deref(&self) -> &PatchMetadataInvalid {
+        &self.patch_metadata_invalid
+    }
+}
+impl std::ops::DerefMut for PatchMetadataCorrupted {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PatchMetadataInvalid {
+        &mut self.patch_metadata_invalid
+    }
+}
 impl x::Fields for PatchMetadataCorrupted {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "patchID" => r.read(&mut self.patch_id),
-            "metaData" => r.read_push(&mut self.meta_data),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.patch_metadata_invalid, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("patchID", &self.patch_id);
-        w.write_vec("metaData", &self.meta_data);
+        x::Fields::encode_fields(&self.patch_metadata_invalid, w);
     }
 }
 /// `PatchMetadataInvalid` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchMetadataInvalid {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `PatchMetadataInvalid` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `patchID`.
     pub patch_id: String,
     /// `metaData`.
@@ -677,6 +505,19 @@ impl x::SchemaType for PatchMetadataInvalid {
     const TYPE_NAME: &'static str = "PatchMetadataInvalid";
 }
 impl x::Structure for PatchMetadataInvalid {}
+impl std::ops::Deref for PatchMetadataInvalid {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for PatchMetadataInvalid {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for PatchMetadataInvalid {
     fn decode_field(
         &mut self,
@@ -684,70 +525,64 @@ impl x::Fields for PatchMetadataInvalid {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "patchID" => r.read(&mut self.patch_id),
             "metaData" => r.read_push(&mut self.meta_data),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("patchID", &self.patch_id);
         w.write_vec("metaData", &self.meta_data);
     }
 }
 /// `PatchMetadataNotFound` (extends `PatchMetadataInvalid`).
+///
+/// The fields of `PatchMetadataInvalid` are in `patch_metadata_invalid`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchMetadataNotFound {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `patchID`, from `PatchMetadataInvalid`.
-    pub patch_id: String,
-    /// `metaData`, from `PatchMetadataInvalid`.
-    pub meta_data: Vec<String>,
+    /// The fields `PatchMetadataNotFound` inherits from `PatchMetadataInvalid`.
+    pub patch_metadata_invalid: PatchMetadataInvalid,
 }
 impl x::SchemaType for PatchMetadataNotFound {
     const TYPE_NAME: &'static str = "PatchMetadataNotFound";
 }
 impl x::Structure for PatchMetadataNotFound {}
+impl std::ops::Deref for PatchMetadataNotFound {
+    type Target = PatchMetadataInvalid;
+    #[inline]
+    fn deref(&self) -> &PatchMetadataInvalid {
+        &self.patch_metadata_invalid
+    }
+}
+impl std::ops::DerefMut for PatchMetadataNotFound {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PatchMetadataInvalid {
+        &mut self.patch_metadata_invalid
+    }
+}
 impl x::Fields for PatchMetadataNotFound {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "patchID" => r.read(&mut self.patch_id),
-            "metaData" => r.read_push(&mut self.meta_data),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.patch_metadata_invalid, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("patchID", &self.patch_id);
-        w.write_vec("metaData", &self.meta_data);
+        x::Fields::encode_fields(&self.patch_metadata_invalid, w);
     }
 }
 /// `PatchMissingDependencies` (extends `PatchNotApplicable`).
+///
+/// The fields of `PatchNotApplicable` are in `patch_not_applicable`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchMissingDependencies {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `patchID`, from `PatchNotApplicable`.
-    pub patch_id: String,
+    /// The fields `PatchMissingDependencies` inherits from `PatchNotApplicable`.
+    pub patch_not_applicable: PatchNotApplicable,
     /// `prerequisitePatch`.
     pub prerequisite_patch: Vec<String>,
     /// `prerequisiteLib`.
@@ -757,6 +592,19 @@ impl x::SchemaType for PatchMissingDependencies {
     const TYPE_NAME: &'static str = "PatchMissingDependencies";
 }
 impl x::Structure for PatchMissingDependencies {}
+impl std::ops::Deref for PatchMissingDependencies {
+    type Target = PatchNotApplicable;
+    #[inline]
+    fn deref(&self) -> &PatchNotApplicable {
+        &self.patch_not_applicable
+    }
+}
+impl std::ops::DerefMut for PatchMissingDependencies {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PatchNotApplicable {
+        &mut self.patch_not_applicable
+    }
+}
 impl x::Fields for PatchMissingDependencies {
     fn decode_field(
         &mut self,
@@ -764,31 +612,26 @@ impl x::Fields for PatchMissingDependencies {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "patchID" => r.read(&mut self.patch_id),
             "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
             "prerequisiteLib" => r.read_push(&mut self.prerequisite_lib),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.patch_not_applicable, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("patchID", &self.patch_id);
+        x::Fields::encode_fields(&self.patch_not_applicable, w);
         w.write_vec("prerequisitePatch", &self.prerequisite_patch);
         w.write_vec("prerequisiteLib", &self.prerequisite_lib);
     }
 }
 /// `PatchNotApplicable` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchNotApplicable {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `PatchNotApplicable` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `patchID`.
     pub patch_id: String,
 }
@@ -796,6 +639,19 @@ impl x::SchemaType for PatchNotApplicable {
     const TYPE_NAME: &'static str = "PatchNotApplicable";
 }
 impl x::Structure for PatchNotApplicable {}
+impl std::ops::Deref for PatchNotApplicable {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for PatchNotApplicable {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for PatchNotApplicable {
     fn decode_field(
         &mut self,
@@ -803,29 +659,24 @@ impl x::Fields for PatchNotApplicable {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "patchID" => r.read(&mut self.patch_id),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("patchID", &self.patch_id);
     }
 }
 /// `PatchSuperseded` (extends `PatchNotApplicable`).
+///
+/// The fields of `PatchNotApplicable` are in `patch_not_applicable`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PatchSuperseded {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `patchID`, from `PatchNotApplicable`.
-    pub patch_id: String,
+    /// The fields `PatchSuperseded` inherits from `PatchNotApplicable`.
+    pub patch_not_applicable: PatchNotApplicable,
     /// `supersede`.
     pub supersede: Vec<String>,
 }
@@ -833,6 +684,19 @@ impl x::SchemaType for PatchSuperseded {
     const TYPE_NAME: &'static str = "PatchSuperseded";
 }
 impl x::Structure for PatchSuperseded {}
+impl std::ops::Deref for PatchSuperseded {
+    type Target = PatchNotApplicable;
+    #[inline]
+    fn deref(&self) -> &PatchNotApplicable {
+        &self.patch_not_applicable
+    }
+}
+impl std::ops::DerefMut for PatchSuperseded {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PatchNotApplicable {
+        &mut self.patch_not_applicable
+    }
+}
 impl x::Fields for PatchSuperseded {
     fn decode_field(
         &mut self,
@@ -840,19 +704,14 @@ impl x::Fields for PatchSuperseded {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "patchID" => r.read(&mut self.patch_id),
             "supersede" => r.read_push(&mut self.supersede),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.patch_not_applicable, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("patchID", &self.patch_id);
+        x::Fields::encode_fields(&self.patch_not_applicable, w);
         w.write_vec("supersede", &self.supersede);
     }
 }
@@ -951,10 +810,12 @@ impl x::ArrayItem for PerfCounterInfo {
     const ITEM_TAG: &'static str = "PerfCounterInfo";
 }
 /// `PerfEntityMetric` (extends `PerfEntityMetricBase`).
+///
+/// The fields of `PerfEntityMetricBase` are in `perf_entity_metric_base`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PerfEntityMetric {
-    /// `entity`, from `PerfEntityMetricBase`.
-    pub entity: x::ManagedObjectReference,
+    /// The fields `PerfEntityMetric` inherits from `PerfEntityMetricBase`.
+    pub perf_entity_metric_base: PerfEntityMetricBase,
     /// `sampleInfo`.
     pub sample_info: Vec<PerfSampleInfo>,
     /// `value`.
@@ -964,6 +825,19 @@ impl x::SchemaType for PerfEntityMetric {
     const TYPE_NAME: &'static str = "PerfEntityMetric";
 }
 impl x::Structure for PerfEntityMetric {}
+impl std::ops::Deref for PerfEntityMetric {
+    type Target = PerfEntityMetricBase;
+    #[inline]
+    fn deref(&self) -> &PerfEntityMetricBase {
+        &self.perf_entity_metric_base
+    }
+}
+impl std::ops::DerefMut for PerfEntityMetric {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PerfEntityMetricBase {
+        &mut self.perf_entity_metric_base
+    }
+}
 impl x::Fields for PerfEntityMetric {
     fn decode_field(
         &mut self,
@@ -971,16 +845,21 @@ impl x::Fields for PerfEntityMetric {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "entity" => r.read(&mut self.entity),
             "sampleInfo" => r.read_push(&mut self.sample_info),
             "value" => r.read_push(&mut self.value),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.perf_entity_metric_base,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("entity", &self.entity);
+        x::Fields::encode_fields(&self.perf_entity_metric_base, w);
         w.write_vec("sampleInfo", &self.sample_info);
         w.write_vec("value", &self.value);
     }
@@ -1015,10 +894,12 @@ impl x::Fields for PerfEntityMetricBase {
     }
 }
 /// `PerfEntityMetricCSV` (extends `PerfEntityMetricBase`).
+///
+/// The fields of `PerfEntityMetricBase` are in `perf_entity_metric_base`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PerfEntityMetricCSV {
-    /// `entity`, from `PerfEntityMetricBase`.
-    pub entity: x::ManagedObjectReference,
+    /// The fields `PerfEntityMetricCSV` inherits from `PerfEntityMetricBase`.
+    pub perf_entity_metric_base: PerfEntityMetricBase,
     /// `sampleInfoCSV`.
     pub sample_info_csv: String,
     /// `value`.
@@ -1028,6 +909,19 @@ impl x::SchemaType for PerfEntityMetricCSV {
     const TYPE_NAME: &'static str = "PerfEntityMetricCSV";
 }
 impl x::Structure for PerfEntityMetricCSV {}
+impl std::ops::Deref for PerfEntityMetricCSV {
+    type Target = PerfEntityMetricBase;
+    #[inline]
+    fn deref(&self) -> &PerfEntityMetricBase {
+        &self.perf_entity_metric_base
+    }
+}
+impl std::ops::DerefMut for PerfEntityMetricCSV {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PerfEntityMetricBase {
+        &mut self.perf_entity_metric_base
+    }
+}
 impl x::Fields for PerfEntityMetricCSV {
     fn decode_field(
         &mut self,
@@ -1035,16 +929,21 @@ impl x::Fields for PerfEntityMetricCSV {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "entity" => r.read(&mut self.entity),
             "sampleInfoCSV" => r.read(&mut self.sample_info_csv),
             "value" => r.read_push(&mut self.value),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.perf_entity_metric_base,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("entity", &self.entity);
+        x::Fields::encode_fields(&self.perf_entity_metric_base, w);
         w.write("sampleInfoCSV", &self.sample_info_csv);
         w.write_vec("value", &self.value);
     }
@@ -1136,10 +1035,12 @@ impl x::ArrayItem for PerfMetricId {
     const ITEM_TAG: &'static str = "PerfMetricId";
 }
 /// `PerfMetricIntSeries` (extends `PerfMetricSeries`).
+///
+/// The fields of `PerfMetricSeries` are in `perf_metric_series`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PerfMetricIntSeries {
-    /// `id`, from `PerfMetricSeries`.
-    pub id: PerfMetricId,
+    /// The fields `PerfMetricIntSeries` inherits from `PerfMetricSeries`.
+    pub perf_metric_series: PerfMetricSeries,
     /// `value`.
     pub value: Vec<i64>,
 }
@@ -1147,6 +1048,19 @@ impl x::SchemaType for PerfMetricIntSeries {
     const TYPE_NAME: &'static str = "PerfMetricIntSeries";
 }
 impl x::Structure for PerfMetricIntSeries {}
+impl std::ops::Deref for PerfMetricIntSeries {
+    type Target = PerfMetricSeries;
+    #[inline]
+    fn deref(&self) -> &PerfMetricSeries {
+        &self.perf_metric_series
+    }
+}
+impl std::ops::DerefMut for PerfMetricIntSeries {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PerfMetricSeries {
+        &mut self.perf_metric_series
+    }
+}
 impl x::Fields for PerfMetricIntSeries {
     fn decode_field(
         &mut self,
@@ -1154,15 +1068,14 @@ impl x::Fields for PerfMetricIntSeries {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
             "value" => r.read_push(&mut self.value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.perf_metric_series, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
+        x::Fields::encode_fields(&self.perf_metric_series, w);
         w.write_vec("value", &self.value);
     }
 }
@@ -1196,10 +1109,12 @@ impl x::Fields for PerfMetricSeries {
     }
 }
 /// `PerfMetricSeriesCSV` (extends `PerfMetricSeries`).
+///
+/// The fields of `PerfMetricSeries` are in `perf_metric_series`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PerfMetricSeriesCSV {
-    /// `id`, from `PerfMetricSeries`.
-    pub id: PerfMetricId,
+    /// The fields `PerfMetricSeriesCSV` inherits from `PerfMetricSeries`.
+    pub perf_metric_series: PerfMetricSeries,
     /// `value`.
     pub value: Option<String>,
 }
@@ -1207,6 +1122,19 @@ impl x::SchemaType for PerfMetricSeriesCSV {
     const TYPE_NAME: &'static str = "PerfMetricSeriesCSV";
 }
 impl x::Structure for PerfMetricSeriesCSV {}
+impl std::ops::Deref for PerfMetricSeriesCSV {
+    type Target = PerfMetricSeries;
+    #[inline]
+    fn deref(&self) -> &PerfMetricSeries {
+        &self.perf_metric_series
+    }
+}
+impl std::ops::DerefMut for PerfMetricSeriesCSV {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PerfMetricSeries {
+        &mut self.perf_metric_series
+    }
+}
 impl x::Fields for PerfMetricSeriesCSV {
     fn decode_field(
         &mut self,
@@ -1214,15 +1142,14 @@ impl x::Fields for PerfMetricSeriesCSV {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
             "value" => r.read_opt(&mut self.value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.perf_metric_series, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
+        x::Fields::encode_fields(&self.perf_metric_series, w);
         w.write_opt("value", &self.value);
     }
 }

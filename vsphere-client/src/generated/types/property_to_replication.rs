@@ -167,12 +167,12 @@ impl x::ArrayItem for PropertySpec {
     const ITEM_TAG: &'static str = "PropertySpec";
 }
 /// `QuarantineModeFault` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QuarantineModeFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `QuarantineModeFault` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `vmName`.
     pub vm_name: String,
     /// `faultType`.
@@ -182,6 +182,19 @@ impl x::SchemaType for QuarantineModeFault {
     const TYPE_NAME: &'static str = "QuarantineModeFault";
 }
 impl x::Structure for QuarantineModeFault {}
+impl std::ops::Deref for QuarantineModeFault {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for QuarantineModeFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for QuarantineModeFault {
     fn decode_field(
         &mut self,
@@ -189,29 +202,26 @@ impl x::Fields for QuarantineModeFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vmName" => r.read(&mut self.vm_name),
             "faultType" => r.read(&mut self.fault_type),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write("vmName", &self.vm_name);
         w.write("faultType", &self.fault_type);
     }
 }
 /// `QuestionPending` (extends `InvalidState`).
+///
+/// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QuestionPending {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `QuestionPending` inherits from `InvalidState`.
+    pub invalid_state: InvalidState,
     /// `text`.
     pub text: String,
 }
@@ -219,6 +229,19 @@ impl x::SchemaType for QuestionPending {
     const TYPE_NAME: &'static str = "QuestionPending";
 }
 impl x::Structure for QuestionPending {}
+impl std::ops::Deref for QuestionPending {
+    type Target = InvalidState;
+    #[inline]
+    fn deref(&self) -> &InvalidState {
+        &self.invalid_state
+    }
+}
+impl std::ops::DerefMut for QuestionPending {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidState {
+        &mut self.invalid_state
+    }
+}
 impl x::Fields for QuestionPending {
     fn decode_field(
         &mut self,
@@ -226,31 +249,24 @@ impl x::Fields for QuestionPending {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "text" => r.read(&mut self.text),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_state, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.invalid_state, w);
         w.write("text", &self.text);
     }
 }
 /// `QuiesceDatastoreIOForHAFailed` (extends `ResourceInUse`).
+///
+/// The fields of `ResourceInUse` are in `resource_in_use`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QuiesceDatastoreIOForHAFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `type`, from `ResourceInUse`.
-    pub type_: Option<String>,
-    /// `name`, from `ResourceInUse`.
-    pub name: Option<String>,
+    /// The fields `QuiesceDatastoreIOForHAFailed` inherits from `ResourceInUse`.
+    pub resource_in_use: ResourceInUse,
     /// `host`.
     pub host: x::ManagedObjectReference,
     /// `hostName`.
@@ -264,6 +280,19 @@ impl x::SchemaType for QuiesceDatastoreIOForHAFailed {
     const TYPE_NAME: &'static str = "QuiesceDatastoreIOForHAFailed";
 }
 impl x::Structure for QuiesceDatastoreIOForHAFailed {}
+impl std::ops::Deref for QuiesceDatastoreIOForHAFailed {
+    type Target = ResourceInUse;
+    #[inline]
+    fn deref(&self) -> &ResourceInUse {
+        &self.resource_in_use
+    }
+}
+impl std::ops::DerefMut for QuiesceDatastoreIOForHAFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ResourceInUse {
+        &mut self.resource_in_use
+    }
+}
 impl x::Fields for QuiesceDatastoreIOForHAFailed {
     fn decode_field(
         &mut self,
@@ -271,24 +300,17 @@ impl x::Fields for QuiesceDatastoreIOForHAFailed {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "type" => r.read_opt(&mut self.type_),
-            "name" => r.read_opt(&mut self.name),
             "host" => r.read(&mut self.host),
             "hostName" => r.read(&mut self.host_name),
             "ds" => r.read(&mut self.ds),
             "dsName" => r.read(&mut self.ds_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.resource_in_use, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("type", &self.type_);
-        w.write_opt("name", &self.name);
+        x::Fields::encode_fields(&self.resource_in_use, w);
         w.write("host", &self.host);
         w.write("hostName", &self.host_name);
         w.write("ds", &self.ds);
@@ -296,12 +318,12 @@ impl x::Fields for QuiesceDatastoreIOForHAFailed {
     }
 }
 /// `RDMConversionNotSupported` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RDMConversionNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `RDMConversionNotSupported` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
     /// `device`.
     pub device: String,
 }
@@ -309,6 +331,19 @@ impl x::SchemaType for RDMConversionNotSupported {
     const TYPE_NAME: &'static str = "RDMConversionNotSupported";
 }
 impl x::Structure for RDMConversionNotSupported {}
+impl std::ops::Deref for RDMConversionNotSupported {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for RDMConversionNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for RDMConversionNotSupported {
     fn decode_field(
         &mut self,
@@ -316,27 +351,24 @@ impl x::Fields for RDMConversionNotSupported {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "device" => r.read(&mut self.device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
         w.write("device", &self.device);
     }
 }
 /// `RDMNotPreserved` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RDMNotPreserved {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `RDMNotPreserved` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
     /// `device`.
     pub device: String,
 }
@@ -344,6 +376,19 @@ impl x::SchemaType for RDMNotPreserved {
     const TYPE_NAME: &'static str = "RDMNotPreserved";
 }
 impl x::Structure for RDMNotPreserved {}
+impl std::ops::Deref for RDMNotPreserved {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for RDMNotPreserved {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for RDMNotPreserved {
     fn decode_field(
         &mut self,
@@ -351,66 +396,62 @@ impl x::Fields for RDMNotPreserved {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "device" => r.read(&mut self.device),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
         w.write("device", &self.device);
     }
 }
 /// `RDMNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RDMNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
+    /// The fields `RDMNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
 }
 impl x::SchemaType for RDMNotSupported {
     const TYPE_NAME: &'static str = "RDMNotSupported";
 }
 impl x::Structure for RDMNotSupported {}
+impl std::ops::Deref for RDMNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+impl std::ops::DerefMut for RDMNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
 impl x::Fields for RDMNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.device_not_supported, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
 /// `RDMNotSupportedOnDatastore` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RDMNotSupportedOnDatastore {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `RDMNotSupportedOnDatastore` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `device`.
     pub device: String,
     /// `datastore`.
@@ -422,6 +463,19 @@ impl x::SchemaType for RDMNotSupportedOnDatastore {
     const TYPE_NAME: &'static str = "RDMNotSupportedOnDatastore";
 }
 impl x::Structure for RDMNotSupportedOnDatastore {}
+impl std::ops::Deref for RDMNotSupportedOnDatastore {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for RDMNotSupportedOnDatastore {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for RDMNotSupportedOnDatastore {
     fn decode_field(
         &mut self,
@@ -429,148 +483,142 @@ impl x::Fields for RDMNotSupportedOnDatastore {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "device" => r.read(&mut self.device),
             "datastore" => r.read(&mut self.datastore),
             "datastoreName" => r.read(&mut self.datastore_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write("device", &self.device);
         w.write("datastore", &self.datastore);
         w.write("datastoreName", &self.datastore_name);
     }
 }
 /// `RDMPointsToInaccessibleDisk` (extends `CannotAccessVmDisk`).
+///
+/// The fields of `CannotAccessVmDisk` are in `cannot_access_vm_disk`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RDMPointsToInaccessibleDisk {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `CannotAccessVmDevice`.
-    pub device: String,
-    /// `backing`, from `CannotAccessVmDevice`.
-    pub backing: String,
-    /// `connected`, from `CannotAccessVmDevice`.
-    pub connected: bool,
-    /// `fault`, from `CannotAccessVmDisk`.
-    pub fault: LocalizedMethodFault,
+    /// The fields `RDMPointsToInaccessibleDisk` inherits from `CannotAccessVmDisk`.
+    pub cannot_access_vm_disk: CannotAccessVmDisk,
 }
 impl x::SchemaType for RDMPointsToInaccessibleDisk {
     const TYPE_NAME: &'static str = "RDMPointsToInaccessibleDisk";
 }
 impl x::Structure for RDMPointsToInaccessibleDisk {}
+impl std::ops::Deref for RDMPointsToInaccessibleDisk {
+    type Target = CannotAccessVmDisk;
+    #[inline]
+    fn deref(&self) -> &CannotAccessVmDisk {
+        &self.cannot_access_vm_disk
+    }
+}
+impl std::ops::DerefMut for RDMPointsToInaccessibleDisk {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CannotAccessVmDisk {
+        &mut self.cannot_access_vm_disk
+    }
+}
 impl x::Fields for RDMPointsToInaccessibleDisk {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "backing" => r.read(&mut self.backing),
-            "connected" => r.read(&mut self.connected),
-            "fault" => r.read(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.cannot_access_vm_disk, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write("backing", &self.backing);
-        w.write("connected", &self.connected);
-        w.write("fault", &self.fault);
+        x::Fields::encode_fields(&self.cannot_access_vm_disk, w);
     }
 }
 /// `RawDiskNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RawDiskNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
+    /// The fields `RawDiskNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
 }
 impl x::SchemaType for RawDiskNotSupported {
     const TYPE_NAME: &'static str = "RawDiskNotSupported";
 }
 impl x::Structure for RawDiskNotSupported {}
+impl std::ops::Deref for RawDiskNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+impl std::ops::DerefMut for RawDiskNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
 impl x::Fields for RawDiskNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.device_not_supported, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
 /// `ReadHostResourcePoolTreeFailed` (extends `HostConnectFault`).
+///
+/// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReadHostResourcePoolTreeFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReadHostResourcePoolTreeFailed` inherits from `HostConnectFault`.
+    pub host_connect_fault: HostConnectFault,
 }
 impl x::SchemaType for ReadHostResourcePoolTreeFailed {
     const TYPE_NAME: &'static str = "ReadHostResourcePoolTreeFailed";
 }
 impl x::Structure for ReadHostResourcePoolTreeFailed {}
+impl std::ops::Deref for ReadHostResourcePoolTreeFailed {
+    type Target = HostConnectFault;
+    #[inline]
+    fn deref(&self) -> &HostConnectFault {
+        &self.host_connect_fault
+    }
+}
+impl std::ops::DerefMut for ReadHostResourcePoolTreeFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConnectFault {
+        &mut self.host_connect_fault
+    }
+}
 impl x::Fields for ReadHostResourcePoolTreeFailed {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_connect_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_connect_fault, w);
     }
 }
 /// `ReadOnlyDisksWithLegacyDestination` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReadOnlyDisksWithLegacyDestination {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReadOnlyDisksWithLegacyDestination` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
     /// `roDiskCount`.
     pub ro_disk_count: i32,
     /// `timeoutDanger`.
@@ -580,6 +628,19 @@ impl x::SchemaType for ReadOnlyDisksWithLegacyDestination {
     const TYPE_NAME: &'static str = "ReadOnlyDisksWithLegacyDestination";
 }
 impl x::Structure for ReadOnlyDisksWithLegacyDestination {}
+impl std::ops::Deref for ReadOnlyDisksWithLegacyDestination {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for ReadOnlyDisksWithLegacyDestination {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for ReadOnlyDisksWithLegacyDestination {
     fn decode_field(
         &mut self,
@@ -587,29 +648,26 @@ impl x::Fields for ReadOnlyDisksWithLegacyDestination {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "roDiskCount" => r.read(&mut self.ro_disk_count),
             "timeoutDanger" => r.read(&mut self.timeout_danger),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
         w.write("roDiskCount", &self.ro_disk_count);
         w.write("timeoutDanger", &self.timeout_danger);
     }
 }
 /// `RebootRequired` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RebootRequired {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `RebootRequired` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `patch`.
     pub patch: Option<String>,
 }
@@ -617,6 +675,19 @@ impl x::SchemaType for RebootRequired {
     const TYPE_NAME: &'static str = "RebootRequired";
 }
 impl x::Structure for RebootRequired {}
+impl std::ops::Deref for RebootRequired {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for RebootRequired {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for RebootRequired {
     fn decode_field(
         &mut self,
@@ -624,88 +695,62 @@ impl x::Fields for RebootRequired {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "patch" => r.read_opt(&mut self.patch),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write_opt("patch", &self.patch);
     }
 }
 /// `RecordReplayDisabled` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RecordReplayDisabled {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `RecordReplayDisabled` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for RecordReplayDisabled {
     const TYPE_NAME: &'static str = "RecordReplayDisabled";
 }
 impl x::Structure for RecordReplayDisabled {}
+impl std::ops::Deref for RecordReplayDisabled {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for RecordReplayDisabled {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for RecordReplayDisabled {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `RecoveryEvent` (extends `DvsEvent`).
+///
+/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RecoveryEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `RecoveryEvent` inherits from `DvsEvent`.
+    pub dvs_event: DvsEvent,
     /// `hostName`.
     pub host_name: String,
     /// `portKey`.
@@ -719,6 +764,19 @@ impl x::SchemaType for RecoveryEvent {
     const TYPE_NAME: &'static str = "RecoveryEvent";
 }
 impl x::Structure for RecoveryEvent {}
+impl std::ops::Deref for RecoveryEvent {
+    type Target = DvsEvent;
+    #[inline]
+    fn deref(&self) -> &DvsEvent {
+        &self.dvs_event
+    }
+}
+impl std::ops::DerefMut for RecoveryEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsEvent {
+        &mut self.dvs_event
+    }
+}
 impl x::Fields for RecoveryEvent {
     fn decode_field(
         &mut self,
@@ -726,50 +784,17 @@ impl x::Fields for RecoveryEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "hostName" => r.read(&mut self.host_name),
             "portKey" => r.read(&mut self.port_key),
             "dvsUuid" => r.read_opt(&mut self.dvs_uuid),
             "vnic" => r.read_opt(&mut self.vnic),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.dvs_event, w);
         w.write("hostName", &self.host_name);
         w.write("portKey", &self.port_key);
         w.write_opt("dvsUuid", &self.dvs_uuid);
@@ -777,12 +802,12 @@ impl x::Fields for RecoveryEvent {
     }
 }
 /// `RecurrentTaskScheduler` (extends `TaskScheduler`).
+///
+/// The fields of `TaskScheduler` are in `task_scheduler`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RecurrentTaskScheduler {
-    /// `activeTime`, from `TaskScheduler`.
-    pub active_time: Option<x::DateTime>,
-    /// `expireTime`, from `TaskScheduler`.
-    pub expire_time: Option<x::DateTime>,
+    /// The fields `RecurrentTaskScheduler` inherits from `TaskScheduler`.
+    pub task_scheduler: TaskScheduler,
     /// `interval`.
     pub interval: i32,
 }
@@ -790,6 +815,19 @@ impl x::SchemaType for RecurrentTaskScheduler {
     const TYPE_NAME: &'static str = "RecurrentTaskScheduler";
 }
 impl x::Structure for RecurrentTaskScheduler {}
+impl std::ops::Deref for RecurrentTaskScheduler {
+    type Target = TaskScheduler;
+    #[inline]
+    fn deref(&self) -> &TaskScheduler {
+        &self.task_scheduler
+    }
+}
+impl std::ops::DerefMut for RecurrentTaskScheduler {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut TaskScheduler {
+        &mut self.task_scheduler
+    }
+}
 impl x::Fields for RecurrentTaskScheduler {
     fn decode_field(
         &mut self,
@@ -797,17 +835,14 @@ impl x::Fields for RecurrentTaskScheduler {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "activeTime" => r.read_opt(&mut self.active_time),
-            "expireTime" => r.read_opt(&mut self.expire_time),
             "interval" => r.read(&mut self.interval),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.task_scheduler, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("activeTime", &self.active_time);
-        w.write_opt("expireTime", &self.expire_time);
+        x::Fields::encode_fields(&self.task_scheduler, w);
         w.write("interval", &self.interval);
     }
 }
@@ -851,195 +886,155 @@ impl x::ArrayItem for Relation {
     const ITEM_TAG: &'static str = "Relation";
 }
 /// `RemoteDeviceNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RemoteDeviceNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
+    /// The fields `RemoteDeviceNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
 }
 impl x::SchemaType for RemoteDeviceNotSupported {
     const TYPE_NAME: &'static str = "RemoteDeviceNotSupported";
 }
 impl x::Structure for RemoteDeviceNotSupported {}
+impl std::ops::Deref for RemoteDeviceNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+impl std::ops::DerefMut for RemoteDeviceNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
 impl x::Fields for RemoteDeviceNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.device_not_supported, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
 /// `RemoteTSMEnabledEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RemoteTSMEnabledEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `RemoteTSMEnabledEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
 }
 impl x::SchemaType for RemoteTSMEnabledEvent {
     const TYPE_NAME: &'static str = "RemoteTSMEnabledEvent";
 }
 impl x::Structure for RemoteTSMEnabledEvent {}
+impl std::ops::Deref for RemoteTSMEnabledEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for RemoteTSMEnabledEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
 impl x::Fields for RemoteTSMEnabledEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.host_event, w);
     }
 }
 /// `RemoveFailed` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RemoveFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `RemoveFailed` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for RemoveFailed {
     const TYPE_NAME: &'static str = "RemoveFailed";
 }
 impl x::Structure for RemoveFailed {}
+impl std::ops::Deref for RemoveFailed {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for RemoveFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for RemoveFailed {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `ReplicationConfigFault` (extends `ReplicationFault`).
+///
+/// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicationConfigFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReplicationConfigFault` inherits from `ReplicationFault`.
+    pub replication_fault: ReplicationFault,
 }
 impl x::SchemaType for ReplicationConfigFault {
     const TYPE_NAME: &'static str = "ReplicationConfigFault";
 }
 impl x::Structure for ReplicationConfigFault {}
+impl std::ops::Deref for ReplicationConfigFault {
+    type Target = ReplicationFault;
+    #[inline]
+    fn deref(&self) -> &ReplicationFault {
+        &self.replication_fault
+    }
+}
+impl std::ops::DerefMut for ReplicationConfigFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ReplicationFault {
+        &mut self.replication_fault
+    }
+}
 impl x::Fields for ReplicationConfigFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.replication_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.replication_fault, w);
     }
 }
 /// `ReplicationConfigSpec` (extends `DynamicData`).
@@ -1178,12 +1173,12 @@ impl x::Fields for ReplicationConfigSpec {
     }
 }
 /// `ReplicationDiskConfigFault` (extends `ReplicationConfigFault`).
+///
+/// The fields of `ReplicationConfigFault` are in `replication_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicationDiskConfigFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReplicationDiskConfigFault` inherits from `ReplicationConfigFault`.
+    pub replication_config_fault: ReplicationConfigFault,
     /// `reason`.
     pub reason: Option<String>,
     /// `vmRef`.
@@ -1195,6 +1190,19 @@ impl x::SchemaType for ReplicationDiskConfigFault {
     const TYPE_NAME: &'static str = "ReplicationDiskConfigFault";
 }
 impl x::Structure for ReplicationDiskConfigFault {}
+impl std::ops::Deref for ReplicationDiskConfigFault {
+    type Target = ReplicationConfigFault;
+    #[inline]
+    fn deref(&self) -> &ReplicationConfigFault {
+        &self.replication_config_fault
+    }
+}
+impl std::ops::DerefMut for ReplicationDiskConfigFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ReplicationConfigFault {
+        &mut self.replication_config_fault
+    }
+}
 impl x::Fields for ReplicationDiskConfigFault {
     fn decode_field(
         &mut self,
@@ -1202,53 +1210,63 @@ impl x::Fields for ReplicationDiskConfigFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "reason" => r.read_opt(&mut self.reason),
             "vmRef" => r.read_opt(&mut self.vm_ref),
             "key" => r.read_opt(&mut self.key),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.replication_config_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.replication_config_fault, w);
         w.write_opt("reason", &self.reason);
         w.write_opt("vmRef", &self.vm_ref);
         w.write_opt("key", &self.key);
     }
 }
 /// `ReplicationFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicationFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReplicationFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for ReplicationFault {
     const TYPE_NAME: &'static str = "ReplicationFault";
 }
 impl x::Structure for ReplicationFault {}
+impl std::ops::Deref for ReplicationFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for ReplicationFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for ReplicationFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `ReplicationGroupId` (extends `DynamicData`).
@@ -1283,34 +1301,41 @@ impl x::Fields for ReplicationGroupId {
     }
 }
 /// `ReplicationIncompatibleWithFT` (extends `ReplicationFault`).
+///
+/// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicationIncompatibleWithFT {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReplicationIncompatibleWithFT` inherits from `ReplicationFault`.
+    pub replication_fault: ReplicationFault,
 }
 impl x::SchemaType for ReplicationIncompatibleWithFT {
     const TYPE_NAME: &'static str = "ReplicationIncompatibleWithFT";
 }
 impl x::Structure for ReplicationIncompatibleWithFT {}
+impl std::ops::Deref for ReplicationIncompatibleWithFT {
+    type Target = ReplicationFault;
+    #[inline]
+    fn deref(&self) -> &ReplicationFault {
+        &self.replication_fault
+    }
+}
+impl std::ops::DerefMut for ReplicationIncompatibleWithFT {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ReplicationFault {
+        &mut self.replication_fault
+    }
+}
 impl x::Fields for ReplicationIncompatibleWithFT {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.replication_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.replication_fault, w);
     }
 }
 /// `ReplicationInfoDiskSettings` (extends `DynamicData`).
@@ -1349,12 +1374,12 @@ impl x::ArrayItem for ReplicationInfoDiskSettings {
     const ITEM_TAG: &'static str = "ReplicationInfoDiskSettings";
 }
 /// `ReplicationInvalidOptions` (extends `ReplicationFault`).
+///
+/// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicationInvalidOptions {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReplicationInvalidOptions` inherits from `ReplicationFault`.
+    pub replication_fault: ReplicationFault,
     /// `options`.
     pub options: String,
     /// `entity`.
@@ -1364,6 +1389,19 @@ impl x::SchemaType for ReplicationInvalidOptions {
     const TYPE_NAME: &'static str = "ReplicationInvalidOptions";
 }
 impl x::Structure for ReplicationInvalidOptions {}
+impl std::ops::Deref for ReplicationInvalidOptions {
+    type Target = ReplicationFault;
+    #[inline]
+    fn deref(&self) -> &ReplicationFault {
+        &self.replication_fault
+    }
+}
+impl std::ops::DerefMut for ReplicationInvalidOptions {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ReplicationFault {
+        &mut self.replication_fault
+    }
+}
 impl x::Fields for ReplicationInvalidOptions {
     fn decode_field(
         &mut self,
@@ -1371,51 +1409,55 @@ impl x::Fields for ReplicationInvalidOptions {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "options" => r.read(&mut self.options),
             "entity" => r.read_opt(&mut self.entity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.replication_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.replication_fault, w);
         w.write("options", &self.options);
         w.write_opt("entity", &self.entity);
     }
 }
 /// `ReplicationNotSupportedOnHost` (extends `ReplicationFault`).
+///
+/// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicationNotSupportedOnHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReplicationNotSupportedOnHost` inherits from `ReplicationFault`.
+    pub replication_fault: ReplicationFault,
 }
 impl x::SchemaType for ReplicationNotSupportedOnHost {
     const TYPE_NAME: &'static str = "ReplicationNotSupportedOnHost";
 }
 impl x::Structure for ReplicationNotSupportedOnHost {}
+impl std::ops::Deref for ReplicationNotSupportedOnHost {
+    type Target = ReplicationFault;
+    #[inline]
+    fn deref(&self) -> &ReplicationFault {
+        &self.replication_fault
+    }
+}
+impl std::ops::DerefMut for ReplicationNotSupportedOnHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ReplicationFault {
+        &mut self.replication_fault
+    }
+}
 impl x::Fields for ReplicationNotSupportedOnHost {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.replication_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.replication_fault, w);
     }
 }
 /// `ReplicationSpec` (extends `DynamicData`).
@@ -1446,12 +1488,12 @@ impl x::Fields for ReplicationSpec {
     }
 }
 /// `ReplicationVmConfigFault` (extends `ReplicationConfigFault`).
+///
+/// The fields of `ReplicationConfigFault` are in `replication_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicationVmConfigFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReplicationVmConfigFault` inherits from `ReplicationConfigFault`.
+    pub replication_config_fault: ReplicationConfigFault,
     /// `reason`.
     pub reason: Option<String>,
     /// `vmRef`.
@@ -1461,6 +1503,19 @@ impl x::SchemaType for ReplicationVmConfigFault {
     const TYPE_NAME: &'static str = "ReplicationVmConfigFault";
 }
 impl x::Structure for ReplicationVmConfigFault {}
+impl std::ops::Deref for ReplicationVmConfigFault {
+    type Target = ReplicationConfigFault;
+    #[inline]
+    fn deref(&self) -> &ReplicationConfigFault {
+        &self.replication_config_fault
+    }
+}
+impl std::ops::DerefMut for ReplicationVmConfigFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ReplicationConfigFault {
+        &mut self.replication_config_fault
+    }
+}
 impl x::Fields for ReplicationVmConfigFault {
     fn decode_field(
         &mut self,
@@ -1468,29 +1523,32 @@ impl x::Fields for ReplicationVmConfigFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "reason" => r.read_opt(&mut self.reason),
             "vmRef" => r.read_opt(&mut self.vm_ref),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.replication_config_fault,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.replication_config_fault, w);
         w.write_opt("reason", &self.reason);
         w.write_opt("vmRef", &self.vm_ref);
     }
 }
 /// `ReplicationVmFault` (extends `ReplicationFault`).
+///
+/// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicationVmFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `ReplicationVmFault` inherits from `ReplicationFault`.
+    pub replication_fault: ReplicationFault,
     /// `reason`.
     pub reason: String,
     /// `state`.
@@ -1504,6 +1562,19 @@ impl x::SchemaType for ReplicationVmFault {
     const TYPE_NAME: &'static str = "ReplicationVmFault";
 }
 impl x::Structure for ReplicationVmFault {}
+impl std::ops::Deref for ReplicationVmFault {
+    type Target = ReplicationFault;
+    #[inline]
+    fn deref(&self) -> &ReplicationFault {
+        &self.replication_fault
+    }
+}
+impl std::ops::DerefMut for ReplicationVmFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ReplicationFault {
+        &mut self.replication_fault
+    }
+}
 impl x::Fields for ReplicationVmFault {
     fn decode_field(
         &mut self,
@@ -1511,20 +1582,17 @@ impl x::Fields for ReplicationVmFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "reason" => r.read(&mut self.reason),
             "state" => r.read_opt(&mut self.state),
             "instanceId" => r.read_opt(&mut self.instance_id),
             "vm" => r.read(&mut self.vm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.replication_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.replication_fault, w);
         w.write("reason", &self.reason);
         w.write_opt("state", &self.state);
         w.write_opt("instanceId", &self.instance_id);
@@ -1532,20 +1600,12 @@ impl x::Fields for ReplicationVmFault {
     }
 }
 /// `ReplicationVmInProgressFault` (extends `ReplicationVmFault`).
+///
+/// The fields of `ReplicationVmFault` are in `replication_vm_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReplicationVmInProgressFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `reason`, from `ReplicationVmFault`.
-    pub reason: String,
-    /// `state`, from `ReplicationVmFault`.
-    pub state: Option<String>,
-    /// `instanceId`, from `ReplicationVmFault`.
-    pub instance_id: Option<String>,
-    /// `vm`, from `ReplicationVmFault`.
-    pub vm: x::ManagedObjectReference,
+    /// The fields `ReplicationVmInProgressFault` inherits from `ReplicationVmFault`.
+    pub replication_vm_fault: ReplicationVmFault,
     /// `requestedActivity`.
     pub requested_activity: String,
     /// `inProgressActivity`.
@@ -1555,6 +1615,19 @@ impl x::SchemaType for ReplicationVmInProgressFault {
     const TYPE_NAME: &'static str = "ReplicationVmInProgressFault";
 }
 impl x::Structure for ReplicationVmInProgressFault {}
+impl std::ops::Deref for ReplicationVmInProgressFault {
+    type Target = ReplicationVmFault;
+    #[inline]
+    fn deref(&self) -> &ReplicationVmFault {
+        &self.replication_vm_fault
+    }
+}
+impl std::ops::DerefMut for ReplicationVmInProgressFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ReplicationVmFault {
+        &mut self.replication_vm_fault
+    }
+}
 impl x::Fields for ReplicationVmInProgressFault {
     fn decode_field(
         &mut self,
@@ -1562,26 +1635,15 @@ impl x::Fields for ReplicationVmInProgressFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "reason" => r.read(&mut self.reason),
-            "state" => r.read_opt(&mut self.state),
-            "instanceId" => r.read_opt(&mut self.instance_id),
-            "vm" => r.read(&mut self.vm),
             "requestedActivity" => r.read(&mut self.requested_activity),
             "inProgressActivity" => r.read(&mut self.in_progress_activity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.replication_vm_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("reason", &self.reason);
-        w.write_opt("state", &self.state);
-        w.write_opt("instanceId", &self.instance_id);
-        w.write("vm", &self.vm);
+        x::Fields::encode_fields(&self.replication_vm_fault, w);
         w.write("requestedActivity", &self.requested_activity);
         w.write("inProgressActivity", &self.in_progress_activity);
     }

@@ -6,10 +6,12 @@ use super::*;
 use crate::xml as x;
 
 /// `StringExpression` (extends `NegatableExpression`).
+///
+/// The fields of `NegatableExpression` are in `negatable_expression`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StringExpression {
-    /// `negate`, from `NegatableExpression`.
-    pub negate: Option<bool>,
+    /// The fields `StringExpression` inherits from `NegatableExpression`.
+    pub negatable_expression: NegatableExpression,
     /// `value`.
     pub value: Option<String>,
 }
@@ -17,6 +19,19 @@ impl x::SchemaType for StringExpression {
     const TYPE_NAME: &'static str = "StringExpression";
 }
 impl x::Structure for StringExpression {}
+impl std::ops::Deref for StringExpression {
+    type Target = NegatableExpression;
+    #[inline]
+    fn deref(&self) -> &NegatableExpression {
+        &self.negatable_expression
+    }
+}
+impl std::ops::DerefMut for StringExpression {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NegatableExpression {
+        &mut self.negatable_expression
+    }
+}
 impl x::Fields for StringExpression {
     fn decode_field(
         &mut self,
@@ -24,23 +39,24 @@ impl x::Fields for StringExpression {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "negate" => r.read_opt(&mut self.negate),
             "value" => r.read_opt(&mut self.value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.negatable_expression, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("negate", &self.negate);
+        x::Fields::encode_fields(&self.negatable_expression, w);
         w.write_opt("value", &self.value);
     }
 }
 /// `StringOption` (extends `OptionType`).
+///
+/// The fields of `OptionType` are in `option_type`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StringOption {
-    /// `valueIsReadonly`, from `OptionType`.
-    pub value_is_readonly: Option<bool>,
+    /// The fields `StringOption` inherits from `OptionType`.
+    pub option_type: OptionType,
     /// `defaultValue`.
     pub default_value: String,
     /// `validCharacters`.
@@ -50,6 +66,19 @@ impl x::SchemaType for StringOption {
     const TYPE_NAME: &'static str = "StringOption";
 }
 impl x::Structure for StringOption {}
+impl std::ops::Deref for StringOption {
+    type Target = OptionType;
+    #[inline]
+    fn deref(&self) -> &OptionType {
+        &self.option_type
+    }
+}
+impl std::ops::DerefMut for StringOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OptionType {
+        &mut self.option_type
+    }
+}
 impl x::Fields for StringOption {
     fn decode_field(
         &mut self,
@@ -57,25 +86,26 @@ impl x::Fields for StringOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly),
             "defaultValue" => r.read(&mut self.default_value),
             "validCharacters" => r.read_opt(&mut self.valid_characters),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.option_type, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("valueIsReadonly", &self.value_is_readonly);
+        x::Fields::encode_fields(&self.option_type, w);
         w.write("defaultValue", &self.default_value);
         w.write_opt("validCharacters", &self.valid_characters);
     }
 }
 /// `StringPolicy` (extends `InheritablePolicy`).
+///
+/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StringPolicy {
-    /// `inherited`, from `InheritablePolicy`.
-    pub inherited: bool,
+    /// The fields `StringPolicy` inherits from `InheritablePolicy`.
+    pub inheritable_policy: InheritablePolicy,
     /// `value`.
     pub value: Option<String>,
 }
@@ -83,6 +113,19 @@ impl x::SchemaType for StringPolicy {
     const TYPE_NAME: &'static str = "StringPolicy";
 }
 impl x::Structure for StringPolicy {}
+impl std::ops::Deref for StringPolicy {
+    type Target = InheritablePolicy;
+    #[inline]
+    fn deref(&self) -> &InheritablePolicy {
+        &self.inheritable_policy
+    }
+}
+impl std::ops::DerefMut for StringPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InheritablePolicy {
+        &mut self.inheritable_policy
+    }
+}
 impl x::Fields for StringPolicy {
     fn decode_field(
         &mut self,
@@ -90,15 +133,14 @@ impl x::Fields for StringPolicy {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "inherited" => r.read(&mut self.inherited),
             "value" => r.read_opt(&mut self.value),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.inheritable_policy, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inherited", &self.inherited);
+        x::Fields::encode_fields(&self.inheritable_policy, w);
         w.write_opt("value", &self.value);
     }
 }
@@ -140,12 +182,12 @@ impl x::ArrayItem for StructuredCustomizations {
 /// `SubnetInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// Since vSphere API 9.0.0.0.
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SubnetInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `SubnetInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `id`.
     ///
     /// Since vSphere API 9.0.0.0.
@@ -171,6 +213,19 @@ impl x::SchemaType for SubnetInfo {
     const TYPE_NAME: &'static str = "SubnetInfo";
 }
 impl x::Structure for SubnetInfo {}
+impl std::ops::Deref for SubnetInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for SubnetInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for SubnetInfo {
     fn decode_field(
         &mut self,
@@ -178,22 +233,25 @@ impl x::Fields for SubnetInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "id" => r.read(&mut self.id),
             "subnetFolderInfo" => r.read(&mut self.subnet_folder_info),
             "vpcFolderInfo" => r.read(&mut self.vpc_folder_info),
             "projectFolderInfo" => r.read_opt(&mut self.project_folder_info),
             "rootFolderInfo" => r.read(&mut self.root_folder_info),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "type SubnetInfo", true);
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("id", &self.id);
         w.write("subnetFolderInfo", &self.subnet_folder_info);
         w.write("vpcFolderInfo", &self.vpc_folder_info);
@@ -244,214 +302,240 @@ impl x::Fields for SubnetInfoFolderInfo {
     }
 }
 /// `SuspendedRelocateNotSupported` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SuspendedRelocateNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `SuspendedRelocateNotSupported` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
 }
 impl x::SchemaType for SuspendedRelocateNotSupported {
     const TYPE_NAME: &'static str = "SuspendedRelocateNotSupported";
 }
 impl x::Structure for SuspendedRelocateNotSupported {}
+impl std::ops::Deref for SuspendedRelocateNotSupported {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for SuspendedRelocateNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for SuspendedRelocateNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.migration_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
 /// `SwapDatastoreNotWritableOnHost` (extends `DatastoreNotWritableOnHost`).
+///
+/// The fields of `DatastoreNotWritableOnHost` are in `datastore_not_writable_on_host`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SwapDatastoreNotWritableOnHost {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `datastore`, from `InvalidDatastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `name`, from `InvalidDatastore`.
-    pub name: Option<String>,
-    /// `host`, from `DatastoreNotWritableOnHost`.
-    pub host: x::ManagedObjectReference,
+    /// The fields `SwapDatastoreNotWritableOnHost` inherits from `DatastoreNotWritableOnHost`.
+    pub datastore_not_writable_on_host: DatastoreNotWritableOnHost,
 }
 impl x::SchemaType for SwapDatastoreNotWritableOnHost {
     const TYPE_NAME: &'static str = "SwapDatastoreNotWritableOnHost";
 }
 impl x::Structure for SwapDatastoreNotWritableOnHost {}
+impl std::ops::Deref for SwapDatastoreNotWritableOnHost {
+    type Target = DatastoreNotWritableOnHost;
+    #[inline]
+    fn deref(&self) -> &DatastoreNotWritableOnHost {
+        &self.datastore_not_writable_on_host
+    }
+}
+impl std::ops::DerefMut for SwapDatastoreNotWritableOnHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DatastoreNotWritableOnHost {
+        &mut self.datastore_not_writable_on_host
+    }
+}
 impl x::Fields for SwapDatastoreNotWritableOnHost {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "name" => r.read_opt(&mut self.name),
-            "host" => r.read(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.datastore_not_writable_on_host, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("name", &self.name);
-        w.write("host", &self.host);
+        x::Fields::encode_fields(&self.datastore_not_writable_on_host, w);
     }
 }
 /// `SwapDatastoreUnset` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SwapDatastoreUnset {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `SwapDatastoreUnset` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for SwapDatastoreUnset {
     const TYPE_NAME: &'static str = "SwapDatastoreUnset";
 }
 impl x::Structure for SwapDatastoreUnset {}
+impl std::ops::Deref for SwapDatastoreUnset {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for SwapDatastoreUnset {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for SwapDatastoreUnset {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `SwapPlacementOverrideNotSupported` (extends `InvalidVmConfig`).
+///
+/// The fields of `InvalidVmConfig` are in `invalid_vm_config`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SwapPlacementOverrideNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `property`, from `InvalidVmConfig`.
-    pub property: Option<String>,
+    /// The fields `SwapPlacementOverrideNotSupported` inherits from `InvalidVmConfig`.
+    pub invalid_vm_config: InvalidVmConfig,
 }
 impl x::SchemaType for SwapPlacementOverrideNotSupported {
     const TYPE_NAME: &'static str = "SwapPlacementOverrideNotSupported";
 }
 impl x::Structure for SwapPlacementOverrideNotSupported {}
+impl std::ops::Deref for SwapPlacementOverrideNotSupported {
+    type Target = InvalidVmConfig;
+    #[inline]
+    fn deref(&self) -> &InvalidVmConfig {
+        &self.invalid_vm_config
+    }
+}
+impl std::ops::DerefMut for SwapPlacementOverrideNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidVmConfig {
+        &mut self.invalid_vm_config
+    }
+}
 impl x::Fields for SwapPlacementOverrideNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "property" => r.read_opt(&mut self.property),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.invalid_vm_config, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("property", &self.property);
+        x::Fields::encode_fields(&self.invalid_vm_config, w);
     }
 }
 /// `SwitchIpUnset` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SwitchIpUnset {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `SwitchIpUnset` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
 }
 impl x::SchemaType for SwitchIpUnset {
     const TYPE_NAME: &'static str = "SwitchIpUnset";
 }
 impl x::Structure for SwitchIpUnset {}
+impl std::ops::Deref for SwitchIpUnset {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for SwitchIpUnset {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for SwitchIpUnset {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.dvs_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
     }
 }
 /// `SwitchNotInUpgradeMode` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SwitchNotInUpgradeMode {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `SwitchNotInUpgradeMode` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
 }
 impl x::SchemaType for SwitchNotInUpgradeMode {
     const TYPE_NAME: &'static str = "SwitchNotInUpgradeMode";
 }
 impl x::Structure for SwitchNotInUpgradeMode {}
+impl std::ops::Deref for SwitchNotInUpgradeMode {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for SwitchNotInUpgradeMode {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for SwitchNotInUpgradeMode {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.dvs_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
     }
 }
 /// `SystemError` (extends `RuntimeFault`).
+///
+/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SystemError {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `SystemError` inherits from `RuntimeFault`.
+    pub runtime_fault: RuntimeFault,
     /// `reason`.
     pub reason: String,
 }
@@ -459,6 +543,19 @@ impl x::SchemaType for SystemError {
     const TYPE_NAME: &'static str = "SystemError";
 }
 impl x::Structure for SystemError {}
+impl std::ops::Deref for SystemError {
+    type Target = RuntimeFault;
+    #[inline]
+    fn deref(&self) -> &RuntimeFault {
+        &self.runtime_fault
+    }
+}
+impl std::ops::DerefMut for SystemError {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RuntimeFault {
+        &mut self.runtime_fault
+    }
+}
 impl x::Fields for SystemError {
     fn decode_field(
         &mut self,
@@ -466,17 +563,14 @@ impl x::Fields for SystemError {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.runtime_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.runtime_fault, w);
         w.write("reason", &self.reason);
     }
 }
@@ -641,12 +735,12 @@ impl x::Fields for TagIdNameId {
 /// `TagSpec` (extends `ArrayUpdateSpec`).
 ///
 /// Since vSphere API 9.1.0.0.
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TagSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
+    /// The fields `TagSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
     /// `id`.
     ///
     /// Since vSphere API 9.1.0.0.
@@ -656,6 +750,19 @@ impl x::SchemaType for TagSpec {
     const TYPE_NAME: &'static str = "TagSpec";
 }
 impl x::Structure for TagSpec {}
+impl std::ops::Deref for TagSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for TagSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
 impl x::Fields for TagSpec {
     fn decode_field(
         &mut self,
@@ -663,18 +770,15 @@ impl x::Fields for TagSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
             "id" => r.read(&mut self.id),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0901_0000, "type TagSpec", true);
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
+        x::Fields::encode_fields(&self.array_update_spec, w);
         w.write("id", &self.id);
     }
 }
@@ -718,42 +822,12 @@ impl x::Fields for TaskDescription {
     }
 }
 /// `TaskEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
+    /// The fields `TaskEvent` inherits from `Event`.
+    pub event: Event,
     /// `info`.
     pub info: TaskInfo,
 }
@@ -761,6 +835,19 @@ impl x::SchemaType for TaskEvent {
     const TYPE_NAME: &'static str = "TaskEvent";
 }
 impl x::Structure for TaskEvent {}
+impl std::ops::Deref for TaskEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for TaskEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
 impl x::Fields for TaskEvent {
     fn decode_field(
         &mut self,
@@ -768,47 +855,14 @@ impl x::Fields for TaskEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
             "info" => r.read(&mut self.info),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        x::Fields::encode_fields(&self.event, w);
         w.write("info", &self.info);
     }
 }
@@ -977,12 +1031,12 @@ impl x::Fields for TaskFilterSpecByUsername {
     }
 }
 /// `TaskInProgress` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskInProgress {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `TaskInProgress` inherits from `VimFault`.
+    pub vim_fault: VimFault,
     /// `task`.
     pub task: x::ManagedObjectReference,
 }
@@ -990,6 +1044,19 @@ impl x::SchemaType for TaskInProgress {
     const TYPE_NAME: &'static str = "TaskInProgress";
 }
 impl x::Structure for TaskInProgress {}
+impl std::ops::Deref for TaskInProgress {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for TaskInProgress {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for TaskInProgress {
     fn decode_field(
         &mut self,
@@ -997,17 +1064,14 @@ impl x::Fields for TaskInProgress {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "task" => r.read(&mut self.task),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
         w.write("task", &self.task);
     }
 }
@@ -1448,97 +1512,40 @@ impl x::Fields for TaskScheduler {
     }
 }
 /// `TaskTimeoutEvent` (extends `TaskEvent`).
+///
+/// The fields of `TaskEvent` are in `task_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskTimeoutEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `info`, from `TaskEvent`.
-    pub info: TaskInfo,
+    /// The fields `TaskTimeoutEvent` inherits from `TaskEvent`.
+    pub task_event: TaskEvent,
 }
 impl x::SchemaType for TaskTimeoutEvent {
     const TYPE_NAME: &'static str = "TaskTimeoutEvent";
 }
 impl x::Structure for TaskTimeoutEvent {}
+impl std::ops::Deref for TaskTimeoutEvent {
+    type Target = TaskEvent;
+    #[inline]
+    fn deref(&self) -> &TaskEvent {
+        &self.task_event
+    }
+}
+impl std::ops::DerefMut for TaskTimeoutEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut TaskEvent {
+        &mut self.task_event
+    }
+}
 impl x::Fields for TaskTimeoutEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "info" => r.read(&mut self.info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.task_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("info", &self.info);
+        x::Fields::encode_fields(&self.task_event, w);
     }
 }

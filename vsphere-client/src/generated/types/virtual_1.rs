@@ -5,646 +5,13 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualDiskFlatVer1BackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskFlatVer1BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-    /// `diskMode`.
-    pub disk_mode: ChoiceOption,
-    /// `split`.
-    pub split: BoolOption,
-    /// `writeThrough`.
-    pub write_through: BoolOption,
-    /// `growable`.
-    pub growable: bool,
-}
-impl x::SchemaType for VirtualDiskFlatVer1BackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskFlatVer1BackingOption";
-}
-impl x::Structure for VirtualDiskFlatVer1BackingOption {}
-impl x::Fields for VirtualDiskFlatVer1BackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "split" => r.read(&mut self.split),
-            "writeThrough" => r.read(&mut self.write_through),
-            "growable" => r.read(&mut self.growable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-        w.write("diskMode", &self.disk_mode);
-        w.write("split", &self.split);
-        w.write("writeThrough", &self.write_through);
-        w.write("growable", &self.growable);
-    }
-}
-/// `VirtualDiskFlatVer2BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskFlatVer2BackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-    /// `diskMode`.
-    pub disk_mode: String,
-    /// `split`.
-    pub split: Option<bool>,
-    /// `writeThrough`.
-    pub write_through: Option<bool>,
-    /// `thinProvisioned`.
-    pub thin_provisioned: Option<bool>,
-    /// `eagerlyScrub`.
-    pub eagerly_scrub: Option<bool>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `contentId`.
-    pub content_id: Option<String>,
-    /// `changeId`.
-    pub change_id: Option<String>,
-    /// `parent`.
-    pub parent: Option<Box<VirtualDiskFlatVer2BackingInfo>>,
-    /// `deltaDiskFormat`.
-    pub delta_disk_format: Option<String>,
-    /// `digestEnabled`.
-    pub digest_enabled: Option<bool>,
-    /// `deltaGrainSize`.
-    pub delta_grain_size: Option<i32>,
-    /// `deltaDiskFormatVariant`.
-    pub delta_disk_format_variant: Option<String>,
-    /// `sharing`.
-    pub sharing: Option<String>,
-    /// `keyId`.
-    pub key_id: Option<CryptoKeyId>,
-}
-impl x::SchemaType for VirtualDiskFlatVer2BackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskFlatVer2BackingInfo";
-}
-impl x::Structure for VirtualDiskFlatVer2BackingInfo {}
-impl x::Fields for VirtualDiskFlatVer2BackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "split" => r.read_opt(&mut self.split),
-            "writeThrough" => r.read_opt(&mut self.write_through),
-            "thinProvisioned" => r.read_opt(&mut self.thin_provisioned),
-            "eagerlyScrub" => r.read_opt(&mut self.eagerly_scrub),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "contentId" => r.read_opt(&mut self.content_id),
-            "changeId" => r.read_opt(&mut self.change_id),
-            "parent" => r.read_opt_box(&mut self.parent),
-            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
-            "digestEnabled" => r.read_opt(&mut self.digest_enabled),
-            "deltaGrainSize" => r.read_opt(&mut self.delta_grain_size),
-            "deltaDiskFormatVariant" => r.read_opt(&mut self.delta_disk_format_variant),
-            "sharing" => r.read_opt(&mut self.sharing),
-            "keyId" => r.read_opt(&mut self.key_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write("diskMode", &self.disk_mode);
-        w.write_opt("split", &self.split);
-        w.write_opt("writeThrough", &self.write_through);
-        w.write_opt("thinProvisioned", &self.thin_provisioned);
-        w.write_opt("eagerlyScrub", &self.eagerly_scrub);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("contentId", &self.content_id);
-        w.write_opt("changeId", &self.change_id);
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("deltaDiskFormat", &self.delta_disk_format);
-        w.write_opt("digestEnabled", &self.digest_enabled);
-        w.write_opt("deltaGrainSize", &self.delta_grain_size);
-        w.write_opt("deltaDiskFormatVariant", &self.delta_disk_format_variant);
-        w.write_opt("sharing", &self.sharing);
-        w.write_opt("keyId", &self.key_id);
-    }
-}
-/// `VirtualDiskFlatVer2BackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskFlatVer2BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-    /// `diskMode`.
-    pub disk_mode: ChoiceOption,
-    /// `split`.
-    pub split: BoolOption,
-    /// `writeThrough`.
-    pub write_through: BoolOption,
-    /// `growable`.
-    pub growable: bool,
-    /// `hotGrowable`.
-    pub hot_growable: bool,
-    /// `uuid`.
-    pub uuid: bool,
-    /// `thinProvisioned`.
-    pub thin_provisioned: Option<BoolOption>,
-    /// `eagerlyScrub`.
-    pub eagerly_scrub: Option<BoolOption>,
-    /// `deltaDiskFormat`.
-    pub delta_disk_format: Option<ChoiceOption>,
-    /// `deltaDiskFormatsSupported`.
-    pub delta_disk_formats_supported: Vec<VirtualDiskDeltaDiskFormatsSupported>,
-    /// `virtualDiskFormat`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub virtual_disk_format: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualDiskFlatVer2BackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskFlatVer2BackingOption";
-}
-impl x::Structure for VirtualDiskFlatVer2BackingOption {}
-impl x::Fields for VirtualDiskFlatVer2BackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "split" => r.read(&mut self.split),
-            "writeThrough" => r.read(&mut self.write_through),
-            "growable" => r.read(&mut self.growable),
-            "hotGrowable" => r.read(&mut self.hot_growable),
-            "uuid" => r.read(&mut self.uuid),
-            "thinProvisioned" => r.read_opt(&mut self.thin_provisioned),
-            "eagerlyScrub" => r.read_opt(&mut self.eagerly_scrub),
-            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
-            "deltaDiskFormatsSupported" => {
-                r.read_push(&mut self.delta_disk_formats_supported)
-            }
-            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-        w.write("diskMode", &self.disk_mode);
-        w.write("split", &self.split);
-        w.write("writeThrough", &self.write_through);
-        w.write("growable", &self.growable);
-        w.write("hotGrowable", &self.hot_growable);
-        w.write("uuid", &self.uuid);
-        w.write_opt("thinProvisioned", &self.thin_provisioned);
-        w.write_opt("eagerlyScrub", &self.eagerly_scrub);
-        w.write_opt("deltaDiskFormat", &self.delta_disk_format);
-        w.write_vec("deltaDiskFormatsSupported", &self.delta_disk_formats_supported);
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualDiskFlatVer2BackingOption.virtualDiskFormat",
-                self.virtual_disk_format.is_some(),
-            )
-        {
-            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
-        }
-    }
-}
-/// `VirtualDiskId` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskId {
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `diskId`.
-    pub disk_id: i32,
-}
-impl x::SchemaType for VirtualDiskId {
-    const TYPE_NAME: &'static str = "VirtualDiskId";
-}
-impl x::Structure for VirtualDiskId {}
-impl x::Fields for VirtualDiskId {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read(&mut self.vm),
-            "diskId" => r.read(&mut self.disk_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vm", &self.vm);
-        w.write("diskId", &self.disk_id);
-    }
-}
-impl x::ArrayItem for VirtualDiskId {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDiskId";
-    const ITEM_TAG: &'static str = "VirtualDiskId";
-}
-/// `VirtualDiskLocalPMemBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskLocalPMemBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-    /// `diskMode`.
-    pub disk_mode: String,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `volumeUUID`.
-    pub volume_uuid: Option<String>,
-    /// `contentId`.
-    pub content_id: Option<String>,
-}
-impl x::SchemaType for VirtualDiskLocalPMemBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskLocalPMemBackingInfo";
-}
-impl x::Structure for VirtualDiskLocalPMemBackingInfo {}
-impl x::Fields for VirtualDiskLocalPMemBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
-            "contentId" => r.read_opt(&mut self.content_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write("diskMode", &self.disk_mode);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("volumeUUID", &self.volume_uuid);
-        w.write_opt("contentId", &self.content_id);
-    }
-}
-/// `VirtualDiskLocalPMemBackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskLocalPMemBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-    /// `diskMode`.
-    pub disk_mode: ChoiceOption,
-    /// `growable`.
-    pub growable: bool,
-    /// `hotGrowable`.
-    pub hot_growable: bool,
-    /// `uuid`.
-    pub uuid: bool,
-}
-impl x::SchemaType for VirtualDiskLocalPMemBackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskLocalPMemBackingOption";
-}
-impl x::Structure for VirtualDiskLocalPMemBackingOption {}
-impl x::Fields for VirtualDiskLocalPMemBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "growable" => r.read(&mut self.growable),
-            "hotGrowable" => r.read(&mut self.hot_growable),
-            "uuid" => r.read(&mut self.uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-        w.write("diskMode", &self.disk_mode);
-        w.write("growable", &self.growable);
-        w.write("hotGrowable", &self.hot_growable);
-        w.write("uuid", &self.uuid);
-    }
-}
-/// `VirtualDiskModeNotSupported` (extends `DeviceNotSupported`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskModeNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
-    /// `mode`.
-    pub mode: String,
-}
-impl x::SchemaType for VirtualDiskModeNotSupported {
-    const TYPE_NAME: &'static str = "VirtualDiskModeNotSupported";
-}
-impl x::Structure for VirtualDiskModeNotSupported {}
-impl x::Fields for VirtualDiskModeNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
-            "mode" => r.read(&mut self.mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
-        w.write("mode", &self.mode);
-    }
-}
-/// `VirtualDiskOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `capacityInKB`.
-    pub capacity_in_kb: LongOption,
-    /// `ioAllocationOption`.
-    pub io_allocation_option: Option<StorageIOAllocationOption>,
-    /// `vFlashCacheConfigOption`.
-    pub vflash_cache_config_option: Option<VirtualDiskOptionVFlashCacheConfigOption>,
-}
-impl x::SchemaType for VirtualDiskOption {
-    const TYPE_NAME: &'static str = "VirtualDiskOption";
-}
-impl x::Structure for VirtualDiskOption {}
-impl x::Fields for VirtualDiskOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "capacityInKB" => r.read(&mut self.capacity_in_kb),
-            "ioAllocationOption" => r.read_opt(&mut self.io_allocation_option),
-            "vFlashCacheConfigOption" => r.read_opt(&mut self.vflash_cache_config_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("capacityInKB", &self.capacity_in_kb);
-        w.write_opt("ioAllocationOption", &self.io_allocation_option);
-        w.write_opt("vFlashCacheConfigOption", &self.vflash_cache_config_option);
-    }
-}
-/// `VirtualDiskOptionVFlashCacheConfigOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskOptionVFlashCacheConfigOption {
-    /// `cacheConsistencyType`.
-    pub cache_consistency_type: ChoiceOption,
-    /// `cacheMode`.
-    pub cache_mode: ChoiceOption,
-    /// `reservationInMB`.
-    pub reservation_in_mb: LongOption,
-    /// `blockSizeInKB`.
-    pub block_size_in_kb: LongOption,
-}
-impl x::SchemaType for VirtualDiskOptionVFlashCacheConfigOption {
-    const TYPE_NAME: &'static str = "VirtualDiskOptionVFlashCacheConfigOption";
-}
-impl x::Structure for VirtualDiskOptionVFlashCacheConfigOption {}
-impl x::Fields for VirtualDiskOptionVFlashCacheConfigOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "cacheConsistencyType" => r.read(&mut self.cache_consistency_type),
-            "cacheMode" => r.read(&mut self.cache_mode),
-            "reservationInMB" => r.read(&mut self.reservation_in_mb),
-            "blockSizeInKB" => r.read(&mut self.block_size_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("cacheConsistencyType", &self.cache_consistency_type);
-        w.write("cacheMode", &self.cache_mode);
-        w.write("reservationInMB", &self.reservation_in_mb);
-        w.write("blockSizeInKB", &self.block_size_in_kb);
-    }
-}
-/// `VirtualDiskPartitionedRawDiskVer2BackingInfo` (extends `VirtualDiskRawDiskVer2BackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskPartitionedRawDiskVer2BackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-    /// `descriptorFileName`, from `VirtualDiskRawDiskVer2BackingInfo`.
-    pub descriptor_file_name: String,
-    /// `uuid`, from `VirtualDiskRawDiskVer2BackingInfo`.
-    pub uuid: Option<String>,
-    /// `changeId`, from `VirtualDiskRawDiskVer2BackingInfo`.
-    pub change_id: Option<String>,
-    /// `sharing`, from `VirtualDiskRawDiskVer2BackingInfo`.
-    pub sharing: Option<String>,
-    /// `partition`.
-    pub partition: Vec<i32>,
-}
-impl x::SchemaType for VirtualDiskPartitionedRawDiskVer2BackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskPartitionedRawDiskVer2BackingInfo";
-}
-impl x::Structure for VirtualDiskPartitionedRawDiskVer2BackingInfo {}
-impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "descriptorFileName" => r.read(&mut self.descriptor_file_name),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "changeId" => r.read_opt(&mut self.change_id),
-            "sharing" => r.read_opt(&mut self.sharing),
-            "partition" => r.read_push(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write("descriptorFileName", &self.descriptor_file_name);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("changeId", &self.change_id);
-        w.write_opt("sharing", &self.sharing);
-        w.write_vec("partition", &self.partition);
-    }
-}
-/// `VirtualDiskPartitionedRawDiskVer2BackingOption` (extends `VirtualDiskRawDiskVer2BackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskPartitionedRawDiskVer2BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-    /// `descriptorFileNameExtensions`, from `VirtualDiskRawDiskVer2BackingOption`.
-    pub descriptor_file_name_extensions: ChoiceOption,
-    /// `uuid`, from `VirtualDiskRawDiskVer2BackingOption`.
-    pub uuid: bool,
-}
-impl x::SchemaType for VirtualDiskPartitionedRawDiskVer2BackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskPartitionedRawDiskVer2BackingOption";
-}
-impl x::Structure for VirtualDiskPartitionedRawDiskVer2BackingOption {}
-impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            "descriptorFileNameExtensions" => {
-                r.read(&mut self.descriptor_file_name_extensions)
-            }
-            "uuid" => r.read(&mut self.uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-        w.write("descriptorFileNameExtensions", &self.descriptor_file_name_extensions);
-        w.write("uuid", &self.uuid);
-    }
-}
 /// `VirtualDiskRawDiskMappingVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskRawDiskMappingVer1BackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
+    /// The fields `VirtualDiskRawDiskMappingVer1BackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
     /// `lunUuid`.
     pub lun_uuid: Option<String>,
     /// `deviceName`.
@@ -672,6 +39,19 @@ impl x::SchemaType for VirtualDiskRawDiskMappingVer1BackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskRawDiskMappingVer1BackingInfo";
 }
 impl x::Structure for VirtualDiskRawDiskMappingVer1BackingInfo {}
+impl std::ops::Deref for VirtualDiskRawDiskMappingVer1BackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskRawDiskMappingVer1BackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
 impl x::Fields for VirtualDiskRawDiskMappingVer1BackingInfo {
     fn decode_field(
         &mut self,
@@ -679,9 +59,6 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             "lunUuid" => r.read_opt(&mut self.lun_uuid),
             "deviceName" => r.read_opt(&mut self.device_name),
             "compatibilityMode" => r.read_opt(&mut self.compatibility_mode),
@@ -693,15 +70,19 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingInfo {
             "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
             "deltaGrainSize" => r.read_opt(&mut self.delta_grain_size),
             "sharing" => r.read_opt(&mut self.sharing),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
         w.write_opt("lunUuid", &self.lun_uuid);
         w.write_opt("deviceName", &self.device_name);
         w.write_opt("compatibilityMode", &self.compatibility_mode);
@@ -716,12 +97,12 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingInfo {
     }
 }
 /// `VirtualDiskRawDiskMappingVer1BackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskRawDiskMappingVer1BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
+    /// The fields `VirtualDiskRawDiskMappingVer1BackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
     /// `descriptorFileNameExtensions`.
     pub descriptor_file_name_extensions: Option<ChoiceOption>,
     /// `compatibilityMode`.
@@ -739,6 +120,19 @@ impl x::SchemaType for VirtualDiskRawDiskMappingVer1BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskRawDiskMappingVer1BackingOption";
 }
 impl x::Structure for VirtualDiskRawDiskMappingVer1BackingOption {}
+impl std::ops::Deref for VirtualDiskRawDiskMappingVer1BackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskRawDiskMappingVer1BackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
 impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
     fn decode_field(
         &mut self,
@@ -746,8 +140,6 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             "descriptorFileNameExtensions" => {
                 r.read_opt(&mut self.descriptor_file_name_extensions)
             }
@@ -755,14 +147,19 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
             "diskMode" => r.read(&mut self.disk_mode),
             "uuid" => r.read(&mut self.uuid),
             "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_option,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
         w.write_opt(
             "descriptorFileNameExtensions",
             &self.descriptor_file_name_extensions,
@@ -782,12 +179,12 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
     }
 }
 /// `VirtualDiskRawDiskVer2BackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskRawDiskVer2BackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
+    /// The fields `VirtualDiskRawDiskVer2BackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
     /// `descriptorFileName`.
     pub descriptor_file_name: String,
     /// `uuid`.
@@ -801,6 +198,19 @@ impl x::SchemaType for VirtualDiskRawDiskVer2BackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingInfo";
 }
 impl x::Structure for VirtualDiskRawDiskVer2BackingInfo {}
+impl std::ops::Deref for VirtualDiskRawDiskVer2BackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskRawDiskVer2BackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
 impl x::Fields for VirtualDiskRawDiskVer2BackingInfo {
     fn decode_field(
         &mut self,
@@ -808,20 +218,23 @@ impl x::Fields for VirtualDiskRawDiskVer2BackingInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             "descriptorFileName" => r.read(&mut self.descriptor_file_name),
             "uuid" => r.read_opt(&mut self.uuid),
             "changeId" => r.read_opt(&mut self.change_id),
             "sharing" => r.read_opt(&mut self.sharing),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
         w.write("descriptorFileName", &self.descriptor_file_name);
         w.write_opt("uuid", &self.uuid);
         w.write_opt("changeId", &self.change_id);
@@ -829,12 +242,12 @@ impl x::Fields for VirtualDiskRawDiskVer2BackingInfo {
     }
 }
 /// `VirtualDiskRawDiskVer2BackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskRawDiskVer2BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
+    /// The fields `VirtualDiskRawDiskVer2BackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
     /// `descriptorFileNameExtensions`.
     pub descriptor_file_name_extensions: ChoiceOption,
     /// `uuid`.
@@ -844,6 +257,19 @@ impl x::SchemaType for VirtualDiskRawDiskVer2BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingOption";
 }
 impl x::Structure for VirtualDiskRawDiskVer2BackingOption {}
+impl std::ops::Deref for VirtualDiskRawDiskVer2BackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskRawDiskVer2BackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
 impl x::Fields for VirtualDiskRawDiskVer2BackingOption {
     fn decode_field(
         &mut self,
@@ -851,43 +277,34 @@ impl x::Fields for VirtualDiskRawDiskVer2BackingOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             "descriptorFileNameExtensions" => {
                 r.read(&mut self.descriptor_file_name_extensions)
             }
             "uuid" => r.read(&mut self.uuid),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_option,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
         w.write("descriptorFileNameExtensions", &self.descriptor_file_name_extensions);
         w.write("uuid", &self.uuid);
     }
 }
 /// `VirtualDiskRuleSpec` (extends `ClusterRuleInfo`).
+///
+/// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskRuleSpec {
-    /// `key`, from `ClusterRuleInfo`.
-    pub key: Option<i32>,
-    /// `status`, from `ClusterRuleInfo`.
-    pub status: Option<ManagedEntityStatus>,
-    /// `enabled`, from `ClusterRuleInfo`.
-    pub enabled: Option<bool>,
-    /// `name`, from `ClusterRuleInfo`.
-    pub name: Option<String>,
-    /// `mandatory`, from `ClusterRuleInfo`.
-    pub mandatory: Option<bool>,
-    /// `userCreated`, from `ClusterRuleInfo`.
-    pub user_created: Option<bool>,
-    /// `inCompliance`, from `ClusterRuleInfo`.
-    pub in_compliance: Option<bool>,
-    /// `ruleUuid`, from `ClusterRuleInfo`.
-    pub rule_uuid: Option<String>,
+    /// The fields `VirtualDiskRuleSpec` inherits from `ClusterRuleInfo`.
+    pub cluster_rule_info: ClusterRuleInfo,
     /// `diskRuleType`.
     pub disk_rule_type: String,
     /// `diskId`.
@@ -897,6 +314,19 @@ impl x::SchemaType for VirtualDiskRuleSpec {
     const TYPE_NAME: &'static str = "VirtualDiskRuleSpec";
 }
 impl x::Structure for VirtualDiskRuleSpec {}
+impl std::ops::Deref for VirtualDiskRuleSpec {
+    type Target = ClusterRuleInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterRuleInfo {
+        &self.cluster_rule_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskRuleSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterRuleInfo {
+        &mut self.cluster_rule_info
+    }
+}
 impl x::Fields for VirtualDiskRuleSpec {
     fn decode_field(
         &mut self,
@@ -904,30 +334,15 @@ impl x::Fields for VirtualDiskRuleSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "status" => r.read_opt(&mut self.status),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "name" => r.read_opt(&mut self.name),
-            "mandatory" => r.read_opt(&mut self.mandatory),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "inCompliance" => r.read_opt(&mut self.in_compliance),
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
             "diskRuleType" => r.read(&mut self.disk_rule_type),
             "diskId" => r.read_push(&mut self.disk_id),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.cluster_rule_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("status", &self.status);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("name", &self.name);
-        w.write_opt("mandatory", &self.mandatory);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("inCompliance", &self.in_compliance);
-        w.write_opt("ruleUuid", &self.rule_uuid);
+        x::Fields::encode_fields(&self.cluster_rule_info, w);
         w.write("diskRuleType", &self.disk_rule_type);
         w.write_vec("diskId", &self.disk_id);
     }
@@ -937,14 +352,12 @@ impl x::ArrayItem for VirtualDiskRuleSpec {
     const ITEM_TAG: &'static str = "VirtualDiskRuleSpec";
 }
 /// `VirtualDiskSeSparseBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskSeSparseBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
+    /// The fields `VirtualDiskSeSparseBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
     /// `diskMode`.
     pub disk_mode: String,
     /// `writeThrough`.
@@ -970,6 +383,19 @@ impl x::SchemaType for VirtualDiskSeSparseBackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskSeSparseBackingInfo";
 }
 impl x::Structure for VirtualDiskSeSparseBackingInfo {}
+impl std::ops::Deref for VirtualDiskSeSparseBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskSeSparseBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
 impl x::Fields for VirtualDiskSeSparseBackingInfo {
     fn decode_field(
         &mut self,
@@ -977,9 +403,6 @@ impl x::Fields for VirtualDiskSeSparseBackingInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             "diskMode" => r.read(&mut self.disk_mode),
             "writeThrough" => r.read_opt(&mut self.write_through),
             "uuid" => r.read_opt(&mut self.uuid),
@@ -990,15 +413,19 @@ impl x::Fields for VirtualDiskSeSparseBackingInfo {
             "digestEnabled" => r.read_opt(&mut self.digest_enabled),
             "grainSize" => r.read_opt(&mut self.grain_size),
             "keyId" => r.read_opt(&mut self.key_id),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
         w.write("diskMode", &self.disk_mode);
         w.write_opt("writeThrough", &self.write_through);
         w.write_opt("uuid", &self.uuid);
@@ -1012,12 +439,12 @@ impl x::Fields for VirtualDiskSeSparseBackingInfo {
     }
 }
 /// `VirtualDiskSeSparseBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskSeSparseBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
+    /// The fields `VirtualDiskSeSparseBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
     /// `diskMode`.
     pub disk_mode: ChoiceOption,
     /// `writeThrough`.
@@ -1039,6 +466,19 @@ impl x::SchemaType for VirtualDiskSeSparseBackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskSeSparseBackingOption";
 }
 impl x::Structure for VirtualDiskSeSparseBackingOption {}
+impl std::ops::Deref for VirtualDiskSeSparseBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskSeSparseBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
 impl x::Fields for VirtualDiskSeSparseBackingOption {
     fn decode_field(
         &mut self,
@@ -1046,8 +486,6 @@ impl x::Fields for VirtualDiskSeSparseBackingOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
             "diskMode" => r.read(&mut self.disk_mode),
             "writeThrough" => r.read(&mut self.write_through),
             "growable" => r.read(&mut self.growable),
@@ -1057,14 +495,19 @@ impl x::Fields for VirtualDiskSeSparseBackingOption {
                 r.read_push(&mut self.delta_disk_formats_supported)
             }
             "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_option,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
         w.write("diskMode", &self.disk_mode);
         w.write("writeThrough", &self.write_through);
         w.write("growable", &self.growable);
@@ -1083,14 +526,12 @@ impl x::Fields for VirtualDiskSeSparseBackingOption {
     }
 }
 /// `VirtualDiskSparseVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskSparseVer1BackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
+    /// The fields `VirtualDiskSparseVer1BackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
     /// `diskMode`.
     pub disk_mode: String,
     /// `split`.
@@ -1108,6 +549,19 @@ impl x::SchemaType for VirtualDiskSparseVer1BackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskSparseVer1BackingInfo";
 }
 impl x::Structure for VirtualDiskSparseVer1BackingInfo {}
+impl std::ops::Deref for VirtualDiskSparseVer1BackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskSparseVer1BackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
 impl x::Fields for VirtualDiskSparseVer1BackingInfo {
     fn decode_field(
         &mut self,
@@ -1115,24 +569,25 @@ impl x::Fields for VirtualDiskSparseVer1BackingInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             "diskMode" => r.read(&mut self.disk_mode),
             "split" => r.read_opt(&mut self.split),
             "writeThrough" => r.read_opt(&mut self.write_through),
             "spaceUsedInKB" => r.read_opt(&mut self.space_used_in_kb),
             "contentId" => r.read_opt(&mut self.content_id),
             "parent" => r.read_opt_box(&mut self.parent),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
         w.write("diskMode", &self.disk_mode);
         w.write_opt("split", &self.split);
         w.write_opt("writeThrough", &self.write_through);
@@ -1142,12 +597,12 @@ impl x::Fields for VirtualDiskSparseVer1BackingInfo {
     }
 }
 /// `VirtualDiskSparseVer1BackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskSparseVer1BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
+    /// The fields `VirtualDiskSparseVer1BackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
     /// `diskModes`.
     pub disk_modes: ChoiceOption,
     /// `split`.
@@ -1161,6 +616,19 @@ impl x::SchemaType for VirtualDiskSparseVer1BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskSparseVer1BackingOption";
 }
 impl x::Structure for VirtualDiskSparseVer1BackingOption {}
+impl std::ops::Deref for VirtualDiskSparseVer1BackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskSparseVer1BackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
 impl x::Fields for VirtualDiskSparseVer1BackingOption {
     fn decode_field(
         &mut self,
@@ -1168,20 +636,23 @@ impl x::Fields for VirtualDiskSparseVer1BackingOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
             "diskModes" => r.read(&mut self.disk_modes),
             "split" => r.read(&mut self.split),
             "writeThrough" => r.read(&mut self.write_through),
             "growable" => r.read(&mut self.growable),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_option,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
         w.write("diskModes", &self.disk_modes);
         w.write("split", &self.split);
         w.write("writeThrough", &self.write_through);
@@ -1189,14 +660,12 @@ impl x::Fields for VirtualDiskSparseVer1BackingOption {
     }
 }
 /// `VirtualDiskSparseVer2BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskSparseVer2BackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
+    /// The fields `VirtualDiskSparseVer2BackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
     /// `diskMode`.
     pub disk_mode: String,
     /// `split`.
@@ -1220,6 +689,19 @@ impl x::SchemaType for VirtualDiskSparseVer2BackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskSparseVer2BackingInfo";
 }
 impl x::Structure for VirtualDiskSparseVer2BackingInfo {}
+impl std::ops::Deref for VirtualDiskSparseVer2BackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskSparseVer2BackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
 impl x::Fields for VirtualDiskSparseVer2BackingInfo {
     fn decode_field(
         &mut self,
@@ -1227,9 +709,6 @@ impl x::Fields for VirtualDiskSparseVer2BackingInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             "diskMode" => r.read(&mut self.disk_mode),
             "split" => r.read_opt(&mut self.split),
             "writeThrough" => r.read_opt(&mut self.write_through),
@@ -1239,15 +718,19 @@ impl x::Fields for VirtualDiskSparseVer2BackingInfo {
             "changeId" => r.read_opt(&mut self.change_id),
             "parent" => r.read_opt_box(&mut self.parent),
             "keyId" => r.read_opt(&mut self.key_id),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
         w.write("diskMode", &self.disk_mode);
         w.write_opt("split", &self.split);
         w.write_opt("writeThrough", &self.write_through);
@@ -1260,12 +743,12 @@ impl x::Fields for VirtualDiskSparseVer2BackingInfo {
     }
 }
 /// `VirtualDiskSparseVer2BackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskSparseVer2BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
+    /// The fields `VirtualDiskSparseVer2BackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
     /// `diskMode`.
     pub disk_mode: ChoiceOption,
     /// `split`.
@@ -1287,6 +770,19 @@ impl x::SchemaType for VirtualDiskSparseVer2BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskSparseVer2BackingOption";
 }
 impl x::Structure for VirtualDiskSparseVer2BackingOption {}
+impl std::ops::Deref for VirtualDiskSparseVer2BackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskSparseVer2BackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
 impl x::Fields for VirtualDiskSparseVer2BackingOption {
     fn decode_field(
         &mut self,
@@ -1294,8 +790,6 @@ impl x::Fields for VirtualDiskSparseVer2BackingOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
             "diskMode" => r.read(&mut self.disk_mode),
             "split" => r.read(&mut self.split),
             "writeThrough" => r.read(&mut self.write_through),
@@ -1303,14 +797,19 @@ impl x::Fields for VirtualDiskSparseVer2BackingOption {
             "hotGrowable" => r.read(&mut self.hot_growable),
             "uuid" => r.read(&mut self.uuid),
             "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_option,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
         w.write("diskMode", &self.disk_mode);
         w.write("split", &self.split);
         w.write("writeThrough", &self.write_through);
@@ -1405,608 +904,240 @@ impl x::Fields for VirtualDiskVFlashCacheConfigInfo {
     }
 }
 /// `VirtualE1000` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualE1000 {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `addressType`, from `VirtualEthernetCard`.
-    pub address_type: Option<String>,
-    /// `macAddress`, from `VirtualEthernetCard`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`, from `VirtualEthernetCard`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`, from `VirtualEthernetCard`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
-    pub upt_compatibility_enabled: Option<bool>,
-    /// `subnetId`, from `VirtualEthernetCard`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub subnet_id: Option<String>,
+    /// The fields `VirtualE1000` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
 }
 impl x::SchemaType for VirtualE1000 {
     const TYPE_NAME: &'static str = "VirtualE1000";
 }
 impl x::Structure for VirtualE1000 {}
+impl std::ops::Deref for VirtualE1000 {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualE1000 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
 impl x::Fields for VirtualE1000 {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            "subnetId" => r.read_opt(&mut self.subnet_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
-        {
-            w.write_opt("subnetId", &self.subnet_id);
-        }
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
     }
 }
 /// `VirtualE1000Option` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualE1000Option {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `supportedOUI`, from `VirtualEthernetCardOption`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`, from `VirtualEthernetCardOption`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
+    /// The fields `VirtualE1000Option` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
 }
 impl x::SchemaType for VirtualE1000Option {
     const TYPE_NAME: &'static str = "VirtualE1000Option";
 }
 impl x::Structure for VirtualE1000Option {}
+impl std::ops::Deref for VirtualE1000Option {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualE1000Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
 impl x::Fields for VirtualE1000Option {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
     }
 }
 /// `VirtualE1000e` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualE1000e {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `addressType`, from `VirtualEthernetCard`.
-    pub address_type: Option<String>,
-    /// `macAddress`, from `VirtualEthernetCard`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`, from `VirtualEthernetCard`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`, from `VirtualEthernetCard`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
-    pub upt_compatibility_enabled: Option<bool>,
-    /// `subnetId`, from `VirtualEthernetCard`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub subnet_id: Option<String>,
+    /// The fields `VirtualE1000e` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
 }
 impl x::SchemaType for VirtualE1000e {
     const TYPE_NAME: &'static str = "VirtualE1000e";
 }
 impl x::Structure for VirtualE1000e {}
+impl std::ops::Deref for VirtualE1000e {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualE1000e {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
 impl x::Fields for VirtualE1000e {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            "subnetId" => r.read_opt(&mut self.subnet_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
-        {
-            w.write_opt("subnetId", &self.subnet_id);
-        }
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
     }
 }
 /// `VirtualE1000eOption` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualE1000eOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `supportedOUI`, from `VirtualEthernetCardOption`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`, from `VirtualEthernetCardOption`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
+    /// The fields `VirtualE1000eOption` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
 }
 impl x::SchemaType for VirtualE1000eOption {
     const TYPE_NAME: &'static str = "VirtualE1000eOption";
 }
 impl x::Structure for VirtualE1000eOption {}
+impl std::ops::Deref for VirtualE1000eOption {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualE1000eOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
 impl x::Fields for VirtualE1000eOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
     }
 }
 /// `VirtualEnsoniq1371` (extends `VirtualSoundCard`).
+///
+/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEnsoniq1371 {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// The fields `VirtualEnsoniq1371` inherits from `VirtualSoundCard`.
+    pub virtual_sound_card: VirtualSoundCard,
 }
 impl x::SchemaType for VirtualEnsoniq1371 {
     const TYPE_NAME: &'static str = "VirtualEnsoniq1371";
 }
 impl x::Structure for VirtualEnsoniq1371 {}
+impl std::ops::Deref for VirtualEnsoniq1371 {
+    type Target = VirtualSoundCard;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCard {
+        &self.virtual_sound_card
+    }
+}
+impl std::ops::DerefMut for VirtualEnsoniq1371 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
+        &mut self.virtual_sound_card
+    }
+}
 impl x::Fields for VirtualEnsoniq1371 {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
+        x::Fields::encode_fields(&self.virtual_sound_card, w);
     }
 }
 /// `VirtualEnsoniq1371Option` (extends `VirtualSoundCardOption`).
+///
+/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEnsoniq1371Option {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
+    /// The fields `VirtualEnsoniq1371Option` inherits from `VirtualSoundCardOption`.
+    pub virtual_sound_card_option: VirtualSoundCardOption,
 }
 impl x::SchemaType for VirtualEnsoniq1371Option {
     const TYPE_NAME: &'static str = "VirtualEnsoniq1371Option";
 }
 impl x::Structure for VirtualEnsoniq1371Option {}
+impl std::ops::Deref for VirtualEnsoniq1371Option {
+    type Target = VirtualSoundCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCardOption {
+        &self.virtual_sound_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualEnsoniq1371Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
+        &mut self.virtual_sound_card_option
+    }
+}
 impl x::Fields for VirtualEnsoniq1371Option {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
+        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
     }
 }
 /// `VirtualEthernetCard` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEthernetCard {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// The fields `VirtualEthernetCard` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
     /// `addressType`.
     pub address_type: Option<String>,
     /// `macAddress`.
@@ -2028,6 +1159,19 @@ impl x::SchemaType for VirtualEthernetCard {
     const TYPE_NAME: &'static str = "VirtualEthernetCard";
 }
 impl x::Structure for VirtualEthernetCard {}
+impl std::ops::Deref for VirtualEthernetCard {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
 impl x::Fields for VirtualEthernetCard {
     fn decode_field(
         &mut self,
@@ -2035,15 +1179,6 @@ impl x::Fields for VirtualEthernetCard {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "addressType" => r.read_opt(&mut self.address_type),
             "macAddress" => r.read_opt(&mut self.mac_address),
             "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
@@ -2051,31 +1186,13 @@ impl x::Fields for VirtualEthernetCard {
             "externalId" => r.read_opt(&mut self.external_id),
             "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             "subnetId" => r.read_opt(&mut self.subnet_id),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
+        x::Fields::encode_fields(&self.virtual_device, w);
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -2089,30 +1206,41 @@ impl x::Fields for VirtualEthernetCard {
     }
 }
 /// `VirtualEthernetCardDVPortBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEthernetCardDVPortBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
+    /// The fields `VirtualEthernetCardDVPortBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
 }
 impl x::SchemaType for VirtualEthernetCardDVPortBackingOption {
     const TYPE_NAME: &'static str = "VirtualEthernetCardDVPortBackingOption";
 }
 impl x::Structure for VirtualEthernetCardDVPortBackingOption {}
+impl std::ops::Deref for VirtualEthernetCardDVPortBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardDVPortBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
 impl x::Fields for VirtualEthernetCardDVPortBackingOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
     }
 }
 /// `VirtualEthernetCardDistributedVirtualPortBackingInfo` (extends `VirtualDeviceBackingInfo`).
@@ -2143,74 +1271,88 @@ impl x::Fields for VirtualEthernetCardDistributedVirtualPortBackingInfo {
     }
 }
 /// `VirtualEthernetCardLegacyNetworkBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEthernetCardLegacyNetworkBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
+    /// The fields `VirtualEthernetCardLegacyNetworkBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
 }
 impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingInfo {
     const TYPE_NAME: &'static str = "VirtualEthernetCardLegacyNetworkBackingInfo";
 }
 impl x::Structure for VirtualEthernetCardLegacyNetworkBackingInfo {}
+impl std::ops::Deref for VirtualEthernetCardLegacyNetworkBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardLegacyNetworkBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
 impl x::Fields for VirtualEthernetCardLegacyNetworkBackingInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
     }
 }
 /// `VirtualEthernetCardLegacyNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEthernetCardLegacyNetworkBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
+    /// The fields `VirtualEthernetCardLegacyNetworkBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
 }
 impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingOption {
     const TYPE_NAME: &'static str = "VirtualEthernetCardLegacyNetworkBackingOption";
 }
 impl x::Structure for VirtualEthernetCardLegacyNetworkBackingOption {}
+impl std::ops::Deref for VirtualEthernetCardLegacyNetworkBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardLegacyNetworkBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
 impl x::Fields for VirtualEthernetCardLegacyNetworkBackingOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
     }
 }
 /// `VirtualEthernetCardNetworkBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEthernetCardNetworkBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
+    /// The fields `VirtualEthernetCardNetworkBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
     /// `network`.
     pub network: Option<x::ManagedObjectReference>,
     /// `inPassthroughMode`.
@@ -2220,6 +1362,19 @@ impl x::SchemaType for VirtualEthernetCardNetworkBackingInfo {
     const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingInfo";
 }
 impl x::Structure for VirtualEthernetCardNetworkBackingInfo {}
+impl std::ops::Deref for VirtualEthernetCardNetworkBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardNetworkBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
 impl x::Fields for VirtualEthernetCardNetworkBackingInfo {
     fn decode_field(
         &mut self,
@@ -2227,90 +1382,99 @@ impl x::Fields for VirtualEthernetCardNetworkBackingInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             "network" => r.read_opt(&mut self.network),
             "inPassthroughMode" => r.read_opt(&mut self.in_passthrough_mode),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
         w.write_opt("network", &self.network);
         w.write_opt("inPassthroughMode", &self.in_passthrough_mode);
     }
 }
 /// `VirtualEthernetCardNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEthernetCardNetworkBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
+    /// The fields `VirtualEthernetCardNetworkBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
 }
 impl x::SchemaType for VirtualEthernetCardNetworkBackingOption {
     const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingOption";
 }
 impl x::Structure for VirtualEthernetCardNetworkBackingOption {}
+impl std::ops::Deref for VirtualEthernetCardNetworkBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardNetworkBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
 impl x::Fields for VirtualEthernetCardNetworkBackingOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
     }
 }
 /// `VirtualEthernetCardNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEthernetCardNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
+    /// The fields `VirtualEthernetCardNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
 }
 impl x::SchemaType for VirtualEthernetCardNotSupported {
     const TYPE_NAME: &'static str = "VirtualEthernetCardNotSupported";
 }
 impl x::Structure for VirtualEthernetCardNotSupported {}
+impl std::ops::Deref for VirtualEthernetCardNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
 impl x::Fields for VirtualEthernetCardNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.device_not_supported, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
 /// `VirtualEthernetCardOpaqueNetworkBackingInfo` (extends `VirtualDeviceBackingInfo`).
@@ -2345,61 +1509,50 @@ impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingInfo {
     }
 }
 /// `VirtualEthernetCardOpaqueNetworkBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEthernetCardOpaqueNetworkBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
+    /// The fields `VirtualEthernetCardOpaqueNetworkBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
 }
 impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingOption {
     const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingOption";
 }
 impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingOption {}
+impl std::ops::Deref for VirtualEthernetCardOpaqueNetworkBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardOpaqueNetworkBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
 impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
     }
 }
 /// `VirtualEthernetCardOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualEthernetCardOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
+    /// The fields `VirtualEthernetCardOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
     /// `supportedOUI`.
     pub supported_oui: ChoiceOption,
     /// `macType`.
@@ -2415,6 +1568,19 @@ impl x::SchemaType for VirtualEthernetCardOption {
     const TYPE_NAME: &'static str = "VirtualEthernetCardOption";
 }
 impl x::Structure for VirtualEthernetCardOption {}
+impl std::ops::Deref for VirtualEthernetCardOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
 impl x::Fields for VirtualEthernetCardOption {
     fn decode_field(
         &mut self,
@@ -2422,20 +1588,6 @@ impl x::Fields for VirtualEthernetCardOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "supportedOUI" => r.read(&mut self.supported_oui),
             "macType" => r.read(&mut self.mac_type),
             "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
@@ -2443,32 +1595,13 @@ impl x::Fields for VirtualEthernetCardOption {
                 r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
             "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
+        x::Fields::encode_fields(&self.virtual_device_option, w);
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -2512,317 +1645,1298 @@ impl x::Fields for VirtualEthernetCardResourceAllocation {
     }
 }
 /// `VirtualFloppy` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualFloppy {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// The fields `VirtualFloppy` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
 }
 impl x::SchemaType for VirtualFloppy {
     const TYPE_NAME: &'static str = "VirtualFloppy";
 }
 impl x::Structure for VirtualFloppy {}
+impl std::ops::Deref for VirtualFloppy {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualFloppy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
 impl x::Fields for VirtualFloppy {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
+        x::Fields::encode_fields(&self.virtual_device, w);
     }
 }
 /// `VirtualFloppyDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualFloppyDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
+    /// The fields `VirtualFloppyDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
 }
 impl x::SchemaType for VirtualFloppyDeviceBackingInfo {
     const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingInfo";
 }
 impl x::Structure for VirtualFloppyDeviceBackingInfo {}
+impl std::ops::Deref for VirtualFloppyDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
 impl x::Fields for VirtualFloppyDeviceBackingInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
     }
 }
 /// `VirtualFloppyDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualFloppyDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
+    /// The fields `VirtualFloppyDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
 }
 impl x::SchemaType for VirtualFloppyDeviceBackingOption {
     const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingOption";
 }
 impl x::Structure for VirtualFloppyDeviceBackingOption {}
+impl std::ops::Deref for VirtualFloppyDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
 impl x::Fields for VirtualFloppyDeviceBackingOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
     }
 }
 /// `VirtualFloppyImageBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualFloppyImageBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
+    /// The fields `VirtualFloppyImageBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
 }
 impl x::SchemaType for VirtualFloppyImageBackingInfo {
     const TYPE_NAME: &'static str = "VirtualFloppyImageBackingInfo";
 }
 impl x::Structure for VirtualFloppyImageBackingInfo {}
+impl std::ops::Deref for VirtualFloppyImageBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyImageBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
 impl x::Fields for VirtualFloppyImageBackingInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
     }
 }
 /// `VirtualFloppyImageBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualFloppyImageBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
+    /// The fields `VirtualFloppyImageBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
 }
 impl x::SchemaType for VirtualFloppyImageBackingOption {
     const TYPE_NAME: &'static str = "VirtualFloppyImageBackingOption";
 }
 impl x::Structure for VirtualFloppyImageBackingOption {}
+impl std::ops::Deref for VirtualFloppyImageBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyImageBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
 impl x::Fields for VirtualFloppyImageBackingOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
     }
 }
 /// `VirtualFloppyOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualFloppyOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
+    /// The fields `VirtualFloppyOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
 }
 impl x::SchemaType for VirtualFloppyOption {
     const TYPE_NAME: &'static str = "VirtualFloppyOption";
 }
 impl x::Structure for VirtualFloppyOption {}
+impl std::ops::Deref for VirtualFloppyOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
 impl x::Fields for VirtualFloppyOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
+        x::Fields::encode_fields(&self.virtual_device_option, w);
     }
 }
 /// `VirtualFloppyRemoteDeviceBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceRemoteDeviceBackingInfo` are in `virtual_device_remote_device_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualFloppyRemoteDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
+    /// The fields `VirtualFloppyRemoteDeviceBackingInfo` inherits from `VirtualDeviceRemoteDeviceBackingInfo`.
+    pub virtual_device_remote_device_backing_info: VirtualDeviceRemoteDeviceBackingInfo,
 }
 impl x::SchemaType for VirtualFloppyRemoteDeviceBackingInfo {
     const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingInfo";
 }
 impl x::Structure for VirtualFloppyRemoteDeviceBackingInfo {}
+impl std::ops::Deref for VirtualFloppyRemoteDeviceBackingInfo {
+    type Target = VirtualDeviceRemoteDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingInfo {
+        &self.virtual_device_remote_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyRemoteDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingInfo {
+        &mut self.virtual_device_remote_device_backing_info
+    }
+}
 impl x::Fields for VirtualFloppyRemoteDeviceBackingInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.virtual_device_remote_device_backing_info,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_info, w);
+    }
+}
+/// `VirtualFloppyRemoteDeviceBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceRemoteDeviceBackingOption` are in `virtual_device_remote_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppyRemoteDeviceBackingOption {
+    /// The fields `VirtualFloppyRemoteDeviceBackingOption` inherits from `VirtualDeviceRemoteDeviceBackingOption`.
+    pub virtual_device_remote_device_backing_option: VirtualDeviceRemoteDeviceBackingOption,
+}
+impl x::SchemaType for VirtualFloppyRemoteDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingOption";
+}
+impl x::Structure for VirtualFloppyRemoteDeviceBackingOption {}
+impl std::ops::Deref for VirtualFloppyRemoteDeviceBackingOption {
+    type Target = VirtualDeviceRemoteDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingOption {
+        &self.virtual_device_remote_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyRemoteDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingOption {
+        &mut self.virtual_device_remote_device_backing_option
+    }
+}
+impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.virtual_device_remote_device_backing_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_option, w);
+    }
+}
+/// `VirtualHardware` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHardware {
+    /// `numCPU`.
+    pub num_cpu: i32,
+    /// `numCoresPerSocket`.
+    pub num_cores_per_socket: Option<i32>,
+    /// `autoCoresPerSocket`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_socket: Option<bool>,
+    /// `memoryMB`.
+    pub memory_mb: i32,
+    /// `virtualICH7MPresent`.
+    pub virtual_ich7_m_present: Option<bool>,
+    /// `virtualSMCPresent`.
+    pub virtual_smc_present: Option<bool>,
+    /// `device`.
+    pub device: Vec<AnyVirtualDevice>,
+    /// `motherboardLayout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub motherboard_layout: Option<String>,
+    /// `simultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub simultaneous_threads: Option<i32>,
+}
+impl x::SchemaType for VirtualHardware {
+    const TYPE_NAME: &'static str = "VirtualHardware";
+}
+impl x::Structure for VirtualHardware {}
+impl x::Fields for VirtualHardware {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "numCPU" => r.read(&mut self.num_cpu),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
+            "memoryMB" => r.read(&mut self.memory_mb),
+            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
+            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
+            "device" => r.read_push(&mut self.device),
+            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
+            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write("numCPU", &self.num_cpu);
+        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardware.autoCoresPerSocket",
+                self.auto_cores_per_socket.is_some(),
+            )
+        {
+            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
+        }
+        w.write("memoryMB", &self.memory_mb);
+        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
+        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
+        w.write_vec("device", &self.device);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardware.motherboardLayout",
+                self.motherboard_layout.is_some(),
+            )
+        {
+            w.write_opt("motherboardLayout", &self.motherboard_layout);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardware.simultaneousThreads",
+                self.simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
+        }
     }
+}
+/// `VirtualHardwareCompatibilityIssue` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHardwareCompatibilityIssue {
+    /// The fields `VirtualHardwareCompatibilityIssue` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
+}
+impl x::SchemaType for VirtualHardwareCompatibilityIssue {
+    const TYPE_NAME: &'static str = "VirtualHardwareCompatibilityIssue";
+}
+impl x::Structure for VirtualHardwareCompatibilityIssue {}
+impl std::ops::Deref for VirtualHardwareCompatibilityIssue {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for VirtualHardwareCompatibilityIssue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
+impl x::Fields for VirtualHardwareCompatibilityIssue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_config_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_config_fault, w);
+    }
+}
+/// `VirtualHardwareOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHardwareOption {
+    /// `hwVersion`.
+    pub hw_version: i32,
+    /// `virtualDeviceOption`.
+    pub virtual_device_option: Vec<AnyVirtualDeviceOption>,
+    /// `deviceListReadonly`.
+    pub device_list_readonly: bool,
+    /// `numCPU`.
+    pub num_cpu: Vec<i32>,
+    /// `numCoresPerSocket`.
+    pub num_cores_per_socket: Option<IntOption>,
+    /// `autoCoresPerSocket`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_socket: Option<BoolOption>,
+    /// `numCpuReadonly`.
+    pub num_cpu_readonly: bool,
+    /// `memoryMB`.
+    pub memory_mb: LongOption,
+    /// `numPCIControllers`.
+    pub num_pci_controllers: IntOption,
+    /// `numIDEControllers`.
+    pub num_ide_controllers: IntOption,
+    /// `numUSBControllers`.
+    pub num_usb_controllers: IntOption,
+    /// `numUSBXHCIControllers`.
+    pub num_usbxhci_controllers: Option<IntOption>,
+    /// `numSIOControllers`.
+    pub num_sio_controllers: IntOption,
+    /// `numPS2Controllers`.
+    pub num_ps2_controllers: IntOption,
+    /// `licensingLimit`.
+    pub licensing_limit: Vec<String>,
+    /// `numSupportedWwnPorts`.
+    pub num_supported_wwn_ports: Option<IntOption>,
+    /// `numSupportedWwnNodes`.
+    pub num_supported_wwn_nodes: Option<IntOption>,
+    /// `resourceConfigOption`.
+    pub resource_config_option: Option<ResourceConfigOption>,
+    /// `numNVDIMMControllers`.
+    pub num_nvdimm_controllers: Option<IntOption>,
+    /// `numTPMDevices`.
+    pub num_tpm_devices: Option<IntOption>,
+    /// `numWDTDevices`.
+    pub num_wdt_devices: Option<IntOption>,
+    /// `numPrecisionClockDevices`.
+    pub num_precision_clock_devices: Option<IntOption>,
+    /// `epcMemoryMB`.
+    pub epc_memory_mb: Option<LongOption>,
+    /// `acpiHostBridgesFirmware`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub acpi_host_bridges_firmware: Vec<String>,
+    /// `numCpuSimultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_cpu_simultaneous_threads: Option<IntOption>,
+    /// `numNumaNodes`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_numa_nodes: Option<IntOption>,
+    /// `numDeviceGroups`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_device_groups: Option<IntOption>,
+    /// `deviceGroupTypes`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_types: Vec<String>,
+}
+impl x::SchemaType for VirtualHardwareOption {
+    const TYPE_NAME: &'static str = "VirtualHardwareOption";
+}
+impl x::Structure for VirtualHardwareOption {}
+impl x::Fields for VirtualHardwareOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hwVersion" => r.read(&mut self.hw_version),
+            "virtualDeviceOption" => r.read_push(&mut self.virtual_device_option),
+            "deviceListReadonly" => r.read(&mut self.device_list_readonly),
+            "numCPU" => r.read_push(&mut self.num_cpu),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
+            "numCpuReadonly" => r.read(&mut self.num_cpu_readonly),
+            "memoryMB" => r.read(&mut self.memory_mb),
+            "numPCIControllers" => r.read(&mut self.num_pci_controllers),
+            "numIDEControllers" => r.read(&mut self.num_ide_controllers),
+            "numUSBControllers" => r.read(&mut self.num_usb_controllers),
+            "numUSBXHCIControllers" => r.read_opt(&mut self.num_usbxhci_controllers),
+            "numSIOControllers" => r.read(&mut self.num_sio_controllers),
+            "numPS2Controllers" => r.read(&mut self.num_ps2_controllers),
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "numSupportedWwnPorts" => r.read_opt(&mut self.num_supported_wwn_ports),
+            "numSupportedWwnNodes" => r.read_opt(&mut self.num_supported_wwn_nodes),
+            "resourceConfigOption" => r.read_opt(&mut self.resource_config_option),
+            "numNVDIMMControllers" => r.read_opt(&mut self.num_nvdimm_controllers),
+            "numTPMDevices" => r.read_opt(&mut self.num_tpm_devices),
+            "numWDTDevices" => r.read_opt(&mut self.num_wdt_devices),
+            "numPrecisionClockDevices" => {
+                r.read_opt(&mut self.num_precision_clock_devices)
+            }
+            "epcMemoryMB" => r.read_opt(&mut self.epc_memory_mb),
+            "acpiHostBridgesFirmware" => {
+                r.read_push(&mut self.acpi_host_bridges_firmware)
+            }
+            "numCpuSimultaneousThreads" => {
+                r.read_opt(&mut self.num_cpu_simultaneous_threads)
+            }
+            "numNumaNodes" => r.read_opt(&mut self.num_numa_nodes),
+            "numDeviceGroups" => r.read_opt(&mut self.num_device_groups),
+            "deviceGroupTypes" => r.read_push(&mut self.device_group_types),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hwVersion", &self.hw_version);
+        w.write_vec("virtualDeviceOption", &self.virtual_device_option);
+        w.write("deviceListReadonly", &self.device_list_readonly);
+        w.write_vec("numCPU", &self.num_cpu);
+        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.autoCoresPerSocket",
+                self.auto_cores_per_socket.is_some(),
+            )
+        {
+            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
+        }
+        w.write("numCpuReadonly", &self.num_cpu_readonly);
+        w.write("memoryMB", &self.memory_mb);
+        w.write("numPCIControllers", &self.num_pci_controllers);
+        w.write("numIDEControllers", &self.num_ide_controllers);
+        w.write("numUSBControllers", &self.num_usb_controllers);
+        w.write_opt("numUSBXHCIControllers", &self.num_usbxhci_controllers);
+        w.write("numSIOControllers", &self.num_sio_controllers);
+        w.write("numPS2Controllers", &self.num_ps2_controllers);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write_opt("numSupportedWwnPorts", &self.num_supported_wwn_ports);
+        w.write_opt("numSupportedWwnNodes", &self.num_supported_wwn_nodes);
+        w.write_opt("resourceConfigOption", &self.resource_config_option);
+        w.write_opt("numNVDIMMControllers", &self.num_nvdimm_controllers);
+        w.write_opt("numTPMDevices", &self.num_tpm_devices);
+        w.write_opt("numWDTDevices", &self.num_wdt_devices);
+        w.write_opt("numPrecisionClockDevices", &self.num_precision_clock_devices);
+        w.write_opt("epcMemoryMB", &self.epc_memory_mb);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.acpiHostBridgesFirmware",
+                !self.acpi_host_bridges_firmware.is_empty(),
+            )
+        {
+            w.write_vec("acpiHostBridgesFirmware", &self.acpi_host_bridges_firmware);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.numCpuSimultaneousThreads",
+                self.num_cpu_simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("numCpuSimultaneousThreads", &self.num_cpu_simultaneous_threads);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.numNumaNodes",
+                self.num_numa_nodes.is_some(),
+            )
+        {
+            w.write_opt("numNumaNodes", &self.num_numa_nodes);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.numDeviceGroups",
+                self.num_device_groups.is_some(),
+            )
+        {
+            w.write_opt("numDeviceGroups", &self.num_device_groups);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.deviceGroupTypes",
+                !self.device_group_types.is_empty(),
+            )
+        {
+            w.write_vec("deviceGroupTypes", &self.device_group_types);
+        }
+    }
+}
+/// `VirtualHardwareVersionNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
+///
+/// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHardwareVersionNotSupported {
+    /// The fields `VirtualHardwareVersionNotSupported` inherits from `VirtualHardwareCompatibilityIssue`.
+    pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
+    /// `hostName`.
+    pub host_name: String,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+}
+impl x::SchemaType for VirtualHardwareVersionNotSupported {
+    const TYPE_NAME: &'static str = "VirtualHardwareVersionNotSupported";
+}
+impl x::Structure for VirtualHardwareVersionNotSupported {}
+impl std::ops::Deref for VirtualHardwareVersionNotSupported {
+    type Target = VirtualHardwareCompatibilityIssue;
+    #[inline]
+    fn deref(&self) -> &VirtualHardwareCompatibilityIssue {
+        &self.virtual_hardware_compatibility_issue
+    }
+}
+impl std::ops::DerefMut for VirtualHardwareVersionNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
+        &mut self.virtual_hardware_compatibility_issue
+    }
+}
+impl x::Fields for VirtualHardwareVersionNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read(&mut self.host_name),
+            "host" => r.read(&mut self.host),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_hardware_compatibility_issue,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_hardware_compatibility_issue, w);
+        w.write("hostName", &self.host_name);
+        w.write("host", &self.host);
+    }
+}
+/// `VirtualHdAudioCard` (extends `VirtualSoundCard`).
+///
+/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHdAudioCard {
+    /// The fields `VirtualHdAudioCard` inherits from `VirtualSoundCard`.
+    pub virtual_sound_card: VirtualSoundCard,
+}
+impl x::SchemaType for VirtualHdAudioCard {
+    const TYPE_NAME: &'static str = "VirtualHdAudioCard";
+}
+impl x::Structure for VirtualHdAudioCard {}
+impl std::ops::Deref for VirtualHdAudioCard {
+    type Target = VirtualSoundCard;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCard {
+        &self.virtual_sound_card
+    }
+}
+impl std::ops::DerefMut for VirtualHdAudioCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
+        &mut self.virtual_sound_card
+    }
+}
+impl x::Fields for VirtualHdAudioCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card, w);
+    }
+}
+/// `VirtualHdAudioCardOption` (extends `VirtualSoundCardOption`).
+///
+/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHdAudioCardOption {
+    /// The fields `VirtualHdAudioCardOption` inherits from `VirtualSoundCardOption`.
+    pub virtual_sound_card_option: VirtualSoundCardOption,
+}
+impl x::SchemaType for VirtualHdAudioCardOption {
+    const TYPE_NAME: &'static str = "VirtualHdAudioCardOption";
+}
+impl x::Structure for VirtualHdAudioCardOption {}
+impl std::ops::Deref for VirtualHdAudioCardOption {
+    type Target = VirtualSoundCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCardOption {
+        &self.virtual_sound_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualHdAudioCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
+        &mut self.virtual_sound_card_option
+    }
+}
+impl x::Fields for VirtualHdAudioCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
+    }
+}
+/// `VirtualIDEController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualIDEController {
+    /// The fields `VirtualIDEController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualIDEController {
+    const TYPE_NAME: &'static str = "VirtualIDEController";
+}
+impl x::Structure for VirtualIDEController {}
+impl std::ops::Deref for VirtualIDEController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualIDEController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualIDEController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualIDEControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualIDEControllerOption {
+    /// The fields `VirtualIDEControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numIDEDisks`.
+    pub num_ide_disks: IntOption,
+    /// `numIDECdroms`.
+    pub num_ide_cdroms: IntOption,
+}
+impl x::SchemaType for VirtualIDEControllerOption {
+    const TYPE_NAME: &'static str = "VirtualIDEControllerOption";
+}
+impl x::Structure for VirtualIDEControllerOption {}
+impl std::ops::Deref for VirtualIDEControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualIDEControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualIDEControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numIDEDisks" => r.read(&mut self.num_ide_disks),
+            "numIDECdroms" => r.read(&mut self.num_ide_cdroms),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numIDEDisks", &self.num_ide_disks);
+        w.write("numIDECdroms", &self.num_ide_cdroms);
+    }
+}
+/// `VirtualKeyboard` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualKeyboard {
+    /// The fields `VirtualKeyboard` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualKeyboard {
+    const TYPE_NAME: &'static str = "VirtualKeyboard";
+}
+impl x::Structure for VirtualKeyboard {}
+impl std::ops::Deref for VirtualKeyboard {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualKeyboard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualKeyboard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualKeyboardOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualKeyboardOption {
+    /// The fields `VirtualKeyboardOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualKeyboardOption {
+    const TYPE_NAME: &'static str = "VirtualKeyboardOption";
+}
+impl x::Structure for VirtualKeyboardOption {}
+impl std::ops::Deref for VirtualKeyboardOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualKeyboardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualKeyboardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualLsiLogicController` (extends `VirtualSCSIController`).
+///
+/// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicController {
+    /// The fields `VirtualLsiLogicController` inherits from `VirtualSCSIController`.
+    pub virtual_scsi_controller: VirtualSCSIController,
+}
+impl x::SchemaType for VirtualLsiLogicController {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicController";
+}
+impl x::Structure for VirtualLsiLogicController {}
+impl std::ops::Deref for VirtualLsiLogicController {
+    type Target = VirtualSCSIController;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIController {
+        &self.virtual_scsi_controller
+    }
+}
+impl std::ops::DerefMut for VirtualLsiLogicController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIController {
+        &mut self.virtual_scsi_controller
+    }
+}
+impl x::Fields for VirtualLsiLogicController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_scsi_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_scsi_controller, w);
+    }
+}
+/// `VirtualLsiLogicControllerOption` (extends `VirtualSCSIControllerOption`).
+///
+/// The fields of `VirtualSCSIControllerOption` are in `virtual_scsi_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicControllerOption {
+    /// The fields `VirtualLsiLogicControllerOption` inherits from `VirtualSCSIControllerOption`.
+    pub virtual_scsi_controller_option: VirtualSCSIControllerOption,
+}
+impl x::SchemaType for VirtualLsiLogicControllerOption {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicControllerOption";
+}
+impl x::Structure for VirtualLsiLogicControllerOption {}
+impl std::ops::Deref for VirtualLsiLogicControllerOption {
+    type Target = VirtualSCSIControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIControllerOption {
+        &self.virtual_scsi_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualLsiLogicControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIControllerOption {
+        &mut self.virtual_scsi_controller_option
+    }
+}
+impl x::Fields for VirtualLsiLogicControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_scsi_controller_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_scsi_controller_option, w);
+    }
+}
+/// `VirtualLsiLogicSASController` (extends `VirtualSCSIController`).
+///
+/// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicSASController {
+    /// The fields `VirtualLsiLogicSASController` inherits from `VirtualSCSIController`.
+    pub virtual_scsi_controller: VirtualSCSIController,
+}
+impl x::SchemaType for VirtualLsiLogicSASController {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicSASController";
+}
+impl x::Structure for VirtualLsiLogicSASController {}
+impl std::ops::Deref for VirtualLsiLogicSASController {
+    type Target = VirtualSCSIController;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIController {
+        &self.virtual_scsi_controller
+    }
+}
+impl std::ops::DerefMut for VirtualLsiLogicSASController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIController {
+        &mut self.virtual_scsi_controller
+    }
+}
+impl x::Fields for VirtualLsiLogicSASController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_scsi_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_scsi_controller, w);
+    }
+}
+/// `VirtualLsiLogicSASControllerOption` (extends `VirtualSCSIControllerOption`).
+///
+/// The fields of `VirtualSCSIControllerOption` are in `virtual_scsi_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicSASControllerOption {
+    /// The fields `VirtualLsiLogicSASControllerOption` inherits from `VirtualSCSIControllerOption`.
+    pub virtual_scsi_controller_option: VirtualSCSIControllerOption,
+}
+impl x::SchemaType for VirtualLsiLogicSASControllerOption {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicSASControllerOption";
+}
+impl x::Structure for VirtualLsiLogicSASControllerOption {}
+impl std::ops::Deref for VirtualLsiLogicSASControllerOption {
+    type Target = VirtualSCSIControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIControllerOption {
+        &self.virtual_scsi_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualLsiLogicSASControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIControllerOption {
+        &mut self.virtual_scsi_controller_option
+    }
+}
+impl x::Fields for VirtualLsiLogicSASControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_scsi_controller_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_scsi_controller_option, w);
+    }
+}
+/// `VirtualMachineAffinityInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineAffinityInfo {
+    /// `affinitySet`.
+    pub affinity_set: Vec<i32>,
+}
+impl x::SchemaType for VirtualMachineAffinityInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineAffinityInfo";
+}
+impl x::Structure for VirtualMachineAffinityInfo {}
+impl x::Fields for VirtualMachineAffinityInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "affinitySet" => r.read_push(&mut self.affinity_set),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("affinitySet", &self.affinity_set);
+    }
+}
+/// `VirtualMachineBaseIndependentFilterSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineBaseIndependentFilterSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBaseIndependentFilterSpec {}
+impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineBaseIndependentFilterSpec";
+}
+impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
+impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptions` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptions {
+    /// `bootDelay`.
+    pub boot_delay: Option<i64>,
+    /// `enterBIOSSetup`.
+    pub enter_bios_setup: Option<bool>,
+    /// `efiSecureBootEnabled`.
+    pub efi_secure_boot_enabled: Option<bool>,
+    /// `bootRetryEnabled`.
+    pub boot_retry_enabled: Option<bool>,
+    /// `bootRetryDelay`.
+    pub boot_retry_delay: Option<i64>,
+    /// `bootOrder`.
+    pub boot_order: Vec<AnyVirtualMachineBootOptionsBootableDevice>,
+    /// `networkBootProtocol`.
+    pub network_boot_protocol: Option<String>,
+}
+impl x::SchemaType for VirtualMachineBootOptions {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptions";
+}
+impl x::Structure for VirtualMachineBootOptions {}
+impl x::Fields for VirtualMachineBootOptions {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bootDelay" => r.read_opt(&mut self.boot_delay),
+            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup),
+            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled),
+            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled),
+            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay),
+            "bootOrder" => r.read_push(&mut self.boot_order),
+            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("bootDelay", &self.boot_delay);
+        w.write_opt("enterBIOSSetup", &self.enter_bios_setup);
+        w.write_opt("efiSecureBootEnabled", &self.efi_secure_boot_enabled);
+        w.write_opt("bootRetryEnabled", &self.boot_retry_enabled);
+        w.write_opt("bootRetryDelay", &self.boot_retry_delay);
+        w.write_vec("bootOrder", &self.boot_order);
+        w.write_opt("networkBootProtocol", &self.network_boot_protocol);
+    }
+}
+/// `VirtualMachineBootOptionsBootableCdromDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableCdromDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableCdromDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptionsBootableDevice` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineBootOptionsBootableDevice`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptionsBootableDiskDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableDiskDevice {
+    /// `deviceKey`.
+    pub device_key: i32,
+}
+impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDiskDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceKey" => r.read(&mut self.device_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceKey", &self.device_key);
+    }
+}
+/// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableEthernetDevice {
+    /// `deviceKey`.
+    pub device_key: i32,
+}
+impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableEthernetDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceKey" => r.read(&mut self.device_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceKey", &self.device_key);
+    }
+}
+/// `VirtualMachineBootOptionsBootableFloppyDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableFloppyDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableFloppyDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableFloppyDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableFloppyDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableFloppyDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }

@@ -5,1517 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualFloppyRemoteDeviceBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyRemoteDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceRemoteDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualFloppyRemoteDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingOption";
-}
-impl x::Structure for VirtualFloppyRemoteDeviceBackingOption {}
-impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualHardware` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardware {
-    /// `numCPU`.
-    pub num_cpu: i32,
-    /// `numCoresPerSocket`.
-    pub num_cores_per_socket: Option<i32>,
-    /// `autoCoresPerSocket`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub auto_cores_per_socket: Option<bool>,
-    /// `memoryMB`.
-    pub memory_mb: i32,
-    /// `virtualICH7MPresent`.
-    pub virtual_ich7_m_present: Option<bool>,
-    /// `virtualSMCPresent`.
-    pub virtual_smc_present: Option<bool>,
-    /// `device`.
-    pub device: Vec<AnyVirtualDevice>,
-    /// `motherboardLayout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub motherboard_layout: Option<String>,
-    /// `simultaneousThreads`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub simultaneous_threads: Option<i32>,
-}
-impl x::SchemaType for VirtualHardware {
-    const TYPE_NAME: &'static str = "VirtualHardware";
-}
-impl x::Structure for VirtualHardware {}
-impl x::Fields for VirtualHardware {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numCPU" => r.read(&mut self.num_cpu),
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
-            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
-            "memoryMB" => r.read(&mut self.memory_mb),
-            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
-            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
-            "device" => r.read_push(&mut self.device),
-            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
-            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numCPU", &self.num_cpu);
-        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardware.autoCoresPerSocket",
-                self.auto_cores_per_socket.is_some(),
-            )
-        {
-            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
-        }
-        w.write("memoryMB", &self.memory_mb);
-        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
-        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
-        w.write_vec("device", &self.device);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardware.motherboardLayout",
-                self.motherboard_layout.is_some(),
-            )
-        {
-            w.write_opt("motherboardLayout", &self.motherboard_layout);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardware.simultaneousThreads",
-                self.simultaneous_threads.is_some(),
-            )
-        {
-            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
-        }
-    }
-}
-/// `VirtualHardwareCompatibilityIssue` (extends `VmConfigFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardwareCompatibilityIssue {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for VirtualHardwareCompatibilityIssue {
-    const TYPE_NAME: &'static str = "VirtualHardwareCompatibilityIssue";
-}
-impl x::Structure for VirtualHardwareCompatibilityIssue {}
-impl x::Fields for VirtualHardwareCompatibilityIssue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `VirtualHardwareOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardwareOption {
-    /// `hwVersion`.
-    pub hw_version: i32,
-    /// `virtualDeviceOption`.
-    pub virtual_device_option: Vec<AnyVirtualDeviceOption>,
-    /// `deviceListReadonly`.
-    pub device_list_readonly: bool,
-    /// `numCPU`.
-    pub num_cpu: Vec<i32>,
-    /// `numCoresPerSocket`.
-    pub num_cores_per_socket: Option<IntOption>,
-    /// `autoCoresPerSocket`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub auto_cores_per_socket: Option<BoolOption>,
-    /// `numCpuReadonly`.
-    pub num_cpu_readonly: bool,
-    /// `memoryMB`.
-    pub memory_mb: LongOption,
-    /// `numPCIControllers`.
-    pub num_pci_controllers: IntOption,
-    /// `numIDEControllers`.
-    pub num_ide_controllers: IntOption,
-    /// `numUSBControllers`.
-    pub num_usb_controllers: IntOption,
-    /// `numUSBXHCIControllers`.
-    pub num_usbxhci_controllers: Option<IntOption>,
-    /// `numSIOControllers`.
-    pub num_sio_controllers: IntOption,
-    /// `numPS2Controllers`.
-    pub num_ps2_controllers: IntOption,
-    /// `licensingLimit`.
-    pub licensing_limit: Vec<String>,
-    /// `numSupportedWwnPorts`.
-    pub num_supported_wwn_ports: Option<IntOption>,
-    /// `numSupportedWwnNodes`.
-    pub num_supported_wwn_nodes: Option<IntOption>,
-    /// `resourceConfigOption`.
-    pub resource_config_option: Option<ResourceConfigOption>,
-    /// `numNVDIMMControllers`.
-    pub num_nvdimm_controllers: Option<IntOption>,
-    /// `numTPMDevices`.
-    pub num_tpm_devices: Option<IntOption>,
-    /// `numWDTDevices`.
-    pub num_wdt_devices: Option<IntOption>,
-    /// `numPrecisionClockDevices`.
-    pub num_precision_clock_devices: Option<IntOption>,
-    /// `epcMemoryMB`.
-    pub epc_memory_mb: Option<LongOption>,
-    /// `acpiHostBridgesFirmware`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub acpi_host_bridges_firmware: Vec<String>,
-    /// `numCpuSimultaneousThreads`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_cpu_simultaneous_threads: Option<IntOption>,
-    /// `numNumaNodes`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_numa_nodes: Option<IntOption>,
-    /// `numDeviceGroups`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_device_groups: Option<IntOption>,
-    /// `deviceGroupTypes`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_types: Vec<String>,
-}
-impl x::SchemaType for VirtualHardwareOption {
-    const TYPE_NAME: &'static str = "VirtualHardwareOption";
-}
-impl x::Structure for VirtualHardwareOption {}
-impl x::Fields for VirtualHardwareOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hwVersion" => r.read(&mut self.hw_version),
-            "virtualDeviceOption" => r.read_push(&mut self.virtual_device_option),
-            "deviceListReadonly" => r.read(&mut self.device_list_readonly),
-            "numCPU" => r.read_push(&mut self.num_cpu),
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
-            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
-            "numCpuReadonly" => r.read(&mut self.num_cpu_readonly),
-            "memoryMB" => r.read(&mut self.memory_mb),
-            "numPCIControllers" => r.read(&mut self.num_pci_controllers),
-            "numIDEControllers" => r.read(&mut self.num_ide_controllers),
-            "numUSBControllers" => r.read(&mut self.num_usb_controllers),
-            "numUSBXHCIControllers" => r.read_opt(&mut self.num_usbxhci_controllers),
-            "numSIOControllers" => r.read(&mut self.num_sio_controllers),
-            "numPS2Controllers" => r.read(&mut self.num_ps2_controllers),
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "numSupportedWwnPorts" => r.read_opt(&mut self.num_supported_wwn_ports),
-            "numSupportedWwnNodes" => r.read_opt(&mut self.num_supported_wwn_nodes),
-            "resourceConfigOption" => r.read_opt(&mut self.resource_config_option),
-            "numNVDIMMControllers" => r.read_opt(&mut self.num_nvdimm_controllers),
-            "numTPMDevices" => r.read_opt(&mut self.num_tpm_devices),
-            "numWDTDevices" => r.read_opt(&mut self.num_wdt_devices),
-            "numPrecisionClockDevices" => {
-                r.read_opt(&mut self.num_precision_clock_devices)
-            }
-            "epcMemoryMB" => r.read_opt(&mut self.epc_memory_mb),
-            "acpiHostBridgesFirmware" => {
-                r.read_push(&mut self.acpi_host_bridges_firmware)
-            }
-            "numCpuSimultaneousThreads" => {
-                r.read_opt(&mut self.num_cpu_simultaneous_threads)
-            }
-            "numNumaNodes" => r.read_opt(&mut self.num_numa_nodes),
-            "numDeviceGroups" => r.read_opt(&mut self.num_device_groups),
-            "deviceGroupTypes" => r.read_push(&mut self.device_group_types),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hwVersion", &self.hw_version);
-        w.write_vec("virtualDeviceOption", &self.virtual_device_option);
-        w.write("deviceListReadonly", &self.device_list_readonly);
-        w.write_vec("numCPU", &self.num_cpu);
-        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.autoCoresPerSocket",
-                self.auto_cores_per_socket.is_some(),
-            )
-        {
-            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
-        }
-        w.write("numCpuReadonly", &self.num_cpu_readonly);
-        w.write("memoryMB", &self.memory_mb);
-        w.write("numPCIControllers", &self.num_pci_controllers);
-        w.write("numIDEControllers", &self.num_ide_controllers);
-        w.write("numUSBControllers", &self.num_usb_controllers);
-        w.write_opt("numUSBXHCIControllers", &self.num_usbxhci_controllers);
-        w.write("numSIOControllers", &self.num_sio_controllers);
-        w.write("numPS2Controllers", &self.num_ps2_controllers);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write_opt("numSupportedWwnPorts", &self.num_supported_wwn_ports);
-        w.write_opt("numSupportedWwnNodes", &self.num_supported_wwn_nodes);
-        w.write_opt("resourceConfigOption", &self.resource_config_option);
-        w.write_opt("numNVDIMMControllers", &self.num_nvdimm_controllers);
-        w.write_opt("numTPMDevices", &self.num_tpm_devices);
-        w.write_opt("numWDTDevices", &self.num_wdt_devices);
-        w.write_opt("numPrecisionClockDevices", &self.num_precision_clock_devices);
-        w.write_opt("epcMemoryMB", &self.epc_memory_mb);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.acpiHostBridgesFirmware",
-                !self.acpi_host_bridges_firmware.is_empty(),
-            )
-        {
-            w.write_vec("acpiHostBridgesFirmware", &self.acpi_host_bridges_firmware);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.numCpuSimultaneousThreads",
-                self.num_cpu_simultaneous_threads.is_some(),
-            )
-        {
-            w.write_opt("numCpuSimultaneousThreads", &self.num_cpu_simultaneous_threads);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.numNumaNodes",
-                self.num_numa_nodes.is_some(),
-            )
-        {
-            w.write_opt("numNumaNodes", &self.num_numa_nodes);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.numDeviceGroups",
-                self.num_device_groups.is_some(),
-            )
-        {
-            w.write_opt("numDeviceGroups", &self.num_device_groups);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.deviceGroupTypes",
-                !self.device_group_types.is_empty(),
-            )
-        {
-            w.write_vec("deviceGroupTypes", &self.device_group_types);
-        }
-    }
-}
-/// `VirtualHardwareVersionNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardwareVersionNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `hostName`.
-    pub host_name: String,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for VirtualHardwareVersionNotSupported {
-    const TYPE_NAME: &'static str = "VirtualHardwareVersionNotSupported";
-}
-impl x::Structure for VirtualHardwareVersionNotSupported {}
-impl x::Fields for VirtualHardwareVersionNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "hostName" => r.read(&mut self.host_name),
-            "host" => r.read(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("hostName", &self.host_name);
-        w.write("host", &self.host);
-    }
-}
-/// `VirtualHdAudioCard` (extends `VirtualSoundCard`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHdAudioCard {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-}
-impl x::SchemaType for VirtualHdAudioCard {
-    const TYPE_NAME: &'static str = "VirtualHdAudioCard";
-}
-impl x::Structure for VirtualHdAudioCard {}
-impl x::Fields for VirtualHdAudioCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-    }
-}
-/// `VirtualHdAudioCardOption` (extends `VirtualSoundCardOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHdAudioCardOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualHdAudioCardOption {
-    const TYPE_NAME: &'static str = "VirtualHdAudioCardOption";
-}
-impl x::Structure for VirtualHdAudioCardOption {}
-impl x::Fields for VirtualHdAudioCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-    }
-}
-/// `VirtualIDEController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualIDEController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualIDEController {
-    const TYPE_NAME: &'static str = "VirtualIDEController";
-}
-impl x::Structure for VirtualIDEController {}
-impl x::Fields for VirtualIDEController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualIDEControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualIDEControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numIDEDisks`.
-    pub num_ide_disks: IntOption,
-    /// `numIDECdroms`.
-    pub num_ide_cdroms: IntOption,
-}
-impl x::SchemaType for VirtualIDEControllerOption {
-    const TYPE_NAME: &'static str = "VirtualIDEControllerOption";
-}
-impl x::Structure for VirtualIDEControllerOption {}
-impl x::Fields for VirtualIDEControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numIDEDisks" => r.read(&mut self.num_ide_disks),
-            "numIDECdroms" => r.read(&mut self.num_ide_cdroms),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numIDEDisks", &self.num_ide_disks);
-        w.write("numIDECdroms", &self.num_ide_cdroms);
-    }
-}
-/// `VirtualKeyboard` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualKeyboard {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-}
-impl x::SchemaType for VirtualKeyboard {
-    const TYPE_NAME: &'static str = "VirtualKeyboard";
-}
-impl x::Structure for VirtualKeyboard {}
-impl x::Fields for VirtualKeyboard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-    }
-}
-/// `VirtualKeyboardOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualKeyboardOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualKeyboardOption {
-    const TYPE_NAME: &'static str = "VirtualKeyboardOption";
-}
-impl x::Structure for VirtualKeyboardOption {}
-impl x::Fields for VirtualKeyboardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-    }
-}
-/// `VirtualLsiLogicController` (extends `VirtualSCSIController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-    /// `hotAddRemove`, from `VirtualSCSIController`.
-    pub hot_add_remove: Option<bool>,
-    /// `sharedBus`, from `VirtualSCSIController`.
-    pub shared_bus: VirtualSCSISharing,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIController`.
-    pub scsi_ctlr_unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualLsiLogicController {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicController";
-}
-impl x::Structure for VirtualLsiLogicController {}
-impl x::Fields for VirtualLsiLogicController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
-            "sharedBus" => r.read(&mut self.shared_bus),
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-        w.write_opt("hotAddRemove", &self.hot_add_remove);
-        w.write("sharedBus", &self.shared_bus);
-        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualLsiLogicControllerOption` (extends `VirtualSCSIControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numSCSIDisks`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_disks: IntOption,
-    /// `numSCSICdroms`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_cdroms: IntOption,
-    /// `numSCSIPassthrough`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_passthrough: IntOption,
-    /// `sharing`, from `VirtualSCSIControllerOption`.
-    pub sharing: Vec<VirtualSCSISharing>,
-    /// `defaultSharedIndex`, from `VirtualSCSIControllerOption`.
-    pub default_shared_index: i32,
-    /// `hotAddRemove`, from `VirtualSCSIControllerOption`.
-    pub hot_add_remove: BoolOption,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIControllerOption`.
-    pub scsi_ctlr_unit_number: i32,
-}
-impl x::SchemaType for VirtualLsiLogicControllerOption {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicControllerOption";
-}
-impl x::Structure for VirtualLsiLogicControllerOption {}
-impl x::Fields for VirtualLsiLogicControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
-            "sharing" => r.read_push(&mut self.sharing),
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
-            "hotAddRemove" => r.read(&mut self.hot_add_remove),
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numSCSIDisks", &self.num_scsi_disks);
-        w.write("numSCSICdroms", &self.num_scsi_cdroms);
-        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
-        w.write_vec("sharing", &self.sharing);
-        w.write("defaultSharedIndex", &self.default_shared_index);
-        w.write("hotAddRemove", &self.hot_add_remove);
-        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualLsiLogicSASController` (extends `VirtualSCSIController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicSASController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-    /// `hotAddRemove`, from `VirtualSCSIController`.
-    pub hot_add_remove: Option<bool>,
-    /// `sharedBus`, from `VirtualSCSIController`.
-    pub shared_bus: VirtualSCSISharing,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIController`.
-    pub scsi_ctlr_unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualLsiLogicSASController {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicSASController";
-}
-impl x::Structure for VirtualLsiLogicSASController {}
-impl x::Fields for VirtualLsiLogicSASController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
-            "sharedBus" => r.read(&mut self.shared_bus),
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-        w.write_opt("hotAddRemove", &self.hot_add_remove);
-        w.write("sharedBus", &self.shared_bus);
-        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualLsiLogicSASControllerOption` (extends `VirtualSCSIControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicSASControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numSCSIDisks`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_disks: IntOption,
-    /// `numSCSICdroms`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_cdroms: IntOption,
-    /// `numSCSIPassthrough`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_passthrough: IntOption,
-    /// `sharing`, from `VirtualSCSIControllerOption`.
-    pub sharing: Vec<VirtualSCSISharing>,
-    /// `defaultSharedIndex`, from `VirtualSCSIControllerOption`.
-    pub default_shared_index: i32,
-    /// `hotAddRemove`, from `VirtualSCSIControllerOption`.
-    pub hot_add_remove: BoolOption,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIControllerOption`.
-    pub scsi_ctlr_unit_number: i32,
-}
-impl x::SchemaType for VirtualLsiLogicSASControllerOption {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicSASControllerOption";
-}
-impl x::Structure for VirtualLsiLogicSASControllerOption {}
-impl x::Fields for VirtualLsiLogicSASControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
-            "sharing" => r.read_push(&mut self.sharing),
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
-            "hotAddRemove" => r.read(&mut self.hot_add_remove),
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numSCSIDisks", &self.num_scsi_disks);
-        w.write("numSCSICdroms", &self.num_scsi_cdroms);
-        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
-        w.write_vec("sharing", &self.sharing);
-        w.write("defaultSharedIndex", &self.default_shared_index);
-        w.write("hotAddRemove", &self.hot_add_remove);
-        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualMachineAffinityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineAffinityInfo {
-    /// `affinitySet`.
-    pub affinity_set: Vec<i32>,
-}
-impl x::SchemaType for VirtualMachineAffinityInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineAffinityInfo";
-}
-impl x::Structure for VirtualMachineAffinityInfo {}
-impl x::Fields for VirtualMachineAffinityInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "affinitySet" => r.read_push(&mut self.affinity_set),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("affinitySet", &self.affinity_set);
-    }
-}
-/// `VirtualMachineBaseIndependentFilterSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineBaseIndependentFilterSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBaseIndependentFilterSpec {}
-impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineBaseIndependentFilterSpec";
-}
-impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
-impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptions` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptions {
-    /// `bootDelay`.
-    pub boot_delay: Option<i64>,
-    /// `enterBIOSSetup`.
-    pub enter_bios_setup: Option<bool>,
-    /// `efiSecureBootEnabled`.
-    pub efi_secure_boot_enabled: Option<bool>,
-    /// `bootRetryEnabled`.
-    pub boot_retry_enabled: Option<bool>,
-    /// `bootRetryDelay`.
-    pub boot_retry_delay: Option<i64>,
-    /// `bootOrder`.
-    pub boot_order: Vec<AnyVirtualMachineBootOptionsBootableDevice>,
-    /// `networkBootProtocol`.
-    pub network_boot_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualMachineBootOptions {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptions";
-}
-impl x::Structure for VirtualMachineBootOptions {}
-impl x::Fields for VirtualMachineBootOptions {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bootDelay" => r.read_opt(&mut self.boot_delay),
-            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup),
-            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled),
-            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled),
-            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay),
-            "bootOrder" => r.read_push(&mut self.boot_order),
-            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("bootDelay", &self.boot_delay);
-        w.write_opt("enterBIOSSetup", &self.enter_bios_setup);
-        w.write_opt("efiSecureBootEnabled", &self.efi_secure_boot_enabled);
-        w.write_opt("bootRetryEnabled", &self.boot_retry_enabled);
-        w.write_opt("bootRetryDelay", &self.boot_retry_delay);
-        w.write_vec("bootOrder", &self.boot_order);
-        w.write_opt("networkBootProtocol", &self.network_boot_protocol);
-    }
-}
-/// `VirtualMachineBootOptionsBootableCdromDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableCdromDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableCdromDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptionsBootableDevice` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineBootOptionsBootableDevice`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptionsBootableDiskDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableDiskDevice {
-    /// `deviceKey`.
-    pub device_key: i32,
-}
-impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDiskDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceKey" => r.read(&mut self.device_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceKey", &self.device_key);
-    }
-}
-/// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableEthernetDevice {
-    /// `deviceKey`.
-    pub device_key: i32,
-}
-impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableEthernetDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceKey" => r.read(&mut self.device_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceKey", &self.device_key);
-    }
-}
-/// `VirtualMachineBootOptionsBootableFloppyDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableFloppyDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableFloppyDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableFloppyDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableFloppyDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableFloppyDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
 /// `VirtualMachineCapability` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineCapability {
@@ -1884,12 +373,12 @@ impl x::Fields for VirtualMachineCapability {
     }
 }
 /// `VirtualMachineCdromInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineCdromInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineCdromInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `description`.
     pub description: Option<String>,
 }
@@ -1897,6 +386,19 @@ impl x::SchemaType for VirtualMachineCdromInfo {
     const TYPE_NAME: &'static str = "VirtualMachineCdromInfo";
 }
 impl x::Structure for VirtualMachineCdromInfo {}
+impl std::ops::Deref for VirtualMachineCdromInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineCdromInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineCdromInfo {
     fn decode_field(
         &mut self,
@@ -1904,17 +406,20 @@ impl x::Fields for VirtualMachineCdromInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "description" => r.read_opt(&mut self.description),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write_opt("description", &self.description);
     }
 }
@@ -2757,4 +1262,1620 @@ impl x::Fields for VirtualMachineConfigOptionDescriptor {
 impl x::ArrayItem for VirtualMachineConfigOptionDescriptor {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigOptionDescriptor";
     const ITEM_TAG: &'static str = "VirtualMachineConfigOptionDescriptor";
+}
+/// `VirtualMachineConfigSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineConfigSpec {
+    /// `changeVersion`.
+    pub change_version: Option<String>,
+    /// `name`.
+    pub name: Option<String>,
+    /// `version`.
+    pub version: Option<String>,
+    /// `createDate`.
+    pub create_date: Option<x::DateTime>,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `instanceUuid`.
+    pub instance_uuid: Option<String>,
+    /// `npivNodeWorldWideName`.
+    pub npiv_node_world_wide_name: Vec<i64>,
+    /// `npivPortWorldWideName`.
+    pub npiv_port_world_wide_name: Vec<i64>,
+    /// `npivWorldWideNameType`.
+    pub npiv_world_wide_name_type: Option<String>,
+    /// `npivDesiredNodeWwns`.
+    pub npiv_desired_node_wwns: Option<i16>,
+    /// `npivDesiredPortWwns`.
+    pub npiv_desired_port_wwns: Option<i16>,
+    /// `npivTemporaryDisabled`.
+    pub npiv_temporary_disabled: Option<bool>,
+    /// `npivOnNonRdmDisks`.
+    pub npiv_on_non_rdm_disks: Option<bool>,
+    /// `npivWorldWideNameOp`.
+    pub npiv_world_wide_name_op: Option<String>,
+    /// `locationId`.
+    pub location_id: Option<String>,
+    /// `guestId`.
+    pub guest_id: Option<String>,
+    /// `alternateGuestName`.
+    pub alternate_guest_name: Option<String>,
+    /// `annotation`.
+    pub annotation: Option<String>,
+    /// `files`.
+    pub files: Option<VirtualMachineFileInfo>,
+    /// `tools`.
+    pub tools: Option<ToolsConfigInfo>,
+    /// `flags`.
+    pub flags: Option<VirtualMachineFlagInfo>,
+    /// `consolePreferences`.
+    pub console_preferences: Option<VirtualMachineConsolePreferences>,
+    /// `powerOpInfo`.
+    pub power_op_info: Option<VirtualMachineDefaultPowerOpInfo>,
+    /// `rebootPowerOff`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub reboot_power_off: Option<bool>,
+    /// `numCPUs`.
+    pub num_cpus: Option<i32>,
+    /// `vcpuConfig`.
+    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
+    /// `numCoresPerSocket`.
+    pub num_cores_per_socket: Option<i32>,
+    /// `memoryMB`.
+    pub memory_mb: Option<i64>,
+    /// `memoryHotAddEnabled`.
+    pub memory_hot_add_enabled: Option<bool>,
+    /// `cpuHotAddEnabled`.
+    pub cpu_hot_add_enabled: Option<bool>,
+    /// `cpuHotRemoveEnabled`.
+    pub cpu_hot_remove_enabled: Option<bool>,
+    /// `virtualICH7MPresent`.
+    pub virtual_ich7_m_present: Option<bool>,
+    /// `virtualSMCPresent`.
+    pub virtual_smc_present: Option<bool>,
+    /// `deviceChange`.
+    pub device_change: Vec<AnyVirtualDeviceConfigSpec>,
+    /// `cpuAllocation`.
+    pub cpu_allocation: Option<ResourceAllocationInfo>,
+    /// `memoryAllocation`.
+    pub memory_allocation: Option<ResourceAllocationInfo>,
+    /// `latencySensitivity`.
+    pub latency_sensitivity: Option<LatencySensitivity>,
+    /// `cpuAffinity`.
+    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `memoryAffinity`.
+    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `networkShaper`.
+    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
+    /// `cpuFeatureMask`.
+    pub cpu_feature_mask: Vec<VirtualMachineCpuIdInfoSpec>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+    /// `swapPlacement`.
+    pub swap_placement: Option<String>,
+    /// `bootOptions`.
+    pub boot_options: Option<VirtualMachineBootOptions>,
+    /// `vAppConfig`.
+    pub vapp_config: Option<AnyVmConfigSpec>,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+    /// `repConfig`.
+    pub rep_config: Option<ReplicationConfigSpec>,
+    /// `vAppConfigRemoved`.
+    pub vapp_config_removed: Option<bool>,
+    /// `vAssertsEnabled`.
+    pub vasserts_enabled: Option<bool>,
+    /// `changeTrackingEnabled`.
+    pub change_tracking_enabled: Option<bool>,
+    /// `firmware`.
+    pub firmware: Option<String>,
+    /// `maxMksConnections`.
+    pub max_mks_connections: Option<i32>,
+    /// `guestAutoLockEnabled`.
+    pub guest_auto_lock_enabled: Option<bool>,
+    /// `managedBy`.
+    pub managed_by: Option<ManagedByInfo>,
+    /// `memoryReservationLockedToMax`.
+    pub memory_reservation_locked_to_max: Option<bool>,
+    /// `nestedHVEnabled`.
+    pub nested_hv_enabled: Option<bool>,
+    /// `vPMCEnabled`.
+    pub vpmc_enabled: Option<bool>,
+    /// `scheduledHardwareUpgradeInfo`.
+    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
+    /// `vmProfile`.
+    pub vm_profile: Vec<AnyVirtualMachineProfileSpec>,
+    /// `messageBusTunnelEnabled`.
+    pub message_bus_tunnel_enabled: Option<bool>,
+    /// `crypto`.
+    pub crypto: Option<AnyCryptoSpec>,
+    /// `migrateEncryption`.
+    pub migrate_encryption: Option<String>,
+    /// `sgxInfo`.
+    pub sgx_info: Option<VirtualMachineSgxInfo>,
+    /// `ftEncryptionMode`.
+    pub ft_encryption_mode: Option<String>,
+    /// `guestMonitoringModeInfo`.
+    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
+    /// `sevEnabled`.
+    pub sev_enabled: Option<bool>,
+    /// `virtualNuma`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub virtual_numa: Option<VirtualMachineVirtualNuma>,
+    /// `motherboardLayout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub motherboard_layout: Option<String>,
+    /// `pmemFailoverEnabled`.
+    pub pmem_failover_enabled: Option<bool>,
+    /// `vmxStatsCollectionEnabled`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub vmx_stats_collection_enabled: Option<bool>,
+    /// `vmOpNotificationToAppEnabled`.
+    pub vm_op_notification_to_app_enabled: Option<bool>,
+    /// `vmOpNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vm_op_notification_timeout: Option<i64>,
+    /// `deviceSwap`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
+    /// `simultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub simultaneous_threads: Option<i32>,
+    /// `pmem`.
+    pub pmem: Option<VirtualMachineVirtualPMem>,
+    /// `deviceGroups`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
+    /// `fixedPassthruHotPlugEnabled`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub fixed_passthru_hot_plug_enabled: Option<bool>,
+    /// `metroFtEnabled`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_enabled: Option<bool>,
+    /// `metroFtHostGroup`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_host_group: Option<String>,
+    /// `tdxEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_enabled: Option<bool>,
+    /// `sevSnpEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sev_snp_enabled: Option<bool>,
+    /// `tagSpecs`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tag_specs: Vec<TagSpec>,
+    /// `vmPlacementPolicies`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
+}
+impl x::SchemaType for VirtualMachineConfigSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigSpec";
+}
+impl x::Structure for VirtualMachineConfigSpec {}
+impl x::Fields for VirtualMachineConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeVersion" => r.read_opt(&mut self.change_version),
+            "name" => r.read_opt(&mut self.name),
+            "version" => r.read_opt(&mut self.version),
+            "createDate" => r.read_opt(&mut self.create_date),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
+            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
+            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
+            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
+            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
+            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
+            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
+            "npivWorldWideNameOp" => r.read_opt(&mut self.npiv_world_wide_name_op),
+            "locationId" => r.read_opt(&mut self.location_id),
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "alternateGuestName" => r.read_opt(&mut self.alternate_guest_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "files" => r.read_opt(&mut self.files),
+            "tools" => r.read_opt(&mut self.tools),
+            "flags" => r.read_opt(&mut self.flags),
+            "consolePreferences" => r.read_opt(&mut self.console_preferences),
+            "powerOpInfo" => r.read_opt(&mut self.power_op_info),
+            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
+            "numCPUs" => r.read_opt(&mut self.num_cpus),
+            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "memoryMB" => r.read_opt(&mut self.memory_mb),
+            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
+            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
+            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
+            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
+            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
+            "deviceChange" => r.read_push(&mut self.device_change),
+            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
+            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
+            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
+            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
+            "networkShaper" => r.read_opt(&mut self.network_shaper),
+            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "swapPlacement" => r.read_opt(&mut self.swap_placement),
+            "bootOptions" => r.read_opt(&mut self.boot_options),
+            "vAppConfig" => r.read_opt(&mut self.vapp_config),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "repConfig" => r.read_opt(&mut self.rep_config),
+            "vAppConfigRemoved" => r.read_opt(&mut self.vapp_config_removed),
+            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
+            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
+            "firmware" => r.read_opt(&mut self.firmware),
+            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
+            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
+            "managedBy" => r.read_opt(&mut self.managed_by),
+            "memoryReservationLockedToMax" => {
+                r.read_opt(&mut self.memory_reservation_locked_to_max)
+            }
+            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
+            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
+            "scheduledHardwareUpgradeInfo" => {
+                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
+            }
+            "vmProfile" => r.read_push(&mut self.vm_profile),
+            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
+            "crypto" => r.read_opt(&mut self.crypto),
+            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
+            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
+            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
+            "virtualNuma" => r.read_opt(&mut self.virtual_numa),
+            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
+            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
+            "vmxStatsCollectionEnabled" => {
+                r.read_opt(&mut self.vmx_stats_collection_enabled)
+            }
+            "vmOpNotificationToAppEnabled" => {
+                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
+            }
+            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
+            "deviceSwap" => r.read_opt(&mut self.device_swap),
+            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
+            "pmem" => r.read_opt(&mut self.pmem),
+            "deviceGroups" => r.read_opt(&mut self.device_groups),
+            "fixedPassthruHotPlugEnabled" => {
+                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
+            }
+            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
+            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
+            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
+            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
+            "tagSpecs" => r.read_push(&mut self.tag_specs),
+            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeVersion", &self.change_version);
+        w.write_opt("name", &self.name);
+        w.write_opt("version", &self.version);
+        w.write_opt("createDate", &self.create_date);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("instanceUuid", &self.instance_uuid);
+        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
+        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
+        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
+        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
+        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
+        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
+        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
+        w.write_opt("npivWorldWideNameOp", &self.npiv_world_wide_name_op);
+        w.write_opt("locationId", &self.location_id);
+        w.write_opt("guestId", &self.guest_id);
+        w.write_opt("alternateGuestName", &self.alternate_guest_name);
+        w.write_opt("annotation", &self.annotation);
+        w.write_opt("files", &self.files);
+        w.write_opt("tools", &self.tools);
+        w.write_opt("flags", &self.flags);
+        w.write_opt("consolePreferences", &self.console_preferences);
+        w.write_opt("powerOpInfo", &self.power_op_info);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.rebootPowerOff",
+                self.reboot_power_off.is_some(),
+            )
+        {
+            w.write_opt("rebootPowerOff", &self.reboot_power_off);
+        }
+        w.write_opt("numCPUs", &self.num_cpus);
+        w.write_vec("vcpuConfig", &self.vcpu_config);
+        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
+        w.write_opt("memoryMB", &self.memory_mb);
+        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
+        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
+        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
+        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
+        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
+        w.write_vec("deviceChange", &self.device_change);
+        w.write_opt("cpuAllocation", &self.cpu_allocation);
+        w.write_opt("memoryAllocation", &self.memory_allocation);
+        w.write_opt("latencySensitivity", &self.latency_sensitivity);
+        w.write_opt("cpuAffinity", &self.cpu_affinity);
+        w.write_opt("memoryAffinity", &self.memory_affinity);
+        w.write_opt("networkShaper", &self.network_shaper);
+        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
+        w.write_vec("extraConfig", &self.extra_config);
+        w.write_opt("swapPlacement", &self.swap_placement);
+        w.write_opt("bootOptions", &self.boot_options);
+        w.write_opt("vAppConfig", &self.vapp_config);
+        w.write_opt("ftInfo", &self.ft_info);
+        w.write_opt("repConfig", &self.rep_config);
+        w.write_opt("vAppConfigRemoved", &self.vapp_config_removed);
+        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
+        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
+        w.write_opt("firmware", &self.firmware);
+        w.write_opt("maxMksConnections", &self.max_mks_connections);
+        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
+        w.write_opt("managedBy", &self.managed_by);
+        w.write_opt(
+            "memoryReservationLockedToMax",
+            &self.memory_reservation_locked_to_max,
+        );
+        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
+        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
+        w.write_opt(
+            "scheduledHardwareUpgradeInfo",
+            &self.scheduled_hardware_upgrade_info,
+        );
+        w.write_vec("vmProfile", &self.vm_profile);
+        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
+        w.write_opt("crypto", &self.crypto);
+        w.write_opt("migrateEncryption", &self.migrate_encryption);
+        w.write_opt("sgxInfo", &self.sgx_info);
+        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
+        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
+        w.write_opt("sevEnabled", &self.sev_enabled);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.virtualNuma",
+                self.virtual_numa.is_some(),
+            )
+        {
+            w.write_opt("virtualNuma", &self.virtual_numa);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.motherboardLayout",
+                self.motherboard_layout.is_some(),
+            )
+        {
+            w.write_opt("motherboardLayout", &self.motherboard_layout);
+        }
+        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
+        if w
+            .since(
+                0x0700_0301,
+                "VirtualMachineConfigSpec.vmxStatsCollectionEnabled",
+                self.vmx_stats_collection_enabled.is_some(),
+            )
+        {
+            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
+        }
+        w.write_opt(
+            "vmOpNotificationToAppEnabled",
+            &self.vm_op_notification_to_app_enabled,
+        );
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.vmOpNotificationTimeout",
+                self.vm_op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.deviceSwap",
+                self.device_swap.is_some(),
+            )
+        {
+            w.write_opt("deviceSwap", &self.device_swap);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.simultaneousThreads",
+                self.simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
+        }
+        w.write_opt("pmem", &self.pmem);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.deviceGroups",
+                self.device_groups.is_some(),
+            )
+        {
+            w.write_opt("deviceGroups", &self.device_groups);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineConfigSpec.fixedPassthruHotPlugEnabled",
+                self.fixed_passthru_hot_plug_enabled.is_some(),
+            )
+        {
+            w.write_opt(
+                "fixedPassthruHotPlugEnabled",
+                &self.fixed_passthru_hot_plug_enabled,
+            );
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigSpec.metroFtEnabled",
+                self.metro_ft_enabled.is_some(),
+            )
+        {
+            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigSpec.metroFtHostGroup",
+                self.metro_ft_host_group.is_some(),
+            )
+        {
+            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigSpec.tdxEnabled",
+                self.tdx_enabled.is_some(),
+            )
+        {
+            w.write_opt("tdxEnabled", &self.tdx_enabled);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigSpec.sevSnpEnabled",
+                self.sev_snp_enabled.is_some(),
+            )
+        {
+            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineConfigSpec.tagSpecs",
+                !self.tag_specs.is_empty(),
+            )
+        {
+            w.write_vec("tagSpecs", &self.tag_specs);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineConfigSpec.vmPlacementPolicies",
+                !self.vm_placement_policies.is_empty(),
+            )
+        {
+            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
+        }
+    }
+}
+impl x::ArrayItem for VirtualMachineConfigSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigSpec";
+    const ITEM_TAG: &'static str = "VirtualMachineConfigSpec";
+}
+/// `VirtualMachineConfigSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineConfigSummary {
+    /// `name`.
+    pub name: String,
+    /// `template`.
+    pub template: bool,
+    /// `vmPathName`.
+    pub vm_path_name: String,
+    /// `memorySizeMB`.
+    pub memory_size_mb: Option<i32>,
+    /// `cpuReservation`.
+    pub cpu_reservation: Option<i32>,
+    /// `memoryReservation`.
+    pub memory_reservation: Option<i32>,
+    /// `numCpu`.
+    pub num_cpu: Option<i32>,
+    /// `numEthernetCards`.
+    pub num_ethernet_cards: Option<i32>,
+    /// `numVirtualDisks`.
+    pub num_virtual_disks: Option<i32>,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `instanceUuid`.
+    pub instance_uuid: Option<String>,
+    /// `guestId`.
+    pub guest_id: Option<String>,
+    /// `guestFullName`.
+    pub guest_full_name: Option<String>,
+    /// `annotation`.
+    pub annotation: Option<String>,
+    /// `product`.
+    pub product: Option<VAppProductInfo>,
+    /// `installBootRequired`.
+    pub install_boot_required: Option<bool>,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+    /// `managedBy`.
+    pub managed_by: Option<ManagedByInfo>,
+    /// `tpmPresent`.
+    pub tpm_present: Option<bool>,
+    /// `numVmiopBackings`.
+    pub num_vmiop_backings: Option<i32>,
+    /// `hwVersion`.
+    pub hw_version: Option<String>,
+}
+impl x::SchemaType for VirtualMachineConfigSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigSummary";
+}
+impl x::Structure for VirtualMachineConfigSummary {}
+impl x::Fields for VirtualMachineConfigSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "template" => r.read(&mut self.template),
+            "vmPathName" => r.read(&mut self.vm_path_name),
+            "memorySizeMB" => r.read_opt(&mut self.memory_size_mb),
+            "cpuReservation" => r.read_opt(&mut self.cpu_reservation),
+            "memoryReservation" => r.read_opt(&mut self.memory_reservation),
+            "numCpu" => r.read_opt(&mut self.num_cpu),
+            "numEthernetCards" => r.read_opt(&mut self.num_ethernet_cards),
+            "numVirtualDisks" => r.read_opt(&mut self.num_virtual_disks),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "guestFullName" => r.read_opt(&mut self.guest_full_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "product" => r.read_opt(&mut self.product),
+            "installBootRequired" => r.read_opt(&mut self.install_boot_required),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "managedBy" => r.read_opt(&mut self.managed_by),
+            "tpmPresent" => r.read_opt(&mut self.tpm_present),
+            "numVmiopBackings" => r.read_opt(&mut self.num_vmiop_backings),
+            "hwVersion" => r.read_opt(&mut self.hw_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("template", &self.template);
+        w.write("vmPathName", &self.vm_path_name);
+        w.write_opt("memorySizeMB", &self.memory_size_mb);
+        w.write_opt("cpuReservation", &self.cpu_reservation);
+        w.write_opt("memoryReservation", &self.memory_reservation);
+        w.write_opt("numCpu", &self.num_cpu);
+        w.write_opt("numEthernetCards", &self.num_ethernet_cards);
+        w.write_opt("numVirtualDisks", &self.num_virtual_disks);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("instanceUuid", &self.instance_uuid);
+        w.write_opt("guestId", &self.guest_id);
+        w.write_opt("guestFullName", &self.guest_full_name);
+        w.write_opt("annotation", &self.annotation);
+        w.write_opt("product", &self.product);
+        w.write_opt("installBootRequired", &self.install_boot_required);
+        w.write_opt("ftInfo", &self.ft_info);
+        w.write_opt("managedBy", &self.managed_by);
+        w.write_opt("tpmPresent", &self.tpm_present);
+        w.write_opt("numVmiopBackings", &self.num_vmiop_backings);
+        w.write_opt("hwVersion", &self.hw_version);
+    }
+}
+/// `VirtualMachineConnection` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineConnection`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineConnection {
+    /// `label`.
+    pub label: String,
+    /// `client`.
+    pub client: String,
+    /// `userName`.
+    pub user_name: String,
+}
+impl x::SchemaType for VirtualMachineConnection {
+    const TYPE_NAME: &'static str = "VirtualMachineConnection";
+}
+impl x::Structure for VirtualMachineConnection {}
+impl x::Fields for VirtualMachineConnection {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "label" => r.read(&mut self.label),
+            "client" => r.read(&mut self.client),
+            "userName" => r.read(&mut self.user_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("label", &self.label);
+        w.write("client", &self.client);
+        w.write("userName", &self.user_name);
+    }
+}
+/// `VirtualMachineConsolePreferences` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineConsolePreferences {
+    /// `powerOnWhenOpened`.
+    pub power_on_when_opened: Option<bool>,
+    /// `enterFullScreenOnPowerOn`.
+    pub enter_full_screen_on_power_on: Option<bool>,
+    /// `closeOnPowerOffOrSuspend`.
+    pub close_on_power_off_or_suspend: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineConsolePreferences {
+    const TYPE_NAME: &'static str = "VirtualMachineConsolePreferences";
+}
+impl x::Structure for VirtualMachineConsolePreferences {}
+impl x::Fields for VirtualMachineConsolePreferences {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "powerOnWhenOpened" => r.read_opt(&mut self.power_on_when_opened),
+            "enterFullScreenOnPowerOn" => {
+                r.read_opt(&mut self.enter_full_screen_on_power_on)
+            }
+            "closeOnPowerOffOrSuspend" => {
+                r.read_opt(&mut self.close_on_power_off_or_suspend)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("powerOnWhenOpened", &self.power_on_when_opened);
+        w.write_opt("enterFullScreenOnPowerOn", &self.enter_full_screen_on_power_on);
+        w.write_opt("closeOnPowerOffOrSuspend", &self.close_on_power_off_or_suspend);
+    }
+}
+/// `VirtualMachineContentLibraryItemInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineContentLibraryItemInfo {
+    /// `contentLibraryItemUuid`.
+    pub content_library_item_uuid: String,
+    /// `contentLibraryItemVersion`.
+    pub content_library_item_version: Option<String>,
+}
+impl x::SchemaType for VirtualMachineContentLibraryItemInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineContentLibraryItemInfo";
+}
+impl x::Structure for VirtualMachineContentLibraryItemInfo {}
+impl x::Fields for VirtualMachineContentLibraryItemInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "contentLibraryItemUuid" => r.read(&mut self.content_library_item_uuid),
+            "contentLibraryItemVersion" => {
+                r.read_opt(&mut self.content_library_item_version)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("contentLibraryItemUuid", &self.content_library_item_uuid);
+        w.write_opt("contentLibraryItemVersion", &self.content_library_item_version);
+    }
+}
+/// `VirtualMachineCpuIdInfoSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineCpuIdInfoSpec {
+    /// The fields `VirtualMachineCpuIdInfoSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
+    /// `info`.
+    pub info: Option<HostCpuIdInfo>,
+}
+impl x::SchemaType for VirtualMachineCpuIdInfoSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineCpuIdInfoSpec";
+}
+impl x::Structure for VirtualMachineCpuIdInfoSpec {}
+impl std::ops::Deref for VirtualMachineCpuIdInfoSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for VirtualMachineCpuIdInfoSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
+impl x::Fields for VirtualMachineCpuIdInfoSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "info" => r.read_opt(&mut self.info),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.array_update_spec, w);
+        w.write_opt("info", &self.info);
+    }
+}
+impl x::ArrayItem for VirtualMachineCpuIdInfoSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineCpuIdInfoSpec";
+    const ITEM_TAG: &'static str = "VirtualMachineCpuIdInfoSpec";
+}
+/// `VirtualMachineDatastoreInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDatastoreInfo {
+    /// The fields `VirtualMachineDatastoreInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `datastore`.
+    pub datastore: DatastoreSummary,
+    /// `capability`.
+    pub capability: DatastoreCapability,
+    /// `maxFileSize`.
+    pub max_file_size: i64,
+    /// `maxVirtualDiskCapacity`.
+    pub max_virtual_disk_capacity: Option<i64>,
+    /// `maxPhysicalRDMFileSize`.
+    pub max_physical_rdm_file_size: Option<i64>,
+    /// `maxVirtualRDMFileSize`.
+    pub max_virtual_rdm_file_size: Option<i64>,
+    /// `mode`.
+    pub mode: String,
+    /// `vStorageSupport`.
+    pub vstorage_support: Option<String>,
+    /// `supportedVDiskFormats`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub supported_vdisk_formats: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineDatastoreInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDatastoreInfo";
+}
+impl x::Structure for VirtualMachineDatastoreInfo {}
+impl std::ops::Deref for VirtualMachineDatastoreInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineDatastoreInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineDatastoreInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "capability" => r.read(&mut self.capability),
+            "maxFileSize" => r.read(&mut self.max_file_size),
+            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
+            "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size),
+            "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size),
+            "mode" => r.read(&mut self.mode),
+            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
+            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("datastore", &self.datastore);
+        w.write("capability", &self.capability);
+        w.write("maxFileSize", &self.max_file_size);
+        w.write_opt("maxVirtualDiskCapacity", &self.max_virtual_disk_capacity);
+        w.write_opt("maxPhysicalRDMFileSize", &self.max_physical_rdm_file_size);
+        w.write_opt("maxVirtualRDMFileSize", &self.max_virtual_rdm_file_size);
+        w.write("mode", &self.mode);
+        w.write_opt("vStorageSupport", &self.vstorage_support);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineDatastoreInfo.supportedVDiskFormats",
+                !self.supported_vdisk_formats.is_empty(),
+            )
+        {
+            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        }
+    }
+}
+impl x::ArrayItem for VirtualMachineDatastoreInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineDatastoreInfo";
+}
+/// `VirtualMachineDatastoreVolumeOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDatastoreVolumeOption {
+    /// `fileSystemType`.
+    pub file_system_type: String,
+    /// `majorVersion`.
+    pub major_version: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineDatastoreVolumeOption {
+    const TYPE_NAME: &'static str = "VirtualMachineDatastoreVolumeOption";
+}
+impl x::Structure for VirtualMachineDatastoreVolumeOption {}
+impl x::Fields for VirtualMachineDatastoreVolumeOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileSystemType" => r.read(&mut self.file_system_type),
+            "majorVersion" => r.read_opt(&mut self.major_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileSystemType", &self.file_system_type);
+        w.write_opt("majorVersion", &self.major_version);
+    }
+}
+impl x::ArrayItem for VirtualMachineDatastoreVolumeOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreVolumeOption";
+    const ITEM_TAG: &'static str = "VirtualMachineDatastoreVolumeOption";
+}
+/// `VirtualMachineDefaultPowerOpInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDefaultPowerOpInfo {
+    /// `powerOffType`.
+    pub power_off_type: Option<String>,
+    /// `suspendType`.
+    pub suspend_type: Option<String>,
+    /// `resetType`.
+    pub reset_type: Option<String>,
+    /// `defaultPowerOffType`.
+    pub default_power_off_type: Option<String>,
+    /// `defaultSuspendType`.
+    pub default_suspend_type: Option<String>,
+    /// `defaultResetType`.
+    pub default_reset_type: Option<String>,
+    /// `standbyAction`.
+    pub standby_action: Option<String>,
+}
+impl x::SchemaType for VirtualMachineDefaultPowerOpInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDefaultPowerOpInfo";
+}
+impl x::Structure for VirtualMachineDefaultPowerOpInfo {}
+impl x::Fields for VirtualMachineDefaultPowerOpInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "powerOffType" => r.read_opt(&mut self.power_off_type),
+            "suspendType" => r.read_opt(&mut self.suspend_type),
+            "resetType" => r.read_opt(&mut self.reset_type),
+            "defaultPowerOffType" => r.read_opt(&mut self.default_power_off_type),
+            "defaultSuspendType" => r.read_opt(&mut self.default_suspend_type),
+            "defaultResetType" => r.read_opt(&mut self.default_reset_type),
+            "standbyAction" => r.read_opt(&mut self.standby_action),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("powerOffType", &self.power_off_type);
+        w.write_opt("suspendType", &self.suspend_type);
+        w.write_opt("resetType", &self.reset_type);
+        w.write_opt("defaultPowerOffType", &self.default_power_off_type);
+        w.write_opt("defaultSuspendType", &self.default_suspend_type);
+        w.write_opt("defaultResetType", &self.default_reset_type);
+        w.write_opt("standbyAction", &self.standby_action);
+    }
+}
+/// `VirtualMachineDefaultProfileSpec` (extends `VirtualMachineProfileSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDefaultProfileSpec {}
+impl x::SchemaType for VirtualMachineDefaultProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineDefaultProfileSpec";
+}
+impl x::Structure for VirtualMachineDefaultProfileSpec {}
+impl x::Fields for VirtualMachineDefaultProfileSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineDefinedProfileSpec` (extends `VirtualMachineProfileSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDefinedProfileSpec {
+    /// `profileId`.
+    pub profile_id: String,
+    /// `replicationSpec`.
+    pub replication_spec: Option<ReplicationSpec>,
+    /// `profileData`.
+    pub profile_data: Option<VirtualMachineProfileRawData>,
+    /// `profileParams`.
+    pub profile_params: Vec<KeyValue>,
+}
+impl x::SchemaType for VirtualMachineDefinedProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineDefinedProfileSpec";
+}
+impl x::Structure for VirtualMachineDefinedProfileSpec {}
+impl x::Fields for VirtualMachineDefinedProfileSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "profileId" => r.read(&mut self.profile_id),
+            "replicationSpec" => r.read_opt(&mut self.replication_spec),
+            "profileData" => r.read_opt(&mut self.profile_data),
+            "profileParams" => r.read_push(&mut self.profile_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("profileId", &self.profile_id);
+        w.write_opt("replicationSpec", &self.replication_spec);
+        w.write_opt("profileData", &self.profile_data);
+        w.write_vec("profileParams", &self.profile_params);
+    }
+}
+/// `VirtualMachineDeviceRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDeviceRuntimeInfo {
+    /// `runtimeState`.
+    pub runtime_state: AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState,
+    /// `key`.
+    pub key: i32,
+}
+impl x::SchemaType for VirtualMachineDeviceRuntimeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfo";
+}
+impl x::Structure for VirtualMachineDeviceRuntimeInfo {}
+impl x::Fields for VirtualMachineDeviceRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "runtimeState" => r.read(&mut self.runtime_state),
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("runtimeState", &self.runtime_state);
+        w.write("key", &self.key);
+    }
+}
+impl x::ArrayItem for VirtualMachineDeviceRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDeviceRuntimeInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineDeviceRuntimeInfo";
+}
+/// `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
+impl x::SchemaType for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
+    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState";
+}
+impl x::Structure for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
+impl x::Fields for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState` (extends `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    /// `vmDirectPathGen2Active`.
+    pub vm_direct_path_gen2_active: bool,
+    /// `vmDirectPathGen2InactiveReasonVm`.
+    pub vm_direct_path_gen2_inactive_reason_vm: Vec<String>,
+    /// `vmDirectPathGen2InactiveReasonOther`.
+    pub vm_direct_path_gen2_inactive_reason_other: Vec<String>,
+    /// `vmDirectPathGen2InactiveReasonExtended`.
+    pub vm_direct_path_gen2_inactive_reason_extended: Option<String>,
+    /// `uptv2Active`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_active: Option<bool>,
+    /// `uptv2InactiveReasonVm`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_inactive_reason_vm: Vec<String>,
+    /// `uptv2InactiveReasonOther`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_inactive_reason_other: Vec<String>,
+    /// `reservationStatus`.
+    pub reservation_status: Option<String>,
+    /// `attachmentStatus`.
+    pub attachment_status: Option<String>,
+    /// `featureRequirement`.
+    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+}
+impl x::SchemaType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState";
+}
+impl x::Structure for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {}
+impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmDirectPathGen2Active" => r.read(&mut self.vm_direct_path_gen2_active),
+            "vmDirectPathGen2InactiveReasonVm" => {
+                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_vm)
+            }
+            "vmDirectPathGen2InactiveReasonOther" => {
+                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_other)
+            }
+            "vmDirectPathGen2InactiveReasonExtended" => {
+                r.read_opt(&mut self.vm_direct_path_gen2_inactive_reason_extended)
+            }
+            "uptv2Active" => r.read_opt(&mut self.uptv2_active),
+            "uptv2InactiveReasonVm" => r.read_push(&mut self.uptv2_inactive_reason_vm),
+            "uptv2InactiveReasonOther" => {
+                r.read_push(&mut self.uptv2_inactive_reason_other)
+            }
+            "reservationStatus" => r.read_opt(&mut self.reservation_status),
+            "attachmentStatus" => r.read_opt(&mut self.attachment_status),
+            "featureRequirement" => r.read_push(&mut self.feature_requirement),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vmDirectPathGen2Active", &self.vm_direct_path_gen2_active);
+        w.write_vec(
+            "vmDirectPathGen2InactiveReasonVm",
+            &self.vm_direct_path_gen2_inactive_reason_vm,
+        );
+        w.write_vec(
+            "vmDirectPathGen2InactiveReasonOther",
+            &self.vm_direct_path_gen2_inactive_reason_other,
+        );
+        w.write_opt(
+            "vmDirectPathGen2InactiveReasonExtended",
+            &self.vm_direct_path_gen2_inactive_reason_extended,
+        );
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2Active",
+                self.uptv2_active.is_some(),
+            )
+        {
+            w.write_opt("uptv2Active", &self.uptv2_active);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonVm",
+                !self.uptv2_inactive_reason_vm.is_empty(),
+            )
+        {
+            w.write_vec("uptv2InactiveReasonVm", &self.uptv2_inactive_reason_vm);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonOther",
+                !self.uptv2_inactive_reason_other.is_empty(),
+            )
+        {
+            w.write_vec("uptv2InactiveReasonOther", &self.uptv2_inactive_reason_other);
+        }
+        w.write_opt("reservationStatus", &self.reservation_status);
+        w.write_opt("attachmentStatus", &self.attachment_status);
+        w.write_vec("featureRequirement", &self.feature_requirement);
+    }
+}
+/// `VirtualMachineDiskDeviceInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDiskDeviceInfo {
+    /// The fields `VirtualMachineDiskDeviceInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `capacity`.
+    pub capacity: Option<i64>,
+    /// `vm`.
+    pub vm: Vec<x::ManagedObjectReference>,
+}
+impl x::SchemaType for VirtualMachineDiskDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDiskDeviceInfo";
+}
+impl x::Structure for VirtualMachineDiskDeviceInfo {}
+impl std::ops::Deref for VirtualMachineDiskDeviceInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineDiskDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineDiskDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read_opt(&mut self.capacity),
+            "vm" => r.read_push(&mut self.vm),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write_opt("capacity", &self.capacity);
+        w.write_vec("vm", &self.vm);
+    }
+}
+/// `VirtualMachineDisplayTopology` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDisplayTopology {
+    /// `x`.
+    pub x: i32,
+    /// `y`.
+    pub y: i32,
+    /// `width`.
+    pub width: i32,
+    /// `height`.
+    pub height: i32,
+}
+impl x::SchemaType for VirtualMachineDisplayTopology {
+    const TYPE_NAME: &'static str = "VirtualMachineDisplayTopology";
+}
+impl x::Structure for VirtualMachineDisplayTopology {}
+impl x::Fields for VirtualMachineDisplayTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "x" => r.read(&mut self.x),
+            "y" => r.read(&mut self.y),
+            "width" => r.read(&mut self.width),
+            "height" => r.read(&mut self.height),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("x", &self.x);
+        w.write("y", &self.y);
+        w.write("width", &self.width);
+        w.write("height", &self.height);
+    }
+}
+impl x::ArrayItem for VirtualMachineDisplayTopology {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDisplayTopology";
+    const ITEM_TAG: &'static str = "VirtualMachineDisplayTopology";
+}
+/// `VirtualMachineDvxClassInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDvxClassInfo {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: AnyElementDescription,
+    /// `vendorName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vendor_name: String,
+    /// `sriovNic`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sriov_nic: bool,
+    /// `configParams`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub config_params: Vec<OptionDef>,
+}
+impl x::SchemaType for VirtualMachineDvxClassInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDvxClassInfo";
+}
+impl x::Structure for VirtualMachineDvxClassInfo {}
+impl x::Fields for VirtualMachineDvxClassInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read(&mut self.device_class),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "sriovNic" => r.read(&mut self.sriov_nic),
+            "configParams" => r.read_push(&mut self.config_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineDvxClassInfo", true);
+        w.write("deviceClass", &self.device_class);
+        w.write("vendorName", &self.vendor_name);
+        w.write("sriovNic", &self.sriov_nic);
+        w.write_vec("configParams", &self.config_params);
+    }
+}
+impl x::ArrayItem for VirtualMachineDvxClassInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDvxClassInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineDvxClassInfo";
+}
+/// `VirtualMachineDynamicPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDynamicPassthroughInfo {
+    /// The fields `VirtualMachineDynamicPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `vendorName`.
+    pub vendor_name: String,
+    /// `deviceName`.
+    pub device_name: String,
+    /// `customLabel`.
+    pub custom_label: Option<String>,
+    /// `vendorId`.
+    pub vendor_id: i32,
+    /// `deviceId`.
+    pub device_id: i32,
+}
+impl x::SchemaType for VirtualMachineDynamicPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDynamicPassthroughInfo";
+}
+impl x::Structure for VirtualMachineDynamicPassthroughInfo {}
+impl std::ops::Deref for VirtualMachineDynamicPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineDynamicPassthroughInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineDynamicPassthroughInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceName" => r.read(&mut self.device_name),
+            "customLabel" => r.read_opt(&mut self.custom_label),
+            "vendorId" => r.read(&mut self.vendor_id),
+            "deviceId" => r.read(&mut self.device_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("vendorName", &self.vendor_name);
+        w.write("deviceName", &self.device_name);
+        w.write_opt("customLabel", &self.custom_label);
+        w.write("vendorId", &self.vendor_id);
+        w.write("deviceId", &self.device_id);
+    }
+}
+impl x::ArrayItem for VirtualMachineDynamicPassthroughInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDynamicPassthroughInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineDynamicPassthroughInfo";
+}
+/// `VirtualMachineEmptyIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineEmptyIndependentFilterSpec {}
+impl x::SchemaType for VirtualMachineEmptyIndependentFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineEmptyIndependentFilterSpec";
+}
+impl x::Structure for VirtualMachineEmptyIndependentFilterSpec {}
+impl x::Fields for VirtualMachineEmptyIndependentFilterSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineEmptyProfileSpec` (extends `VirtualMachineProfileSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineEmptyProfileSpec {}
+impl x::SchemaType for VirtualMachineEmptyProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineEmptyProfileSpec";
+}
+impl x::Structure for VirtualMachineEmptyProfileSpec {}
+impl x::Fields for VirtualMachineEmptyProfileSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineFeatureRequirement` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFeatureRequirement {
+    /// `key`.
+    pub key: String,
+    /// `featureName`.
+    pub feature_name: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for VirtualMachineFeatureRequirement {
+    const TYPE_NAME: &'static str = "VirtualMachineFeatureRequirement";
+}
+impl x::Structure for VirtualMachineFeatureRequirement {}
+impl x::Fields for VirtualMachineFeatureRequirement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("featureName", &self.feature_name);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for VirtualMachineFeatureRequirement {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFeatureRequirement";
+    const ITEM_TAG: &'static str = "VirtualMachineFeatureRequirement";
+}
+/// `VirtualMachineFileInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFileInfo {
+    /// `vmPathName`.
+    pub vm_path_name: Option<String>,
+    /// `snapshotDirectory`.
+    pub snapshot_directory: Option<String>,
+    /// `suspendDirectory`.
+    pub suspend_directory: Option<String>,
+    /// `logDirectory`.
+    pub log_directory: Option<String>,
+    /// `ftMetadataDirectory`.
+    pub ft_metadata_directory: Option<String>,
+}
+impl x::SchemaType for VirtualMachineFileInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFileInfo";
+}
+impl x::Structure for VirtualMachineFileInfo {}
+impl x::Fields for VirtualMachineFileInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmPathName" => r.read_opt(&mut self.vm_path_name),
+            "snapshotDirectory" => r.read_opt(&mut self.snapshot_directory),
+            "suspendDirectory" => r.read_opt(&mut self.suspend_directory),
+            "logDirectory" => r.read_opt(&mut self.log_directory),
+            "ftMetadataDirectory" => r.read_opt(&mut self.ft_metadata_directory),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vmPathName", &self.vm_path_name);
+        w.write_opt("snapshotDirectory", &self.snapshot_directory);
+        w.write_opt("suspendDirectory", &self.suspend_directory);
+        w.write_opt("logDirectory", &self.log_directory);
+        w.write_opt("ftMetadataDirectory", &self.ft_metadata_directory);
+    }
+}
+/// `VirtualMachineFileLayout` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFileLayout {
+    /// `configFile`.
+    pub config_file: Vec<String>,
+    /// `logFile`.
+    pub log_file: Vec<String>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineFileLayoutDiskLayout>,
+    /// `snapshot`.
+    pub snapshot: Vec<VirtualMachineFileLayoutSnapshotLayout>,
+    /// `swapFile`.
+    pub swap_file: Option<String>,
+}
+impl x::SchemaType for VirtualMachineFileLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayout";
+}
+impl x::Structure for VirtualMachineFileLayout {}
+impl x::Fields for VirtualMachineFileLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "configFile" => r.read_push(&mut self.config_file),
+            "logFile" => r.read_push(&mut self.log_file),
+            "disk" => r.read_push(&mut self.disk),
+            "snapshot" => r.read_push(&mut self.snapshot),
+            "swapFile" => r.read_opt(&mut self.swap_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("configFile", &self.config_file);
+        w.write_vec("logFile", &self.log_file);
+        w.write_vec("disk", &self.disk);
+        w.write_vec("snapshot", &self.snapshot);
+        w.write_opt("swapFile", &self.swap_file);
+    }
+}
+/// `VirtualMachineFileLayoutDiskLayout` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFileLayoutDiskLayout {
+    /// `key`.
+    pub key: i32,
+    /// `diskFile`.
+    pub disk_file: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutDiskLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutDiskLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutDiskLayout {}
+impl x::Fields for VirtualMachineFileLayoutDiskLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "diskFile" => r.read_push(&mut self.disk_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("diskFile", &self.disk_file);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutDiskLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutDiskLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutDiskLayout";
 }

@@ -5,1564 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigSpec {
-    /// `changeVersion`.
-    pub change_version: Option<String>,
-    /// `name`.
-    pub name: Option<String>,
-    /// `version`.
-    pub version: Option<String>,
-    /// `createDate`.
-    pub create_date: Option<x::DateTime>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<String>,
-    /// `npivNodeWorldWideName`.
-    pub npiv_node_world_wide_name: Vec<i64>,
-    /// `npivPortWorldWideName`.
-    pub npiv_port_world_wide_name: Vec<i64>,
-    /// `npivWorldWideNameType`.
-    pub npiv_world_wide_name_type: Option<String>,
-    /// `npivDesiredNodeWwns`.
-    pub npiv_desired_node_wwns: Option<i16>,
-    /// `npivDesiredPortWwns`.
-    pub npiv_desired_port_wwns: Option<i16>,
-    /// `npivTemporaryDisabled`.
-    pub npiv_temporary_disabled: Option<bool>,
-    /// `npivOnNonRdmDisks`.
-    pub npiv_on_non_rdm_disks: Option<bool>,
-    /// `npivWorldWideNameOp`.
-    pub npiv_world_wide_name_op: Option<String>,
-    /// `locationId`.
-    pub location_id: Option<String>,
-    /// `guestId`.
-    pub guest_id: Option<String>,
-    /// `alternateGuestName`.
-    pub alternate_guest_name: Option<String>,
-    /// `annotation`.
-    pub annotation: Option<String>,
-    /// `files`.
-    pub files: Option<VirtualMachineFileInfo>,
-    /// `tools`.
-    pub tools: Option<ToolsConfigInfo>,
-    /// `flags`.
-    pub flags: Option<VirtualMachineFlagInfo>,
-    /// `consolePreferences`.
-    pub console_preferences: Option<VirtualMachineConsolePreferences>,
-    /// `powerOpInfo`.
-    pub power_op_info: Option<VirtualMachineDefaultPowerOpInfo>,
-    /// `rebootPowerOff`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub reboot_power_off: Option<bool>,
-    /// `numCPUs`.
-    pub num_cpus: Option<i32>,
-    /// `vcpuConfig`.
-    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
-    /// `numCoresPerSocket`.
-    pub num_cores_per_socket: Option<i32>,
-    /// `memoryMB`.
-    pub memory_mb: Option<i64>,
-    /// `memoryHotAddEnabled`.
-    pub memory_hot_add_enabled: Option<bool>,
-    /// `cpuHotAddEnabled`.
-    pub cpu_hot_add_enabled: Option<bool>,
-    /// `cpuHotRemoveEnabled`.
-    pub cpu_hot_remove_enabled: Option<bool>,
-    /// `virtualICH7MPresent`.
-    pub virtual_ich7_m_present: Option<bool>,
-    /// `virtualSMCPresent`.
-    pub virtual_smc_present: Option<bool>,
-    /// `deviceChange`.
-    pub device_change: Vec<AnyVirtualDeviceConfigSpec>,
-    /// `cpuAllocation`.
-    pub cpu_allocation: Option<ResourceAllocationInfo>,
-    /// `memoryAllocation`.
-    pub memory_allocation: Option<ResourceAllocationInfo>,
-    /// `latencySensitivity`.
-    pub latency_sensitivity: Option<LatencySensitivity>,
-    /// `cpuAffinity`.
-    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `memoryAffinity`.
-    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `networkShaper`.
-    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
-    /// `cpuFeatureMask`.
-    pub cpu_feature_mask: Vec<VirtualMachineCpuIdInfoSpec>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `swapPlacement`.
-    pub swap_placement: Option<String>,
-    /// `bootOptions`.
-    pub boot_options: Option<VirtualMachineBootOptions>,
-    /// `vAppConfig`.
-    pub vapp_config: Option<AnyVmConfigSpec>,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-    /// `repConfig`.
-    pub rep_config: Option<ReplicationConfigSpec>,
-    /// `vAppConfigRemoved`.
-    pub vapp_config_removed: Option<bool>,
-    /// `vAssertsEnabled`.
-    pub vasserts_enabled: Option<bool>,
-    /// `changeTrackingEnabled`.
-    pub change_tracking_enabled: Option<bool>,
-    /// `firmware`.
-    pub firmware: Option<String>,
-    /// `maxMksConnections`.
-    pub max_mks_connections: Option<i32>,
-    /// `guestAutoLockEnabled`.
-    pub guest_auto_lock_enabled: Option<bool>,
-    /// `managedBy`.
-    pub managed_by: Option<ManagedByInfo>,
-    /// `memoryReservationLockedToMax`.
-    pub memory_reservation_locked_to_max: Option<bool>,
-    /// `nestedHVEnabled`.
-    pub nested_hv_enabled: Option<bool>,
-    /// `vPMCEnabled`.
-    pub vpmc_enabled: Option<bool>,
-    /// `scheduledHardwareUpgradeInfo`.
-    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
-    /// `vmProfile`.
-    pub vm_profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `messageBusTunnelEnabled`.
-    pub message_bus_tunnel_enabled: Option<bool>,
-    /// `crypto`.
-    pub crypto: Option<AnyCryptoSpec>,
-    /// `migrateEncryption`.
-    pub migrate_encryption: Option<String>,
-    /// `sgxInfo`.
-    pub sgx_info: Option<VirtualMachineSgxInfo>,
-    /// `ftEncryptionMode`.
-    pub ft_encryption_mode: Option<String>,
-    /// `guestMonitoringModeInfo`.
-    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
-    /// `sevEnabled`.
-    pub sev_enabled: Option<bool>,
-    /// `virtualNuma`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub virtual_numa: Option<VirtualMachineVirtualNuma>,
-    /// `motherboardLayout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub motherboard_layout: Option<String>,
-    /// `pmemFailoverEnabled`.
-    pub pmem_failover_enabled: Option<bool>,
-    /// `vmxStatsCollectionEnabled`.
-    ///
-    /// Since vSphere API 7.0.3.1.
-    pub vmx_stats_collection_enabled: Option<bool>,
-    /// `vmOpNotificationToAppEnabled`.
-    pub vm_op_notification_to_app_enabled: Option<bool>,
-    /// `vmOpNotificationTimeout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vm_op_notification_timeout: Option<i64>,
-    /// `deviceSwap`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
-    /// `simultaneousThreads`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub simultaneous_threads: Option<i32>,
-    /// `pmem`.
-    pub pmem: Option<VirtualMachineVirtualPMem>,
-    /// `deviceGroups`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
-    /// `fixedPassthruHotPlugEnabled`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub fixed_passthru_hot_plug_enabled: Option<bool>,
-    /// `metroFtEnabled`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub metro_ft_enabled: Option<bool>,
-    /// `metroFtHostGroup`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub metro_ft_host_group: Option<String>,
-    /// `tdxEnabled`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub tdx_enabled: Option<bool>,
-    /// `sevSnpEnabled`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub sev_snp_enabled: Option<bool>,
-    /// `tagSpecs`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tag_specs: Vec<TagSpec>,
-    /// `vmPlacementPolicies`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
-}
-impl x::SchemaType for VirtualMachineConfigSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigSpec";
-}
-impl x::Structure for VirtualMachineConfigSpec {}
-impl x::Fields for VirtualMachineConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeVersion" => r.read_opt(&mut self.change_version),
-            "name" => r.read_opt(&mut self.name),
-            "version" => r.read_opt(&mut self.version),
-            "createDate" => r.read_opt(&mut self.create_date),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
-            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
-            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
-            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
-            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
-            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
-            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
-            "npivWorldWideNameOp" => r.read_opt(&mut self.npiv_world_wide_name_op),
-            "locationId" => r.read_opt(&mut self.location_id),
-            "guestId" => r.read_opt(&mut self.guest_id),
-            "alternateGuestName" => r.read_opt(&mut self.alternate_guest_name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "files" => r.read_opt(&mut self.files),
-            "tools" => r.read_opt(&mut self.tools),
-            "flags" => r.read_opt(&mut self.flags),
-            "consolePreferences" => r.read_opt(&mut self.console_preferences),
-            "powerOpInfo" => r.read_opt(&mut self.power_op_info),
-            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
-            "numCPUs" => r.read_opt(&mut self.num_cpus),
-            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
-            "memoryMB" => r.read_opt(&mut self.memory_mb),
-            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
-            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
-            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
-            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
-            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
-            "deviceChange" => r.read_push(&mut self.device_change),
-            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
-            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
-            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
-            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
-            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
-            "networkShaper" => r.read_opt(&mut self.network_shaper),
-            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "swapPlacement" => r.read_opt(&mut self.swap_placement),
-            "bootOptions" => r.read_opt(&mut self.boot_options),
-            "vAppConfig" => r.read_opt(&mut self.vapp_config),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            "repConfig" => r.read_opt(&mut self.rep_config),
-            "vAppConfigRemoved" => r.read_opt(&mut self.vapp_config_removed),
-            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
-            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
-            "firmware" => r.read_opt(&mut self.firmware),
-            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
-            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
-            "managedBy" => r.read_opt(&mut self.managed_by),
-            "memoryReservationLockedToMax" => {
-                r.read_opt(&mut self.memory_reservation_locked_to_max)
-            }
-            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
-            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
-            "scheduledHardwareUpgradeInfo" => {
-                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
-            }
-            "vmProfile" => r.read_push(&mut self.vm_profile),
-            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
-            "crypto" => r.read_opt(&mut self.crypto),
-            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
-            "sgxInfo" => r.read_opt(&mut self.sgx_info),
-            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
-            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
-            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
-            "virtualNuma" => r.read_opt(&mut self.virtual_numa),
-            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
-            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
-            "vmxStatsCollectionEnabled" => {
-                r.read_opt(&mut self.vmx_stats_collection_enabled)
-            }
-            "vmOpNotificationToAppEnabled" => {
-                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
-            }
-            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
-            "deviceSwap" => r.read_opt(&mut self.device_swap),
-            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
-            "pmem" => r.read_opt(&mut self.pmem),
-            "deviceGroups" => r.read_opt(&mut self.device_groups),
-            "fixedPassthruHotPlugEnabled" => {
-                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
-            }
-            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
-            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
-            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
-            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
-            "tagSpecs" => r.read_push(&mut self.tag_specs),
-            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeVersion", &self.change_version);
-        w.write_opt("name", &self.name);
-        w.write_opt("version", &self.version);
-        w.write_opt("createDate", &self.create_date);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
-        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
-        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
-        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
-        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
-        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
-        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
-        w.write_opt("npivWorldWideNameOp", &self.npiv_world_wide_name_op);
-        w.write_opt("locationId", &self.location_id);
-        w.write_opt("guestId", &self.guest_id);
-        w.write_opt("alternateGuestName", &self.alternate_guest_name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("files", &self.files);
-        w.write_opt("tools", &self.tools);
-        w.write_opt("flags", &self.flags);
-        w.write_opt("consolePreferences", &self.console_preferences);
-        w.write_opt("powerOpInfo", &self.power_op_info);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.rebootPowerOff",
-                self.reboot_power_off.is_some(),
-            )
-        {
-            w.write_opt("rebootPowerOff", &self.reboot_power_off);
-        }
-        w.write_opt("numCPUs", &self.num_cpus);
-        w.write_vec("vcpuConfig", &self.vcpu_config);
-        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
-        w.write_opt("memoryMB", &self.memory_mb);
-        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
-        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
-        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
-        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
-        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
-        w.write_vec("deviceChange", &self.device_change);
-        w.write_opt("cpuAllocation", &self.cpu_allocation);
-        w.write_opt("memoryAllocation", &self.memory_allocation);
-        w.write_opt("latencySensitivity", &self.latency_sensitivity);
-        w.write_opt("cpuAffinity", &self.cpu_affinity);
-        w.write_opt("memoryAffinity", &self.memory_affinity);
-        w.write_opt("networkShaper", &self.network_shaper);
-        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_opt("swapPlacement", &self.swap_placement);
-        w.write_opt("bootOptions", &self.boot_options);
-        w.write_opt("vAppConfig", &self.vapp_config);
-        w.write_opt("ftInfo", &self.ft_info);
-        w.write_opt("repConfig", &self.rep_config);
-        w.write_opt("vAppConfigRemoved", &self.vapp_config_removed);
-        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
-        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
-        w.write_opt("firmware", &self.firmware);
-        w.write_opt("maxMksConnections", &self.max_mks_connections);
-        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
-        w.write_opt("managedBy", &self.managed_by);
-        w.write_opt(
-            "memoryReservationLockedToMax",
-            &self.memory_reservation_locked_to_max,
-        );
-        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
-        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
-        w.write_opt(
-            "scheduledHardwareUpgradeInfo",
-            &self.scheduled_hardware_upgrade_info,
-        );
-        w.write_vec("vmProfile", &self.vm_profile);
-        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
-        w.write_opt("crypto", &self.crypto);
-        w.write_opt("migrateEncryption", &self.migrate_encryption);
-        w.write_opt("sgxInfo", &self.sgx_info);
-        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
-        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
-        w.write_opt("sevEnabled", &self.sev_enabled);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.virtualNuma",
-                self.virtual_numa.is_some(),
-            )
-        {
-            w.write_opt("virtualNuma", &self.virtual_numa);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.motherboardLayout",
-                self.motherboard_layout.is_some(),
-            )
-        {
-            w.write_opt("motherboardLayout", &self.motherboard_layout);
-        }
-        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
-        if w
-            .since(
-                0x0700_0301,
-                "VirtualMachineConfigSpec.vmxStatsCollectionEnabled",
-                self.vmx_stats_collection_enabled.is_some(),
-            )
-        {
-            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
-        }
-        w.write_opt(
-            "vmOpNotificationToAppEnabled",
-            &self.vm_op_notification_to_app_enabled,
-        );
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.vmOpNotificationTimeout",
-                self.vm_op_notification_timeout.is_some(),
-            )
-        {
-            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.deviceSwap",
-                self.device_swap.is_some(),
-            )
-        {
-            w.write_opt("deviceSwap", &self.device_swap);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.simultaneousThreads",
-                self.simultaneous_threads.is_some(),
-            )
-        {
-            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
-        }
-        w.write_opt("pmem", &self.pmem);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.deviceGroups",
-                self.device_groups.is_some(),
-            )
-        {
-            w.write_opt("deviceGroups", &self.device_groups);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "VirtualMachineConfigSpec.fixedPassthruHotPlugEnabled",
-                self.fixed_passthru_hot_plug_enabled.is_some(),
-            )
-        {
-            w.write_opt(
-                "fixedPassthruHotPlugEnabled",
-                &self.fixed_passthru_hot_plug_enabled,
-            );
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VirtualMachineConfigSpec.metroFtEnabled",
-                self.metro_ft_enabled.is_some(),
-            )
-        {
-            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VirtualMachineConfigSpec.metroFtHostGroup",
-                self.metro_ft_host_group.is_some(),
-            )
-        {
-            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigSpec.tdxEnabled",
-                self.tdx_enabled.is_some(),
-            )
-        {
-            w.write_opt("tdxEnabled", &self.tdx_enabled);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigSpec.sevSnpEnabled",
-                self.sev_snp_enabled.is_some(),
-            )
-        {
-            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineConfigSpec.tagSpecs",
-                !self.tag_specs.is_empty(),
-            )
-        {
-            w.write_vec("tagSpecs", &self.tag_specs);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineConfigSpec.vmPlacementPolicies",
-                !self.vm_placement_policies.is_empty(),
-            )
-        {
-            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
-        }
-    }
-}
-impl x::ArrayItem for VirtualMachineConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigSpec";
-    const ITEM_TAG: &'static str = "VirtualMachineConfigSpec";
-}
-/// `VirtualMachineConfigSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigSummary {
-    /// `name`.
-    pub name: String,
-    /// `template`.
-    pub template: bool,
-    /// `vmPathName`.
-    pub vm_path_name: String,
-    /// `memorySizeMB`.
-    pub memory_size_mb: Option<i32>,
-    /// `cpuReservation`.
-    pub cpu_reservation: Option<i32>,
-    /// `memoryReservation`.
-    pub memory_reservation: Option<i32>,
-    /// `numCpu`.
-    pub num_cpu: Option<i32>,
-    /// `numEthernetCards`.
-    pub num_ethernet_cards: Option<i32>,
-    /// `numVirtualDisks`.
-    pub num_virtual_disks: Option<i32>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<String>,
-    /// `guestId`.
-    pub guest_id: Option<String>,
-    /// `guestFullName`.
-    pub guest_full_name: Option<String>,
-    /// `annotation`.
-    pub annotation: Option<String>,
-    /// `product`.
-    pub product: Option<VAppProductInfo>,
-    /// `installBootRequired`.
-    pub install_boot_required: Option<bool>,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-    /// `managedBy`.
-    pub managed_by: Option<ManagedByInfo>,
-    /// `tpmPresent`.
-    pub tpm_present: Option<bool>,
-    /// `numVmiopBackings`.
-    pub num_vmiop_backings: Option<i32>,
-    /// `hwVersion`.
-    pub hw_version: Option<String>,
-}
-impl x::SchemaType for VirtualMachineConfigSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigSummary";
-}
-impl x::Structure for VirtualMachineConfigSummary {}
-impl x::Fields for VirtualMachineConfigSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "template" => r.read(&mut self.template),
-            "vmPathName" => r.read(&mut self.vm_path_name),
-            "memorySizeMB" => r.read_opt(&mut self.memory_size_mb),
-            "cpuReservation" => r.read_opt(&mut self.cpu_reservation),
-            "memoryReservation" => r.read_opt(&mut self.memory_reservation),
-            "numCpu" => r.read_opt(&mut self.num_cpu),
-            "numEthernetCards" => r.read_opt(&mut self.num_ethernet_cards),
-            "numVirtualDisks" => r.read_opt(&mut self.num_virtual_disks),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            "guestId" => r.read_opt(&mut self.guest_id),
-            "guestFullName" => r.read_opt(&mut self.guest_full_name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "product" => r.read_opt(&mut self.product),
-            "installBootRequired" => r.read_opt(&mut self.install_boot_required),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            "managedBy" => r.read_opt(&mut self.managed_by),
-            "tpmPresent" => r.read_opt(&mut self.tpm_present),
-            "numVmiopBackings" => r.read_opt(&mut self.num_vmiop_backings),
-            "hwVersion" => r.read_opt(&mut self.hw_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("template", &self.template);
-        w.write("vmPathName", &self.vm_path_name);
-        w.write_opt("memorySizeMB", &self.memory_size_mb);
-        w.write_opt("cpuReservation", &self.cpu_reservation);
-        w.write_opt("memoryReservation", &self.memory_reservation);
-        w.write_opt("numCpu", &self.num_cpu);
-        w.write_opt("numEthernetCards", &self.num_ethernet_cards);
-        w.write_opt("numVirtualDisks", &self.num_virtual_disks);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-        w.write_opt("guestId", &self.guest_id);
-        w.write_opt("guestFullName", &self.guest_full_name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("product", &self.product);
-        w.write_opt("installBootRequired", &self.install_boot_required);
-        w.write_opt("ftInfo", &self.ft_info);
-        w.write_opt("managedBy", &self.managed_by);
-        w.write_opt("tpmPresent", &self.tpm_present);
-        w.write_opt("numVmiopBackings", &self.num_vmiop_backings);
-        w.write_opt("hwVersion", &self.hw_version);
-    }
-}
-/// `VirtualMachineConnection` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineConnection`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConnection {
-    /// `label`.
-    pub label: String,
-    /// `client`.
-    pub client: String,
-    /// `userName`.
-    pub user_name: String,
-}
-impl x::SchemaType for VirtualMachineConnection {
-    const TYPE_NAME: &'static str = "VirtualMachineConnection";
-}
-impl x::Structure for VirtualMachineConnection {}
-impl x::Fields for VirtualMachineConnection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "label" => r.read(&mut self.label),
-            "client" => r.read(&mut self.client),
-            "userName" => r.read(&mut self.user_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("label", &self.label);
-        w.write("client", &self.client);
-        w.write("userName", &self.user_name);
-    }
-}
-/// `VirtualMachineConsolePreferences` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConsolePreferences {
-    /// `powerOnWhenOpened`.
-    pub power_on_when_opened: Option<bool>,
-    /// `enterFullScreenOnPowerOn`.
-    pub enter_full_screen_on_power_on: Option<bool>,
-    /// `closeOnPowerOffOrSuspend`.
-    pub close_on_power_off_or_suspend: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineConsolePreferences {
-    const TYPE_NAME: &'static str = "VirtualMachineConsolePreferences";
-}
-impl x::Structure for VirtualMachineConsolePreferences {}
-impl x::Fields for VirtualMachineConsolePreferences {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "powerOnWhenOpened" => r.read_opt(&mut self.power_on_when_opened),
-            "enterFullScreenOnPowerOn" => {
-                r.read_opt(&mut self.enter_full_screen_on_power_on)
-            }
-            "closeOnPowerOffOrSuspend" => {
-                r.read_opt(&mut self.close_on_power_off_or_suspend)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("powerOnWhenOpened", &self.power_on_when_opened);
-        w.write_opt("enterFullScreenOnPowerOn", &self.enter_full_screen_on_power_on);
-        w.write_opt("closeOnPowerOffOrSuspend", &self.close_on_power_off_or_suspend);
-    }
-}
-/// `VirtualMachineContentLibraryItemInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineContentLibraryItemInfo {
-    /// `contentLibraryItemUuid`.
-    pub content_library_item_uuid: String,
-    /// `contentLibraryItemVersion`.
-    pub content_library_item_version: Option<String>,
-}
-impl x::SchemaType for VirtualMachineContentLibraryItemInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineContentLibraryItemInfo";
-}
-impl x::Structure for VirtualMachineContentLibraryItemInfo {}
-impl x::Fields for VirtualMachineContentLibraryItemInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "contentLibraryItemUuid" => r.read(&mut self.content_library_item_uuid),
-            "contentLibraryItemVersion" => {
-                r.read_opt(&mut self.content_library_item_version)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("contentLibraryItemUuid", &self.content_library_item_uuid);
-        w.write_opt("contentLibraryItemVersion", &self.content_library_item_version);
-    }
-}
-/// `VirtualMachineCpuIdInfoSpec` (extends `ArrayUpdateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineCpuIdInfoSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
-    /// `info`.
-    pub info: Option<HostCpuIdInfo>,
-}
-impl x::SchemaType for VirtualMachineCpuIdInfoSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineCpuIdInfoSpec";
-}
-impl x::Structure for VirtualMachineCpuIdInfoSpec {}
-impl x::Fields for VirtualMachineCpuIdInfoSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
-            "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
-        w.write_opt("info", &self.info);
-    }
-}
-impl x::ArrayItem for VirtualMachineCpuIdInfoSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineCpuIdInfoSpec";
-    const ITEM_TAG: &'static str = "VirtualMachineCpuIdInfoSpec";
-}
-/// `VirtualMachineDatastoreInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDatastoreInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `datastore`.
-    pub datastore: DatastoreSummary,
-    /// `capability`.
-    pub capability: DatastoreCapability,
-    /// `maxFileSize`.
-    pub max_file_size: i64,
-    /// `maxVirtualDiskCapacity`.
-    pub max_virtual_disk_capacity: Option<i64>,
-    /// `maxPhysicalRDMFileSize`.
-    pub max_physical_rdm_file_size: Option<i64>,
-    /// `maxVirtualRDMFileSize`.
-    pub max_virtual_rdm_file_size: Option<i64>,
-    /// `mode`.
-    pub mode: String,
-    /// `vStorageSupport`.
-    pub vstorage_support: Option<String>,
-    /// `supportedVDiskFormats`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub supported_vdisk_formats: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineDatastoreInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDatastoreInfo";
-}
-impl x::Structure for VirtualMachineDatastoreInfo {}
-impl x::Fields for VirtualMachineDatastoreInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "datastore" => r.read(&mut self.datastore),
-            "capability" => r.read(&mut self.capability),
-            "maxFileSize" => r.read(&mut self.max_file_size),
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
-            "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size),
-            "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size),
-            "mode" => r.read(&mut self.mode),
-            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
-            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("datastore", &self.datastore);
-        w.write("capability", &self.capability);
-        w.write("maxFileSize", &self.max_file_size);
-        w.write_opt("maxVirtualDiskCapacity", &self.max_virtual_disk_capacity);
-        w.write_opt("maxPhysicalRDMFileSize", &self.max_physical_rdm_file_size);
-        w.write_opt("maxVirtualRDMFileSize", &self.max_virtual_rdm_file_size);
-        w.write("mode", &self.mode);
-        w.write_opt("vStorageSupport", &self.vstorage_support);
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineDatastoreInfo.supportedVDiskFormats",
-                !self.supported_vdisk_formats.is_empty(),
-            )
-        {
-            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        }
-    }
-}
-impl x::ArrayItem for VirtualMachineDatastoreInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineDatastoreInfo";
-}
-/// `VirtualMachineDatastoreVolumeOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDatastoreVolumeOption {
-    /// `fileSystemType`.
-    pub file_system_type: String,
-    /// `majorVersion`.
-    pub major_version: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineDatastoreVolumeOption {
-    const TYPE_NAME: &'static str = "VirtualMachineDatastoreVolumeOption";
-}
-impl x::Structure for VirtualMachineDatastoreVolumeOption {}
-impl x::Fields for VirtualMachineDatastoreVolumeOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileSystemType" => r.read(&mut self.file_system_type),
-            "majorVersion" => r.read_opt(&mut self.major_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileSystemType", &self.file_system_type);
-        w.write_opt("majorVersion", &self.major_version);
-    }
-}
-impl x::ArrayItem for VirtualMachineDatastoreVolumeOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreVolumeOption";
-    const ITEM_TAG: &'static str = "VirtualMachineDatastoreVolumeOption";
-}
-/// `VirtualMachineDefaultPowerOpInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDefaultPowerOpInfo {
-    /// `powerOffType`.
-    pub power_off_type: Option<String>,
-    /// `suspendType`.
-    pub suspend_type: Option<String>,
-    /// `resetType`.
-    pub reset_type: Option<String>,
-    /// `defaultPowerOffType`.
-    pub default_power_off_type: Option<String>,
-    /// `defaultSuspendType`.
-    pub default_suspend_type: Option<String>,
-    /// `defaultResetType`.
-    pub default_reset_type: Option<String>,
-    /// `standbyAction`.
-    pub standby_action: Option<String>,
-}
-impl x::SchemaType for VirtualMachineDefaultPowerOpInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDefaultPowerOpInfo";
-}
-impl x::Structure for VirtualMachineDefaultPowerOpInfo {}
-impl x::Fields for VirtualMachineDefaultPowerOpInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "powerOffType" => r.read_opt(&mut self.power_off_type),
-            "suspendType" => r.read_opt(&mut self.suspend_type),
-            "resetType" => r.read_opt(&mut self.reset_type),
-            "defaultPowerOffType" => r.read_opt(&mut self.default_power_off_type),
-            "defaultSuspendType" => r.read_opt(&mut self.default_suspend_type),
-            "defaultResetType" => r.read_opt(&mut self.default_reset_type),
-            "standbyAction" => r.read_opt(&mut self.standby_action),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("powerOffType", &self.power_off_type);
-        w.write_opt("suspendType", &self.suspend_type);
-        w.write_opt("resetType", &self.reset_type);
-        w.write_opt("defaultPowerOffType", &self.default_power_off_type);
-        w.write_opt("defaultSuspendType", &self.default_suspend_type);
-        w.write_opt("defaultResetType", &self.default_reset_type);
-        w.write_opt("standbyAction", &self.standby_action);
-    }
-}
-/// `VirtualMachineDefaultProfileSpec` (extends `VirtualMachineProfileSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDefaultProfileSpec {}
-impl x::SchemaType for VirtualMachineDefaultProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineDefaultProfileSpec";
-}
-impl x::Structure for VirtualMachineDefaultProfileSpec {}
-impl x::Fields for VirtualMachineDefaultProfileSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineDefinedProfileSpec` (extends `VirtualMachineProfileSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDefinedProfileSpec {
-    /// `profileId`.
-    pub profile_id: String,
-    /// `replicationSpec`.
-    pub replication_spec: Option<ReplicationSpec>,
-    /// `profileData`.
-    pub profile_data: Option<VirtualMachineProfileRawData>,
-    /// `profileParams`.
-    pub profile_params: Vec<KeyValue>,
-}
-impl x::SchemaType for VirtualMachineDefinedProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineDefinedProfileSpec";
-}
-impl x::Structure for VirtualMachineDefinedProfileSpec {}
-impl x::Fields for VirtualMachineDefinedProfileSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "profileId" => r.read(&mut self.profile_id),
-            "replicationSpec" => r.read_opt(&mut self.replication_spec),
-            "profileData" => r.read_opt(&mut self.profile_data),
-            "profileParams" => r.read_push(&mut self.profile_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("profileId", &self.profile_id);
-        w.write_opt("replicationSpec", &self.replication_spec);
-        w.write_opt("profileData", &self.profile_data);
-        w.write_vec("profileParams", &self.profile_params);
-    }
-}
-/// `VirtualMachineDeviceRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDeviceRuntimeInfo {
-    /// `runtimeState`.
-    pub runtime_state: AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState,
-    /// `key`.
-    pub key: i32,
-}
-impl x::SchemaType for VirtualMachineDeviceRuntimeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfo";
-}
-impl x::Structure for VirtualMachineDeviceRuntimeInfo {}
-impl x::Fields for VirtualMachineDeviceRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "runtimeState" => r.read(&mut self.runtime_state),
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("runtimeState", &self.runtime_state);
-        w.write("key", &self.key);
-    }
-}
-impl x::ArrayItem for VirtualMachineDeviceRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDeviceRuntimeInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineDeviceRuntimeInfo";
-}
-/// `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
-impl x::SchemaType for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
-    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState";
-}
-impl x::Structure for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
-impl x::Fields for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState` (extends `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
-    /// `vmDirectPathGen2Active`.
-    pub vm_direct_path_gen2_active: bool,
-    /// `vmDirectPathGen2InactiveReasonVm`.
-    pub vm_direct_path_gen2_inactive_reason_vm: Vec<String>,
-    /// `vmDirectPathGen2InactiveReasonOther`.
-    pub vm_direct_path_gen2_inactive_reason_other: Vec<String>,
-    /// `vmDirectPathGen2InactiveReasonExtended`.
-    pub vm_direct_path_gen2_inactive_reason_extended: Option<String>,
-    /// `uptv2Active`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_active: Option<bool>,
-    /// `uptv2InactiveReasonVm`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_inactive_reason_vm: Vec<String>,
-    /// `uptv2InactiveReasonOther`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_inactive_reason_other: Vec<String>,
-    /// `reservationStatus`.
-    pub reservation_status: Option<String>,
-    /// `attachmentStatus`.
-    pub attachment_status: Option<String>,
-    /// `featureRequirement`.
-    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-}
-impl x::SchemaType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
-    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState";
-}
-impl x::Structure for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {}
-impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmDirectPathGen2Active" => r.read(&mut self.vm_direct_path_gen2_active),
-            "vmDirectPathGen2InactiveReasonVm" => {
-                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_vm)
-            }
-            "vmDirectPathGen2InactiveReasonOther" => {
-                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_other)
-            }
-            "vmDirectPathGen2InactiveReasonExtended" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_inactive_reason_extended)
-            }
-            "uptv2Active" => r.read_opt(&mut self.uptv2_active),
-            "uptv2InactiveReasonVm" => r.read_push(&mut self.uptv2_inactive_reason_vm),
-            "uptv2InactiveReasonOther" => {
-                r.read_push(&mut self.uptv2_inactive_reason_other)
-            }
-            "reservationStatus" => r.read_opt(&mut self.reservation_status),
-            "attachmentStatus" => r.read_opt(&mut self.attachment_status),
-            "featureRequirement" => r.read_push(&mut self.feature_requirement),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vmDirectPathGen2Active", &self.vm_direct_path_gen2_active);
-        w.write_vec(
-            "vmDirectPathGen2InactiveReasonVm",
-            &self.vm_direct_path_gen2_inactive_reason_vm,
-        );
-        w.write_vec(
-            "vmDirectPathGen2InactiveReasonOther",
-            &self.vm_direct_path_gen2_inactive_reason_other,
-        );
-        w.write_opt(
-            "vmDirectPathGen2InactiveReasonExtended",
-            &self.vm_direct_path_gen2_inactive_reason_extended,
-        );
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2Active",
-                self.uptv2_active.is_some(),
-            )
-        {
-            w.write_opt("uptv2Active", &self.uptv2_active);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonVm",
-                !self.uptv2_inactive_reason_vm.is_empty(),
-            )
-        {
-            w.write_vec("uptv2InactiveReasonVm", &self.uptv2_inactive_reason_vm);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonOther",
-                !self.uptv2_inactive_reason_other.is_empty(),
-            )
-        {
-            w.write_vec("uptv2InactiveReasonOther", &self.uptv2_inactive_reason_other);
-        }
-        w.write_opt("reservationStatus", &self.reservation_status);
-        w.write_opt("attachmentStatus", &self.attachment_status);
-        w.write_vec("featureRequirement", &self.feature_requirement);
-    }
-}
-/// `VirtualMachineDiskDeviceInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDiskDeviceInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `capacity`.
-    pub capacity: Option<i64>,
-    /// `vm`.
-    pub vm: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for VirtualMachineDiskDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDiskDeviceInfo";
-}
-impl x::Structure for VirtualMachineDiskDeviceInfo {}
-impl x::Fields for VirtualMachineDiskDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "capacity" => r.read_opt(&mut self.capacity),
-            "vm" => r.read_push(&mut self.vm),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write_opt("capacity", &self.capacity);
-        w.write_vec("vm", &self.vm);
-    }
-}
-/// `VirtualMachineDisplayTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDisplayTopology {
-    /// `x`.
-    pub x: i32,
-    /// `y`.
-    pub y: i32,
-    /// `width`.
-    pub width: i32,
-    /// `height`.
-    pub height: i32,
-}
-impl x::SchemaType for VirtualMachineDisplayTopology {
-    const TYPE_NAME: &'static str = "VirtualMachineDisplayTopology";
-}
-impl x::Structure for VirtualMachineDisplayTopology {}
-impl x::Fields for VirtualMachineDisplayTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "x" => r.read(&mut self.x),
-            "y" => r.read(&mut self.y),
-            "width" => r.read(&mut self.width),
-            "height" => r.read(&mut self.height),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("x", &self.x);
-        w.write("y", &self.y);
-        w.write("width", &self.width);
-        w.write("height", &self.height);
-    }
-}
-impl x::ArrayItem for VirtualMachineDisplayTopology {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDisplayTopology";
-    const ITEM_TAG: &'static str = "VirtualMachineDisplayTopology";
-}
-/// `VirtualMachineDvxClassInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDvxClassInfo {
-    /// `deviceClass`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_class: AnyElementDescription,
-    /// `vendorName`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vendor_name: String,
-    /// `sriovNic`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sriov_nic: bool,
-    /// `configParams`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub config_params: Vec<OptionDef>,
-}
-impl x::SchemaType for VirtualMachineDvxClassInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDvxClassInfo";
-}
-impl x::Structure for VirtualMachineDvxClassInfo {}
-impl x::Fields for VirtualMachineDvxClassInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceClass" => r.read(&mut self.device_class),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "sriovNic" => r.read(&mut self.sriov_nic),
-            "configParams" => r.read_push(&mut self.config_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualMachineDvxClassInfo", true);
-        w.write("deviceClass", &self.device_class);
-        w.write("vendorName", &self.vendor_name);
-        w.write("sriovNic", &self.sriov_nic);
-        w.write_vec("configParams", &self.config_params);
-    }
-}
-impl x::ArrayItem for VirtualMachineDvxClassInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDvxClassInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineDvxClassInfo";
-}
-/// `VirtualMachineDynamicPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDynamicPassthroughInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `customLabel`.
-    pub custom_label: Option<String>,
-    /// `vendorId`.
-    pub vendor_id: i32,
-    /// `deviceId`.
-    pub device_id: i32,
-}
-impl x::SchemaType for VirtualMachineDynamicPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDynamicPassthroughInfo";
-}
-impl x::Structure for VirtualMachineDynamicPassthroughInfo {}
-impl x::Fields for VirtualMachineDynamicPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "deviceName" => r.read(&mut self.device_name),
-            "customLabel" => r.read_opt(&mut self.custom_label),
-            "vendorId" => r.read(&mut self.vendor_id),
-            "deviceId" => r.read(&mut self.device_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("vendorName", &self.vendor_name);
-        w.write("deviceName", &self.device_name);
-        w.write_opt("customLabel", &self.custom_label);
-        w.write("vendorId", &self.vendor_id);
-        w.write("deviceId", &self.device_id);
-    }
-}
-impl x::ArrayItem for VirtualMachineDynamicPassthroughInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDynamicPassthroughInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineDynamicPassthroughInfo";
-}
-/// `VirtualMachineEmptyIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineEmptyIndependentFilterSpec {}
-impl x::SchemaType for VirtualMachineEmptyIndependentFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineEmptyIndependentFilterSpec";
-}
-impl x::Structure for VirtualMachineEmptyIndependentFilterSpec {}
-impl x::Fields for VirtualMachineEmptyIndependentFilterSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineEmptyProfileSpec` (extends `VirtualMachineProfileSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineEmptyProfileSpec {}
-impl x::SchemaType for VirtualMachineEmptyProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineEmptyProfileSpec";
-}
-impl x::Structure for VirtualMachineEmptyProfileSpec {}
-impl x::Fields for VirtualMachineEmptyProfileSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineFeatureRequirement` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFeatureRequirement {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for VirtualMachineFeatureRequirement {
-    const TYPE_NAME: &'static str = "VirtualMachineFeatureRequirement";
-}
-impl x::Structure for VirtualMachineFeatureRequirement {}
-impl x::Fields for VirtualMachineFeatureRequirement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for VirtualMachineFeatureRequirement {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFeatureRequirement";
-    const ITEM_TAG: &'static str = "VirtualMachineFeatureRequirement";
-}
-/// `VirtualMachineFileInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFileInfo {
-    /// `vmPathName`.
-    pub vm_path_name: Option<String>,
-    /// `snapshotDirectory`.
-    pub snapshot_directory: Option<String>,
-    /// `suspendDirectory`.
-    pub suspend_directory: Option<String>,
-    /// `logDirectory`.
-    pub log_directory: Option<String>,
-    /// `ftMetadataDirectory`.
-    pub ft_metadata_directory: Option<String>,
-}
-impl x::SchemaType for VirtualMachineFileInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFileInfo";
-}
-impl x::Structure for VirtualMachineFileInfo {}
-impl x::Fields for VirtualMachineFileInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmPathName" => r.read_opt(&mut self.vm_path_name),
-            "snapshotDirectory" => r.read_opt(&mut self.snapshot_directory),
-            "suspendDirectory" => r.read_opt(&mut self.suspend_directory),
-            "logDirectory" => r.read_opt(&mut self.log_directory),
-            "ftMetadataDirectory" => r.read_opt(&mut self.ft_metadata_directory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vmPathName", &self.vm_path_name);
-        w.write_opt("snapshotDirectory", &self.snapshot_directory);
-        w.write_opt("suspendDirectory", &self.suspend_directory);
-        w.write_opt("logDirectory", &self.log_directory);
-        w.write_opt("ftMetadataDirectory", &self.ft_metadata_directory);
-    }
-}
-/// `VirtualMachineFileLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFileLayout {
-    /// `configFile`.
-    pub config_file: Vec<String>,
-    /// `logFile`.
-    pub log_file: Vec<String>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineFileLayoutDiskLayout>,
-    /// `snapshot`.
-    pub snapshot: Vec<VirtualMachineFileLayoutSnapshotLayout>,
-    /// `swapFile`.
-    pub swap_file: Option<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayout";
-}
-impl x::Structure for VirtualMachineFileLayout {}
-impl x::Fields for VirtualMachineFileLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "configFile" => r.read_push(&mut self.config_file),
-            "logFile" => r.read_push(&mut self.log_file),
-            "disk" => r.read_push(&mut self.disk),
-            "snapshot" => r.read_push(&mut self.snapshot),
-            "swapFile" => r.read_opt(&mut self.swap_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("configFile", &self.config_file);
-        w.write_vec("logFile", &self.log_file);
-        w.write_vec("disk", &self.disk);
-        w.write_vec("snapshot", &self.snapshot);
-        w.write_opt("swapFile", &self.swap_file);
-    }
-}
-/// `VirtualMachineFileLayoutDiskLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFileLayoutDiskLayout {
-    /// `key`.
-    pub key: i32,
-    /// `diskFile`.
-    pub disk_file: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutDiskLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutDiskLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutDiskLayout {}
-impl x::Fields for VirtualMachineFileLayoutDiskLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "diskFile" => r.read_push(&mut self.disk_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("diskFile", &self.disk_file);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutDiskLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutDiskLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutDiskLayout";
-}
 /// `VirtualMachineFileLayoutEx` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineFileLayoutEx {
@@ -1909,34 +351,41 @@ impl x::Fields for VirtualMachineFlagInfo {
     }
 }
 /// `VirtualMachineFloppyInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineFloppyInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineFloppyInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
 }
 impl x::SchemaType for VirtualMachineFloppyInfo {
     const TYPE_NAME: &'static str = "VirtualMachineFloppyInfo";
 }
 impl x::Structure for VirtualMachineFloppyInfo {}
+impl std::ops::Deref for VirtualMachineFloppyInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineFloppyInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineFloppyInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
     }
 }
 impl x::ArrayItem for VirtualMachineFloppyInfo {
@@ -2173,16 +622,12 @@ impl x::Fields for VirtualMachineGuestSummary {
     }
 }
 /// `VirtualMachineIdeDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
+///
+/// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineIdeDiskDeviceInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `capacity`, from `VirtualMachineDiskDeviceInfo`.
-    pub capacity: Option<i64>,
-    /// `vm`, from `VirtualMachineDiskDeviceInfo`.
-    pub vm: Vec<x::ManagedObjectReference>,
+    /// The fields `VirtualMachineIdeDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
+    pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
     /// `partitionTable`.
     pub partition_table: Vec<VirtualMachineIdeDiskDevicePartitionInfo>,
 }
@@ -2190,6 +635,19 @@ impl x::SchemaType for VirtualMachineIdeDiskDeviceInfo {
     const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDeviceInfo";
 }
 impl x::Structure for VirtualMachineIdeDiskDeviceInfo {}
+impl std::ops::Deref for VirtualMachineIdeDiskDeviceInfo {
+    type Target = VirtualMachineDiskDeviceInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineDiskDeviceInfo {
+        &self.virtual_machine_disk_device_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineIdeDiskDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineDiskDeviceInfo {
+        &mut self.virtual_machine_disk_device_info
+    }
+}
 impl x::Fields for VirtualMachineIdeDiskDeviceInfo {
     fn decode_field(
         &mut self,
@@ -2197,21 +655,20 @@ impl x::Fields for VirtualMachineIdeDiskDeviceInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "capacity" => r.read_opt(&mut self.capacity),
-            "vm" => r.read_push(&mut self.vm),
             "partitionTable" => r.read_push(&mut self.partition_table),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_disk_device_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write_opt("capacity", &self.capacity);
-        w.write_vec("vm", &self.vm);
+        x::Fields::encode_fields(&self.virtual_machine_disk_device_info, w);
         w.write_vec("partitionTable", &self.partition_table);
     }
 }
@@ -2255,12 +712,12 @@ impl x::ArrayItem for VirtualMachineIdeDiskDevicePartitionInfo {
     const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
 }
 /// `VirtualMachineImportSpec` (extends `ImportSpec`).
+///
+/// The fields of `ImportSpec` are in `import_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineImportSpec {
-    /// `entityConfig`, from `ImportSpec`.
-    pub entity_config: Option<VAppEntityConfigInfo>,
-    /// `instantiationOst`, from `ImportSpec`.
-    pub instantiation_ost: Option<OvfConsumerOstNode>,
+    /// The fields `VirtualMachineImportSpec` inherits from `ImportSpec`.
+    pub import_spec: ImportSpec,
     /// `configSpec`.
     pub config_spec: VirtualMachineConfigSpec,
     /// `resPoolEntity`.
@@ -2270,6 +727,19 @@ impl x::SchemaType for VirtualMachineImportSpec {
     const TYPE_NAME: &'static str = "VirtualMachineImportSpec";
 }
 impl x::Structure for VirtualMachineImportSpec {}
+impl std::ops::Deref for VirtualMachineImportSpec {
+    type Target = ImportSpec;
+    #[inline]
+    fn deref(&self) -> &ImportSpec {
+        &self.import_spec
+    }
+}
+impl std::ops::DerefMut for VirtualMachineImportSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ImportSpec {
+        &mut self.import_spec
+    }
+}
 impl x::Fields for VirtualMachineImportSpec {
     fn decode_field(
         &mut self,
@@ -2277,18 +747,15 @@ impl x::Fields for VirtualMachineImportSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "entityConfig" => r.read_opt(&mut self.entity_config),
-            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
             "configSpec" => r.read(&mut self.config_spec),
             "resPoolEntity" => r.read_opt(&mut self.res_pool_entity),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.import_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("entityConfig", &self.entity_config);
-        w.write_opt("instantiationOst", &self.instantiation_ost);
+        x::Fields::encode_fields(&self.import_spec, w);
         w.write("configSpec", &self.config_spec);
         w.write_opt("resPoolEntity", &self.res_pool_entity);
     }
@@ -2636,38 +1103,41 @@ impl x::ArrayItem for VirtualMachineMetadataManagerVmMetadataResult {
     const ITEM_TAG: &'static str = "VirtualMachineMetadataManagerVmMetadataResult";
 }
 /// `VirtualMachineMksConnection` (extends `VirtualMachineConnection`).
+///
+/// The fields of `VirtualMachineConnection` are in `virtual_machine_connection`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineMksConnection {
-    /// `label`, from `VirtualMachineConnection`.
-    pub label: String,
-    /// `client`, from `VirtualMachineConnection`.
-    pub client: String,
-    /// `userName`, from `VirtualMachineConnection`.
-    pub user_name: String,
+    /// The fields `VirtualMachineMksConnection` inherits from `VirtualMachineConnection`.
+    pub virtual_machine_connection: VirtualMachineConnection,
 }
 impl x::SchemaType for VirtualMachineMksConnection {
     const TYPE_NAME: &'static str = "VirtualMachineMksConnection";
 }
 impl x::Structure for VirtualMachineMksConnection {}
+impl std::ops::Deref for VirtualMachineMksConnection {
+    type Target = VirtualMachineConnection;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineConnection {
+        &self.virtual_machine_connection
+    }
+}
+impl std::ops::DerefMut for VirtualMachineMksConnection {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineConnection {
+        &mut self.virtual_machine_connection
+    }
+}
 impl x::Fields for VirtualMachineMksConnection {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "label" => r.read(&mut self.label),
-            "client" => r.read(&mut self.client),
-            "userName" => r.read(&mut self.user_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_machine_connection, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("label", &self.label);
-        w.write("client", &self.client);
-        w.write("userName", &self.user_name);
+        x::Fields::encode_fields(&self.virtual_machine_connection, w);
     }
 }
 /// `VirtualMachineMksTicket` (extends `DynamicData`).
@@ -2714,12 +1184,12 @@ impl x::Fields for VirtualMachineMksTicket {
     }
 }
 /// `VirtualMachineNetworkInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineNetworkInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineNetworkInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `network`.
     pub network: AnyNetworkSummary,
     /// `vswitch`.
@@ -2729,6 +1199,19 @@ impl x::SchemaType for VirtualMachineNetworkInfo {
     const TYPE_NAME: &'static str = "VirtualMachineNetworkInfo";
 }
 impl x::Structure for VirtualMachineNetworkInfo {}
+impl std::ops::Deref for VirtualMachineNetworkInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineNetworkInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineNetworkInfo {
     fn decode_field(
         &mut self,
@@ -2736,18 +1219,21 @@ impl x::Fields for VirtualMachineNetworkInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "network" => r.read(&mut self.network),
             "vswitch" => r.read_opt(&mut self.vswitch),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("network", &self.network);
         w.write_opt("vswitch", &self.vswitch);
     }
@@ -2796,34 +1282,41 @@ impl x::Fields for VirtualMachineNetworkShaperInfo {
     }
 }
 /// `VirtualMachineParallelInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineParallelInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineParallelInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
 }
 impl x::SchemaType for VirtualMachineParallelInfo {
     const TYPE_NAME: &'static str = "VirtualMachineParallelInfo";
 }
 impl x::Structure for VirtualMachineParallelInfo {}
+impl std::ops::Deref for VirtualMachineParallelInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineParallelInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineParallelInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
     }
 }
 impl x::ArrayItem for VirtualMachineParallelInfo {
@@ -2833,12 +1326,12 @@ impl x::ArrayItem for VirtualMachineParallelInfo {
 /// `VirtualMachinePciPassthroughInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// Fields of this type hold [`AnyVirtualMachinePciPassthroughInfo`], which also carries its subtypes.
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachinePciPassthroughInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachinePciPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `pciDevice`.
     pub pci_device: HostPciDevice,
     /// `systemId`.
@@ -2848,6 +1341,19 @@ impl x::SchemaType for VirtualMachinePciPassthroughInfo {
     const TYPE_NAME: &'static str = "VirtualMachinePciPassthroughInfo";
 }
 impl x::Structure for VirtualMachinePciPassthroughInfo {}
+impl std::ops::Deref for VirtualMachinePciPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachinePciPassthroughInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachinePciPassthroughInfo {
     fn decode_field(
         &mut self,
@@ -2855,29 +1361,32 @@ impl x::Fields for VirtualMachinePciPassthroughInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "pciDevice" => r.read(&mut self.pci_device),
             "systemId" => r.read(&mut self.system_id),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("pciDevice", &self.pci_device);
         w.write("systemId", &self.system_id);
     }
 }
 /// `VirtualMachinePciSharedGpuPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachinePciSharedGpuPassthroughInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachinePciSharedGpuPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `vgpu`.
     pub vgpu: String,
 }
@@ -2885,6 +1394,19 @@ impl x::SchemaType for VirtualMachinePciSharedGpuPassthroughInfo {
     const TYPE_NAME: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
 }
 impl x::Structure for VirtualMachinePciSharedGpuPassthroughInfo {}
+impl std::ops::Deref for VirtualMachinePciSharedGpuPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachinePciSharedGpuPassthroughInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachinePciSharedGpuPassthroughInfo {
     fn decode_field(
         &mut self,
@@ -2892,17 +1414,20 @@ impl x::Fields for VirtualMachinePciSharedGpuPassthroughInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "vgpu" => r.read(&mut self.vgpu),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("vgpu", &self.vgpu);
     }
 }
@@ -2911,12 +1436,12 @@ impl x::ArrayItem for VirtualMachinePciSharedGpuPassthroughInfo {
     const ITEM_TAG: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
 }
 /// `VirtualMachinePrecisionClockInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachinePrecisionClockInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachinePrecisionClockInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `systemClockProtocol`.
     pub system_clock_protocol: Option<String>,
 }
@@ -2924,6 +1449,19 @@ impl x::SchemaType for VirtualMachinePrecisionClockInfo {
     const TYPE_NAME: &'static str = "VirtualMachinePrecisionClockInfo";
 }
 impl x::Structure for VirtualMachinePrecisionClockInfo {}
+impl std::ops::Deref for VirtualMachinePrecisionClockInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachinePrecisionClockInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachinePrecisionClockInfo {
     fn decode_field(
         &mut self,
@@ -2931,17 +1469,20 @@ impl x::Fields for VirtualMachinePrecisionClockInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write_opt("systemClockProtocol", &self.system_clock_protocol);
     }
 }
@@ -2978,5 +1519,1502 @@ impl x::Fields for VirtualMachineProfileDetails {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("profile", &self.profile);
         w.write_vec("diskProfileDetails", &self.disk_profile_details);
+    }
+}
+/// `VirtualMachineProfileDetailsDiskProfileDetails` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileDetailsDiskProfileDetails {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+}
+impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
+}
+impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
+impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "profile" => r.read_push(&mut self.profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write_vec("profile", &self.profile);
+    }
+}
+impl x::ArrayItem for VirtualMachineProfileDetailsDiskProfileDetails {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineProfileDetailsDiskProfileDetails";
+    const ITEM_TAG: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
+}
+/// `VirtualMachineProfileRawData` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileRawData {
+    /// `extensionKey`.
+    pub extension_key: String,
+    /// `objectData`.
+    pub object_data: Option<String>,
+}
+impl x::SchemaType for VirtualMachineProfileRawData {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileRawData";
+}
+impl x::Structure for VirtualMachineProfileRawData {}
+impl x::Fields for VirtualMachineProfileRawData {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extensionKey" => r.read(&mut self.extension_key),
+            "objectData" => r.read_opt(&mut self.object_data),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("extensionKey", &self.extension_key);
+        w.write_opt("objectData", &self.object_data);
+    }
+}
+/// `VirtualMachineProfileSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineProfileSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileSpec {}
+impl x::SchemaType for VirtualMachineProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileSpec";
+}
+impl x::Structure for VirtualMachineProfileSpec {}
+impl x::Fields for VirtualMachineProfileSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachinePropertyRelation` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachinePropertyRelation {
+    /// `key`.
+    pub key: DynamicProperty,
+    /// `relations`.
+    pub relations: Vec<DynamicProperty>,
+}
+impl x::SchemaType for VirtualMachinePropertyRelation {
+    const TYPE_NAME: &'static str = "VirtualMachinePropertyRelation";
+}
+impl x::Structure for VirtualMachinePropertyRelation {}
+impl x::Fields for VirtualMachinePropertyRelation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "relations" => r.read_push(&mut self.relations),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("relations", &self.relations);
+    }
+}
+impl x::ArrayItem for VirtualMachinePropertyRelation {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePropertyRelation";
+    const ITEM_TAG: &'static str = "VirtualMachinePropertyRelation";
+}
+/// `VirtualMachineQuestionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineQuestionInfo {
+    /// `id`.
+    pub id: String,
+    /// `text`.
+    pub text: String,
+    /// `choice`.
+    pub choice: ChoiceOption,
+    /// `message`.
+    pub message: Vec<VirtualMachineMessage>,
+}
+impl x::SchemaType for VirtualMachineQuestionInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineQuestionInfo";
+}
+impl x::Structure for VirtualMachineQuestionInfo {}
+impl x::Fields for VirtualMachineQuestionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "text" => r.read(&mut self.text),
+            "choice" => r.read(&mut self.choice),
+            "message" => r.read_push(&mut self.message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("text", &self.text);
+        w.write("choice", &self.choice);
+        w.write_vec("message", &self.message);
+    }
+}
+/// `VirtualMachineQuickStats` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineQuickStats {
+    /// `overallCpuUsage`.
+    pub overall_cpu_usage: Option<i32>,
+    /// `overallCpuDemand`.
+    pub overall_cpu_demand: Option<i32>,
+    /// `overallCpuReadiness`.
+    pub overall_cpu_readiness: Option<i32>,
+    /// `guestMemoryUsage`.
+    pub guest_memory_usage: Option<i32>,
+    /// `hostMemoryUsage`.
+    pub host_memory_usage: Option<i32>,
+    /// `guestHeartbeatStatus`.
+    pub guest_heartbeat_status: ManagedEntityStatus,
+    /// `distributedCpuEntitlement`.
+    pub distributed_cpu_entitlement: Option<i32>,
+    /// `distributedMemoryEntitlement`.
+    pub distributed_memory_entitlement: Option<i32>,
+    /// `staticCpuEntitlement`.
+    pub static_cpu_entitlement: Option<i32>,
+    /// `staticMemoryEntitlement`.
+    pub static_memory_entitlement: Option<i32>,
+    /// `grantedMemory`.
+    pub granted_memory: Option<i32>,
+    /// `privateMemory`.
+    pub private_memory: Option<i32>,
+    /// `sharedMemory`.
+    pub shared_memory: Option<i32>,
+    /// `swappedMemory`.
+    pub swapped_memory: Option<i32>,
+    /// `balloonedMemory`.
+    pub ballooned_memory: Option<i32>,
+    /// `consumedOverheadMemory`.
+    pub consumed_overhead_memory: Option<i32>,
+    /// `ftLogBandwidth`.
+    pub ft_log_bandwidth: Option<i32>,
+    /// `ftSecondaryLatency`.
+    pub ft_secondary_latency: Option<i32>,
+    /// `ftLatencyStatus`.
+    pub ft_latency_status: Option<ManagedEntityStatus>,
+    /// `compressedMemory`.
+    pub compressed_memory: Option<i64>,
+    /// `uptimeSeconds`.
+    pub uptime_seconds: Option<i32>,
+    /// `ssdSwappedMemory`.
+    pub ssd_swapped_memory: Option<i64>,
+    /// `activeMemory`.
+    pub active_memory: Option<i32>,
+    /// `memoryTierStats`.
+    pub memory_tier_stats: Vec<VirtualMachineQuickStatsMemoryTierStats>,
+}
+impl x::SchemaType for VirtualMachineQuickStats {
+    const TYPE_NAME: &'static str = "VirtualMachineQuickStats";
+}
+impl x::Structure for VirtualMachineQuickStats {}
+impl x::Fields for VirtualMachineQuickStats {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
+            "overallCpuDemand" => r.read_opt(&mut self.overall_cpu_demand),
+            "overallCpuReadiness" => r.read_opt(&mut self.overall_cpu_readiness),
+            "guestMemoryUsage" => r.read_opt(&mut self.guest_memory_usage),
+            "hostMemoryUsage" => r.read_opt(&mut self.host_memory_usage),
+            "guestHeartbeatStatus" => r.read(&mut self.guest_heartbeat_status),
+            "distributedCpuEntitlement" => {
+                r.read_opt(&mut self.distributed_cpu_entitlement)
+            }
+            "distributedMemoryEntitlement" => {
+                r.read_opt(&mut self.distributed_memory_entitlement)
+            }
+            "staticCpuEntitlement" => r.read_opt(&mut self.static_cpu_entitlement),
+            "staticMemoryEntitlement" => r.read_opt(&mut self.static_memory_entitlement),
+            "grantedMemory" => r.read_opt(&mut self.granted_memory),
+            "privateMemory" => r.read_opt(&mut self.private_memory),
+            "sharedMemory" => r.read_opt(&mut self.shared_memory),
+            "swappedMemory" => r.read_opt(&mut self.swapped_memory),
+            "balloonedMemory" => r.read_opt(&mut self.ballooned_memory),
+            "consumedOverheadMemory" => r.read_opt(&mut self.consumed_overhead_memory),
+            "ftLogBandwidth" => r.read_opt(&mut self.ft_log_bandwidth),
+            "ftSecondaryLatency" => r.read_opt(&mut self.ft_secondary_latency),
+            "ftLatencyStatus" => r.read_opt(&mut self.ft_latency_status),
+            "compressedMemory" => r.read_opt(&mut self.compressed_memory),
+            "uptimeSeconds" => r.read_opt(&mut self.uptime_seconds),
+            "ssdSwappedMemory" => r.read_opt(&mut self.ssd_swapped_memory),
+            "activeMemory" => r.read_opt(&mut self.active_memory),
+            "memoryTierStats" => r.read_push(&mut self.memory_tier_stats),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
+        w.write_opt("overallCpuDemand", &self.overall_cpu_demand);
+        w.write_opt("overallCpuReadiness", &self.overall_cpu_readiness);
+        w.write_opt("guestMemoryUsage", &self.guest_memory_usage);
+        w.write_opt("hostMemoryUsage", &self.host_memory_usage);
+        w.write("guestHeartbeatStatus", &self.guest_heartbeat_status);
+        w.write_opt("distributedCpuEntitlement", &self.distributed_cpu_entitlement);
+        w.write_opt(
+            "distributedMemoryEntitlement",
+            &self.distributed_memory_entitlement,
+        );
+        w.write_opt("staticCpuEntitlement", &self.static_cpu_entitlement);
+        w.write_opt("staticMemoryEntitlement", &self.static_memory_entitlement);
+        w.write_opt("grantedMemory", &self.granted_memory);
+        w.write_opt("privateMemory", &self.private_memory);
+        w.write_opt("sharedMemory", &self.shared_memory);
+        w.write_opt("swappedMemory", &self.swapped_memory);
+        w.write_opt("balloonedMemory", &self.ballooned_memory);
+        w.write_opt("consumedOverheadMemory", &self.consumed_overhead_memory);
+        w.write_opt("ftLogBandwidth", &self.ft_log_bandwidth);
+        w.write_opt("ftSecondaryLatency", &self.ft_secondary_latency);
+        w.write_opt("ftLatencyStatus", &self.ft_latency_status);
+        w.write_opt("compressedMemory", &self.compressed_memory);
+        w.write_opt("uptimeSeconds", &self.uptime_seconds);
+        w.write_opt("ssdSwappedMemory", &self.ssd_swapped_memory);
+        w.write_opt("activeMemory", &self.active_memory);
+        w.write_vec("memoryTierStats", &self.memory_tier_stats);
+    }
+}
+/// `VirtualMachineQuickStatsMemoryTierStats` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineQuickStatsMemoryTierStats {
+    /// `memoryTierType`.
+    pub memory_tier_type: String,
+    /// `readBandwidth`.
+    pub read_bandwidth: i64,
+}
+impl x::SchemaType for VirtualMachineQuickStatsMemoryTierStats {
+    const TYPE_NAME: &'static str = "VirtualMachineQuickStatsMemoryTierStats";
+}
+impl x::Structure for VirtualMachineQuickStatsMemoryTierStats {}
+impl x::Fields for VirtualMachineQuickStatsMemoryTierStats {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "memoryTierType" => r.read(&mut self.memory_tier_type),
+            "readBandwidth" => r.read(&mut self.read_bandwidth),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("memoryTierType", &self.memory_tier_type);
+        w.write("readBandwidth", &self.read_bandwidth);
+    }
+}
+impl x::ArrayItem for VirtualMachineQuickStatsMemoryTierStats {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineQuickStatsMemoryTierStats";
+    const ITEM_TAG: &'static str = "VirtualMachineQuickStatsMemoryTierStats";
+}
+/// `VirtualMachineRelocateSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineRelocateSpec {
+    /// `service`.
+    pub service: Option<ServiceLocator>,
+    /// `folder`.
+    pub folder: Option<x::ManagedObjectReference>,
+    /// `datastore`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `diskMoveType`.
+    pub disk_move_type: Option<String>,
+    /// `pool`.
+    pub pool: Option<x::ManagedObjectReference>,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineRelocateSpecDiskLocator>,
+    /// `transform`.
+    pub transform: Option<VirtualMachineRelocateTransformation>,
+    /// `deviceChange`.
+    pub device_change: Vec<AnyVirtualDeviceConfigSpec>,
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+    /// `cryptoSpec`.
+    pub crypto_spec: Option<AnyCryptoSpec>,
+    /// `tagSpecs`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tag_specs: Vec<TagSpec>,
+    /// `vmPlacementPolicies`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
+}
+impl x::SchemaType for VirtualMachineRelocateSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpec";
+}
+impl x::Structure for VirtualMachineRelocateSpec {}
+impl x::Fields for VirtualMachineRelocateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "service" => r.read_opt(&mut self.service),
+            "folder" => r.read_opt(&mut self.folder),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "pool" => r.read_opt(&mut self.pool),
+            "host" => r.read_opt(&mut self.host),
+            "disk" => r.read_push(&mut self.disk),
+            "transform" => r.read_opt(&mut self.transform),
+            "deviceChange" => r.read_push(&mut self.device_change),
+            "profile" => r.read_push(&mut self.profile),
+            "cryptoSpec" => r.read_opt(&mut self.crypto_spec),
+            "tagSpecs" => r.read_push(&mut self.tag_specs),
+            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("service", &self.service);
+        w.write_opt("folder", &self.folder);
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("diskMoveType", &self.disk_move_type);
+        w.write_opt("pool", &self.pool);
+        w.write_opt("host", &self.host);
+        w.write_vec("disk", &self.disk);
+        w.write_opt("transform", &self.transform);
+        w.write_vec("deviceChange", &self.device_change);
+        w.write_vec("profile", &self.profile);
+        w.write_opt("cryptoSpec", &self.crypto_spec);
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRelocateSpec.tagSpecs",
+                !self.tag_specs.is_empty(),
+            )
+        {
+            w.write_vec("tagSpecs", &self.tag_specs);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRelocateSpec.vmPlacementPolicies",
+                !self.vm_placement_policies.is_empty(),
+            )
+        {
+            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
+        }
+    }
+}
+/// `VirtualMachineRelocateSpecDiskLocator` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineRelocateSpecDiskLocator {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `datastore`.
+    pub datastore: x::ManagedObjectReference,
+    /// `diskMoveType`.
+    pub disk_move_type: Option<String>,
+    /// `diskBackingInfo`.
+    pub disk_backing_info: Option<AnyVirtualDeviceBackingInfo>,
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+    /// `backing`.
+    pub backing: Option<VirtualMachineRelocateSpecDiskLocatorBackingSpec>,
+    /// `filterSpec`.
+    pub filter_spec: Vec<AnyVirtualMachineBaseIndependentFilterSpec>,
+}
+impl x::SchemaType for VirtualMachineRelocateSpecDiskLocator {
+    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpecDiskLocator";
+}
+impl x::Structure for VirtualMachineRelocateSpecDiskLocator {}
+impl x::Fields for VirtualMachineRelocateSpecDiskLocator {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "datastore" => r.read(&mut self.datastore),
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "diskBackingInfo" => r.read_opt(&mut self.disk_backing_info),
+            "profile" => r.read_push(&mut self.profile),
+            "backing" => r.read_opt(&mut self.backing),
+            "filterSpec" => r.read_push(&mut self.filter_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write("datastore", &self.datastore);
+        w.write_opt("diskMoveType", &self.disk_move_type);
+        w.write_opt("diskBackingInfo", &self.disk_backing_info);
+        w.write_vec("profile", &self.profile);
+        w.write_opt("backing", &self.backing);
+        w.write_vec("filterSpec", &self.filter_spec);
+    }
+}
+impl x::ArrayItem for VirtualMachineRelocateSpecDiskLocator {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineRelocateSpecDiskLocator";
+    const ITEM_TAG: &'static str = "VirtualMachineRelocateSpecDiskLocator";
+}
+/// `VirtualMachineRelocateSpecDiskLocatorBackingSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineRelocateSpecDiskLocatorBackingSpec {
+    /// `parent`.
+    pub parent: Option<Box<VirtualMachineRelocateSpecDiskLocatorBackingSpec>>,
+    /// `crypto`.
+    pub crypto: Option<AnyCryptoSpec>,
+}
+impl x::SchemaType for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpecDiskLocatorBackingSpec";
+}
+impl x::Structure for VirtualMachineRelocateSpecDiskLocatorBackingSpec {}
+impl x::Fields for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "parent" => r.read_opt_box(&mut self.parent),
+            "crypto" => r.read_opt(&mut self.crypto),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("crypto", &self.crypto);
+    }
+}
+/// `VirtualMachineRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineRuntimeInfo {
+    /// `device`.
+    pub device: Vec<VirtualMachineDeviceRuntimeInfo>,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `connectionState`.
+    pub connection_state: VirtualMachineConnectionState,
+    /// `powerState`.
+    pub power_state: VirtualMachinePowerState,
+    /// `vmFailoverInProgress`.
+    pub vm_failover_in_progress: Option<bool>,
+    /// `faultToleranceState`.
+    pub fault_tolerance_state: Option<VirtualMachineFaultToleranceState>,
+    /// `dasVmProtection`.
+    pub das_vm_protection: Option<VirtualMachineRuntimeInfoDasProtectionState>,
+    /// `toolsInstallerMounted`.
+    pub tools_installer_mounted: bool,
+    /// `suspendTime`.
+    pub suspend_time: Option<x::DateTime>,
+    /// `bootTime`.
+    pub boot_time: Option<x::DateTime>,
+    /// `suspendInterval`.
+    pub suspend_interval: Option<i64>,
+    /// `question`.
+    pub question: Option<VirtualMachineQuestionInfo>,
+    /// `memoryOverhead`.
+    pub memory_overhead: Option<i64>,
+    /// `maxCpuUsage`.
+    pub max_cpu_usage: Option<i32>,
+    /// `maxMemoryUsage`.
+    pub max_memory_usage: Option<i32>,
+    /// `numMksConnections`.
+    pub num_mks_connections: i32,
+    /// `recordReplayState`.
+    pub record_replay_state: Option<VirtualMachineRecordReplayState>,
+    /// `cleanPowerOff`.
+    pub clean_power_off: Option<bool>,
+    /// `needSecondaryReason`.
+    pub need_secondary_reason: Option<String>,
+    /// `onlineStandby`.
+    pub online_standby: Option<bool>,
+    /// `minRequiredEVCModeKey`.
+    pub min_required_evc_mode_key: Option<String>,
+    /// `consolidationNeeded`.
+    pub consolidation_needed: Option<bool>,
+    /// `offlineFeatureRequirement`.
+    pub offline_feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+    /// `featureRequirement`.
+    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+    /// `featureMask`.
+    pub feature_mask: Vec<HostFeatureMask>,
+    /// `vFlashCacheAllocation`.
+    pub vflash_cache_allocation: Option<i64>,
+    /// `paused`.
+    pub paused: Option<bool>,
+    /// `snapshotInBackground`.
+    pub snapshot_in_background: Option<bool>,
+    /// `quiescedForkParent`.
+    pub quiesced_fork_parent: Option<bool>,
+    /// `instantCloneFrozen`.
+    pub instant_clone_frozen: Option<bool>,
+    /// `cryptoState`.
+    pub crypto_state: Option<String>,
+    /// `suspendedToMemory`.
+    pub suspended_to_memory: Option<bool>,
+    /// `opNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub op_notification_timeout: Option<i64>,
+    /// `iommuActive`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub iommu_active: Option<bool>,
+    /// `consolidateWorkTotal`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_total: Option<i64>,
+    /// `consolidateWorkDone`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_done: Option<i64>,
+    /// `diskChainBroken`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub disk_chain_broken: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineRuntimeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfo";
+}
+impl x::Structure for VirtualMachineRuntimeInfo {}
+impl x::Fields for VirtualMachineRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read_push(&mut self.device),
+            "host" => r.read_opt(&mut self.host),
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress),
+            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state),
+            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection),
+            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted),
+            "suspendTime" => r.read_opt(&mut self.suspend_time),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "suspendInterval" => r.read_opt(&mut self.suspend_interval),
+            "question" => r.read_opt(&mut self.question),
+            "memoryOverhead" => r.read_opt(&mut self.memory_overhead),
+            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage),
+            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage),
+            "numMksConnections" => r.read(&mut self.num_mks_connections),
+            "recordReplayState" => r.read_opt(&mut self.record_replay_state),
+            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off),
+            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason),
+            "onlineStandby" => r.read_opt(&mut self.online_standby),
+            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key),
+            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed),
+            "offlineFeatureRequirement" => {
+                r.read_push(&mut self.offline_feature_requirement)
+            }
+            "featureRequirement" => r.read_push(&mut self.feature_requirement),
+            "featureMask" => r.read_push(&mut self.feature_mask),
+            "vFlashCacheAllocation" => r.read_opt(&mut self.vflash_cache_allocation),
+            "paused" => r.read_opt(&mut self.paused),
+            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
+            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
+            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
+            "opNotificationTimeout" => r.read_opt(&mut self.op_notification_timeout),
+            "iommuActive" => r.read_opt(&mut self.iommu_active),
+            "consolidateWorkTotal" => r.read_opt(&mut self.consolidate_work_total),
+            "consolidateWorkDone" => r.read_opt(&mut self.consolidate_work_done),
+            "diskChainBroken" => r.read_opt(&mut self.disk_chain_broken),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("device", &self.device);
+        w.write_opt("host", &self.host);
+        w.write("connectionState", &self.connection_state);
+        w.write("powerState", &self.power_state);
+        w.write_opt("vmFailoverInProgress", &self.vm_failover_in_progress);
+        w.write_opt("faultToleranceState", &self.fault_tolerance_state);
+        w.write_opt("dasVmProtection", &self.das_vm_protection);
+        w.write("toolsInstallerMounted", &self.tools_installer_mounted);
+        w.write_opt("suspendTime", &self.suspend_time);
+        w.write_opt("bootTime", &self.boot_time);
+        w.write_opt("suspendInterval", &self.suspend_interval);
+        w.write_opt("question", &self.question);
+        w.write_opt("memoryOverhead", &self.memory_overhead);
+        w.write_opt("maxCpuUsage", &self.max_cpu_usage);
+        w.write_opt("maxMemoryUsage", &self.max_memory_usage);
+        w.write("numMksConnections", &self.num_mks_connections);
+        w.write_opt("recordReplayState", &self.record_replay_state);
+        w.write_opt("cleanPowerOff", &self.clean_power_off);
+        w.write_opt("needSecondaryReason", &self.need_secondary_reason);
+        w.write_opt("onlineStandby", &self.online_standby);
+        w.write_opt("minRequiredEVCModeKey", &self.min_required_evc_mode_key);
+        w.write_opt("consolidationNeeded", &self.consolidation_needed);
+        w.write_vec("offlineFeatureRequirement", &self.offline_feature_requirement);
+        w.write_vec("featureRequirement", &self.feature_requirement);
+        w.write_vec("featureMask", &self.feature_mask);
+        w.write_opt("vFlashCacheAllocation", &self.vflash_cache_allocation);
+        w.write_opt("paused", &self.paused);
+        w.write_opt("snapshotInBackground", &self.snapshot_in_background);
+        w.write_opt("quiescedForkParent", &self.quiesced_fork_parent);
+        w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
+        w.write_opt("cryptoState", &self.crypto_state);
+        w.write_opt("suspendedToMemory", &self.suspended_to_memory);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineRuntimeInfo.opNotificationTimeout",
+                self.op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineRuntimeInfo.iommuActive",
+                self.iommu_active.is_some(),
+            )
+        {
+            w.write_opt("iommuActive", &self.iommu_active);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkTotal",
+                self.consolidate_work_total.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkDone",
+                self.consolidate_work_done.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.diskChainBroken",
+                self.disk_chain_broken.is_some(),
+            )
+        {
+            w.write_opt("diskChainBroken", &self.disk_chain_broken);
+        }
+    }
+}
+/// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineRuntimeInfoDasProtectionState {
+    /// `dasProtected`.
+    pub das_protected: bool,
+}
+impl x::SchemaType for VirtualMachineRuntimeInfoDasProtectionState {
+    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfoDasProtectionState";
+}
+impl x::Structure for VirtualMachineRuntimeInfoDasProtectionState {}
+impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dasProtected" => r.read(&mut self.das_protected),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dasProtected", &self.das_protected);
+    }
+}
+/// `VirtualMachineScsiDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
+///
+/// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineScsiDiskDeviceInfo {
+    /// The fields `VirtualMachineScsiDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
+    pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
+    /// `disk`.
+    pub disk: Option<HostScsiDisk>,
+    /// `transportHint`.
+    pub transport_hint: Option<String>,
+    /// `lunNumber`.
+    pub lun_number: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineScsiDiskDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineScsiDiskDeviceInfo";
+}
+impl x::Structure for VirtualMachineScsiDiskDeviceInfo {}
+impl std::ops::Deref for VirtualMachineScsiDiskDeviceInfo {
+    type Target = VirtualMachineDiskDeviceInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineDiskDeviceInfo {
+        &self.virtual_machine_disk_device_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineScsiDiskDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineDiskDeviceInfo {
+        &mut self.virtual_machine_disk_device_info
+    }
+}
+impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "disk" => r.read_opt(&mut self.disk),
+            "transportHint" => r.read_opt(&mut self.transport_hint),
+            "lunNumber" => r.read_opt(&mut self.lun_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_disk_device_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_disk_device_info, w);
+        w.write_opt("disk", &self.disk);
+        w.write_opt("transportHint", &self.transport_hint);
+        w.write_opt("lunNumber", &self.lun_number);
+    }
+}
+impl x::ArrayItem for VirtualMachineScsiDiskDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiDiskDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineScsiDiskDeviceInfo";
+}
+/// `VirtualMachineScsiPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineScsiPassthroughInfo {
+    /// The fields `VirtualMachineScsiPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `scsiClass`.
+    pub scsi_class: String,
+    /// `vendor`.
+    pub vendor: String,
+    /// `physicalUnitNumber`.
+    pub physical_unit_number: i32,
+}
+impl x::SchemaType for VirtualMachineScsiPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineScsiPassthroughInfo";
+}
+impl x::Structure for VirtualMachineScsiPassthroughInfo {}
+impl std::ops::Deref for VirtualMachineScsiPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineScsiPassthroughInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineScsiPassthroughInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "scsiClass" => r.read(&mut self.scsi_class),
+            "vendor" => r.read(&mut self.vendor),
+            "physicalUnitNumber" => r.read(&mut self.physical_unit_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("scsiClass", &self.scsi_class);
+        w.write("vendor", &self.vendor);
+        w.write("physicalUnitNumber", &self.physical_unit_number);
+    }
+}
+impl x::ArrayItem for VirtualMachineScsiPassthroughInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiPassthroughInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineScsiPassthroughInfo";
+}
+/// `VirtualMachineSerialInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSerialInfo {
+    /// The fields `VirtualMachineSerialInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+}
+impl x::SchemaType for VirtualMachineSerialInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSerialInfo";
+}
+impl x::Structure for VirtualMachineSerialInfo {}
+impl std::ops::Deref for VirtualMachineSerialInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSerialInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSerialInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineSerialInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSerialInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSerialInfo";
+}
+/// `VirtualMachineSgxInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSgxInfo {
+    /// `epcSize`.
+    pub epc_size: i64,
+    /// `flcMode`.
+    pub flc_mode: Option<String>,
+    /// `lePubKeyHash`.
+    pub le_pub_key_hash: Option<String>,
+    /// `requireAttestation`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_attestation: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineSgxInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSgxInfo";
+}
+impl x::Structure for VirtualMachineSgxInfo {}
+impl x::Fields for VirtualMachineSgxInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "epcSize" => r.read(&mut self.epc_size),
+            "flcMode" => r.read_opt(&mut self.flc_mode),
+            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            "requireAttestation" => r.read_opt(&mut self.require_attestation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("epcSize", &self.epc_size);
+        w.write_opt("flcMode", &self.flc_mode);
+        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxInfo.requireAttestation",
+                self.require_attestation.is_some(),
+            )
+        {
+            w.write_opt("requireAttestation", &self.require_attestation);
+        }
+    }
+}
+/// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSgxTargetInfo {
+    /// The fields `VirtualMachineSgxTargetInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `maxEpcSize`.
+    pub max_epc_size: i64,
+    /// `flcModes`.
+    pub flc_modes: Vec<String>,
+    /// `lePubKeyHashes`.
+    pub le_pub_key_hashes: Vec<String>,
+    /// `requireAttestationSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_attestation_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineSgxTargetInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSgxTargetInfo";
+}
+impl x::Structure for VirtualMachineSgxTargetInfo {}
+impl std::ops::Deref for VirtualMachineSgxTargetInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSgxTargetInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSgxTargetInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "maxEpcSize" => r.read(&mut self.max_epc_size),
+            "flcModes" => r.read_push(&mut self.flc_modes),
+            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
+            "requireAttestationSupported" => {
+                r.read_opt(&mut self.require_attestation_supported)
+            }
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("maxEpcSize", &self.max_epc_size);
+        w.write_vec("flcModes", &self.flc_modes);
+        w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxTargetInfo.requireAttestationSupported",
+                self.require_attestation_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "requireAttestationSupported",
+                &self.require_attestation_supported,
+            );
+        }
+    }
+}
+/// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSnapshotInfo {
+    /// `currentSnapshot`.
+    pub current_snapshot: Option<x::ManagedObjectReference>,
+    /// `rootSnapshotList`.
+    pub root_snapshot_list: Vec<VirtualMachineSnapshotTree>,
+}
+impl x::SchemaType for VirtualMachineSnapshotInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSnapshotInfo";
+}
+impl x::Structure for VirtualMachineSnapshotInfo {}
+impl x::Fields for VirtualMachineSnapshotInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "currentSnapshot" => r.read_opt(&mut self.current_snapshot),
+            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("currentSnapshot", &self.current_snapshot);
+        w.write_vec("rootSnapshotList", &self.root_snapshot_list);
+    }
+}
+/// `VirtualMachineSnapshotTree` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSnapshotTree {
+    /// `snapshot`.
+    pub snapshot: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+    /// `id`.
+    pub id: Option<i32>,
+    /// `createTime`.
+    pub create_time: x::DateTime,
+    /// `state`.
+    pub state: VirtualMachinePowerState,
+    /// `quiesced`.
+    pub quiesced: bool,
+    /// `backupManifest`.
+    pub backup_manifest: Option<String>,
+    /// `childSnapshotList`.
+    pub child_snapshot_list: Vec<VirtualMachineSnapshotTree>,
+    /// `replaySupported`.
+    pub replay_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineSnapshotTree {
+    const TYPE_NAME: &'static str = "VirtualMachineSnapshotTree";
+}
+impl x::Structure for VirtualMachineSnapshotTree {}
+impl x::Fields for VirtualMachineSnapshotTree {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "snapshot" => r.read(&mut self.snapshot),
+            "vm" => r.read(&mut self.vm),
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            "id" => r.read_opt(&mut self.id),
+            "createTime" => r.read(&mut self.create_time),
+            "state" => r.read(&mut self.state),
+            "quiesced" => r.read(&mut self.quiesced),
+            "backupManifest" => r.read_opt(&mut self.backup_manifest),
+            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list),
+            "replaySupported" => r.read_opt(&mut self.replay_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("snapshot", &self.snapshot);
+        w.write("vm", &self.vm);
+        w.write("name", &self.name);
+        w.write("description", &self.description);
+        w.write_opt("id", &self.id);
+        w.write("createTime", &self.create_time);
+        w.write("state", &self.state);
+        w.write("quiesced", &self.quiesced);
+        w.write_opt("backupManifest", &self.backup_manifest);
+        w.write_vec("childSnapshotList", &self.child_snapshot_list);
+        w.write_opt("replaySupported", &self.replay_supported);
+    }
+}
+impl x::ArrayItem for VirtualMachineSnapshotTree {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSnapshotTree";
+    const ITEM_TAG: &'static str = "VirtualMachineSnapshotTree";
+}
+/// `VirtualMachineSoundInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSoundInfo {
+    /// The fields `VirtualMachineSoundInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+}
+impl x::SchemaType for VirtualMachineSoundInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSoundInfo";
+}
+impl x::Structure for VirtualMachineSoundInfo {}
+impl std::ops::Deref for VirtualMachineSoundInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSoundInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSoundInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineSoundInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSoundInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSoundInfo";
+}
+/// `VirtualMachineSriovDevicePoolInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineSriovDevicePoolInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSriovDevicePoolInfo {
+    /// `key`.
+    pub key: String,
+}
+impl x::SchemaType for VirtualMachineSriovDevicePoolInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovDevicePoolInfo";
+}
+impl x::Structure for VirtualMachineSriovDevicePoolInfo {}
+impl x::Fields for VirtualMachineSriovDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `VirtualMachineSriovInfo` (extends `VirtualMachinePciPassthroughInfo`).
+///
+/// The fields of `VirtualMachinePciPassthroughInfo` are in `virtual_machine_pci_passthrough_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSriovInfo {
+    /// The fields `VirtualMachineSriovInfo` inherits from `VirtualMachinePciPassthroughInfo`.
+    pub virtual_machine_pci_passthrough_info: VirtualMachinePciPassthroughInfo,
+    /// `virtualFunction`.
+    pub virtual_function: bool,
+    /// `pnic`.
+    pub pnic: Option<String>,
+    /// `devicePool`.
+    pub device_pool: Option<AnyVirtualMachineSriovDevicePoolInfo>,
+}
+impl x::SchemaType for VirtualMachineSriovInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovInfo";
+}
+impl x::Structure for VirtualMachineSriovInfo {}
+impl std::ops::Deref for VirtualMachineSriovInfo {
+    type Target = VirtualMachinePciPassthroughInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachinePciPassthroughInfo {
+        &self.virtual_machine_pci_passthrough_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSriovInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachinePciPassthroughInfo {
+        &mut self.virtual_machine_pci_passthrough_info
+    }
+}
+impl x::Fields for VirtualMachineSriovInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualFunction" => r.read(&mut self.virtual_function),
+            "pnic" => r.read_opt(&mut self.pnic),
+            "devicePool" => r.read_opt(&mut self.device_pool),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_pci_passthrough_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_pci_passthrough_info, w);
+        w.write("virtualFunction", &self.virtual_function);
+        w.write_opt("pnic", &self.pnic);
+        w.write_opt("devicePool", &self.device_pool);
+    }
+}
+impl x::ArrayItem for VirtualMachineSriovInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSriovInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSriovInfo";
+}
+/// `VirtualMachineSriovNetworkDevicePoolInfo` (extends `VirtualMachineSriovDevicePoolInfo`).
+///
+/// The fields of `VirtualMachineSriovDevicePoolInfo` are in `virtual_machine_sriov_device_pool_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSriovNetworkDevicePoolInfo {
+    /// The fields `VirtualMachineSriovNetworkDevicePoolInfo` inherits from `VirtualMachineSriovDevicePoolInfo`.
+    pub virtual_machine_sriov_device_pool_info: VirtualMachineSriovDevicePoolInfo,
+    /// `switchKey`.
+    pub switch_key: Option<String>,
+    /// `switchUuid`.
+    pub switch_uuid: Option<String>,
+}
+impl x::SchemaType for VirtualMachineSriovNetworkDevicePoolInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovNetworkDevicePoolInfo";
+}
+impl x::Structure for VirtualMachineSriovNetworkDevicePoolInfo {}
+impl std::ops::Deref for VirtualMachineSriovNetworkDevicePoolInfo {
+    type Target = VirtualMachineSriovDevicePoolInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineSriovDevicePoolInfo {
+        &self.virtual_machine_sriov_device_pool_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSriovNetworkDevicePoolInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineSriovDevicePoolInfo {
+        &mut self.virtual_machine_sriov_device_pool_info
+    }
+}
+impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "switchKey" => r.read_opt(&mut self.switch_key),
+            "switchUuid" => r.read_opt(&mut self.switch_uuid),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_sriov_device_pool_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_sriov_device_pool_info, w);
+        w.write_opt("switchKey", &self.switch_key);
+        w.write_opt("switchUuid", &self.switch_uuid);
+    }
+}
+/// `VirtualMachineStorageInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineStorageInfo {
+    /// `perDatastoreUsage`.
+    pub per_datastore_usage: Vec<VirtualMachineUsageOnDatastore>,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineStorageInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineStorageInfo";
+}
+impl x::Structure for VirtualMachineStorageInfo {}
+impl x::Fields for VirtualMachineStorageInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineStorageSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineStorageSummary {
+    /// `committed`.
+    pub committed: i64,
+    /// `uncommitted`.
+    pub uncommitted: i64,
+    /// `unshared`.
+    pub unshared: i64,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineStorageSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineStorageSummary";
+}
+impl x::Structure for VirtualMachineStorageSummary {}
+impl x::Fields for VirtualMachineStorageSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "committed" => r.read(&mut self.committed),
+            "uncommitted" => r.read(&mut self.uncommitted),
+            "unshared" => r.read(&mut self.unshared),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("committed", &self.committed);
+        w.write("uncommitted", &self.uncommitted);
+        w.write("unshared", &self.unshared);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSummary {
+    /// `vm`.
+    pub vm: Option<x::ManagedObjectReference>,
+    /// `runtime`.
+    pub runtime: VirtualMachineRuntimeInfo,
+    /// `guest`.
+    pub guest: Option<VirtualMachineGuestSummary>,
+    /// `config`.
+    pub config: VirtualMachineConfigSummary,
+    /// `storage`.
+    pub storage: Option<VirtualMachineStorageSummary>,
+    /// `quickStats`.
+    pub quick_stats: VirtualMachineQuickStats,
+    /// `overallStatus`.
+    pub overall_status: ManagedEntityStatus,
+    /// `customValue`.
+    pub custom_value: Vec<AnyCustomFieldValue>,
+}
+impl x::SchemaType for VirtualMachineSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineSummary";
+}
+impl x::Structure for VirtualMachineSummary {}
+impl x::Fields for VirtualMachineSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "runtime" => r.read(&mut self.runtime),
+            "guest" => r.read_opt(&mut self.guest),
+            "config" => r.read(&mut self.config),
+            "storage" => r.read_opt(&mut self.storage),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "customValue" => r.read_push(&mut self.custom_value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vm", &self.vm);
+        w.write("runtime", &self.runtime);
+        w.write_opt("guest", &self.guest);
+        w.write("config", &self.config);
+        w.write_opt("storage", &self.storage);
+        w.write("quickStats", &self.quick_stats);
+        w.write("overallStatus", &self.overall_status);
+        w.write_vec("customValue", &self.custom_value);
+    }
+}
+impl x::ArrayItem for VirtualMachineSummary {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSummary";
+    const ITEM_TAG: &'static str = "VirtualMachineSummary";
+}
+/// `VirtualMachineTargetInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineTargetInfo {
+    /// `name`.
+    pub name: String,
+    /// `configurationTag`.
+    pub configuration_tag: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineTargetInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineTargetInfo";
+}
+impl x::Structure for VirtualMachineTargetInfo {}
+impl x::Fields for VirtualMachineTargetInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
     }
 }

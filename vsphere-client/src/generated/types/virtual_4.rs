@@ -5,1421 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineProfileDetailsDiskProfileDetails` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileDetailsDiskProfileDetails {
-    /// `diskId`.
-    pub disk_id: i32,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-}
-impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
-}
-impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
-impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskId" => r.read(&mut self.disk_id),
-            "profile" => r.read_push(&mut self.profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskId", &self.disk_id);
-        w.write_vec("profile", &self.profile);
-    }
-}
-impl x::ArrayItem for VirtualMachineProfileDetailsDiskProfileDetails {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineProfileDetailsDiskProfileDetails";
-    const ITEM_TAG: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
-}
-/// `VirtualMachineProfileRawData` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileRawData {
-    /// `extensionKey`.
-    pub extension_key: String,
-    /// `objectData`.
-    pub object_data: Option<String>,
-}
-impl x::SchemaType for VirtualMachineProfileRawData {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileRawData";
-}
-impl x::Structure for VirtualMachineProfileRawData {}
-impl x::Fields for VirtualMachineProfileRawData {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extensionKey" => r.read(&mut self.extension_key),
-            "objectData" => r.read_opt(&mut self.object_data),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("extensionKey", &self.extension_key);
-        w.write_opt("objectData", &self.object_data);
-    }
-}
-/// `VirtualMachineProfileSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineProfileSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileSpec {}
-impl x::SchemaType for VirtualMachineProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileSpec";
-}
-impl x::Structure for VirtualMachineProfileSpec {}
-impl x::Fields for VirtualMachineProfileSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachinePropertyRelation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachinePropertyRelation {
-    /// `key`.
-    pub key: DynamicProperty,
-    /// `relations`.
-    pub relations: Vec<DynamicProperty>,
-}
-impl x::SchemaType for VirtualMachinePropertyRelation {
-    const TYPE_NAME: &'static str = "VirtualMachinePropertyRelation";
-}
-impl x::Structure for VirtualMachinePropertyRelation {}
-impl x::Fields for VirtualMachinePropertyRelation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "relations" => r.read_push(&mut self.relations),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("relations", &self.relations);
-    }
-}
-impl x::ArrayItem for VirtualMachinePropertyRelation {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePropertyRelation";
-    const ITEM_TAG: &'static str = "VirtualMachinePropertyRelation";
-}
-/// `VirtualMachineQuestionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineQuestionInfo {
-    /// `id`.
-    pub id: String,
-    /// `text`.
-    pub text: String,
-    /// `choice`.
-    pub choice: ChoiceOption,
-    /// `message`.
-    pub message: Vec<VirtualMachineMessage>,
-}
-impl x::SchemaType for VirtualMachineQuestionInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineQuestionInfo";
-}
-impl x::Structure for VirtualMachineQuestionInfo {}
-impl x::Fields for VirtualMachineQuestionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "text" => r.read(&mut self.text),
-            "choice" => r.read(&mut self.choice),
-            "message" => r.read_push(&mut self.message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("text", &self.text);
-        w.write("choice", &self.choice);
-        w.write_vec("message", &self.message);
-    }
-}
-/// `VirtualMachineQuickStats` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineQuickStats {
-    /// `overallCpuUsage`.
-    pub overall_cpu_usage: Option<i32>,
-    /// `overallCpuDemand`.
-    pub overall_cpu_demand: Option<i32>,
-    /// `overallCpuReadiness`.
-    pub overall_cpu_readiness: Option<i32>,
-    /// `guestMemoryUsage`.
-    pub guest_memory_usage: Option<i32>,
-    /// `hostMemoryUsage`.
-    pub host_memory_usage: Option<i32>,
-    /// `guestHeartbeatStatus`.
-    pub guest_heartbeat_status: ManagedEntityStatus,
-    /// `distributedCpuEntitlement`.
-    pub distributed_cpu_entitlement: Option<i32>,
-    /// `distributedMemoryEntitlement`.
-    pub distributed_memory_entitlement: Option<i32>,
-    /// `staticCpuEntitlement`.
-    pub static_cpu_entitlement: Option<i32>,
-    /// `staticMemoryEntitlement`.
-    pub static_memory_entitlement: Option<i32>,
-    /// `grantedMemory`.
-    pub granted_memory: Option<i32>,
-    /// `privateMemory`.
-    pub private_memory: Option<i32>,
-    /// `sharedMemory`.
-    pub shared_memory: Option<i32>,
-    /// `swappedMemory`.
-    pub swapped_memory: Option<i32>,
-    /// `balloonedMemory`.
-    pub ballooned_memory: Option<i32>,
-    /// `consumedOverheadMemory`.
-    pub consumed_overhead_memory: Option<i32>,
-    /// `ftLogBandwidth`.
-    pub ft_log_bandwidth: Option<i32>,
-    /// `ftSecondaryLatency`.
-    pub ft_secondary_latency: Option<i32>,
-    /// `ftLatencyStatus`.
-    pub ft_latency_status: Option<ManagedEntityStatus>,
-    /// `compressedMemory`.
-    pub compressed_memory: Option<i64>,
-    /// `uptimeSeconds`.
-    pub uptime_seconds: Option<i32>,
-    /// `ssdSwappedMemory`.
-    pub ssd_swapped_memory: Option<i64>,
-    /// `activeMemory`.
-    pub active_memory: Option<i32>,
-    /// `memoryTierStats`.
-    pub memory_tier_stats: Vec<VirtualMachineQuickStatsMemoryTierStats>,
-}
-impl x::SchemaType for VirtualMachineQuickStats {
-    const TYPE_NAME: &'static str = "VirtualMachineQuickStats";
-}
-impl x::Structure for VirtualMachineQuickStats {}
-impl x::Fields for VirtualMachineQuickStats {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
-            "overallCpuDemand" => r.read_opt(&mut self.overall_cpu_demand),
-            "overallCpuReadiness" => r.read_opt(&mut self.overall_cpu_readiness),
-            "guestMemoryUsage" => r.read_opt(&mut self.guest_memory_usage),
-            "hostMemoryUsage" => r.read_opt(&mut self.host_memory_usage),
-            "guestHeartbeatStatus" => r.read(&mut self.guest_heartbeat_status),
-            "distributedCpuEntitlement" => {
-                r.read_opt(&mut self.distributed_cpu_entitlement)
-            }
-            "distributedMemoryEntitlement" => {
-                r.read_opt(&mut self.distributed_memory_entitlement)
-            }
-            "staticCpuEntitlement" => r.read_opt(&mut self.static_cpu_entitlement),
-            "staticMemoryEntitlement" => r.read_opt(&mut self.static_memory_entitlement),
-            "grantedMemory" => r.read_opt(&mut self.granted_memory),
-            "privateMemory" => r.read_opt(&mut self.private_memory),
-            "sharedMemory" => r.read_opt(&mut self.shared_memory),
-            "swappedMemory" => r.read_opt(&mut self.swapped_memory),
-            "balloonedMemory" => r.read_opt(&mut self.ballooned_memory),
-            "consumedOverheadMemory" => r.read_opt(&mut self.consumed_overhead_memory),
-            "ftLogBandwidth" => r.read_opt(&mut self.ft_log_bandwidth),
-            "ftSecondaryLatency" => r.read_opt(&mut self.ft_secondary_latency),
-            "ftLatencyStatus" => r.read_opt(&mut self.ft_latency_status),
-            "compressedMemory" => r.read_opt(&mut self.compressed_memory),
-            "uptimeSeconds" => r.read_opt(&mut self.uptime_seconds),
-            "ssdSwappedMemory" => r.read_opt(&mut self.ssd_swapped_memory),
-            "activeMemory" => r.read_opt(&mut self.active_memory),
-            "memoryTierStats" => r.read_push(&mut self.memory_tier_stats),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
-        w.write_opt("overallCpuDemand", &self.overall_cpu_demand);
-        w.write_opt("overallCpuReadiness", &self.overall_cpu_readiness);
-        w.write_opt("guestMemoryUsage", &self.guest_memory_usage);
-        w.write_opt("hostMemoryUsage", &self.host_memory_usage);
-        w.write("guestHeartbeatStatus", &self.guest_heartbeat_status);
-        w.write_opt("distributedCpuEntitlement", &self.distributed_cpu_entitlement);
-        w.write_opt(
-            "distributedMemoryEntitlement",
-            &self.distributed_memory_entitlement,
-        );
-        w.write_opt("staticCpuEntitlement", &self.static_cpu_entitlement);
-        w.write_opt("staticMemoryEntitlement", &self.static_memory_entitlement);
-        w.write_opt("grantedMemory", &self.granted_memory);
-        w.write_opt("privateMemory", &self.private_memory);
-        w.write_opt("sharedMemory", &self.shared_memory);
-        w.write_opt("swappedMemory", &self.swapped_memory);
-        w.write_opt("balloonedMemory", &self.ballooned_memory);
-        w.write_opt("consumedOverheadMemory", &self.consumed_overhead_memory);
-        w.write_opt("ftLogBandwidth", &self.ft_log_bandwidth);
-        w.write_opt("ftSecondaryLatency", &self.ft_secondary_latency);
-        w.write_opt("ftLatencyStatus", &self.ft_latency_status);
-        w.write_opt("compressedMemory", &self.compressed_memory);
-        w.write_opt("uptimeSeconds", &self.uptime_seconds);
-        w.write_opt("ssdSwappedMemory", &self.ssd_swapped_memory);
-        w.write_opt("activeMemory", &self.active_memory);
-        w.write_vec("memoryTierStats", &self.memory_tier_stats);
-    }
-}
-/// `VirtualMachineQuickStatsMemoryTierStats` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineQuickStatsMemoryTierStats {
-    /// `memoryTierType`.
-    pub memory_tier_type: String,
-    /// `readBandwidth`.
-    pub read_bandwidth: i64,
-}
-impl x::SchemaType for VirtualMachineQuickStatsMemoryTierStats {
-    const TYPE_NAME: &'static str = "VirtualMachineQuickStatsMemoryTierStats";
-}
-impl x::Structure for VirtualMachineQuickStatsMemoryTierStats {}
-impl x::Fields for VirtualMachineQuickStatsMemoryTierStats {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "memoryTierType" => r.read(&mut self.memory_tier_type),
-            "readBandwidth" => r.read(&mut self.read_bandwidth),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("memoryTierType", &self.memory_tier_type);
-        w.write("readBandwidth", &self.read_bandwidth);
-    }
-}
-impl x::ArrayItem for VirtualMachineQuickStatsMemoryTierStats {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineQuickStatsMemoryTierStats";
-    const ITEM_TAG: &'static str = "VirtualMachineQuickStatsMemoryTierStats";
-}
-/// `VirtualMachineRelocateSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineRelocateSpec {
-    /// `service`.
-    pub service: Option<ServiceLocator>,
-    /// `folder`.
-    pub folder: Option<x::ManagedObjectReference>,
-    /// `datastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `diskMoveType`.
-    pub disk_move_type: Option<String>,
-    /// `pool`.
-    pub pool: Option<x::ManagedObjectReference>,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineRelocateSpecDiskLocator>,
-    /// `transform`.
-    pub transform: Option<VirtualMachineRelocateTransformation>,
-    /// `deviceChange`.
-    pub device_change: Vec<AnyVirtualDeviceConfigSpec>,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `cryptoSpec`.
-    pub crypto_spec: Option<AnyCryptoSpec>,
-    /// `tagSpecs`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tag_specs: Vec<TagSpec>,
-    /// `vmPlacementPolicies`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
-}
-impl x::SchemaType for VirtualMachineRelocateSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpec";
-}
-impl x::Structure for VirtualMachineRelocateSpec {}
-impl x::Fields for VirtualMachineRelocateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "service" => r.read_opt(&mut self.service),
-            "folder" => r.read_opt(&mut self.folder),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
-            "pool" => r.read_opt(&mut self.pool),
-            "host" => r.read_opt(&mut self.host),
-            "disk" => r.read_push(&mut self.disk),
-            "transform" => r.read_opt(&mut self.transform),
-            "deviceChange" => r.read_push(&mut self.device_change),
-            "profile" => r.read_push(&mut self.profile),
-            "cryptoSpec" => r.read_opt(&mut self.crypto_spec),
-            "tagSpecs" => r.read_push(&mut self.tag_specs),
-            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("service", &self.service);
-        w.write_opt("folder", &self.folder);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("diskMoveType", &self.disk_move_type);
-        w.write_opt("pool", &self.pool);
-        w.write_opt("host", &self.host);
-        w.write_vec("disk", &self.disk);
-        w.write_opt("transform", &self.transform);
-        w.write_vec("deviceChange", &self.device_change);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("cryptoSpec", &self.crypto_spec);
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRelocateSpec.tagSpecs",
-                !self.tag_specs.is_empty(),
-            )
-        {
-            w.write_vec("tagSpecs", &self.tag_specs);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRelocateSpec.vmPlacementPolicies",
-                !self.vm_placement_policies.is_empty(),
-            )
-        {
-            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
-        }
-    }
-}
-/// `VirtualMachineRelocateSpecDiskLocator` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineRelocateSpecDiskLocator {
-    /// `diskId`.
-    pub disk_id: i32,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `diskMoveType`.
-    pub disk_move_type: Option<String>,
-    /// `diskBackingInfo`.
-    pub disk_backing_info: Option<AnyVirtualDeviceBackingInfo>,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `backing`.
-    pub backing: Option<VirtualMachineRelocateSpecDiskLocatorBackingSpec>,
-    /// `filterSpec`.
-    pub filter_spec: Vec<AnyVirtualMachineBaseIndependentFilterSpec>,
-}
-impl x::SchemaType for VirtualMachineRelocateSpecDiskLocator {
-    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpecDiskLocator";
-}
-impl x::Structure for VirtualMachineRelocateSpecDiskLocator {}
-impl x::Fields for VirtualMachineRelocateSpecDiskLocator {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskId" => r.read(&mut self.disk_id),
-            "datastore" => r.read(&mut self.datastore),
-            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
-            "diskBackingInfo" => r.read_opt(&mut self.disk_backing_info),
-            "profile" => r.read_push(&mut self.profile),
-            "backing" => r.read_opt(&mut self.backing),
-            "filterSpec" => r.read_push(&mut self.filter_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskId", &self.disk_id);
-        w.write("datastore", &self.datastore);
-        w.write_opt("diskMoveType", &self.disk_move_type);
-        w.write_opt("diskBackingInfo", &self.disk_backing_info);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("backing", &self.backing);
-        w.write_vec("filterSpec", &self.filter_spec);
-    }
-}
-impl x::ArrayItem for VirtualMachineRelocateSpecDiskLocator {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineRelocateSpecDiskLocator";
-    const ITEM_TAG: &'static str = "VirtualMachineRelocateSpecDiskLocator";
-}
-/// `VirtualMachineRelocateSpecDiskLocatorBackingSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineRelocateSpecDiskLocatorBackingSpec {
-    /// `parent`.
-    pub parent: Option<Box<VirtualMachineRelocateSpecDiskLocatorBackingSpec>>,
-    /// `crypto`.
-    pub crypto: Option<AnyCryptoSpec>,
-}
-impl x::SchemaType for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpecDiskLocatorBackingSpec";
-}
-impl x::Structure for VirtualMachineRelocateSpecDiskLocatorBackingSpec {}
-impl x::Fields for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "parent" => r.read_opt_box(&mut self.parent),
-            "crypto" => r.read_opt(&mut self.crypto),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("crypto", &self.crypto);
-    }
-}
-/// `VirtualMachineRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineRuntimeInfo {
-    /// `device`.
-    pub device: Vec<VirtualMachineDeviceRuntimeInfo>,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `connectionState`.
-    pub connection_state: VirtualMachineConnectionState,
-    /// `powerState`.
-    pub power_state: VirtualMachinePowerState,
-    /// `vmFailoverInProgress`.
-    pub vm_failover_in_progress: Option<bool>,
-    /// `faultToleranceState`.
-    pub fault_tolerance_state: Option<VirtualMachineFaultToleranceState>,
-    /// `dasVmProtection`.
-    pub das_vm_protection: Option<VirtualMachineRuntimeInfoDasProtectionState>,
-    /// `toolsInstallerMounted`.
-    pub tools_installer_mounted: bool,
-    /// `suspendTime`.
-    pub suspend_time: Option<x::DateTime>,
-    /// `bootTime`.
-    pub boot_time: Option<x::DateTime>,
-    /// `suspendInterval`.
-    pub suspend_interval: Option<i64>,
-    /// `question`.
-    pub question: Option<VirtualMachineQuestionInfo>,
-    /// `memoryOverhead`.
-    pub memory_overhead: Option<i64>,
-    /// `maxCpuUsage`.
-    pub max_cpu_usage: Option<i32>,
-    /// `maxMemoryUsage`.
-    pub max_memory_usage: Option<i32>,
-    /// `numMksConnections`.
-    pub num_mks_connections: i32,
-    /// `recordReplayState`.
-    pub record_replay_state: Option<VirtualMachineRecordReplayState>,
-    /// `cleanPowerOff`.
-    pub clean_power_off: Option<bool>,
-    /// `needSecondaryReason`.
-    pub need_secondary_reason: Option<String>,
-    /// `onlineStandby`.
-    pub online_standby: Option<bool>,
-    /// `minRequiredEVCModeKey`.
-    pub min_required_evc_mode_key: Option<String>,
-    /// `consolidationNeeded`.
-    pub consolidation_needed: Option<bool>,
-    /// `offlineFeatureRequirement`.
-    pub offline_feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-    /// `featureRequirement`.
-    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-    /// `featureMask`.
-    pub feature_mask: Vec<HostFeatureMask>,
-    /// `vFlashCacheAllocation`.
-    pub vflash_cache_allocation: Option<i64>,
-    /// `paused`.
-    pub paused: Option<bool>,
-    /// `snapshotInBackground`.
-    pub snapshot_in_background: Option<bool>,
-    /// `quiescedForkParent`.
-    pub quiesced_fork_parent: Option<bool>,
-    /// `instantCloneFrozen`.
-    pub instant_clone_frozen: Option<bool>,
-    /// `cryptoState`.
-    pub crypto_state: Option<String>,
-    /// `suspendedToMemory`.
-    pub suspended_to_memory: Option<bool>,
-    /// `opNotificationTimeout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub op_notification_timeout: Option<i64>,
-    /// `iommuActive`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub iommu_active: Option<bool>,
-    /// `consolidateWorkTotal`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub consolidate_work_total: Option<i64>,
-    /// `consolidateWorkDone`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub consolidate_work_done: Option<i64>,
-    /// `diskChainBroken`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub disk_chain_broken: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineRuntimeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfo";
-}
-impl x::Structure for VirtualMachineRuntimeInfo {}
-impl x::Fields for VirtualMachineRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read_push(&mut self.device),
-            "host" => r.read_opt(&mut self.host),
-            "connectionState" => r.read(&mut self.connection_state),
-            "powerState" => r.read(&mut self.power_state),
-            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress),
-            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state),
-            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection),
-            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted),
-            "suspendTime" => r.read_opt(&mut self.suspend_time),
-            "bootTime" => r.read_opt(&mut self.boot_time),
-            "suspendInterval" => r.read_opt(&mut self.suspend_interval),
-            "question" => r.read_opt(&mut self.question),
-            "memoryOverhead" => r.read_opt(&mut self.memory_overhead),
-            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage),
-            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage),
-            "numMksConnections" => r.read(&mut self.num_mks_connections),
-            "recordReplayState" => r.read_opt(&mut self.record_replay_state),
-            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off),
-            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason),
-            "onlineStandby" => r.read_opt(&mut self.online_standby),
-            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key),
-            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed),
-            "offlineFeatureRequirement" => {
-                r.read_push(&mut self.offline_feature_requirement)
-            }
-            "featureRequirement" => r.read_push(&mut self.feature_requirement),
-            "featureMask" => r.read_push(&mut self.feature_mask),
-            "vFlashCacheAllocation" => r.read_opt(&mut self.vflash_cache_allocation),
-            "paused" => r.read_opt(&mut self.paused),
-            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
-            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
-            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
-            "cryptoState" => r.read_opt(&mut self.crypto_state),
-            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
-            "opNotificationTimeout" => r.read_opt(&mut self.op_notification_timeout),
-            "iommuActive" => r.read_opt(&mut self.iommu_active),
-            "consolidateWorkTotal" => r.read_opt(&mut self.consolidate_work_total),
-            "consolidateWorkDone" => r.read_opt(&mut self.consolidate_work_done),
-            "diskChainBroken" => r.read_opt(&mut self.disk_chain_broken),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("device", &self.device);
-        w.write_opt("host", &self.host);
-        w.write("connectionState", &self.connection_state);
-        w.write("powerState", &self.power_state);
-        w.write_opt("vmFailoverInProgress", &self.vm_failover_in_progress);
-        w.write_opt("faultToleranceState", &self.fault_tolerance_state);
-        w.write_opt("dasVmProtection", &self.das_vm_protection);
-        w.write("toolsInstallerMounted", &self.tools_installer_mounted);
-        w.write_opt("suspendTime", &self.suspend_time);
-        w.write_opt("bootTime", &self.boot_time);
-        w.write_opt("suspendInterval", &self.suspend_interval);
-        w.write_opt("question", &self.question);
-        w.write_opt("memoryOverhead", &self.memory_overhead);
-        w.write_opt("maxCpuUsage", &self.max_cpu_usage);
-        w.write_opt("maxMemoryUsage", &self.max_memory_usage);
-        w.write("numMksConnections", &self.num_mks_connections);
-        w.write_opt("recordReplayState", &self.record_replay_state);
-        w.write_opt("cleanPowerOff", &self.clean_power_off);
-        w.write_opt("needSecondaryReason", &self.need_secondary_reason);
-        w.write_opt("onlineStandby", &self.online_standby);
-        w.write_opt("minRequiredEVCModeKey", &self.min_required_evc_mode_key);
-        w.write_opt("consolidationNeeded", &self.consolidation_needed);
-        w.write_vec("offlineFeatureRequirement", &self.offline_feature_requirement);
-        w.write_vec("featureRequirement", &self.feature_requirement);
-        w.write_vec("featureMask", &self.feature_mask);
-        w.write_opt("vFlashCacheAllocation", &self.vflash_cache_allocation);
-        w.write_opt("paused", &self.paused);
-        w.write_opt("snapshotInBackground", &self.snapshot_in_background);
-        w.write_opt("quiescedForkParent", &self.quiesced_fork_parent);
-        w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
-        w.write_opt("cryptoState", &self.crypto_state);
-        w.write_opt("suspendedToMemory", &self.suspended_to_memory);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineRuntimeInfo.opNotificationTimeout",
-                self.op_notification_timeout.is_some(),
-            )
-        {
-            w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "VirtualMachineRuntimeInfo.iommuActive",
-                self.iommu_active.is_some(),
-            )
-        {
-            w.write_opt("iommuActive", &self.iommu_active);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.consolidateWorkTotal",
-                self.consolidate_work_total.is_some(),
-            )
-        {
-            w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.consolidateWorkDone",
-                self.consolidate_work_done.is_some(),
-            )
-        {
-            w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.diskChainBroken",
-                self.disk_chain_broken.is_some(),
-            )
-        {
-            w.write_opt("diskChainBroken", &self.disk_chain_broken);
-        }
-    }
-}
-/// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineRuntimeInfoDasProtectionState {
-    /// `dasProtected`.
-    pub das_protected: bool,
-}
-impl x::SchemaType for VirtualMachineRuntimeInfoDasProtectionState {
-    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfoDasProtectionState";
-}
-impl x::Structure for VirtualMachineRuntimeInfoDasProtectionState {}
-impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dasProtected" => r.read(&mut self.das_protected),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dasProtected", &self.das_protected);
-    }
-}
-/// `VirtualMachineScsiDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineScsiDiskDeviceInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `capacity`, from `VirtualMachineDiskDeviceInfo`.
-    pub capacity: Option<i64>,
-    /// `vm`, from `VirtualMachineDiskDeviceInfo`.
-    pub vm: Vec<x::ManagedObjectReference>,
-    /// `disk`.
-    pub disk: Option<HostScsiDisk>,
-    /// `transportHint`.
-    pub transport_hint: Option<String>,
-    /// `lunNumber`.
-    pub lun_number: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineScsiDiskDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineScsiDiskDeviceInfo";
-}
-impl x::Structure for VirtualMachineScsiDiskDeviceInfo {}
-impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "capacity" => r.read_opt(&mut self.capacity),
-            "vm" => r.read_push(&mut self.vm),
-            "disk" => r.read_opt(&mut self.disk),
-            "transportHint" => r.read_opt(&mut self.transport_hint),
-            "lunNumber" => r.read_opt(&mut self.lun_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write_opt("capacity", &self.capacity);
-        w.write_vec("vm", &self.vm);
-        w.write_opt("disk", &self.disk);
-        w.write_opt("transportHint", &self.transport_hint);
-        w.write_opt("lunNumber", &self.lun_number);
-    }
-}
-impl x::ArrayItem for VirtualMachineScsiDiskDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiDiskDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineScsiDiskDeviceInfo";
-}
-/// `VirtualMachineScsiPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineScsiPassthroughInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `scsiClass`.
-    pub scsi_class: String,
-    /// `vendor`.
-    pub vendor: String,
-    /// `physicalUnitNumber`.
-    pub physical_unit_number: i32,
-}
-impl x::SchemaType for VirtualMachineScsiPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineScsiPassthroughInfo";
-}
-impl x::Structure for VirtualMachineScsiPassthroughInfo {}
-impl x::Fields for VirtualMachineScsiPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "scsiClass" => r.read(&mut self.scsi_class),
-            "vendor" => r.read(&mut self.vendor),
-            "physicalUnitNumber" => r.read(&mut self.physical_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("scsiClass", &self.scsi_class);
-        w.write("vendor", &self.vendor);
-        w.write("physicalUnitNumber", &self.physical_unit_number);
-    }
-}
-impl x::ArrayItem for VirtualMachineScsiPassthroughInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiPassthroughInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineScsiPassthroughInfo";
-}
-/// `VirtualMachineSerialInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSerialInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineSerialInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSerialInfo";
-}
-impl x::Structure for VirtualMachineSerialInfo {}
-impl x::Fields for VirtualMachineSerialInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-    }
-}
-impl x::ArrayItem for VirtualMachineSerialInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSerialInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSerialInfo";
-}
-/// `VirtualMachineSgxInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSgxInfo {
-    /// `epcSize`.
-    pub epc_size: i64,
-    /// `flcMode`.
-    pub flc_mode: Option<String>,
-    /// `lePubKeyHash`.
-    pub le_pub_key_hash: Option<String>,
-    /// `requireAttestation`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub require_attestation: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSgxInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSgxInfo";
-}
-impl x::Structure for VirtualMachineSgxInfo {}
-impl x::Fields for VirtualMachineSgxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "epcSize" => r.read(&mut self.epc_size),
-            "flcMode" => r.read_opt(&mut self.flc_mode),
-            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
-            "requireAttestation" => r.read_opt(&mut self.require_attestation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("epcSize", &self.epc_size);
-        w.write_opt("flcMode", &self.flc_mode);
-        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineSgxInfo.requireAttestation",
-                self.require_attestation.is_some(),
-            )
-        {
-            w.write_opt("requireAttestation", &self.require_attestation);
-        }
-    }
-}
-/// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSgxTargetInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `maxEpcSize`.
-    pub max_epc_size: i64,
-    /// `flcModes`.
-    pub flc_modes: Vec<String>,
-    /// `lePubKeyHashes`.
-    pub le_pub_key_hashes: Vec<String>,
-    /// `requireAttestationSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub require_attestation_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSgxTargetInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSgxTargetInfo";
-}
-impl x::Structure for VirtualMachineSgxTargetInfo {}
-impl x::Fields for VirtualMachineSgxTargetInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "maxEpcSize" => r.read(&mut self.max_epc_size),
-            "flcModes" => r.read_push(&mut self.flc_modes),
-            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
-            "requireAttestationSupported" => {
-                r.read_opt(&mut self.require_attestation_supported)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("maxEpcSize", &self.max_epc_size);
-        w.write_vec("flcModes", &self.flc_modes);
-        w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineSgxTargetInfo.requireAttestationSupported",
-                self.require_attestation_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "requireAttestationSupported",
-                &self.require_attestation_supported,
-            );
-        }
-    }
-}
-/// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSnapshotInfo {
-    /// `currentSnapshot`.
-    pub current_snapshot: Option<x::ManagedObjectReference>,
-    /// `rootSnapshotList`.
-    pub root_snapshot_list: Vec<VirtualMachineSnapshotTree>,
-}
-impl x::SchemaType for VirtualMachineSnapshotInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSnapshotInfo";
-}
-impl x::Structure for VirtualMachineSnapshotInfo {}
-impl x::Fields for VirtualMachineSnapshotInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "currentSnapshot" => r.read_opt(&mut self.current_snapshot),
-            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("currentSnapshot", &self.current_snapshot);
-        w.write_vec("rootSnapshotList", &self.root_snapshot_list);
-    }
-}
-/// `VirtualMachineSnapshotTree` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSnapshotTree {
-    /// `snapshot`.
-    pub snapshot: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `description`.
-    pub description: String,
-    /// `id`.
-    pub id: Option<i32>,
-    /// `createTime`.
-    pub create_time: x::DateTime,
-    /// `state`.
-    pub state: VirtualMachinePowerState,
-    /// `quiesced`.
-    pub quiesced: bool,
-    /// `backupManifest`.
-    pub backup_manifest: Option<String>,
-    /// `childSnapshotList`.
-    pub child_snapshot_list: Vec<VirtualMachineSnapshotTree>,
-    /// `replaySupported`.
-    pub replay_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSnapshotTree {
-    const TYPE_NAME: &'static str = "VirtualMachineSnapshotTree";
-}
-impl x::Structure for VirtualMachineSnapshotTree {}
-impl x::Fields for VirtualMachineSnapshotTree {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "snapshot" => r.read(&mut self.snapshot),
-            "vm" => r.read(&mut self.vm),
-            "name" => r.read(&mut self.name),
-            "description" => r.read(&mut self.description),
-            "id" => r.read_opt(&mut self.id),
-            "createTime" => r.read(&mut self.create_time),
-            "state" => r.read(&mut self.state),
-            "quiesced" => r.read(&mut self.quiesced),
-            "backupManifest" => r.read_opt(&mut self.backup_manifest),
-            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list),
-            "replaySupported" => r.read_opt(&mut self.replay_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("snapshot", &self.snapshot);
-        w.write("vm", &self.vm);
-        w.write("name", &self.name);
-        w.write("description", &self.description);
-        w.write_opt("id", &self.id);
-        w.write("createTime", &self.create_time);
-        w.write("state", &self.state);
-        w.write("quiesced", &self.quiesced);
-        w.write_opt("backupManifest", &self.backup_manifest);
-        w.write_vec("childSnapshotList", &self.child_snapshot_list);
-        w.write_opt("replaySupported", &self.replay_supported);
-    }
-}
-impl x::ArrayItem for VirtualMachineSnapshotTree {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSnapshotTree";
-    const ITEM_TAG: &'static str = "VirtualMachineSnapshotTree";
-}
-/// `VirtualMachineSoundInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSoundInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineSoundInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSoundInfo";
-}
-impl x::Structure for VirtualMachineSoundInfo {}
-impl x::Fields for VirtualMachineSoundInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-    }
-}
-impl x::ArrayItem for VirtualMachineSoundInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSoundInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSoundInfo";
-}
-/// `VirtualMachineSriovDevicePoolInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineSriovDevicePoolInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSriovDevicePoolInfo {
-    /// `key`.
-    pub key: String,
-}
-impl x::SchemaType for VirtualMachineSriovDevicePoolInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovDevicePoolInfo";
-}
-impl x::Structure for VirtualMachineSriovDevicePoolInfo {}
-impl x::Fields for VirtualMachineSriovDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `VirtualMachineSriovInfo` (extends `VirtualMachinePciPassthroughInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSriovInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `pciDevice`, from `VirtualMachinePciPassthroughInfo`.
-    pub pci_device: HostPciDevice,
-    /// `systemId`, from `VirtualMachinePciPassthroughInfo`.
-    pub system_id: String,
-    /// `virtualFunction`.
-    pub virtual_function: bool,
-    /// `pnic`.
-    pub pnic: Option<String>,
-    /// `devicePool`.
-    pub device_pool: Option<AnyVirtualMachineSriovDevicePoolInfo>,
-}
-impl x::SchemaType for VirtualMachineSriovInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovInfo";
-}
-impl x::Structure for VirtualMachineSriovInfo {}
-impl x::Fields for VirtualMachineSriovInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "pciDevice" => r.read(&mut self.pci_device),
-            "systemId" => r.read(&mut self.system_id),
-            "virtualFunction" => r.read(&mut self.virtual_function),
-            "pnic" => r.read_opt(&mut self.pnic),
-            "devicePool" => r.read_opt(&mut self.device_pool),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("pciDevice", &self.pci_device);
-        w.write("systemId", &self.system_id);
-        w.write("virtualFunction", &self.virtual_function);
-        w.write_opt("pnic", &self.pnic);
-        w.write_opt("devicePool", &self.device_pool);
-    }
-}
-impl x::ArrayItem for VirtualMachineSriovInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSriovInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSriovInfo";
-}
-/// `VirtualMachineSriovNetworkDevicePoolInfo` (extends `VirtualMachineSriovDevicePoolInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSriovNetworkDevicePoolInfo {
-    /// `key`, from `VirtualMachineSriovDevicePoolInfo`.
-    pub key: String,
-    /// `switchKey`.
-    pub switch_key: Option<String>,
-    /// `switchUuid`.
-    pub switch_uuid: Option<String>,
-}
-impl x::SchemaType for VirtualMachineSriovNetworkDevicePoolInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovNetworkDevicePoolInfo";
-}
-impl x::Structure for VirtualMachineSriovNetworkDevicePoolInfo {}
-impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "switchKey" => r.read_opt(&mut self.switch_key),
-            "switchUuid" => r.read_opt(&mut self.switch_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("switchKey", &self.switch_key);
-        w.write_opt("switchUuid", &self.switch_uuid);
-    }
-}
-/// `VirtualMachineStorageInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineStorageInfo {
-    /// `perDatastoreUsage`.
-    pub per_datastore_usage: Vec<VirtualMachineUsageOnDatastore>,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineStorageInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineStorageInfo";
-}
-impl x::Structure for VirtualMachineStorageInfo {}
-impl x::Fields for VirtualMachineStorageInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineStorageSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineStorageSummary {
-    /// `committed`.
-    pub committed: i64,
-    /// `uncommitted`.
-    pub uncommitted: i64,
-    /// `unshared`.
-    pub unshared: i64,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineStorageSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineStorageSummary";
-}
-impl x::Structure for VirtualMachineStorageSummary {}
-impl x::Fields for VirtualMachineStorageSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "committed" => r.read(&mut self.committed),
-            "uncommitted" => r.read(&mut self.uncommitted),
-            "unshared" => r.read(&mut self.unshared),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("committed", &self.committed);
-        w.write("uncommitted", &self.uncommitted);
-        w.write("unshared", &self.unshared);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSummary {
-    /// `vm`.
-    pub vm: Option<x::ManagedObjectReference>,
-    /// `runtime`.
-    pub runtime: VirtualMachineRuntimeInfo,
-    /// `guest`.
-    pub guest: Option<VirtualMachineGuestSummary>,
-    /// `config`.
-    pub config: VirtualMachineConfigSummary,
-    /// `storage`.
-    pub storage: Option<VirtualMachineStorageSummary>,
-    /// `quickStats`.
-    pub quick_stats: VirtualMachineQuickStats,
-    /// `overallStatus`.
-    pub overall_status: ManagedEntityStatus,
-    /// `customValue`.
-    pub custom_value: Vec<AnyCustomFieldValue>,
-}
-impl x::SchemaType for VirtualMachineSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineSummary";
-}
-impl x::Structure for VirtualMachineSummary {}
-impl x::Fields for VirtualMachineSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read_opt(&mut self.vm),
-            "runtime" => r.read(&mut self.runtime),
-            "guest" => r.read_opt(&mut self.guest),
-            "config" => r.read(&mut self.config),
-            "storage" => r.read_opt(&mut self.storage),
-            "quickStats" => r.read(&mut self.quick_stats),
-            "overallStatus" => r.read(&mut self.overall_status),
-            "customValue" => r.read_push(&mut self.custom_value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vm", &self.vm);
-        w.write("runtime", &self.runtime);
-        w.write_opt("guest", &self.guest);
-        w.write("config", &self.config);
-        w.write_opt("storage", &self.storage);
-        w.write("quickStats", &self.quick_stats);
-        w.write("overallStatus", &self.overall_status);
-        w.write_vec("customValue", &self.custom_value);
-    }
-}
-impl x::ArrayItem for VirtualMachineSummary {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSummary";
-    const ITEM_TAG: &'static str = "VirtualMachineSummary";
-}
-/// `VirtualMachineTargetInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineTargetInfo {
-    /// `name`.
-    pub name: String,
-    /// `configurationTag`.
-    pub configuration_tag: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineTargetInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineTargetInfo";
-}
-impl x::Structure for VirtualMachineTargetInfo {}
-impl x::Fields for VirtualMachineTargetInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-    }
-}
 /// `VirtualMachineTicket` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineTicket {
@@ -1539,12 +124,12 @@ impl x::ArrayItem for VirtualMachineUsageOnDatastore {
     const ITEM_TAG: &'static str = "VirtualMachineUsageOnDatastore";
 }
 /// `VirtualMachineUsbInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineUsbInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineUsbInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `description`.
     pub description: String,
     /// `vendor`.
@@ -1564,6 +149,19 @@ impl x::SchemaType for VirtualMachineUsbInfo {
     const TYPE_NAME: &'static str = "VirtualMachineUsbInfo";
 }
 impl x::Structure for VirtualMachineUsbInfo {}
+impl std::ops::Deref for VirtualMachineUsbInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineUsbInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineUsbInfo {
     fn decode_field(
         &mut self,
@@ -1571,8 +169,6 @@ impl x::Fields for VirtualMachineUsbInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "description" => r.read(&mut self.description),
             "vendor" => r.read(&mut self.vendor),
             "product" => r.read(&mut self.product),
@@ -1580,14 +176,19 @@ impl x::Fields for VirtualMachineUsbInfo {
             "family" => r.read_push(&mut self.family),
             "speed" => r.read_push(&mut self.speed),
             "summary" => r.read_opt(&mut self.summary),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("description", &self.description);
         w.write("vendor", &self.vendor);
         w.write("product", &self.product);
@@ -1602,12 +203,12 @@ impl x::ArrayItem for VirtualMachineUsbInfo {
     const ITEM_TAG: &'static str = "VirtualMachineUsbInfo";
 }
 /// `VirtualMachineVFlashModuleInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVFlashModuleInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineVFlashModuleInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `vFlashModule`.
     pub vflash_module: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
 }
@@ -1615,6 +216,19 @@ impl x::SchemaType for VirtualMachineVFlashModuleInfo {
     const TYPE_NAME: &'static str = "VirtualMachineVFlashModuleInfo";
 }
 impl x::Structure for VirtualMachineVFlashModuleInfo {}
+impl std::ops::Deref for VirtualMachineVFlashModuleInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVFlashModuleInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineVFlashModuleInfo {
     fn decode_field(
         &mut self,
@@ -1622,17 +236,20 @@ impl x::Fields for VirtualMachineVFlashModuleInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "vFlashModule" => r.read(&mut self.vflash_module),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("vFlashModule", &self.vflash_module);
     }
 }
@@ -1641,30 +258,12 @@ impl x::ArrayItem for VirtualMachineVFlashModuleInfo {
     const ITEM_TAG: &'static str = "VirtualMachineVFlashModuleInfo";
 }
 /// `VirtualMachineVMCIDevice` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVMCIDevice {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// The fields `VirtualMachineVMCIDevice` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
     /// `id`.
     pub id: Option<i64>,
     /// `allowUnrestrictedCommunication`.
@@ -1678,6 +277,19 @@ impl x::SchemaType for VirtualMachineVMCIDevice {
     const TYPE_NAME: &'static str = "VirtualMachineVMCIDevice";
 }
 impl x::Structure for VirtualMachineVMCIDevice {}
+impl std::ops::Deref for VirtualMachineVMCIDevice {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMCIDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
 impl x::Fields for VirtualMachineVMCIDevice {
     fn decode_field(
         &mut self,
@@ -1685,46 +297,19 @@ impl x::Fields for VirtualMachineVMCIDevice {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "id" => r.read_opt(&mut self.id),
             "allowUnrestrictedCommunication" => {
                 r.read_opt(&mut self.allow_unrestricted_communication)
             }
             "filterEnable" => r.read_opt(&mut self.filter_enable),
             "filterInfo" => r.read_opt(&mut self.filter_info),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
+        x::Fields::encode_fields(&self.virtual_device, w);
         w.write_opt("id", &self.id);
         w.write_opt(
             "allowUnrestrictedCommunication",
@@ -1813,34 +398,12 @@ impl x::ArrayItem for VirtualMachineVMCIDeviceFilterSpec {
     const ITEM_TAG: &'static str = "VirtualMachineVMCIDeviceFilterSpec";
 }
 /// `VirtualMachineVMCIDeviceOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVMCIDeviceOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
+    /// The fields `VirtualMachineVMCIDeviceOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
     /// `allowUnrestrictedCommunication`.
     pub allow_unrestricted_communication: BoolOption,
     /// `filterSpecOption`.
@@ -1852,6 +415,19 @@ impl x::SchemaType for VirtualMachineVMCIDeviceOption {
     const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceOption";
 }
 impl x::Structure for VirtualMachineVMCIDeviceOption {}
+impl std::ops::Deref for VirtualMachineVMCIDeviceOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMCIDeviceOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
 impl x::Fields for VirtualMachineVMCIDeviceOption {
     fn decode_field(
         &mut self,
@@ -1859,51 +435,18 @@ impl x::Fields for VirtualMachineVMCIDeviceOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "allowUnrestrictedCommunication" => {
                 r.read(&mut self.allow_unrestricted_communication)
             }
             "filterSpecOption" => r.read_opt(&mut self.filter_spec_option),
             "filterSupported" => r.read_opt(&mut self.filter_supported),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
+        x::Fields::encode_fields(&self.virtual_device_option, w);
         w.write(
             "allowUnrestrictedCommunication",
             &self.allow_unrestricted_communication,
@@ -1956,87 +499,52 @@ impl x::Fields for VirtualMachineVMCIDeviceOptionFilterSpecOption {
     }
 }
 /// `VirtualMachineVMIROM` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVMIROM {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// The fields `VirtualMachineVMIROM` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
 }
 impl x::SchemaType for VirtualMachineVMIROM {
     const TYPE_NAME: &'static str = "VirtualMachineVMIROM";
 }
 impl x::Structure for VirtualMachineVMIROM {}
+impl std::ops::Deref for VirtualMachineVMIROM {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMIROM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
 impl x::Fields for VirtualMachineVMIROM {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
+        x::Fields::encode_fields(&self.virtual_device, w);
     }
 }
 /// `VirtualMachineVMotionStunTimeInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// Since vSphere API 8.0.2.0.
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVMotionStunTimeInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineVMotionStunTimeInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `migrationBW`.
     ///
     /// Since vSphere API 8.0.2.0.
@@ -2050,6 +558,19 @@ impl x::SchemaType for VirtualMachineVMotionStunTimeInfo {
     const TYPE_NAME: &'static str = "VirtualMachineVMotionStunTimeInfo";
 }
 impl x::Structure for VirtualMachineVMotionStunTimeInfo {}
+impl std::ops::Deref for VirtualMachineVMotionStunTimeInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMotionStunTimeInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineVMotionStunTimeInfo {
     fn decode_field(
         &mut self,
@@ -2057,19 +578,22 @@ impl x::Fields for VirtualMachineVMotionStunTimeInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "migrationBW" => r.read(&mut self.migration_bw),
             "stunTime" => r.read(&mut self.stun_time),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "type VirtualMachineVMotionStunTimeInfo", true);
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("migrationBW", &self.migration_bw);
         w.write("stunTime", &self.stun_time);
     }
@@ -2112,12 +636,12 @@ impl x::ArrayItem for VirtualMachineVcpuConfig {
 /// `VirtualMachineVendorDeviceGroupInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVendorDeviceGroupInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineVendorDeviceGroupInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `deviceGroupName`.
     ///
     /// Since vSphere API 8.0.0.1.
@@ -2137,6 +661,19 @@ impl x::SchemaType for VirtualMachineVendorDeviceGroupInfo {
     const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfo";
 }
 impl x::Structure for VirtualMachineVendorDeviceGroupInfo {}
+impl std::ops::Deref for VirtualMachineVendorDeviceGroupInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVendorDeviceGroupInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineVendorDeviceGroupInfo {
     fn decode_field(
         &mut self,
@@ -2144,20 +681,23 @@ impl x::Fields for VirtualMachineVendorDeviceGroupInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "deviceGroupName" => r.read(&mut self.device_group_name),
             "deviceGroupDescription" => r.read_opt(&mut self.device_group_description),
             "componentDeviceInfo" => r.read_push(&mut self.component_device_info),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "type VirtualMachineVendorDeviceGroupInfo", true);
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("deviceGroupName", &self.device_group_name);
         w.write_opt("deviceGroupDescription", &self.device_group_description);
         w.write_vec("componentDeviceInfo", &self.component_device_info);
@@ -2232,12 +772,12 @@ impl x::ArrayItem for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
     const ITEM_TAG: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
 }
 /// `VirtualMachineVgpuDeviceInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVgpuDeviceInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineVgpuDeviceInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `deviceName`.
     pub device_name: String,
     /// `deviceVendorId`.
@@ -2257,6 +797,19 @@ impl x::SchemaType for VirtualMachineVgpuDeviceInfo {
     const TYPE_NAME: &'static str = "VirtualMachineVgpuDeviceInfo";
 }
 impl x::Structure for VirtualMachineVgpuDeviceInfo {}
+impl std::ops::Deref for VirtualMachineVgpuDeviceInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVgpuDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineVgpuDeviceInfo {
     fn decode_field(
         &mut self,
@@ -2264,8 +817,6 @@ impl x::Fields for VirtualMachineVgpuDeviceInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "deviceName" => r.read(&mut self.device_name),
             "deviceVendorId" => r.read(&mut self.device_vendor_id),
             "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib),
@@ -2273,14 +824,19 @@ impl x::Fields for VirtualMachineVgpuDeviceInfo {
             "migCapable" => r.read(&mut self.mig_capable),
             "computeProfileCapable" => r.read(&mut self.compute_profile_capable),
             "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("deviceName", &self.device_name);
         w.write("deviceVendorId", &self.device_vendor_id);
         w.write("maxFbSizeInGib", &self.max_fb_size_in_gib);
@@ -2295,12 +851,12 @@ impl x::ArrayItem for VirtualMachineVgpuDeviceInfo {
     const ITEM_TAG: &'static str = "VirtualMachineVgpuDeviceInfo";
 }
 /// `VirtualMachineVgpuProfileInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVgpuProfileInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
+    /// The fields `VirtualMachineVgpuProfileInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
     /// `profileName`.
     pub profile_name: String,
     /// `deviceVendorId`.
@@ -2320,6 +876,19 @@ impl x::SchemaType for VirtualMachineVgpuProfileInfo {
     const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfo";
 }
 impl x::Structure for VirtualMachineVgpuProfileInfo {}
+impl std::ops::Deref for VirtualMachineVgpuProfileInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVgpuProfileInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
 impl x::Fields for VirtualMachineVgpuProfileInfo {
     fn decode_field(
         &mut self,
@@ -2327,22 +896,25 @@ impl x::Fields for VirtualMachineVgpuProfileInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
             "profileName" => r.read(&mut self.profile_name),
             "deviceVendorId" => r.read(&mut self.device_vendor_id),
             "fbSizeInGib" => r.read(&mut self.fb_size_in_gib),
             "profileSharing" => r.read(&mut self.profile_sharing),
             "profileClass" => r.read(&mut self.profile_class),
             "stunTimeEstimates" => r.read_push(&mut self.stun_time_estimates),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
         w.write("profileName", &self.profile_name);
         w.write("deviceVendorId", &self.device_vendor_id);
         w.write("fbSizeInGib", &self.fb_size_in_gib);
@@ -2364,30 +936,12 @@ impl x::ArrayItem for VirtualMachineVgpuProfileInfo {
     const ITEM_TAG: &'static str = "VirtualMachineVgpuProfileInfo";
 }
 /// `VirtualMachineVideoCard` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVideoCard {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// The fields `VirtualMachineVideoCard` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
     /// `videoRamSizeInKB`.
     pub video_ram_size_in_kb: Option<i64>,
     /// `numDisplays`.
@@ -2405,6 +959,19 @@ impl x::SchemaType for VirtualMachineVideoCard {
     const TYPE_NAME: &'static str = "VirtualMachineVideoCard";
 }
 impl x::Structure for VirtualMachineVideoCard {}
+impl std::ops::Deref for VirtualMachineVideoCard {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVideoCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
 impl x::Fields for VirtualMachineVideoCard {
     fn decode_field(
         &mut self,
@@ -2412,46 +979,19 @@ impl x::Fields for VirtualMachineVideoCard {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
             "numDisplays" => r.read_opt(&mut self.num_displays),
             "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             "enable3DSupport" => r.read_opt(&mut self.enable_3d_support),
             "use3dRenderer" => r.read_opt(&mut self.use3d_renderer),
             "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
+        x::Fields::encode_fields(&self.virtual_device, w);
         w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
         w.write_opt("numDisplays", &self.num_displays);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -2535,16 +1075,12 @@ impl x::Fields for VirtualMachineVirtualDeviceGroupsDeviceGroup {
 /// `VirtualMachineVirtualDeviceGroupsVendorDeviceGroup` (extends `VirtualMachineVirtualDeviceGroupsDeviceGroup`).
 ///
 /// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualMachineVirtualDeviceGroupsDeviceGroup` are in `virtual_machine_virtual_device_groups_device_group`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
-    /// `groupInstanceKey`, from `VirtualMachineVirtualDeviceGroupsDeviceGroup`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub group_instance_key: i32,
-    /// `deviceInfo`, from `VirtualMachineVirtualDeviceGroupsDeviceGroup`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_info: Option<AnyDescription>,
+    /// The fields `VirtualMachineVirtualDeviceGroupsVendorDeviceGroup` inherits from `VirtualMachineVirtualDeviceGroupsDeviceGroup`.
+    pub virtual_machine_virtual_device_groups_device_group: VirtualMachineVirtualDeviceGroupsDeviceGroup,
     /// `deviceGroupName`.
     ///
     /// Since vSphere API 8.0.0.1.
@@ -2554,6 +1090,19 @@ impl x::SchemaType for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
     const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup";
 }
 impl x::Structure for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {}
+impl std::ops::Deref for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    type Target = VirtualMachineVirtualDeviceGroupsDeviceGroup;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineVirtualDeviceGroupsDeviceGroup {
+        &self.virtual_machine_virtual_device_groups_device_group
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineVirtualDeviceGroupsDeviceGroup {
+        &mut self.virtual_machine_virtual_device_groups_device_group
+    }
+}
 impl x::Fields for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
     fn decode_field(
         &mut self,
@@ -2561,10 +1110,14 @@ impl x::Fields for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "groupInstanceKey" => r.read(&mut self.group_instance_key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
             "deviceGroupName" => r.read(&mut self.device_group_name),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_virtual_device_groups_device_group,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
@@ -2575,8 +1128,10 @@ impl x::Fields for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
             "type VirtualMachineVirtualDeviceGroupsVendorDeviceGroup",
             true,
         );
-        w.write("groupInstanceKey", &self.group_instance_key);
-        w.write_opt("deviceInfo", &self.device_info);
+        x::Fields::encode_fields(
+            &self.virtual_machine_virtual_device_groups_device_group,
+            w,
+        );
         w.write("deviceGroupName", &self.device_group_name);
     }
 }
@@ -2768,10 +1323,12 @@ impl x::Fields for VirtualMachineVirtualPMem {
     }
 }
 /// `VirtualMachineWindowsQuiesceSpec` (extends `VirtualMachineGuestQuiesceSpec`).
+///
+/// The fields of `VirtualMachineGuestQuiesceSpec` are in `virtual_machine_guest_quiesce_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineWindowsQuiesceSpec {
-    /// `timeout`, from `VirtualMachineGuestQuiesceSpec`.
-    pub timeout: Option<i32>,
+    /// The fields `VirtualMachineWindowsQuiesceSpec` inherits from `VirtualMachineGuestQuiesceSpec`.
+    pub virtual_machine_guest_quiesce_spec: VirtualMachineGuestQuiesceSpec,
     /// `vssBackupType`.
     pub vss_backup_type: Option<i32>,
     /// `vssBootableSystemState`.
@@ -2785,6 +1342,19 @@ impl x::SchemaType for VirtualMachineWindowsQuiesceSpec {
     const TYPE_NAME: &'static str = "VirtualMachineWindowsQuiesceSpec";
 }
 impl x::Structure for VirtualMachineWindowsQuiesceSpec {}
+impl std::ops::Deref for VirtualMachineWindowsQuiesceSpec {
+    type Target = VirtualMachineGuestQuiesceSpec;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineGuestQuiesceSpec {
+        &self.virtual_machine_guest_quiesce_spec
+    }
+}
+impl std::ops::DerefMut for VirtualMachineWindowsQuiesceSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineGuestQuiesceSpec {
+        &mut self.virtual_machine_guest_quiesce_spec
+    }
+}
 impl x::Fields for VirtualMachineWindowsQuiesceSpec {
     fn decode_field(
         &mut self,
@@ -2792,18 +1362,23 @@ impl x::Fields for VirtualMachineWindowsQuiesceSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "timeout" => r.read_opt(&mut self.timeout),
             "vssBackupType" => r.read_opt(&mut self.vss_backup_type),
             "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state),
             "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support),
             "vssBackupContext" => r.read_opt(&mut self.vss_backup_context),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_guest_quiesce_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("timeout", &self.timeout);
+        x::Fields::encode_fields(&self.virtual_machine_guest_quiesce_spec, w);
         w.write_opt("vssBackupType", &self.vss_backup_type);
         w.write_opt("vssBootableSystemState", &self.vss_bootable_system_state);
         w.write_opt("vssPartialFileSupport", &self.vss_partial_file_support);
@@ -2842,30 +1417,12 @@ impl x::Fields for VirtualMachineWipeResult {
     }
 }
 /// `VirtualNVDIMM` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualNVDIMM {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// The fields `VirtualNVDIMM` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
     /// `capacityInMB`.
     pub capacity_in_mb: i64,
     /// `configuredCapacityInMB`.
@@ -2875,6 +1432,19 @@ impl x::SchemaType for VirtualNVDIMM {
     const TYPE_NAME: &'static str = "VirtualNVDIMM";
 }
 impl x::Structure for VirtualNVDIMM {}
+impl std::ops::Deref for VirtualNVDIMM {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
 impl x::Fields for VirtualNVDIMM {
     fn decode_field(
         &mut self,
@@ -2882,55 +1452,26 @@ impl x::Fields for VirtualNVDIMM {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "capacityInMB" => r.read(&mut self.capacity_in_mb),
             "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
+        x::Fields::encode_fields(&self.virtual_device, w);
         w.write("capacityInMB", &self.capacity_in_mb);
         w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
     }
 }
 /// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualNVDIMMBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
+    /// The fields `VirtualNVDIMMBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
     /// `parent`.
     pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
     /// `changeId`.
@@ -2940,6 +1481,19 @@ impl x::SchemaType for VirtualNVDIMMBackingInfo {
     const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
 }
 impl x::Structure for VirtualNVDIMMBackingInfo {}
+impl std::ops::Deref for VirtualNVDIMMBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
 impl x::Fields for VirtualNVDIMMBackingInfo {
     fn decode_field(
         &mut self,
@@ -2947,21 +1501,1601 @@ impl x::Fields for VirtualNVDIMMBackingInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             "parent" => r.read_opt_box(&mut self.parent),
             "changeId" => r.read_opt(&mut self.change_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("changeId", &self.change_id);
+    }
+}
+/// `VirtualNVDIMMController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMController {
+    /// The fields `VirtualNVDIMMController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualNVDIMMController {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
+}
+impl x::Structure for VirtualNVDIMMController {}
+impl std::ops::Deref for VirtualNVDIMMController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualNVDIMMController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMControllerOption {
+    /// The fields `VirtualNVDIMMControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numNVDIMMControllers`.
+    pub num_nvdimm_controllers: IntOption,
+}
+impl x::SchemaType for VirtualNVDIMMControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
+}
+impl x::Structure for VirtualNVDIMMControllerOption {}
+impl std::ops::Deref for VirtualNVDIMMControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualNVDIMMControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
+    }
+}
+/// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMOption {
+    /// The fields `VirtualNVDIMMOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `capacityInMB`.
+    pub capacity_in_mb: LongOption,
+    /// `growable`.
+    pub growable: bool,
+    /// `hotGrowable`.
+    pub hot_growable: bool,
+    /// `granularityInMB`.
+    pub granularity_in_mb: i64,
+}
+impl x::SchemaType for VirtualNVDIMMOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMOption";
+}
+impl x::Structure for VirtualNVDIMMOption {}
+impl std::ops::Deref for VirtualNVDIMMOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualNVDIMMOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "granularityInMB" => r.read(&mut self.granularity_in_mb),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("capacityInMB", &self.capacity_in_mb);
+        w.write("growable", &self.growable);
+        w.write("hotGrowable", &self.hot_growable);
+        w.write("granularityInMB", &self.granularity_in_mb);
+    }
+}
+/// `VirtualNVMEController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVMEController {
+    /// The fields `VirtualNVMEController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+    /// `sharedBus`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub shared_bus: Option<String>,
+}
+impl x::SchemaType for VirtualNVMEController {
+    const TYPE_NAME: &'static str = "VirtualNVMEController";
+}
+impl x::Structure for VirtualNVMEController {}
+impl std::ops::Deref for VirtualNVMEController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualNVMEController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualNVMEController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sharedBus" => r.read_opt(&mut self.shared_bus),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEController.sharedBus",
+                self.shared_bus.is_some(),
+            )
+        {
+            w.write_opt("sharedBus", &self.shared_bus);
+        }
+    }
+}
+/// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVMEControllerOption {
+    /// The fields `VirtualNVMEControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numNVMEDisks`.
+    pub num_nvme_disks: IntOption,
+    /// `sharing`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub sharing: Vec<String>,
+}
+impl x::SchemaType for VirtualNVMEControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVMEControllerOption";
+}
+impl x::Structure for VirtualNVMEControllerOption {}
+impl std::ops::Deref for VirtualNVMEControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVMEControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualNVMEControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numNVMEDisks" => r.read(&mut self.num_nvme_disks),
+            "sharing" => r.read_push(&mut self.sharing),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numNVMEDisks", &self.num_nvme_disks);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEControllerOption.sharing",
+                !self.sharing.is_empty(),
+            )
+        {
+            w.write_vec("sharing", &self.sharing);
+        }
+    }
+}
+/// `VirtualNicManagerNetConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNicManagerNetConfig {
+    /// `nicType`.
+    pub nic_type: String,
+    /// `multiSelectAllowed`.
+    pub multi_select_allowed: bool,
+    /// `candidateVnic`.
+    pub candidate_vnic: Vec<HostVirtualNic>,
+    /// `selectedVnic`.
+    pub selected_vnic: Vec<String>,
+}
+impl x::SchemaType for VirtualNicManagerNetConfig {
+    const TYPE_NAME: &'static str = "VirtualNicManagerNetConfig";
+}
+impl x::Structure for VirtualNicManagerNetConfig {}
+impl x::Fields for VirtualNicManagerNetConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nicType" => r.read(&mut self.nic_type),
+            "multiSelectAllowed" => r.read(&mut self.multi_select_allowed),
+            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
+            "selectedVnic" => r.read_push(&mut self.selected_vnic),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("changeId", &self.change_id);
+        w.write("nicType", &self.nic_type);
+        w.write("multiSelectAllowed", &self.multi_select_allowed);
+        w.write_vec("candidateVnic", &self.candidate_vnic);
+        w.write_vec("selectedVnic", &self.selected_vnic);
+    }
+}
+impl x::ArrayItem for VirtualNicManagerNetConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualNicManagerNetConfig";
+    const ITEM_TAG: &'static str = "VirtualNicManagerNetConfig";
+}
+/// `VirtualPCIController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIController {
+    /// The fields `VirtualPCIController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualPCIController {
+    const TYPE_NAME: &'static str = "VirtualPCIController";
+}
+impl x::Structure for VirtualPCIController {}
+impl std::ops::Deref for VirtualPCIController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualPCIController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualPCIController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualPCIControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIControllerOption {
+    /// The fields `VirtualPCIControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numSCSIControllers`.
+    pub num_scsi_controllers: IntOption,
+    /// `numEthernetCards`.
+    pub num_ethernet_cards: IntOption,
+    /// `numVideoCards`.
+    pub num_video_cards: IntOption,
+    /// `numSoundCards`.
+    pub num_sound_cards: IntOption,
+    /// `numVmiRoms`.
+    pub num_vmi_roms: IntOption,
+    /// `numVmciDevices`.
+    pub num_vmci_devices: Option<IntOption>,
+    /// `numPCIPassthroughDevices`.
+    pub num_pci_passthrough_devices: Option<IntOption>,
+    /// `numSasSCSIControllers`.
+    pub num_sas_scsi_controllers: Option<IntOption>,
+    /// `numVmxnet3EthernetCards`.
+    pub num_vmxnet3_ethernet_cards: Option<IntOption>,
+    /// `numParaVirtualSCSIControllers`.
+    pub num_para_virtual_scsi_controllers: Option<IntOption>,
+    /// `numSATAControllers`.
+    pub num_sata_controllers: Option<IntOption>,
+    /// `numNVMEControllers`.
+    pub num_nvme_controllers: Option<IntOption>,
+    /// `numVmxnet3VrdmaEthernetCards`.
+    pub num_vmxnet3_vrdma_ethernet_cards: Option<IntOption>,
+}
+impl x::SchemaType for VirtualPCIControllerOption {
+    const TYPE_NAME: &'static str = "VirtualPCIControllerOption";
+}
+impl x::Structure for VirtualPCIControllerOption {}
+impl std::ops::Deref for VirtualPCIControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualPCIControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
+            "numEthernetCards" => r.read(&mut self.num_ethernet_cards),
+            "numVideoCards" => r.read(&mut self.num_video_cards),
+            "numSoundCards" => r.read(&mut self.num_sound_cards),
+            "numVmiRoms" => r.read(&mut self.num_vmi_roms),
+            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices),
+            "numPCIPassthroughDevices" => {
+                r.read_opt(&mut self.num_pci_passthrough_devices)
+            }
+            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers),
+            "numVmxnet3EthernetCards" => r.read_opt(&mut self.num_vmxnet3_ethernet_cards),
+            "numParaVirtualSCSIControllers" => {
+                r.read_opt(&mut self.num_para_virtual_scsi_controllers)
+            }
+            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers),
+            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers),
+            "numVmxnet3VrdmaEthernetCards" => {
+                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)
+            }
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numSCSIControllers", &self.num_scsi_controllers);
+        w.write("numEthernetCards", &self.num_ethernet_cards);
+        w.write("numVideoCards", &self.num_video_cards);
+        w.write("numSoundCards", &self.num_sound_cards);
+        w.write("numVmiRoms", &self.num_vmi_roms);
+        w.write_opt("numVmciDevices", &self.num_vmci_devices);
+        w.write_opt("numPCIPassthroughDevices", &self.num_pci_passthrough_devices);
+        w.write_opt("numSasSCSIControllers", &self.num_sas_scsi_controllers);
+        w.write_opt("numVmxnet3EthernetCards", &self.num_vmxnet3_ethernet_cards);
+        w.write_opt(
+            "numParaVirtualSCSIControllers",
+            &self.num_para_virtual_scsi_controllers,
+        );
+        w.write_opt("numSATAControllers", &self.num_sata_controllers);
+        w.write_opt("numNVMEControllers", &self.num_nvme_controllers);
+        w.write_opt(
+            "numVmxnet3VrdmaEthernetCards",
+            &self.num_vmxnet3_vrdma_ethernet_cards,
+        );
+    }
+}
+/// `VirtualPCIPassthrough` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthrough {
+    /// The fields `VirtualPCIPassthrough` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualPCIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
+}
+impl x::Structure for VirtualPCIPassthrough {}
+impl std::ops::Deref for VirtualPCIPassthrough {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthrough {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualPCIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughAllowedDevice {
+    /// `vendorId`.
+    pub vendor_id: i32,
+    /// `deviceId`.
+    pub device_id: i32,
+    /// `subVendorId`.
+    pub sub_vendor_id: Option<i32>,
+    /// `subDeviceId`.
+    pub sub_device_id: Option<i32>,
+    /// `revisionId`.
+    pub revision_id: Option<i16>,
+}
+impl x::SchemaType for VirtualPCIPassthroughAllowedDevice {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughAllowedDevice";
+}
+impl x::Structure for VirtualPCIPassthroughAllowedDevice {}
+impl x::Fields for VirtualPCIPassthroughAllowedDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendorId" => r.read(&mut self.vendor_id),
+            "deviceId" => r.read(&mut self.device_id),
+            "subVendorId" => r.read_opt(&mut self.sub_vendor_id),
+            "subDeviceId" => r.read_opt(&mut self.sub_device_id),
+            "revisionId" => r.read_opt(&mut self.revision_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vendorId", &self.vendor_id);
+        w.write("deviceId", &self.device_id);
+        w.write_opt("subVendorId", &self.sub_vendor_id);
+        w.write_opt("subDeviceId", &self.sub_device_id);
+        w.write_opt("revisionId", &self.revision_id);
+    }
+}
+impl x::ArrayItem for VirtualPCIPassthroughAllowedDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualPCIPassthroughAllowedDevice";
+    const ITEM_TAG: &'static str = "VirtualPCIPassthroughAllowedDevice";
+}
+/// `VirtualPCIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDeviceBackingInfo {
+    /// The fields `VirtualPCIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `id`.
+    pub id: String,
+    /// `deviceId`.
+    pub device_id: String,
+    /// `systemId`.
+    pub system_id: String,
+    /// `vendorId`.
+    pub vendor_id: i16,
+}
+impl x::SchemaType for VirtualPCIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDeviceBackingInfo {}
+impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "deviceId" => r.read(&mut self.device_id),
+            "systemId" => r.read(&mut self.system_id),
+            "vendorId" => r.read(&mut self.vendor_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write("id", &self.id);
+        w.write("deviceId", &self.device_id);
+        w.write("systemId", &self.system_id);
+        w.write("vendorId", &self.vendor_id);
+    }
+}
+/// `VirtualPCIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDeviceBackingOption {
+    /// The fields `VirtualPCIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDeviceBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDvxBackingInfo {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: Option<String>,
+    /// `configParams`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub config_params: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
+impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read_opt(&mut self.device_class),
+            "configParams" => r.read_push(&mut self.config_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingInfo", true);
+        w.write_opt("deviceClass", &self.device_class);
+        w.write_vec("configParams", &self.config_params);
+    }
+}
+/// `VirtualPCIPassthroughDvxBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDvxBackingOption {
+    /// The fields `VirtualPCIPassthroughDvxBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughDvxBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDvxBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingOption", true);
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDynamicBackingInfo {
+    /// The fields `VirtualPCIPassthroughDynamicBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `allowedDevice`.
+    pub allowed_device: Vec<VirtualPCIPassthroughAllowedDevice>,
+    /// `customLabel`.
+    pub custom_label: Option<String>,
+    /// `assignedId`.
+    pub assigned_id: Option<String>,
+}
+impl x::SchemaType for VirtualPCIPassthroughDynamicBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDynamicBackingInfo {}
+impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowedDevice" => r.read_push(&mut self.allowed_device),
+            "customLabel" => r.read_opt(&mut self.custom_label),
+            "assignedId" => r.read_opt(&mut self.assigned_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write_vec("allowedDevice", &self.allowed_device);
+        w.write_opt("customLabel", &self.custom_label);
+        w.write_opt("assignedId", &self.assigned_id);
+    }
+}
+/// `VirtualPCIPassthroughDynamicBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDynamicBackingOption {
+    /// The fields `VirtualPCIPassthroughDynamicBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDynamicBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDynamicBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughOption {
+    /// The fields `VirtualPCIPassthroughOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
+}
+impl x::Structure for VirtualPCIPassthroughOption {}
+impl std::ops::Deref for VirtualPCIPassthroughOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughPluginBackingInfo {}
+impl x::SchemaType for VirtualPCIPassthroughPluginBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughPluginBackingInfo {}
+impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualPCIPassthroughPluginBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughPluginBackingOption {
+    /// The fields `VirtualPCIPassthroughPluginBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughPluginBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughPluginBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughPluginBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughPluginBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughVmiopBackingInfo` (extends `VirtualPCIPassthroughPluginBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughVmiopBackingInfo {
+    /// `vgpu`.
+    pub vgpu: Option<String>,
+    /// `vgpuMigrateDataSizeMB`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vgpu_migrate_data_size_mb: Option<i32>,
+    /// `migrateSupported`.
+    pub migrate_supported: Option<bool>,
+    /// `enhancedMigrateCapability`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub enhanced_migrate_capability: Option<bool>,
+}
+impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughVmiopBackingInfo {}
+impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read_opt(&mut self.vgpu),
+            "vgpuMigrateDataSizeMB" => r.read_opt(&mut self.vgpu_migrate_data_size_mb),
+            "migrateSupported" => r.read_opt(&mut self.migrate_supported),
+            "enhancedMigrateCapability" => {
+                r.read_opt(&mut self.enhanced_migrate_capability)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vgpu", &self.vgpu);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.vgpuMigrateDataSizeMB",
+                self.vgpu_migrate_data_size_mb.is_some(),
+            )
+        {
+            w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
+        }
+        w.write_opt("migrateSupported", &self.migrate_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.enhancedMigrateCapability",
+                self.enhanced_migrate_capability.is_some(),
+            )
+        {
+            w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
+        }
+    }
+}
+/// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
+///
+/// The fields of `VirtualPCIPassthroughPluginBackingOption` are in `virtual_pci_passthrough_plugin_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughVmiopBackingOption {
+    /// The fields `VirtualPCIPassthroughVmiopBackingOption` inherits from `VirtualPCIPassthroughPluginBackingOption`.
+    pub virtual_pci_passthrough_plugin_backing_option: VirtualPCIPassthroughPluginBackingOption,
+    /// `vgpu`.
+    pub vgpu: StringOption,
+    /// `maxInstances`.
+    pub max_instances: i32,
+}
+impl x::SchemaType for VirtualPCIPassthroughVmiopBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughVmiopBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughVmiopBackingOption {
+    type Target = VirtualPCIPassthroughPluginBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualPCIPassthroughPluginBackingOption {
+        &self.virtual_pci_passthrough_plugin_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughVmiopBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualPCIPassthroughPluginBackingOption {
+        &mut self.virtual_pci_passthrough_plugin_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read(&mut self.vgpu),
+            "maxInstances" => r.read(&mut self.max_instances),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_pci_passthrough_plugin_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_pci_passthrough_plugin_backing_option, w);
+        w.write("vgpu", &self.vgpu);
+        w.write("maxInstances", &self.max_instances);
+    }
+}
+/// `VirtualPCNet32` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCNet32 {
+    /// The fields `VirtualPCNet32` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
+}
+impl x::SchemaType for VirtualPCNet32 {
+    const TYPE_NAME: &'static str = "VirtualPCNet32";
+}
+impl x::Structure for VirtualPCNet32 {}
+impl std::ops::Deref for VirtualPCNet32 {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualPCNet32 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
+impl x::Fields for VirtualPCNet32 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
+    }
+}
+/// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCNet32Option {
+    /// The fields `VirtualPCNet32Option` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
+    /// `supportsMorphing`.
+    pub supports_morphing: bool,
+}
+impl x::SchemaType for VirtualPCNet32Option {
+    const TYPE_NAME: &'static str = "VirtualPCNet32Option";
+}
+impl x::Structure for VirtualPCNet32Option {}
+impl std::ops::Deref for VirtualPCNet32Option {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCNet32Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
+impl x::Fields for VirtualPCNet32Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "supportsMorphing" => r.read(&mut self.supports_morphing),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_ethernet_card_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
+        w.write("supportsMorphing", &self.supports_morphing);
+    }
+}
+/// `VirtualPS2Controller` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPS2Controller {
+    /// The fields `VirtualPS2Controller` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualPS2Controller {
+    const TYPE_NAME: &'static str = "VirtualPS2Controller";
+}
+impl x::Structure for VirtualPS2Controller {}
+impl std::ops::Deref for VirtualPS2Controller {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualPS2Controller {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualPS2Controller {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualPS2ControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPS2ControllerOption {
+    /// The fields `VirtualPS2ControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numKeyboards`.
+    pub num_keyboards: IntOption,
+    /// `numPointingDevices`.
+    pub num_pointing_devices: IntOption,
+}
+impl x::SchemaType for VirtualPS2ControllerOption {
+    const TYPE_NAME: &'static str = "VirtualPS2ControllerOption";
+}
+impl x::Structure for VirtualPS2ControllerOption {}
+impl std::ops::Deref for VirtualPS2ControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualPS2ControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualPS2ControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numKeyboards" => r.read(&mut self.num_keyboards),
+            "numPointingDevices" => r.read(&mut self.num_pointing_devices),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numKeyboards", &self.num_keyboards);
+        w.write("numPointingDevices", &self.num_pointing_devices);
+    }
+}
+/// `VirtualParallelPort` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPort {
+    /// The fields `VirtualParallelPort` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualParallelPort {
+    const TYPE_NAME: &'static str = "VirtualParallelPort";
+}
+impl x::Structure for VirtualParallelPort {}
+impl std::ops::Deref for VirtualParallelPort {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPort {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualParallelPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortDeviceBackingInfo {
+    /// The fields `VirtualParallelPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualParallelPortDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingInfo";
+}
+impl x::Structure for VirtualParallelPortDeviceBackingInfo {}
+impl std::ops::Deref for VirtualParallelPortDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualParallelPortDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualParallelPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortDeviceBackingOption {
+    /// The fields `VirtualParallelPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualParallelPortDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingOption";
+}
+impl x::Structure for VirtualParallelPortDeviceBackingOption {}
+impl std::ops::Deref for VirtualParallelPortDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualParallelPortDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualParallelPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortFileBackingInfo {
+    /// The fields `VirtualParallelPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+}
+impl x::SchemaType for VirtualParallelPortFileBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingInfo";
+}
+impl x::Structure for VirtualParallelPortFileBackingInfo {}
+impl std::ops::Deref for VirtualParallelPortFileBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortFileBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualParallelPortFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+    }
+}
+/// `VirtualParallelPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortFileBackingOption {
+    /// The fields `VirtualParallelPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+}
+impl x::SchemaType for VirtualParallelPortFileBackingOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingOption";
+}
+impl x::Structure for VirtualParallelPortFileBackingOption {}
+impl std::ops::Deref for VirtualParallelPortFileBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortFileBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualParallelPortFileBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+    }
+}
+/// `VirtualParallelPortOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortOption {
+    /// The fields `VirtualParallelPortOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualParallelPortOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortOption";
+}
+impl x::Structure for VirtualParallelPortOption {}
+impl std::ops::Deref for VirtualParallelPortOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualParallelPortOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPointingDevice` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPointingDevice {
+    /// The fields `VirtualPointingDevice` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualPointingDevice {
+    const TYPE_NAME: &'static str = "VirtualPointingDevice";
+}
+impl x::Structure for VirtualPointingDevice {}
+impl std::ops::Deref for VirtualPointingDevice {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualPointingDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPointingDeviceBackingOption {
+    /// The fields `VirtualPointingDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+    /// `hostPointingDevice`.
+    pub host_pointing_device: ChoiceOption,
+}
+impl x::SchemaType for VirtualPointingDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceBackingOption";
+}
+impl x::Structure for VirtualPointingDeviceBackingOption {}
+impl std::ops::Deref for VirtualPointingDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPointingDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+        w.write("hostPointingDevice", &self.host_pointing_device);
+    }
+}
+/// `VirtualPointingDeviceDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPointingDeviceDeviceBackingInfo {
+    /// The fields `VirtualPointingDeviceDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `hostPointingDevice`.
+    pub host_pointing_device: String,
+}
+impl x::SchemaType for VirtualPointingDeviceDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceDeviceBackingInfo";
+}
+impl x::Structure for VirtualPointingDeviceDeviceBackingInfo {}
+impl std::ops::Deref for VirtualPointingDeviceDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write("hostPointingDevice", &self.host_pointing_device);
     }
 }

@@ -5,2386 +5,118 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualNVDIMMController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualNVDIMMController {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
-}
-impl x::Structure for VirtualNVDIMMController {}
-impl x::Fields for VirtualNVDIMMController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numNVDIMMControllers`.
-    pub num_nvdimm_controllers: IntOption,
-}
-impl x::SchemaType for VirtualNVDIMMControllerOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
-}
-impl x::Structure for VirtualNVDIMMControllerOption {}
-impl x::Fields for VirtualNVDIMMControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
-    }
-}
-/// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `capacityInMB`.
-    pub capacity_in_mb: LongOption,
-    /// `growable`.
-    pub growable: bool,
-    /// `hotGrowable`.
-    pub hot_growable: bool,
-    /// `granularityInMB`.
-    pub granularity_in_mb: i64,
-}
-impl x::SchemaType for VirtualNVDIMMOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMOption";
-}
-impl x::Structure for VirtualNVDIMMOption {}
-impl x::Fields for VirtualNVDIMMOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "capacityInMB" => r.read(&mut self.capacity_in_mb),
-            "growable" => r.read(&mut self.growable),
-            "hotGrowable" => r.read(&mut self.hot_growable),
-            "granularityInMB" => r.read(&mut self.granularity_in_mb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("capacityInMB", &self.capacity_in_mb);
-        w.write("growable", &self.growable);
-        w.write("hotGrowable", &self.hot_growable);
-        w.write("granularityInMB", &self.granularity_in_mb);
-    }
-}
-/// `VirtualNVMEController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVMEController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-    /// `sharedBus`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub shared_bus: Option<String>,
-}
-impl x::SchemaType for VirtualNVMEController {
-    const TYPE_NAME: &'static str = "VirtualNVMEController";
-}
-impl x::Structure for VirtualNVMEController {}
-impl x::Fields for VirtualNVMEController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            "sharedBus" => r.read_opt(&mut self.shared_bus),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-        if w
-            .since(
-                0x0800_0200,
-                "VirtualNVMEController.sharedBus",
-                self.shared_bus.is_some(),
-            )
-        {
-            w.write_opt("sharedBus", &self.shared_bus);
-        }
-    }
-}
-/// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVMEControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numNVMEDisks`.
-    pub num_nvme_disks: IntOption,
-    /// `sharing`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub sharing: Vec<String>,
-}
-impl x::SchemaType for VirtualNVMEControllerOption {
-    const TYPE_NAME: &'static str = "VirtualNVMEControllerOption";
-}
-impl x::Structure for VirtualNVMEControllerOption {}
-impl x::Fields for VirtualNVMEControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numNVMEDisks" => r.read(&mut self.num_nvme_disks),
-            "sharing" => r.read_push(&mut self.sharing),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numNVMEDisks", &self.num_nvme_disks);
-        if w
-            .since(
-                0x0800_0200,
-                "VirtualNVMEControllerOption.sharing",
-                !self.sharing.is_empty(),
-            )
-        {
-            w.write_vec("sharing", &self.sharing);
-        }
-    }
-}
-/// `VirtualNicManagerNetConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNicManagerNetConfig {
-    /// `nicType`.
-    pub nic_type: String,
-    /// `multiSelectAllowed`.
-    pub multi_select_allowed: bool,
-    /// `candidateVnic`.
-    pub candidate_vnic: Vec<HostVirtualNic>,
-    /// `selectedVnic`.
-    pub selected_vnic: Vec<String>,
-}
-impl x::SchemaType for VirtualNicManagerNetConfig {
-    const TYPE_NAME: &'static str = "VirtualNicManagerNetConfig";
-}
-impl x::Structure for VirtualNicManagerNetConfig {}
-impl x::Fields for VirtualNicManagerNetConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nicType" => r.read(&mut self.nic_type),
-            "multiSelectAllowed" => r.read(&mut self.multi_select_allowed),
-            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
-            "selectedVnic" => r.read_push(&mut self.selected_vnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nicType", &self.nic_type);
-        w.write("multiSelectAllowed", &self.multi_select_allowed);
-        w.write_vec("candidateVnic", &self.candidate_vnic);
-        w.write_vec("selectedVnic", &self.selected_vnic);
-    }
-}
-impl x::ArrayItem for VirtualNicManagerNetConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualNicManagerNetConfig";
-    const ITEM_TAG: &'static str = "VirtualNicManagerNetConfig";
-}
-/// `VirtualPCIController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualPCIController {
-    const TYPE_NAME: &'static str = "VirtualPCIController";
-}
-impl x::Structure for VirtualPCIController {}
-impl x::Fields for VirtualPCIController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualPCIControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numSCSIControllers`.
-    pub num_scsi_controllers: IntOption,
-    /// `numEthernetCards`.
-    pub num_ethernet_cards: IntOption,
-    /// `numVideoCards`.
-    pub num_video_cards: IntOption,
-    /// `numSoundCards`.
-    pub num_sound_cards: IntOption,
-    /// `numVmiRoms`.
-    pub num_vmi_roms: IntOption,
-    /// `numVmciDevices`.
-    pub num_vmci_devices: Option<IntOption>,
-    /// `numPCIPassthroughDevices`.
-    pub num_pci_passthrough_devices: Option<IntOption>,
-    /// `numSasSCSIControllers`.
-    pub num_sas_scsi_controllers: Option<IntOption>,
-    /// `numVmxnet3EthernetCards`.
-    pub num_vmxnet3_ethernet_cards: Option<IntOption>,
-    /// `numParaVirtualSCSIControllers`.
-    pub num_para_virtual_scsi_controllers: Option<IntOption>,
-    /// `numSATAControllers`.
-    pub num_sata_controllers: Option<IntOption>,
-    /// `numNVMEControllers`.
-    pub num_nvme_controllers: Option<IntOption>,
-    /// `numVmxnet3VrdmaEthernetCards`.
-    pub num_vmxnet3_vrdma_ethernet_cards: Option<IntOption>,
-}
-impl x::SchemaType for VirtualPCIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualPCIControllerOption";
-}
-impl x::Structure for VirtualPCIControllerOption {}
-impl x::Fields for VirtualPCIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
-            "numEthernetCards" => r.read(&mut self.num_ethernet_cards),
-            "numVideoCards" => r.read(&mut self.num_video_cards),
-            "numSoundCards" => r.read(&mut self.num_sound_cards),
-            "numVmiRoms" => r.read(&mut self.num_vmi_roms),
-            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices),
-            "numPCIPassthroughDevices" => {
-                r.read_opt(&mut self.num_pci_passthrough_devices)
-            }
-            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers),
-            "numVmxnet3EthernetCards" => r.read_opt(&mut self.num_vmxnet3_ethernet_cards),
-            "numParaVirtualSCSIControllers" => {
-                r.read_opt(&mut self.num_para_virtual_scsi_controllers)
-            }
-            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers),
-            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers),
-            "numVmxnet3VrdmaEthernetCards" => {
-                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numSCSIControllers", &self.num_scsi_controllers);
-        w.write("numEthernetCards", &self.num_ethernet_cards);
-        w.write("numVideoCards", &self.num_video_cards);
-        w.write("numSoundCards", &self.num_sound_cards);
-        w.write("numVmiRoms", &self.num_vmi_roms);
-        w.write_opt("numVmciDevices", &self.num_vmci_devices);
-        w.write_opt("numPCIPassthroughDevices", &self.num_pci_passthrough_devices);
-        w.write_opt("numSasSCSIControllers", &self.num_sas_scsi_controllers);
-        w.write_opt("numVmxnet3EthernetCards", &self.num_vmxnet3_ethernet_cards);
-        w.write_opt(
-            "numParaVirtualSCSIControllers",
-            &self.num_para_virtual_scsi_controllers,
-        );
-        w.write_opt("numSATAControllers", &self.num_sata_controllers);
-        w.write_opt("numNVMEControllers", &self.num_nvme_controllers);
-        w.write_opt(
-            "numVmxnet3VrdmaEthernetCards",
-            &self.num_vmxnet3_vrdma_ethernet_cards,
-        );
-    }
-}
-/// `VirtualPCIPassthrough` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthrough {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-}
-impl x::SchemaType for VirtualPCIPassthrough {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
-}
-impl x::Structure for VirtualPCIPassthrough {}
-impl x::Fields for VirtualPCIPassthrough {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-    }
-}
-/// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughAllowedDevice {
-    /// `vendorId`.
-    pub vendor_id: i32,
-    /// `deviceId`.
-    pub device_id: i32,
-    /// `subVendorId`.
-    pub sub_vendor_id: Option<i32>,
-    /// `subDeviceId`.
-    pub sub_device_id: Option<i32>,
-    /// `revisionId`.
-    pub revision_id: Option<i16>,
-}
-impl x::SchemaType for VirtualPCIPassthroughAllowedDevice {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughAllowedDevice";
-}
-impl x::Structure for VirtualPCIPassthroughAllowedDevice {}
-impl x::Fields for VirtualPCIPassthroughAllowedDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendorId" => r.read(&mut self.vendor_id),
-            "deviceId" => r.read(&mut self.device_id),
-            "subVendorId" => r.read_opt(&mut self.sub_vendor_id),
-            "subDeviceId" => r.read_opt(&mut self.sub_device_id),
-            "revisionId" => r.read_opt(&mut self.revision_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendorId", &self.vendor_id);
-        w.write("deviceId", &self.device_id);
-        w.write_opt("subVendorId", &self.sub_vendor_id);
-        w.write_opt("subDeviceId", &self.sub_device_id);
-        w.write_opt("revisionId", &self.revision_id);
-    }
-}
-impl x::ArrayItem for VirtualPCIPassthroughAllowedDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualPCIPassthroughAllowedDevice";
-    const ITEM_TAG: &'static str = "VirtualPCIPassthroughAllowedDevice";
-}
-/// `VirtualPCIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-    /// `id`.
-    pub id: String,
-    /// `deviceId`.
-    pub device_id: String,
-    /// `systemId`.
-    pub system_id: String,
-    /// `vendorId`.
-    pub vendor_id: i16,
-}
-impl x::SchemaType for VirtualPCIPassthroughDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDeviceBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "id" => r.read(&mut self.id),
-            "deviceId" => r.read(&mut self.device_id),
-            "systemId" => r.read(&mut self.system_id),
-            "vendorId" => r.read(&mut self.vendor_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write("id", &self.id);
-        w.write("deviceId", &self.device_id);
-        w.write("systemId", &self.system_id);
-        w.write("vendorId", &self.vendor_id);
-    }
-}
-/// `VirtualPCIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDeviceBackingOption {}
-impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDvxBackingInfo {
-    /// `deviceClass`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_class: Option<String>,
-    /// `configParams`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub config_params: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceClass" => r.read_opt(&mut self.device_class),
-            "configParams" => r.read_push(&mut self.config_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingInfo", true);
-        w.write_opt("deviceClass", &self.device_class);
-        w.write_vec("configParams", &self.config_params);
-    }
-}
-/// `VirtualPCIPassthroughDvxBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDvxBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-}
-impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
-impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingOption", true);
-        w.write("type", &self.type_);
-    }
-}
-/// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDynamicBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-    /// `allowedDevice`.
-    pub allowed_device: Vec<VirtualPCIPassthroughAllowedDevice>,
-    /// `customLabel`.
-    pub custom_label: Option<String>,
-    /// `assignedId`.
-    pub assigned_id: Option<String>,
-}
-impl x::SchemaType for VirtualPCIPassthroughDynamicBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDynamicBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "allowedDevice" => r.read_push(&mut self.allowed_device),
-            "customLabel" => r.read_opt(&mut self.custom_label),
-            "assignedId" => r.read_opt(&mut self.assigned_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write_vec("allowedDevice", &self.allowed_device);
-        w.write_opt("customLabel", &self.custom_label);
-        w.write_opt("assignedId", &self.assigned_id);
-    }
-}
-/// `VirtualPCIPassthroughDynamicBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDynamicBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDynamicBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDynamicBackingOption {}
-impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualPCIPassthroughOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualPCIPassthroughOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
-}
-impl x::Structure for VirtualPCIPassthroughOption {}
-impl x::Fields for VirtualPCIPassthroughOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-    }
-}
-/// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughPluginBackingInfo {}
-impl x::SchemaType for VirtualPCIPassthroughPluginBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughPluginBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualPCIPassthroughPluginBackingOption` (extends `VirtualDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughPluginBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-}
-impl x::SchemaType for VirtualPCIPassthroughPluginBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughPluginBackingOption {}
-impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-    }
-}
-/// `VirtualPCIPassthroughVmiopBackingInfo` (extends `VirtualPCIPassthroughPluginBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughVmiopBackingInfo {
-    /// `vgpu`.
-    pub vgpu: Option<String>,
-    /// `vgpuMigrateDataSizeMB`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vgpu_migrate_data_size_mb: Option<i32>,
-    /// `migrateSupported`.
-    pub migrate_supported: Option<bool>,
-    /// `enhancedMigrateCapability`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub enhanced_migrate_capability: Option<bool>,
-}
-impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughVmiopBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read_opt(&mut self.vgpu),
-            "vgpuMigrateDataSizeMB" => r.read_opt(&mut self.vgpu_migrate_data_size_mb),
-            "migrateSupported" => r.read_opt(&mut self.migrate_supported),
-            "enhancedMigrateCapability" => {
-                r.read_opt(&mut self.enhanced_migrate_capability)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vgpu", &self.vgpu);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualPCIPassthroughVmiopBackingInfo.vgpuMigrateDataSizeMB",
-                self.vgpu_migrate_data_size_mb.is_some(),
-            )
-        {
-            w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
-        }
-        w.write_opt("migrateSupported", &self.migrate_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualPCIPassthroughVmiopBackingInfo.enhancedMigrateCapability",
-                self.enhanced_migrate_capability.is_some(),
-            )
-        {
-            w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
-        }
-    }
-}
-/// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughVmiopBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `vgpu`.
-    pub vgpu: StringOption,
-    /// `maxInstances`.
-    pub max_instances: i32,
-}
-impl x::SchemaType for VirtualPCIPassthroughVmiopBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughVmiopBackingOption {}
-impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "vgpu" => r.read(&mut self.vgpu),
-            "maxInstances" => r.read(&mut self.max_instances),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("vgpu", &self.vgpu);
-        w.write("maxInstances", &self.max_instances);
-    }
-}
-/// `VirtualPCNet32` (extends `VirtualEthernetCard`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCNet32 {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `addressType`, from `VirtualEthernetCard`.
-    pub address_type: Option<String>,
-    /// `macAddress`, from `VirtualEthernetCard`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`, from `VirtualEthernetCard`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`, from `VirtualEthernetCard`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
-    pub upt_compatibility_enabled: Option<bool>,
-    /// `subnetId`, from `VirtualEthernetCard`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub subnet_id: Option<String>,
-}
-impl x::SchemaType for VirtualPCNet32 {
-    const TYPE_NAME: &'static str = "VirtualPCNet32";
-}
-impl x::Structure for VirtualPCNet32 {}
-impl x::Fields for VirtualPCNet32 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            "subnetId" => r.read_opt(&mut self.subnet_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
-        {
-            w.write_opt("subnetId", &self.subnet_id);
-        }
-    }
-}
-/// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCNet32Option {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `supportedOUI`, from `VirtualEthernetCardOption`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`, from `VirtualEthernetCardOption`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
-    /// `supportsMorphing`.
-    pub supports_morphing: bool,
-}
-impl x::SchemaType for VirtualPCNet32Option {
-    const TYPE_NAME: &'static str = "VirtualPCNet32Option";
-}
-impl x::Structure for VirtualPCNet32Option {}
-impl x::Fields for VirtualPCNet32Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            "supportsMorphing" => r.read(&mut self.supports_morphing),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write("supportsMorphing", &self.supports_morphing);
-    }
-}
-/// `VirtualPS2Controller` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPS2Controller {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualPS2Controller {
-    const TYPE_NAME: &'static str = "VirtualPS2Controller";
-}
-impl x::Structure for VirtualPS2Controller {}
-impl x::Fields for VirtualPS2Controller {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualPS2ControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPS2ControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numKeyboards`.
-    pub num_keyboards: IntOption,
-    /// `numPointingDevices`.
-    pub num_pointing_devices: IntOption,
-}
-impl x::SchemaType for VirtualPS2ControllerOption {
-    const TYPE_NAME: &'static str = "VirtualPS2ControllerOption";
-}
-impl x::Structure for VirtualPS2ControllerOption {}
-impl x::Fields for VirtualPS2ControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numKeyboards" => r.read(&mut self.num_keyboards),
-            "numPointingDevices" => r.read(&mut self.num_pointing_devices),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numKeyboards", &self.num_keyboards);
-        w.write("numPointingDevices", &self.num_pointing_devices);
-    }
-}
-/// `VirtualParallelPort` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPort {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-}
-impl x::SchemaType for VirtualParallelPort {
-    const TYPE_NAME: &'static str = "VirtualParallelPort";
-}
-impl x::Structure for VirtualParallelPort {}
-impl x::Fields for VirtualParallelPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-    }
-}
-/// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualParallelPortDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingInfo";
-}
-impl x::Structure for VirtualParallelPortDeviceBackingInfo {}
-impl x::Fields for VirtualParallelPortDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualParallelPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualParallelPortDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingOption";
-}
-impl x::Structure for VirtualParallelPortDeviceBackingOption {}
-impl x::Fields for VirtualParallelPortDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualParallelPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortFileBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-}
-impl x::SchemaType for VirtualParallelPortFileBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingInfo";
-}
-impl x::Structure for VirtualParallelPortFileBackingInfo {}
-impl x::Fields for VirtualParallelPortFileBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-    }
-}
-/// `VirtualParallelPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortFileBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualParallelPortFileBackingOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingOption";
-}
-impl x::Structure for VirtualParallelPortFileBackingOption {}
-impl x::Fields for VirtualParallelPortFileBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-    }
-}
-/// `VirtualParallelPortOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualParallelPortOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortOption";
-}
-impl x::Structure for VirtualParallelPortOption {}
-impl x::Fields for VirtualParallelPortOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-    }
-}
-/// `VirtualPointingDevice` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDevice {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-}
-impl x::SchemaType for VirtualPointingDevice {
-    const TYPE_NAME: &'static str = "VirtualPointingDevice";
-}
-impl x::Structure for VirtualPointingDevice {}
-impl x::Fields for VirtualPointingDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-    }
-}
-/// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-    /// `hostPointingDevice`.
-    pub host_pointing_device: ChoiceOption,
-}
-impl x::SchemaType for VirtualPointingDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceBackingOption";
-}
-impl x::Structure for VirtualPointingDeviceBackingOption {}
-impl x::Fields for VirtualPointingDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-        w.write("hostPointingDevice", &self.host_pointing_device);
-    }
-}
-/// `VirtualPointingDeviceDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-    /// `hostPointingDevice`.
-    pub host_pointing_device: String,
-}
-impl x::SchemaType for VirtualPointingDeviceDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceDeviceBackingInfo";
-}
-impl x::Structure for VirtualPointingDeviceDeviceBackingInfo {}
-impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write("hostPointingDevice", &self.host_pointing_device);
-    }
-}
 /// `VirtualPointingDeviceOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualPointingDeviceOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
+    /// The fields `VirtualPointingDeviceOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
 }
 impl x::SchemaType for VirtualPointingDeviceOption {
     const TYPE_NAME: &'static str = "VirtualPointingDeviceOption";
 }
 impl x::Structure for VirtualPointingDeviceOption {}
+impl std::ops::Deref for VirtualPointingDeviceOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
 impl x::Fields for VirtualPointingDeviceOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
+        x::Fields::encode_fields(&self.virtual_device_option, w);
     }
 }
 /// `VirtualPrecisionClock` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualPrecisionClock {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// The fields `VirtualPrecisionClock` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
 }
 impl x::SchemaType for VirtualPrecisionClock {
     const TYPE_NAME: &'static str = "VirtualPrecisionClock";
 }
 impl x::Structure for VirtualPrecisionClock {}
+impl std::ops::Deref for VirtualPrecisionClock {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPrecisionClock {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
 impl x::Fields for VirtualPrecisionClock {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
+        x::Fields::encode_fields(&self.virtual_device, w);
     }
 }
 /// `VirtualPrecisionClockOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualPrecisionClockOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
+    /// The fields `VirtualPrecisionClockOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
 }
 impl x::SchemaType for VirtualPrecisionClockOption {
     const TYPE_NAME: &'static str = "VirtualPrecisionClockOption";
 }
 impl x::Structure for VirtualPrecisionClockOption {}
+impl std::ops::Deref for VirtualPrecisionClockOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPrecisionClockOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
 impl x::Fields for VirtualPrecisionClockOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
+        x::Fields::encode_fields(&self.virtual_device_option, w);
     }
 }
 /// `VirtualPrecisionClockSystemClockBackingInfo` (extends `VirtualDeviceBackingInfo`).
@@ -2415,10 +147,12 @@ impl x::Fields for VirtualPrecisionClockSystemClockBackingInfo {
     }
 }
 /// `VirtualPrecisionClockSystemClockBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualPrecisionClockSystemClockBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
+    /// The fields `VirtualPrecisionClockSystemClockBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
     /// `protocol`.
     pub protocol: ChoiceOption,
 }
@@ -2426,6 +160,19 @@ impl x::SchemaType for VirtualPrecisionClockSystemClockBackingOption {
     const TYPE_NAME: &'static str = "VirtualPrecisionClockSystemClockBackingOption";
 }
 impl x::Structure for VirtualPrecisionClockSystemClockBackingOption {}
+impl std::ops::Deref for VirtualPrecisionClockSystemClockBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPrecisionClockSystemClockBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
 impl x::Fields for VirtualPrecisionClockSystemClockBackingOption {
     fn decode_field(
         &mut self,
@@ -2433,132 +180,68 @@ impl x::Fields for VirtualPrecisionClockSystemClockBackingOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
             "protocol" => r.read(&mut self.protocol),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_backing_option,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
         w.write("protocol", &self.protocol);
     }
 }
 /// `VirtualSATAController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualSATAController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
+    /// The fields `VirtualSATAController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
 }
 impl x::SchemaType for VirtualSATAController {
     const TYPE_NAME: &'static str = "VirtualSATAController";
 }
 impl x::Structure for VirtualSATAController {}
+impl std::ops::Deref for VirtualSATAController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualSATAController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
 impl x::Fields for VirtualSATAController {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
-            )
-        {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
-        }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
+        x::Fields::encode_fields(&self.virtual_controller, w);
     }
 }
 /// `VirtualSATAControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualSATAControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
+    /// The fields `VirtualSATAControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
     /// `numSATADisks`.
     pub num_sata_disks: IntOption,
     /// `numSATACdroms`.
@@ -2568,6 +251,19 @@ impl x::SchemaType for VirtualSATAControllerOption {
     const TYPE_NAME: &'static str = "VirtualSATAControllerOption";
 }
 impl x::Structure for VirtualSATAControllerOption {}
+impl std::ops::Deref for VirtualSATAControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualSATAControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
 impl x::Fields for VirtualSATAControllerOption {
     fn decode_field(
         &mut self,
@@ -2575,85 +271,32 @@ impl x::Fields for VirtualSATAControllerOption {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
             "numSATADisks" => r.read(&mut self.num_sata_disks),
             "numSATACdroms" => r.read(&mut self.num_sata_cdroms),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualDeviceOption.numaSupported",
-                self.numa_supported.is_some(),
-            )
-        {
-            w.write_opt("numaSupported", &self.numa_supported);
-        }
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
         w.write("numSATADisks", &self.num_sata_disks);
         w.write("numSATACdroms", &self.num_sata_cdroms);
     }
 }
 /// `VirtualSCSIController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualSCSIController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
+    /// The fields `VirtualSCSIController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
     /// `hotAddRemove`.
     pub hot_add_remove: Option<bool>,
     /// `sharedBus`.
@@ -2665,6 +308,19 @@ impl x::SchemaType for VirtualSCSIController {
     const TYPE_NAME: &'static str = "VirtualSCSIController";
 }
 impl x::Structure for VirtualSCSIController {}
+impl std::ops::Deref for VirtualSCSIController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
 impl x::Fields for VirtualSCSIController {
     fn decode_field(
         &mut self,
@@ -2672,49 +328,2772 @@ impl x::Fields for VirtualSCSIController {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
             "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
             "sharedBus" => r.read(&mut self.shared_bus),
             "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        w.write_opt("hotAddRemove", &self.hot_add_remove);
+        w.write("sharedBus", &self.shared_bus);
+        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualSCSIControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIControllerOption {
+    /// The fields `VirtualSCSIControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numSCSIDisks`.
+    pub num_scsi_disks: IntOption,
+    /// `numSCSICdroms`.
+    pub num_scsi_cdroms: IntOption,
+    /// `numSCSIPassthrough`.
+    pub num_scsi_passthrough: IntOption,
+    /// `sharing`.
+    pub sharing: Vec<VirtualSCSISharing>,
+    /// `defaultSharedIndex`.
+    pub default_shared_index: i32,
+    /// `hotAddRemove`.
+    pub hot_add_remove: BoolOption,
+    /// `scsiCtlrUnitNumber`.
+    pub scsi_ctlr_unit_number: i32,
+}
+impl x::SchemaType for VirtualSCSIControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIControllerOption";
+}
+impl x::Structure for VirtualSCSIControllerOption {}
+impl std::ops::Deref for VirtualSCSIControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualSCSIControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numSCSIDisks", &self.num_scsi_disks);
+        w.write("numSCSICdroms", &self.num_scsi_cdroms);
+        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
+        w.write_vec("sharing", &self.sharing);
+        w.write("defaultSharedIndex", &self.default_shared_index);
+        w.write("hotAddRemove", &self.hot_add_remove);
+        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthrough {
+    /// The fields `VirtualSCSIPassthrough` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualSCSIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
+}
+impl x::Structure for VirtualSCSIPassthrough {}
+impl std::ops::Deref for VirtualSCSIPassthrough {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthrough {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualSCSIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingInfo {
+    /// The fields `VirtualSCSIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
+impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingOption {
+    /// The fields `VirtualSCSIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
+impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughOption {
+    /// The fields `VirtualSCSIPassthroughOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualSCSIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
+}
+impl x::Structure for VirtualSCSIPassthroughOption {}
+impl std::ops::Deref for VirtualSCSIPassthroughOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthroughOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualSCSIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualSIOController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSIOController {
+    /// The fields `VirtualSIOController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualSIOController {
+    const TYPE_NAME: &'static str = "VirtualSIOController";
+}
+impl x::Structure for VirtualSIOController {}
+impl std::ops::Deref for VirtualSIOController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualSIOController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualSIOController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualSIOControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSIOControllerOption {
+    /// The fields `VirtualSIOControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numFloppyDrives`.
+    pub num_floppy_drives: IntOption,
+    /// `numSerialPorts`.
+    pub num_serial_ports: IntOption,
+    /// `numParallelPorts`.
+    pub num_parallel_ports: IntOption,
+}
+impl x::SchemaType for VirtualSIOControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSIOControllerOption";
+}
+impl x::Structure for VirtualSIOControllerOption {}
+impl std::ops::Deref for VirtualSIOControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualSIOControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualSIOControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numFloppyDrives" => r.read(&mut self.num_floppy_drives),
+            "numSerialPorts" => r.read(&mut self.num_serial_ports),
+            "numParallelPorts" => r.read(&mut self.num_parallel_ports),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numFloppyDrives", &self.num_floppy_drives);
+        w.write("numSerialPorts", &self.num_serial_ports);
+        w.write("numParallelPorts", &self.num_parallel_ports);
+    }
+}
+/// `VirtualSerialPort` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPort {
+    /// The fields `VirtualSerialPort` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `yieldOnPoll`.
+    pub yield_on_poll: bool,
+}
+impl x::SchemaType for VirtualSerialPort {
+    const TYPE_NAME: &'static str = "VirtualSerialPort";
+}
+impl x::Structure for VirtualSerialPort {}
+impl std::ops::Deref for VirtualSerialPort {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPort {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualSerialPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write("yieldOnPoll", &self.yield_on_poll);
+    }
+}
+/// `VirtualSerialPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortDeviceBackingInfo {
+    /// The fields `VirtualSerialPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualSerialPortDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingInfo";
+}
+impl x::Structure for VirtualSerialPortDeviceBackingInfo {}
+impl std::ops::Deref for VirtualSerialPortDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualSerialPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortDeviceBackingOption {
+    /// The fields `VirtualSerialPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingOption";
+}
+impl x::Structure for VirtualSerialPortDeviceBackingOption {}
+impl std::ops::Deref for VirtualSerialPortDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualSerialPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortFileBackingInfo {
+    /// The fields `VirtualSerialPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+}
+impl x::SchemaType for VirtualSerialPortFileBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingInfo";
+}
+impl x::Structure for VirtualSerialPortFileBackingInfo {}
+impl std::ops::Deref for VirtualSerialPortFileBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortFileBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+    }
+}
+/// `VirtualSerialPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortFileBackingOption {
+    /// The fields `VirtualSerialPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortFileBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingOption";
+}
+impl x::Structure for VirtualSerialPortFileBackingOption {}
+impl std::ops::Deref for VirtualSerialPortFileBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortFileBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortFileBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+    }
+}
+/// `VirtualSerialPortOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortOption {
+    /// The fields `VirtualSerialPortOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `yieldOnPoll`.
+    pub yield_on_poll: BoolOption,
+}
+impl x::SchemaType for VirtualSerialPortOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortOption";
+}
+impl x::Structure for VirtualSerialPortOption {}
+impl std::ops::Deref for VirtualSerialPortOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualSerialPortOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("yieldOnPoll", &self.yield_on_poll);
+    }
+}
+/// `VirtualSerialPortPipeBackingInfo` (extends `VirtualDevicePipeBackingInfo`).
+///
+/// The fields of `VirtualDevicePipeBackingInfo` are in `virtual_device_pipe_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortPipeBackingInfo {
+    /// The fields `VirtualSerialPortPipeBackingInfo` inherits from `VirtualDevicePipeBackingInfo`.
+    pub virtual_device_pipe_backing_info: VirtualDevicePipeBackingInfo,
+    /// `endpoint`.
+    pub endpoint: String,
+    /// `noRxLoss`.
+    pub no_rx_loss: Option<bool>,
+}
+impl x::SchemaType for VirtualSerialPortPipeBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingInfo";
+}
+impl x::Structure for VirtualSerialPortPipeBackingInfo {}
+impl std::ops::Deref for VirtualSerialPortPipeBackingInfo {
+    type Target = VirtualDevicePipeBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDevicePipeBackingInfo {
+        &self.virtual_device_pipe_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortPipeBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingInfo {
+        &mut self.virtual_device_pipe_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortPipeBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read_opt(&mut self.no_rx_loss),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_pipe_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_pipe_backing_info, w);
+        w.write("endpoint", &self.endpoint);
+        w.write_opt("noRxLoss", &self.no_rx_loss);
+    }
+}
+/// `VirtualSerialPortPipeBackingOption` (extends `VirtualDevicePipeBackingOption`).
+///
+/// The fields of `VirtualDevicePipeBackingOption` are in `virtual_device_pipe_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortPipeBackingOption {
+    /// The fields `VirtualSerialPortPipeBackingOption` inherits from `VirtualDevicePipeBackingOption`.
+    pub virtual_device_pipe_backing_option: VirtualDevicePipeBackingOption,
+    /// `endpoint`.
+    pub endpoint: ChoiceOption,
+    /// `noRxLoss`.
+    pub no_rx_loss: BoolOption,
+}
+impl x::SchemaType for VirtualSerialPortPipeBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingOption";
+}
+impl x::Structure for VirtualSerialPortPipeBackingOption {}
+impl std::ops::Deref for VirtualSerialPortPipeBackingOption {
+    type Target = VirtualDevicePipeBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDevicePipeBackingOption {
+        &self.virtual_device_pipe_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortPipeBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingOption {
+        &mut self.virtual_device_pipe_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortPipeBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read(&mut self.no_rx_loss),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_pipe_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_pipe_backing_option, w);
+        w.write("endpoint", &self.endpoint);
+        w.write("noRxLoss", &self.no_rx_loss);
+    }
+}
+/// `VirtualSerialPortThinPrintBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortThinPrintBackingInfo {}
+impl x::SchemaType for VirtualSerialPortThinPrintBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingInfo";
+}
+impl x::Structure for VirtualSerialPortThinPrintBackingInfo {}
+impl x::Fields for VirtualSerialPortThinPrintBackingInfo {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualSerialPortThinPrintBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortThinPrintBackingOption {
+    /// The fields `VirtualSerialPortThinPrintBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortThinPrintBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingOption";
+}
+impl x::Structure for VirtualSerialPortThinPrintBackingOption {}
+impl std::ops::Deref for VirtualSerialPortThinPrintBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortThinPrintBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortThinPrintBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualSerialPortURIBackingInfo` (extends `VirtualDeviceURIBackingInfo`).
+///
+/// The fields of `VirtualDeviceURIBackingInfo` are in `virtual_device_uri_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortURIBackingInfo {
+    /// The fields `VirtualSerialPortURIBackingInfo` inherits from `VirtualDeviceURIBackingInfo`.
+    pub virtual_device_uri_backing_info: VirtualDeviceURIBackingInfo,
+}
+impl x::SchemaType for VirtualSerialPortURIBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingInfo";
+}
+impl x::Structure for VirtualSerialPortURIBackingInfo {}
+impl std::ops::Deref for VirtualSerialPortURIBackingInfo {
+    type Target = VirtualDeviceURIBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceURIBackingInfo {
+        &self.virtual_device_uri_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortURIBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingInfo {
+        &mut self.virtual_device_uri_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortURIBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_uri_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_uri_backing_info, w);
+    }
+}
+/// `VirtualSerialPortURIBackingOption` (extends `VirtualDeviceURIBackingOption`).
+///
+/// The fields of `VirtualDeviceURIBackingOption` are in `virtual_device_uri_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortURIBackingOption {
+    /// The fields `VirtualSerialPortURIBackingOption` inherits from `VirtualDeviceURIBackingOption`.
+    pub virtual_device_uri_backing_option: VirtualDeviceURIBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortURIBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingOption";
+}
+impl x::Structure for VirtualSerialPortURIBackingOption {}
+impl std::ops::Deref for VirtualSerialPortURIBackingOption {
+    type Target = VirtualDeviceURIBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceURIBackingOption {
+        &self.virtual_device_uri_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortURIBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingOption {
+        &mut self.virtual_device_uri_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortURIBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_uri_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_uri_backing_option, w);
+    }
+}
+/// `VirtualSoundBlaster16` (extends `VirtualSoundCard`).
+///
+/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSoundBlaster16 {
+    /// The fields `VirtualSoundBlaster16` inherits from `VirtualSoundCard`.
+    pub virtual_sound_card: VirtualSoundCard,
+}
+impl x::SchemaType for VirtualSoundBlaster16 {
+    const TYPE_NAME: &'static str = "VirtualSoundBlaster16";
+}
+impl x::Structure for VirtualSoundBlaster16 {}
+impl std::ops::Deref for VirtualSoundBlaster16 {
+    type Target = VirtualSoundCard;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCard {
+        &self.virtual_sound_card
+    }
+}
+impl std::ops::DerefMut for VirtualSoundBlaster16 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
+        &mut self.virtual_sound_card
+    }
+}
+impl x::Fields for VirtualSoundBlaster16 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card, w);
+    }
+}
+/// `VirtualSoundBlaster16Option` (extends `VirtualSoundCardOption`).
+///
+/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSoundBlaster16Option {
+    /// The fields `VirtualSoundBlaster16Option` inherits from `VirtualSoundCardOption`.
+    pub virtual_sound_card_option: VirtualSoundCardOption,
+}
+impl x::SchemaType for VirtualSoundBlaster16Option {
+    const TYPE_NAME: &'static str = "VirtualSoundBlaster16Option";
+}
+impl x::Structure for VirtualSoundBlaster16Option {}
+impl std::ops::Deref for VirtualSoundBlaster16Option {
+    type Target = VirtualSoundCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCardOption {
+        &self.virtual_sound_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualSoundBlaster16Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
+        &mut self.virtual_sound_card_option
+    }
+}
+impl x::Fields for VirtualSoundBlaster16Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
+    }
+}
+/// `VirtualSoundCard` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSoundCard {
+    /// The fields `VirtualSoundCard` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualSoundCard {
+    const TYPE_NAME: &'static str = "VirtualSoundCard";
+}
+impl x::Structure for VirtualSoundCard {}
+impl std::ops::Deref for VirtualSoundCard {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualSoundCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualSoundCardDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSoundCardDeviceBackingInfo {
+    /// The fields `VirtualSoundCardDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualSoundCardDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingInfo";
+}
+impl x::Structure for VirtualSoundCardDeviceBackingInfo {}
+impl std::ops::Deref for VirtualSoundCardDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCardDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualSoundCardDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualSoundCardDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSoundCardDeviceBackingOption {
+    /// The fields `VirtualSoundCardDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSoundCardDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingOption";
+}
+impl x::Structure for VirtualSoundCardDeviceBackingOption {}
+impl std::ops::Deref for VirtualSoundCardDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCardDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualSoundCardDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualSoundCardOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSoundCardOption {
+    /// The fields `VirtualSoundCardOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualSoundCardOption {
+    const TYPE_NAME: &'static str = "VirtualSoundCardOption";
+}
+impl x::Structure for VirtualSoundCardOption {}
+impl std::ops::Deref for VirtualSoundCardOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualSoundCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualSriovEthernetCard` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSriovEthernetCard {
+    /// The fields `VirtualSriovEthernetCard` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
+    /// `allowGuestOSMtuChange`.
+    pub allow_guest_os_mtu_change: Option<bool>,
+    /// `sriovBacking`.
+    pub sriov_backing: Option<VirtualSriovEthernetCardSriovBackingInfo>,
+    /// `dvxBackingInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dvx_backing_info: Option<VirtualPCIPassthroughDvxBackingInfo>,
+}
+impl x::SchemaType for VirtualSriovEthernetCard {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCard";
+}
+impl x::Structure for VirtualSriovEthernetCard {}
+impl std::ops::Deref for VirtualSriovEthernetCard {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualSriovEthernetCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
+impl x::Fields for VirtualSriovEthernetCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowGuestOSMtuChange" => r.read_opt(&mut self.allow_guest_os_mtu_change),
+            "sriovBacking" => r.read_opt(&mut self.sriov_backing),
+            "dvxBackingInfo" => r.read_opt(&mut self.dvx_backing_info),
+            _ => return x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
+        w.write_opt("allowGuestOSMtuChange", &self.allow_guest_os_mtu_change);
+        w.write_opt("sriovBacking", &self.sriov_backing);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualSriovEthernetCard.dvxBackingInfo",
+                self.dvx_backing_info.is_some(),
+            )
+        {
+            w.write_opt("dvxBackingInfo", &self.dvx_backing_info);
+        }
+    }
+}
+/// `VirtualSriovEthernetCardOption` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSriovEthernetCardOption {
+    /// The fields `VirtualSriovEthernetCardOption` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
+}
+impl x::SchemaType for VirtualSriovEthernetCardOption {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardOption";
+}
+impl x::Structure for VirtualSriovEthernetCardOption {}
+impl std::ops::Deref for VirtualSriovEthernetCardOption {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualSriovEthernetCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
+impl x::Fields for VirtualSriovEthernetCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
+    }
+}
+/// `VirtualSriovEthernetCardSriovBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSriovEthernetCardSriovBackingInfo {
+    /// `physicalFunctionBacking`.
+    pub physical_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
+    /// `virtualFunctionBacking`.
+    pub virtual_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
+    /// `virtualFunctionIndex`.
+    pub virtual_function_index: Option<i32>,
+}
+impl x::SchemaType for VirtualSriovEthernetCardSriovBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingInfo";
+}
+impl x::Structure for VirtualSriovEthernetCardSriovBackingInfo {}
+impl x::Fields for VirtualSriovEthernetCardSriovBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "physicalFunctionBacking" => r.read_opt(&mut self.physical_function_backing),
+            "virtualFunctionBacking" => r.read_opt(&mut self.virtual_function_backing),
+            "virtualFunctionIndex" => r.read_opt(&mut self.virtual_function_index),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("physicalFunctionBacking", &self.physical_function_backing);
+        w.write_opt("virtualFunctionBacking", &self.virtual_function_backing);
+        w.write_opt("virtualFunctionIndex", &self.virtual_function_index);
+    }
+}
+/// `VirtualSriovEthernetCardSriovBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSriovEthernetCardSriovBackingOption {
+    /// The fields `VirtualSriovEthernetCardSriovBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSriovEthernetCardSriovBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingOption";
+}
+impl x::Structure for VirtualSriovEthernetCardSriovBackingOption {}
+impl std::ops::Deref for VirtualSriovEthernetCardSriovBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSriovEthernetCardSriovBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualSriovEthernetCardSriovBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualSwitchProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSwitchProfile {
+    /// The fields `VirtualSwitchProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `link`.
+    pub link: LinkProfile,
+    /// `numPorts`.
+    pub num_ports: NumPortsProfile,
+    /// `networkPolicy`.
+    pub network_policy: NetworkPolicyProfile,
+}
+impl x::SchemaType for VirtualSwitchProfile {
+    const TYPE_NAME: &'static str = "VirtualSwitchProfile";
+}
+impl x::Structure for VirtualSwitchProfile {}
+impl std::ops::Deref for VirtualSwitchProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for VirtualSwitchProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for VirtualSwitchProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "link" => r.read(&mut self.link),
+            "numPorts" => r.read(&mut self.num_ports),
+            "networkPolicy" => r.read(&mut self.network_policy),
+            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
         w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
-            w.write_opt("numaNode", &self.numa_node);
-        }
+        w.write("name", &self.name);
+        w.write("link", &self.link);
+        w.write("numPorts", &self.num_ports);
+        w.write("networkPolicy", &self.network_policy);
+    }
+}
+impl x::ArrayItem for VirtualSwitchProfile {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualSwitchProfile";
+    const ITEM_TAG: &'static str = "VirtualSwitchProfile";
+}
+/// `VirtualSwitchSelectionProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSwitchSelectionProfile {
+    /// The fields `VirtualSwitchSelectionProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+}
+impl x::SchemaType for VirtualSwitchSelectionProfile {
+    const TYPE_NAME: &'static str = "VirtualSwitchSelectionProfile";
+}
+impl x::Structure for VirtualSwitchSelectionProfile {}
+impl std::ops::Deref for VirtualSwitchSelectionProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for VirtualSwitchSelectionProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for VirtualSwitchSelectionProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+    }
+}
+/// `VirtualTPM` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualTPM {
+    /// The fields `VirtualTPM` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `endorsementKeyCertificateSigningRequest`.
+    pub endorsement_key_certificate_signing_request: Vec<Vec<u8>>,
+    /// `endorsementKeyCertificate`.
+    pub endorsement_key_certificate: Vec<Vec<u8>>,
+}
+impl x::SchemaType for VirtualTPM {
+    const TYPE_NAME: &'static str = "VirtualTPM";
+}
+impl x::Structure for VirtualTPM {}
+impl std::ops::Deref for VirtualTPM {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualTPM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualTPM {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "endorsementKeyCertificateSigningRequest" => {
+                r.read_push(&mut self.endorsement_key_certificate_signing_request)
+            }
+            "endorsementKeyCertificate" => {
+                r.read_push(&mut self.endorsement_key_certificate)
+            }
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write_vec(
+            "endorsementKeyCertificateSigningRequest",
+            &self.endorsement_key_certificate_signing_request,
+        );
+        w.write_vec("endorsementKeyCertificate", &self.endorsement_key_certificate);
+    }
+}
+/// `VirtualTPMOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualTPMOption {
+    /// The fields `VirtualTPMOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `supportedFirmware`.
+    pub supported_firmware: Vec<String>,
+}
+impl x::SchemaType for VirtualTPMOption {
+    const TYPE_NAME: &'static str = "VirtualTPMOption";
+}
+impl x::Structure for VirtualTPMOption {}
+impl std::ops::Deref for VirtualTPMOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualTPMOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualTPMOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "supportedFirmware" => r.read_push(&mut self.supported_firmware),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write_vec("supportedFirmware", &self.supported_firmware);
+    }
+}
+/// `VirtualUSB` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSB {
+    /// The fields `VirtualUSB` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `connected`.
+    pub connected: bool,
+    /// `vendor`.
+    pub vendor: Option<i32>,
+    /// `product`.
+    pub product: Option<i32>,
+    /// `family`.
+    pub family: Vec<String>,
+    /// `speed`.
+    pub speed: Vec<String>,
+}
+impl x::SchemaType for VirtualUSB {
+    const TYPE_NAME: &'static str = "VirtualUSB";
+}
+impl x::Structure for VirtualUSB {}
+impl std::ops::Deref for VirtualUSB {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualUSB {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualUSB {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "connected" => r.read(&mut self.connected),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "product" => r.read_opt(&mut self.product),
+            "family" => r.read_push(&mut self.family),
+            "speed" => r.read_push(&mut self.speed),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write("connected", &self.connected);
+        w.write_opt("vendor", &self.vendor);
+        w.write_opt("product", &self.product);
+        w.write_vec("family", &self.family);
+        w.write_vec("speed", &self.speed);
+    }
+}
+/// `VirtualUSBController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBController {
+    /// The fields `VirtualUSBController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+    /// `autoConnectDevices`.
+    pub auto_connect_devices: Option<bool>,
+    /// `ehciEnabled`.
+    pub ehci_enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualUSBController {
+    const TYPE_NAME: &'static str = "VirtualUSBController";
+}
+impl x::Structure for VirtualUSBController {}
+impl std::ops::Deref for VirtualUSBController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualUSBController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualUSBController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
+            "ehciEnabled" => r.read_opt(&mut self.ehci_enabled),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        w.write_opt("autoConnectDevices", &self.auto_connect_devices);
+        w.write_opt("ehciEnabled", &self.ehci_enabled);
+    }
+}
+/// `VirtualUSBControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBControllerOption {
+    /// The fields `VirtualUSBControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `autoConnectDevices`.
+    pub auto_connect_devices: BoolOption,
+    /// `ehciSupported`.
+    pub ehci_supported: BoolOption,
+    /// `supportedSpeeds`.
+    pub supported_speeds: Vec<String>,
+}
+impl x::SchemaType for VirtualUSBControllerOption {
+    const TYPE_NAME: &'static str = "VirtualUSBControllerOption";
+}
+impl x::Structure for VirtualUSBControllerOption {}
+impl std::ops::Deref for VirtualUSBControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualUSBControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualUSBControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
+            "ehciSupported" => r.read(&mut self.ehci_supported),
+            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("autoConnectDevices", &self.auto_connect_devices);
+        w.write("ehciSupported", &self.ehci_supported);
+        w.write_vec("supportedSpeeds", &self.supported_speeds);
+    }
+}
+/// `VirtualUSBControllerPciBusSlotInfo` (extends `VirtualDevicePciBusSlotInfo`).
+///
+/// The fields of `VirtualDevicePciBusSlotInfo` are in `virtual_device_pci_bus_slot_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBControllerPciBusSlotInfo {
+    /// The fields `VirtualUSBControllerPciBusSlotInfo` inherits from `VirtualDevicePciBusSlotInfo`.
+    pub virtual_device_pci_bus_slot_info: VirtualDevicePciBusSlotInfo,
+    /// `ehciPciSlotNumber`.
+    pub ehci_pci_slot_number: Option<i32>,
+}
+impl x::SchemaType for VirtualUSBControllerPciBusSlotInfo {
+    const TYPE_NAME: &'static str = "VirtualUSBControllerPciBusSlotInfo";
+}
+impl x::Structure for VirtualUSBControllerPciBusSlotInfo {}
+impl std::ops::Deref for VirtualUSBControllerPciBusSlotInfo {
+    type Target = VirtualDevicePciBusSlotInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDevicePciBusSlotInfo {
+        &self.virtual_device_pci_bus_slot_info
+    }
+}
+impl std::ops::DerefMut for VirtualUSBControllerPciBusSlotInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevicePciBusSlotInfo {
+        &mut self.virtual_device_pci_bus_slot_info
+    }
+}
+impl x::Fields for VirtualUSBControllerPciBusSlotInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ehciPciSlotNumber" => r.read_opt(&mut self.ehci_pci_slot_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_pci_bus_slot_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_pci_bus_slot_info, w);
+        w.write_opt("ehciPciSlotNumber", &self.ehci_pci_slot_number);
+    }
+}
+/// `VirtualUSBOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBOption {
+    /// The fields `VirtualUSBOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualUSBOption {
+    const TYPE_NAME: &'static str = "VirtualUSBOption";
+}
+impl x::Structure for VirtualUSBOption {}
+impl std::ops::Deref for VirtualUSBOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualUSBOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualUSBOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualUSBRemoteClientBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceRemoteDeviceBackingInfo` are in `virtual_device_remote_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBRemoteClientBackingInfo {
+    /// The fields `VirtualUSBRemoteClientBackingInfo` inherits from `VirtualDeviceRemoteDeviceBackingInfo`.
+    pub virtual_device_remote_device_backing_info: VirtualDeviceRemoteDeviceBackingInfo,
+    /// `hostname`.
+    pub hostname: String,
+}
+impl x::SchemaType for VirtualUSBRemoteClientBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingInfo";
+}
+impl x::Structure for VirtualUSBRemoteClientBackingInfo {}
+impl std::ops::Deref for VirtualUSBRemoteClientBackingInfo {
+    type Target = VirtualDeviceRemoteDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingInfo {
+        &self.virtual_device_remote_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualUSBRemoteClientBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingInfo {
+        &mut self.virtual_device_remote_device_backing_info
+    }
+}
+impl x::Fields for VirtualUSBRemoteClientBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostname" => r.read(&mut self.hostname),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_remote_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_info, w);
+        w.write("hostname", &self.hostname);
+    }
+}
+/// `VirtualUSBRemoteClientBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceRemoteDeviceBackingOption` are in `virtual_device_remote_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBRemoteClientBackingOption {
+    /// The fields `VirtualUSBRemoteClientBackingOption` inherits from `VirtualDeviceRemoteDeviceBackingOption`.
+    pub virtual_device_remote_device_backing_option: VirtualDeviceRemoteDeviceBackingOption,
+}
+impl x::SchemaType for VirtualUSBRemoteClientBackingOption {
+    const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingOption";
+}
+impl x::Structure for VirtualUSBRemoteClientBackingOption {}
+impl std::ops::Deref for VirtualUSBRemoteClientBackingOption {
+    type Target = VirtualDeviceRemoteDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingOption {
+        &self.virtual_device_remote_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualUSBRemoteClientBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingOption {
+        &mut self.virtual_device_remote_device_backing_option
+    }
+}
+impl x::Fields for VirtualUSBRemoteClientBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.virtual_device_remote_device_backing_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_option, w);
+    }
+}
+/// `VirtualUSBRemoteHostBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBRemoteHostBackingInfo {
+    /// The fields `VirtualUSBRemoteHostBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `hostname`.
+    pub hostname: String,
+}
+impl x::SchemaType for VirtualUSBRemoteHostBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualUSBRemoteHostBackingInfo";
+}
+impl x::Structure for VirtualUSBRemoteHostBackingInfo {}
+impl std::ops::Deref for VirtualUSBRemoteHostBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualUSBRemoteHostBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualUSBRemoteHostBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostname" => r.read(&mut self.hostname),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write("hostname", &self.hostname);
+    }
+}
+/// `VirtualUSBRemoteHostBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBRemoteHostBackingOption {
+    /// The fields `VirtualUSBRemoteHostBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualUSBRemoteHostBackingOption {
+    const TYPE_NAME: &'static str = "VirtualUSBRemoteHostBackingOption";
+}
+impl x::Structure for VirtualUSBRemoteHostBackingOption {}
+impl std::ops::Deref for VirtualUSBRemoteHostBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualUSBRemoteHostBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualUSBRemoteHostBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualUSBUSBBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBUSBBackingInfo {
+    /// The fields `VirtualUSBUSBBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualUSBUSBBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualUSBUSBBackingInfo";
+}
+impl x::Structure for VirtualUSBUSBBackingInfo {}
+impl std::ops::Deref for VirtualUSBUSBBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualUSBUSBBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualUSBUSBBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualUSBUSBBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBUSBBackingOption {
+    /// The fields `VirtualUSBUSBBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualUSBUSBBackingOption {
+    const TYPE_NAME: &'static str = "VirtualUSBUSBBackingOption";
+}
+impl x::Structure for VirtualUSBUSBBackingOption {}
+impl std::ops::Deref for VirtualUSBUSBBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualUSBUSBBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualUSBUSBBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualUSBXHCIController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBXHCIController {
+    /// The fields `VirtualUSBXHCIController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+    /// `autoConnectDevices`.
+    pub auto_connect_devices: Option<bool>,
+}
+impl x::SchemaType for VirtualUSBXHCIController {
+    const TYPE_NAME: &'static str = "VirtualUSBXHCIController";
+}
+impl x::Structure for VirtualUSBXHCIController {}
+impl std::ops::Deref for VirtualUSBXHCIController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualUSBXHCIController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualUSBXHCIController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        w.write_opt("autoConnectDevices", &self.auto_connect_devices);
+    }
+}
+/// `VirtualUSBXHCIControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualUSBXHCIControllerOption {
+    /// The fields `VirtualUSBXHCIControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `autoConnectDevices`.
+    pub auto_connect_devices: BoolOption,
+    /// `supportedSpeeds`.
+    pub supported_speeds: Vec<String>,
+}
+impl x::SchemaType for VirtualUSBXHCIControllerOption {
+    const TYPE_NAME: &'static str = "VirtualUSBXHCIControllerOption";
+}
+impl x::Structure for VirtualUSBXHCIControllerOption {}
+impl std::ops::Deref for VirtualUSBXHCIControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualUSBXHCIControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualUSBXHCIControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
+            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("autoConnectDevices", &self.auto_connect_devices);
+        w.write_vec("supportedSpeeds", &self.supported_speeds);
+    }
+}
+/// `VirtualVMIROMOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVMIROMOption {
+    /// The fields `VirtualVMIROMOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualVMIROMOption {
+    const TYPE_NAME: &'static str = "VirtualVMIROMOption";
+}
+impl x::Structure for VirtualVMIROMOption {}
+impl std::ops::Deref for VirtualVMIROMOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualVMIROMOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualVMIROMOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualVideoCardOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVideoCardOption {
+    /// The fields `VirtualVideoCardOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `videoRamSizeInKB`.
+    pub video_ram_size_in_kb: Option<LongOption>,
+    /// `numDisplays`.
+    pub num_displays: Option<IntOption>,
+    /// `useAutoDetect`.
+    pub use_auto_detect: Option<BoolOption>,
+    /// `support3D`.
+    pub support3_d: Option<BoolOption>,
+    /// `use3dRendererSupported`.
+    pub use3d_renderer_supported: Option<BoolOption>,
+    /// `graphicsMemorySizeInKB`.
+    pub graphics_memory_size_in_kb: Option<LongOption>,
+    /// `graphicsMemorySizeSupported`.
+    pub graphics_memory_size_supported: Option<BoolOption>,
+}
+impl x::SchemaType for VirtualVideoCardOption {
+    const TYPE_NAME: &'static str = "VirtualVideoCardOption";
+}
+impl x::Structure for VirtualVideoCardOption {}
+impl std::ops::Deref for VirtualVideoCardOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualVideoCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualVideoCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
+            "numDisplays" => r.read_opt(&mut self.num_displays),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "support3D" => r.read_opt(&mut self.support3_d),
+            "use3dRendererSupported" => r.read_opt(&mut self.use3d_renderer_supported),
+            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
+            "graphicsMemorySizeSupported" => {
+                r.read_opt(&mut self.graphics_memory_size_supported)
+            }
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
+        w.write_opt("numDisplays", &self.num_displays);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write_opt("support3D", &self.support3_d);
+        w.write_opt("use3dRendererSupported", &self.use3d_renderer_supported);
+        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
+        w.write_opt("graphicsMemorySizeSupported", &self.graphics_memory_size_supported);
+    }
+}
+/// `VirtualVmxnet` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet {
+    /// The fields `VirtualVmxnet` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
+}
+impl x::SchemaType for VirtualVmxnet {
+    const TYPE_NAME: &'static str = "VirtualVmxnet";
+}
+impl x::Structure for VirtualVmxnet {}
+impl std::ops::Deref for VirtualVmxnet {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualVmxnet {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
+impl x::Fields for VirtualVmxnet {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
+    }
+}
+/// `VirtualVmxnet2` (extends `VirtualVmxnet`).
+///
+/// The fields of `VirtualVmxnet` are in `virtual_vmxnet`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet2 {
+    /// The fields `VirtualVmxnet2` inherits from `VirtualVmxnet`.
+    pub virtual_vmxnet: VirtualVmxnet,
+}
+impl x::SchemaType for VirtualVmxnet2 {
+    const TYPE_NAME: &'static str = "VirtualVmxnet2";
+}
+impl x::Structure for VirtualVmxnet2 {}
+impl std::ops::Deref for VirtualVmxnet2 {
+    type Target = VirtualVmxnet;
+    #[inline]
+    fn deref(&self) -> &VirtualVmxnet {
+        &self.virtual_vmxnet
+    }
+}
+impl std::ops::DerefMut for VirtualVmxnet2 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualVmxnet {
+        &mut self.virtual_vmxnet
+    }
+}
+impl x::Fields for VirtualVmxnet2 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_vmxnet, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_vmxnet, w);
+    }
+}
+/// `VirtualVmxnet2Option` (extends `VirtualVmxnetOption`).
+///
+/// The fields of `VirtualVmxnetOption` are in `virtual_vmxnet_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet2Option {
+    /// The fields `VirtualVmxnet2Option` inherits from `VirtualVmxnetOption`.
+    pub virtual_vmxnet_option: VirtualVmxnetOption,
+}
+impl x::SchemaType for VirtualVmxnet2Option {
+    const TYPE_NAME: &'static str = "VirtualVmxnet2Option";
+}
+impl x::Structure for VirtualVmxnet2Option {}
+impl std::ops::Deref for VirtualVmxnet2Option {
+    type Target = VirtualVmxnetOption;
+    #[inline]
+    fn deref(&self) -> &VirtualVmxnetOption {
+        &self.virtual_vmxnet_option
+    }
+}
+impl std::ops::DerefMut for VirtualVmxnet2Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualVmxnetOption {
+        &mut self.virtual_vmxnet_option
+    }
+}
+impl x::Fields for VirtualVmxnet2Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_vmxnet_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_vmxnet_option, w);
+    }
+}
+/// `VirtualVmxnet3` (extends `VirtualVmxnet`).
+///
+/// The fields of `VirtualVmxnet` are in `virtual_vmxnet`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet3 {
+    /// The fields `VirtualVmxnet3` inherits from `VirtualVmxnet`.
+    pub virtual_vmxnet: VirtualVmxnet,
+    /// `uptv2Enabled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_enabled: Option<bool>,
+    /// `strictLatencyConfig`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub strict_latency_config: Option<VirtualVmxnet3StrictLatencyConfig>,
+}
+impl x::SchemaType for VirtualVmxnet3 {
+    const TYPE_NAME: &'static str = "VirtualVmxnet3";
+}
+impl x::Structure for VirtualVmxnet3 {}
+impl std::ops::Deref for VirtualVmxnet3 {
+    type Target = VirtualVmxnet;
+    #[inline]
+    fn deref(&self) -> &VirtualVmxnet {
+        &self.virtual_vmxnet
+    }
+}
+impl std::ops::DerefMut for VirtualVmxnet3 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualVmxnet {
+        &mut self.virtual_vmxnet
+    }
+}
+impl x::Fields for VirtualVmxnet3 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uptv2Enabled" => r.read_opt(&mut self.uptv2_enabled),
+            "strictLatencyConfig" => r.read_opt(&mut self.strict_latency_config),
+            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_vmxnet, w);
         if w
             .since(
                 0x0800_0001,
-                "VirtualDevice.deviceGroupInfo",
-                self.device_group_info.is_some(),
+                "VirtualVmxnet3.uptv2Enabled",
+                self.uptv2_enabled.is_some(),
             )
         {
-            w.write_opt("deviceGroupInfo", &self.device_group_info);
+            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
         }
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-        w.write_opt("hotAddRemove", &self.hot_add_remove);
-        w.write("sharedBus", &self.shared_bus);
-        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+        if w
+            .since(
+                0x0800_0301,
+                "VirtualVmxnet3.strictLatencyConfig",
+                self.strict_latency_config.is_some(),
+            )
+        {
+            w.write_opt("strictLatencyConfig", &self.strict_latency_config);
+        }
+    }
+}
+/// `VirtualVmxnet3Option` (extends `VirtualVmxnetOption`).
+///
+/// The fields of `VirtualVmxnetOption` are in `virtual_vmxnet_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet3Option {
+    /// The fields `VirtualVmxnet3Option` inherits from `VirtualVmxnetOption`.
+    pub virtual_vmxnet_option: VirtualVmxnetOption,
+    /// `uptv2Enabled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_enabled: Option<BoolOption>,
+    /// `strictLatencyConfigOption`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub strict_latency_config_option: Option<
+        VirtualVmxnet3OptionStrictLatencyConfigOption,
+    >,
+}
+impl x::SchemaType for VirtualVmxnet3Option {
+    const TYPE_NAME: &'static str = "VirtualVmxnet3Option";
+}
+impl x::Structure for VirtualVmxnet3Option {}
+impl std::ops::Deref for VirtualVmxnet3Option {
+    type Target = VirtualVmxnetOption;
+    #[inline]
+    fn deref(&self) -> &VirtualVmxnetOption {
+        &self.virtual_vmxnet_option
+    }
+}
+impl std::ops::DerefMut for VirtualVmxnet3Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualVmxnetOption {
+        &mut self.virtual_vmxnet_option
+    }
+}
+impl x::Fields for VirtualVmxnet3Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uptv2Enabled" => r.read_opt(&mut self.uptv2_enabled),
+            "strictLatencyConfigOption" => {
+                r.read_opt(&mut self.strict_latency_config_option)
+            }
+            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_vmxnet_option, w);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualVmxnet3Option.uptv2Enabled",
+                self.uptv2_enabled.is_some(),
+            )
+        {
+            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
+        }
+        if w
+            .since(
+                0x0800_0301,
+                "VirtualVmxnet3Option.strictLatencyConfigOption",
+                self.strict_latency_config_option.is_some(),
+            )
+        {
+            w.write_opt("strictLatencyConfigOption", &self.strict_latency_config_option);
+        }
+    }
+}
+/// `VirtualVmxnet3OptionStrictLatencyConfigOption` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet3OptionStrictLatencyConfigOption {
+    /// `allowed`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub allowed: BoolOption,
+    /// `measureLatency`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub measure_latency: BoolOption,
+    /// `maxTxQueues`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub max_tx_queues: IntOption,
+    /// `maxRxQueues`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub max_rx_queues: IntOption,
+    /// `txDataRingDescSize`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub tx_data_ring_desc_size: IntOption,
+    /// `rxDataRingDescSize`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub rx_data_ring_desc_size: IntOption,
+    /// `disableOffload`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub disable_offload: ChoiceOption,
+}
+impl x::SchemaType for VirtualVmxnet3OptionStrictLatencyConfigOption {
+    const TYPE_NAME: &'static str = "VirtualVmxnet3OptionStrictLatencyConfigOption";
+}
+impl x::Structure for VirtualVmxnet3OptionStrictLatencyConfigOption {}
+impl x::Fields for VirtualVmxnet3OptionStrictLatencyConfigOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowed" => r.read(&mut self.allowed),
+            "measureLatency" => r.read(&mut self.measure_latency),
+            "maxTxQueues" => r.read(&mut self.max_tx_queues),
+            "maxRxQueues" => r.read(&mut self.max_rx_queues),
+            "txDataRingDescSize" => r.read(&mut self.tx_data_ring_desc_size),
+            "rxDataRingDescSize" => r.read(&mut self.rx_data_ring_desc_size),
+            "disableOffload" => r.read(&mut self.disable_offload),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0301, "type VirtualVmxnet3OptionStrictLatencyConfigOption", true);
+        w.write("allowed", &self.allowed);
+        w.write("measureLatency", &self.measure_latency);
+        w.write("maxTxQueues", &self.max_tx_queues);
+        w.write("maxRxQueues", &self.max_rx_queues);
+        w.write("txDataRingDescSize", &self.tx_data_ring_desc_size);
+        w.write("rxDataRingDescSize", &self.rx_data_ring_desc_size);
+        w.write("disableOffload", &self.disable_offload);
+    }
+}
+/// `VirtualVmxnet3StrictLatencyConfig` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet3StrictLatencyConfig {
+    /// `allowed`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub allowed: Option<bool>,
+    /// `measureLatency`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub measure_latency: Option<bool>,
+    /// `maxTxQueues`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub max_tx_queues: Option<i32>,
+    /// `maxRxQueues`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub max_rx_queues: Option<i32>,
+    /// `txDataRingDescSize`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub tx_data_ring_desc_size: Option<i32>,
+    /// `rxDataRingDescSize`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub rx_data_ring_desc_size: Option<i32>,
+    /// `disableOffload`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub disable_offload: Option<String>,
+}
+impl x::SchemaType for VirtualVmxnet3StrictLatencyConfig {
+    const TYPE_NAME: &'static str = "VirtualVmxnet3StrictLatencyConfig";
+}
+impl x::Structure for VirtualVmxnet3StrictLatencyConfig {}
+impl x::Fields for VirtualVmxnet3StrictLatencyConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowed" => r.read_opt(&mut self.allowed),
+            "measureLatency" => r.read_opt(&mut self.measure_latency),
+            "maxTxQueues" => r.read_opt(&mut self.max_tx_queues),
+            "maxRxQueues" => r.read_opt(&mut self.max_rx_queues),
+            "txDataRingDescSize" => r.read_opt(&mut self.tx_data_ring_desc_size),
+            "rxDataRingDescSize" => r.read_opt(&mut self.rx_data_ring_desc_size),
+            "disableOffload" => r.read_opt(&mut self.disable_offload),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0301, "type VirtualVmxnet3StrictLatencyConfig", true);
+        w.write_opt("allowed", &self.allowed);
+        w.write_opt("measureLatency", &self.measure_latency);
+        w.write_opt("maxTxQueues", &self.max_tx_queues);
+        w.write_opt("maxRxQueues", &self.max_rx_queues);
+        w.write_opt("txDataRingDescSize", &self.tx_data_ring_desc_size);
+        w.write_opt("rxDataRingDescSize", &self.rx_data_ring_desc_size);
+        w.write_opt("disableOffload", &self.disable_offload);
+    }
+}
+/// `VirtualVmxnet3Vrdma` (extends `VirtualVmxnet3`).
+///
+/// The fields of `VirtualVmxnet3` are in `virtual_vmxnet3`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet3Vrdma {
+    /// The fields `VirtualVmxnet3Vrdma` inherits from `VirtualVmxnet3`.
+    pub virtual_vmxnet3: VirtualVmxnet3,
+    /// `deviceProtocol`.
+    pub device_protocol: Option<String>,
+}
+impl x::SchemaType for VirtualVmxnet3Vrdma {
+    const TYPE_NAME: &'static str = "VirtualVmxnet3Vrdma";
+}
+impl x::Structure for VirtualVmxnet3Vrdma {}
+impl std::ops::Deref for VirtualVmxnet3Vrdma {
+    type Target = VirtualVmxnet3;
+    #[inline]
+    fn deref(&self) -> &VirtualVmxnet3 {
+        &self.virtual_vmxnet3
+    }
+}
+impl std::ops::DerefMut for VirtualVmxnet3Vrdma {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualVmxnet3 {
+        &mut self.virtual_vmxnet3
+    }
+}
+impl x::Fields for VirtualVmxnet3Vrdma {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
+            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet3, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_vmxnet3, w);
+        w.write_opt("deviceProtocol", &self.device_protocol);
+    }
+}
+/// `VirtualVmxnet3VrdmaOption` (extends `VirtualVmxnet3Option`).
+///
+/// The fields of `VirtualVmxnet3Option` are in `virtual_vmxnet3_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet3VrdmaOption {
+    /// The fields `VirtualVmxnet3VrdmaOption` inherits from `VirtualVmxnet3Option`.
+    pub virtual_vmxnet3_option: VirtualVmxnet3Option,
+    /// `deviceProtocol`.
+    pub device_protocol: Option<ChoiceOption>,
+}
+impl x::SchemaType for VirtualVmxnet3VrdmaOption {
+    const TYPE_NAME: &'static str = "VirtualVmxnet3VrdmaOption";
+}
+impl x::Structure for VirtualVmxnet3VrdmaOption {}
+impl std::ops::Deref for VirtualVmxnet3VrdmaOption {
+    type Target = VirtualVmxnet3Option;
+    #[inline]
+    fn deref(&self) -> &VirtualVmxnet3Option {
+        &self.virtual_vmxnet3_option
+    }
+}
+impl std::ops::DerefMut for VirtualVmxnet3VrdmaOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualVmxnet3Option {
+        &mut self.virtual_vmxnet3_option
+    }
+}
+impl x::Fields for VirtualVmxnet3VrdmaOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
+            _ => {
+                return x::Fields::decode_field(&mut self.virtual_vmxnet3_option, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_vmxnet3_option, w);
+        w.write_opt("deviceProtocol", &self.device_protocol);
+    }
+}
+/// `VirtualVmxnetOption` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnetOption {
+    /// The fields `VirtualVmxnetOption` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
+}
+impl x::SchemaType for VirtualVmxnetOption {
+    const TYPE_NAME: &'static str = "VirtualVmxnetOption";
+}
+impl x::Structure for VirtualVmxnetOption {}
+impl std::ops::Deref for VirtualVmxnetOption {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualVmxnetOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
+impl x::Fields for VirtualVmxnetOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
+    }
+}
+/// `VirtualWDT` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualWDT {
+    /// The fields `VirtualWDT` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `runOnBoot`.
+    pub run_on_boot: bool,
+    /// `running`.
+    pub running: bool,
+}
+impl x::SchemaType for VirtualWDT {
+    const TYPE_NAME: &'static str = "VirtualWDT";
+}
+impl x::Structure for VirtualWDT {}
+impl std::ops::Deref for VirtualWDT {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualWDT {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualWDT {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "runOnBoot" => r.read(&mut self.run_on_boot),
+            "running" => r.read(&mut self.running),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write("runOnBoot", &self.run_on_boot);
+        w.write("running", &self.running);
+    }
+}
+/// `VirtualWDTOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualWDTOption {
+    /// The fields `VirtualWDTOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `runOnBoot`.
+    pub run_on_boot: BoolOption,
+}
+impl x::SchemaType for VirtualWDTOption {
+    const TYPE_NAME: &'static str = "VirtualWDTOption";
+}
+impl x::Structure for VirtualWDTOption {}
+impl std::ops::Deref for VirtualWDTOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualWDTOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualWDTOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "runOnBoot" => r.read(&mut self.run_on_boot),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("runOnBoot", &self.run_on_boot);
     }
 }

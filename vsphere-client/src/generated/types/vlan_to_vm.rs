@@ -6,206 +6,88 @@ use super::*;
 use crate::xml as x;
 
 /// `VlanProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VlanProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
+    /// The fields `VlanProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
 }
 impl x::SchemaType for VlanProfile {
     const TYPE_NAME: &'static str = "VlanProfile";
 }
 impl x::Structure for VlanProfile {}
+impl std::ops::Deref for VlanProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for VlanProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
 impl x::Fields for VlanProfile {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
+        x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
 /// `VmAcquiredMksTicketEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmAcquiredMksTicketEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmAcquiredMksTicketEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmAcquiredMksTicketEvent {
     const TYPE_NAME: &'static str = "VmAcquiredMksTicketEvent";
 }
 impl x::Structure for VmAcquiredMksTicketEvent {}
+impl std::ops::Deref for VmAcquiredMksTicketEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmAcquiredMksTicketEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmAcquiredMksTicketEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `VmAcquiredTicketEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmAcquiredTicketEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmAcquiredTicketEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `ticketType`.
     pub ticket_type: String,
 }
@@ -213,6 +95,19 @@ impl x::SchemaType for VmAcquiredTicketEvent {
     const TYPE_NAME: &'static str = "VmAcquiredTicketEvent";
 }
 impl x::Structure for VmAcquiredTicketEvent {}
+impl std::ops::Deref for VmAcquiredTicketEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmAcquiredTicketEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmAcquiredTicketEvent {
     fn decode_field(
         &mut self,
@@ -220,61 +115,24 @@ impl x::Fields for VmAcquiredTicketEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "ticketType" => r.read(&mut self.ticket_type),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write("ticketType", &self.ticket_type);
     }
 }
 /// `VmAlreadyExistsInDatacenter` (extends `InvalidFolder`).
+///
+/// The fields of `InvalidFolder` are in `invalid_folder`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmAlreadyExistsInDatacenter {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `target`, from `InvalidFolder`.
-    pub target: x::ManagedObjectReference,
+    /// The fields `VmAlreadyExistsInDatacenter` inherits from `InvalidFolder`.
+    pub invalid_folder: InvalidFolder,
     /// `host`.
     pub host: x::ManagedObjectReference,
     /// `hostname`.
@@ -286,6 +144,19 @@ impl x::SchemaType for VmAlreadyExistsInDatacenter {
     const TYPE_NAME: &'static str = "VmAlreadyExistsInDatacenter";
 }
 impl x::Structure for VmAlreadyExistsInDatacenter {}
+impl std::ops::Deref for VmAlreadyExistsInDatacenter {
+    type Target = InvalidFolder;
+    #[inline]
+    fn deref(&self) -> &InvalidFolder {
+        &self.invalid_folder
+    }
+}
+impl std::ops::DerefMut for VmAlreadyExistsInDatacenter {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidFolder {
+        &mut self.invalid_folder
+    }
+}
 impl x::Fields for VmAlreadyExistsInDatacenter {
     fn decode_field(
         &mut self,
@@ -293,65 +164,28 @@ impl x::Fields for VmAlreadyExistsInDatacenter {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "target" => r.read(&mut self.target),
             "host" => r.read(&mut self.host),
             "hostname" => r.read(&mut self.hostname),
             "vm" => r.read_push(&mut self.vm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.invalid_folder, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("target", &self.target);
+        x::Fields::encode_fields(&self.invalid_folder, w);
         w.write("host", &self.host);
         w.write("hostname", &self.hostname);
         w.write_vec("vm", &self.vm);
     }
 }
 /// `VmAutoRenameEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmAutoRenameEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmAutoRenameEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `oldName`.
     pub old_name: String,
     /// `newName`.
@@ -361,6 +195,19 @@ impl x::SchemaType for VmAutoRenameEvent {
     const TYPE_NAME: &'static str = "VmAutoRenameEvent";
 }
 impl x::Structure for VmAutoRenameEvent {}
+impl std::ops::Deref for VmAutoRenameEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmAutoRenameEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmAutoRenameEvent {
     fn decode_field(
         &mut self,
@@ -368,93 +215,26 @@ impl x::Fields for VmAutoRenameEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "oldName" => r.read(&mut self.old_name),
             "newName" => r.read(&mut self.new_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write("oldName", &self.old_name);
         w.write("newName", &self.new_name);
     }
 }
 /// `VmBeingClonedEvent` (extends `VmCloneEvent`).
+///
+/// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmBeingClonedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmBeingClonedEvent` inherits from `VmCloneEvent`.
+    pub vm_clone_event: VmCloneEvent,
     /// `destFolder`.
     pub dest_folder: FolderEventArgument,
     /// `destName`.
@@ -466,6 +246,19 @@ impl x::SchemaType for VmBeingClonedEvent {
     const TYPE_NAME: &'static str = "VmBeingClonedEvent";
 }
 impl x::Structure for VmBeingClonedEvent {}
+impl std::ops::Deref for VmBeingClonedEvent {
+    type Target = VmCloneEvent;
+    #[inline]
+    fn deref(&self) -> &VmCloneEvent {
+        &self.vm_clone_event
+    }
+}
+impl std::ops::DerefMut for VmBeingClonedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmCloneEvent {
+        &mut self.vm_clone_event
+    }
+}
 impl x::Fields for VmBeingClonedEvent {
     fn decode_field(
         &mut self,
@@ -473,95 +266,28 @@ impl x::Fields for VmBeingClonedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "destFolder" => r.read(&mut self.dest_folder),
             "destName" => r.read(&mut self.dest_name),
             "destHost" => r.read(&mut self.dest_host),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_clone_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_clone_event, w);
         w.write("destFolder", &self.dest_folder);
         w.write("destName", &self.dest_name);
         w.write("destHost", &self.dest_host);
     }
 }
 /// `VmBeingClonedNoFolderEvent` (extends `VmCloneEvent`).
+///
+/// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmBeingClonedNoFolderEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmBeingClonedNoFolderEvent` inherits from `VmCloneEvent`.
+    pub vm_clone_event: VmCloneEvent,
     /// `destName`.
     pub dest_name: String,
     /// `destHost`.
@@ -571,6 +297,19 @@ impl x::SchemaType for VmBeingClonedNoFolderEvent {
     const TYPE_NAME: &'static str = "VmBeingClonedNoFolderEvent";
 }
 impl x::Structure for VmBeingClonedNoFolderEvent {}
+impl std::ops::Deref for VmBeingClonedNoFolderEvent {
+    type Target = VmCloneEvent;
+    #[inline]
+    fn deref(&self) -> &VmCloneEvent {
+        &self.vm_clone_event
+    }
+}
+impl std::ops::DerefMut for VmBeingClonedNoFolderEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmCloneEvent {
+        &mut self.vm_clone_event
+    }
+}
 impl x::Fields for VmBeingClonedNoFolderEvent {
     fn decode_field(
         &mut self,
@@ -578,93 +317,26 @@ impl x::Fields for VmBeingClonedNoFolderEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "destName" => r.read(&mut self.dest_name),
             "destHost" => r.read(&mut self.dest_host),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_clone_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_clone_event, w);
         w.write("destName", &self.dest_name);
         w.write("destHost", &self.dest_host);
     }
 }
 /// `VmBeingCreatedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmBeingCreatedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmBeingCreatedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `configSpec`.
     pub config_spec: Option<VirtualMachineConfigSpec>,
 }
@@ -672,6 +344,19 @@ impl x::SchemaType for VmBeingCreatedEvent {
     const TYPE_NAME: &'static str = "VmBeingCreatedEvent";
 }
 impl x::Structure for VmBeingCreatedEvent {}
+impl std::ops::Deref for VmBeingCreatedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmBeingCreatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmBeingCreatedEvent {
     fn decode_field(
         &mut self,
@@ -679,91 +364,24 @@ impl x::Fields for VmBeingCreatedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "configSpec" => r.read_opt(&mut self.config_spec),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write_opt("configSpec", &self.config_spec);
     }
 }
 /// `VmBeingDeployedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmBeingDeployedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmBeingDeployedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `srcTemplate`.
     pub src_template: VmEventArgument,
 }
@@ -771,6 +389,19 @@ impl x::SchemaType for VmBeingDeployedEvent {
     const TYPE_NAME: &'static str = "VmBeingDeployedEvent";
 }
 impl x::Structure for VmBeingDeployedEvent {}
+impl std::ops::Deref for VmBeingDeployedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmBeingDeployedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmBeingDeployedEvent {
     fn decode_field(
         &mut self,
@@ -778,91 +409,24 @@ impl x::Fields for VmBeingDeployedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "srcTemplate" => r.read(&mut self.src_template),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write("srcTemplate", &self.src_template);
     }
 }
 /// `VmBeingHotMigratedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmBeingHotMigratedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmBeingHotMigratedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `destHost`.
     pub dest_host: HostEventArgument,
     /// `destDatacenter`.
@@ -874,6 +438,19 @@ impl x::SchemaType for VmBeingHotMigratedEvent {
     const TYPE_NAME: &'static str = "VmBeingHotMigratedEvent";
 }
 impl x::Structure for VmBeingHotMigratedEvent {}
+impl std::ops::Deref for VmBeingHotMigratedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmBeingHotMigratedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmBeingHotMigratedEvent {
     fn decode_field(
         &mut self,
@@ -881,95 +458,28 @@ impl x::Fields for VmBeingHotMigratedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "destHost" => r.read(&mut self.dest_host),
             "destDatacenter" => r.read_opt(&mut self.dest_datacenter),
             "destDatastore" => r.read_opt(&mut self.dest_datastore),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write("destHost", &self.dest_host);
         w.write_opt("destDatacenter", &self.dest_datacenter);
         w.write_opt("destDatastore", &self.dest_datastore);
     }
 }
 /// `VmBeingMigratedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmBeingMigratedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmBeingMigratedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `destHost`.
     pub dest_host: HostEventArgument,
     /// `destDatacenter`.
@@ -981,6 +491,19 @@ impl x::SchemaType for VmBeingMigratedEvent {
     const TYPE_NAME: &'static str = "VmBeingMigratedEvent";
 }
 impl x::Structure for VmBeingMigratedEvent {}
+impl std::ops::Deref for VmBeingMigratedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmBeingMigratedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmBeingMigratedEvent {
     fn decode_field(
         &mut self,
@@ -988,95 +511,28 @@ impl x::Fields for VmBeingMigratedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "destHost" => r.read(&mut self.dest_host),
             "destDatacenter" => r.read_opt(&mut self.dest_datacenter),
             "destDatastore" => r.read_opt(&mut self.dest_datastore),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write("destHost", &self.dest_host);
         w.write_opt("destDatacenter", &self.dest_datacenter);
         w.write_opt("destDatastore", &self.dest_datastore);
     }
 }
 /// `VmBeingRelocatedEvent` (extends `VmRelocateSpecEvent`).
+///
+/// The fields of `VmRelocateSpecEvent` are in `vm_relocate_spec_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmBeingRelocatedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmBeingRelocatedEvent` inherits from `VmRelocateSpecEvent`.
+    pub vm_relocate_spec_event: VmRelocateSpecEvent,
     /// `destHost`.
     pub dest_host: HostEventArgument,
     /// `destDatacenter`.
@@ -1088,6 +544,19 @@ impl x::SchemaType for VmBeingRelocatedEvent {
     const TYPE_NAME: &'static str = "VmBeingRelocatedEvent";
 }
 impl x::Structure for VmBeingRelocatedEvent {}
+impl std::ops::Deref for VmBeingRelocatedEvent {
+    type Target = VmRelocateSpecEvent;
+    #[inline]
+    fn deref(&self) -> &VmRelocateSpecEvent {
+        &self.vm_relocate_spec_event
+    }
+}
+impl std::ops::DerefMut for VmBeingRelocatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmRelocateSpecEvent {
+        &mut self.vm_relocate_spec_event
+    }
+}
 impl x::Fields for VmBeingRelocatedEvent {
     fn decode_field(
         &mut self,
@@ -1095,190 +564,68 @@ impl x::Fields for VmBeingRelocatedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "destHost" => r.read(&mut self.dest_host),
             "destDatacenter" => r.read_opt(&mut self.dest_datacenter),
             "destDatastore" => r.read_opt(&mut self.dest_datastore),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(&mut self.vm_relocate_spec_event, r, name);
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_relocate_spec_event, w);
         w.write("destHost", &self.dest_host);
         w.write_opt("destDatacenter", &self.dest_datacenter);
         w.write_opt("destDatastore", &self.dest_datastore);
     }
 }
 /// `VmCloneEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmCloneEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmCloneEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmCloneEvent {
     const TYPE_NAME: &'static str = "VmCloneEvent";
 }
 impl x::Structure for VmCloneEvent {}
+impl std::ops::Deref for VmCloneEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmCloneEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmCloneEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `VmCloneFailedEvent` (extends `VmCloneEvent`).
+///
+/// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmCloneFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmCloneFailedEvent` inherits from `VmCloneEvent`.
+    pub vm_clone_event: VmCloneEvent,
     /// `destFolder`.
     pub dest_folder: FolderEventArgument,
     /// `destName`.
@@ -1292,6 +639,19 @@ impl x::SchemaType for VmCloneFailedEvent {
     const TYPE_NAME: &'static str = "VmCloneFailedEvent";
 }
 impl x::Structure for VmCloneFailedEvent {}
+impl std::ops::Deref for VmCloneFailedEvent {
+    type Target = VmCloneEvent;
+    #[inline]
+    fn deref(&self) -> &VmCloneEvent {
+        &self.vm_clone_event
+    }
+}
+impl std::ops::DerefMut for VmCloneFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmCloneEvent {
+        &mut self.vm_clone_event
+    }
+}
 impl x::Fields for VmCloneFailedEvent {
     fn decode_field(
         &mut self,
@@ -1299,52 +659,17 @@ impl x::Fields for VmCloneFailedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "destFolder" => r.read(&mut self.dest_folder),
             "destName" => r.read(&mut self.dest_name),
             "destHost" => r.read(&mut self.dest_host),
             "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_clone_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_clone_event, w);
         w.write("destFolder", &self.dest_folder);
         w.write("destName", &self.dest_name);
         w.write("destHost", &self.dest_host);
@@ -1352,44 +677,12 @@ impl x::Fields for VmCloneFailedEvent {
     }
 }
 /// `VmClonedEvent` (extends `VmCloneEvent`).
+///
+/// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmClonedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmClonedEvent` inherits from `VmCloneEvent`.
+    pub vm_clone_event: VmCloneEvent,
     /// `sourceVm`.
     pub source_vm: VmEventArgument,
 }
@@ -1397,6 +690,19 @@ impl x::SchemaType for VmClonedEvent {
     const TYPE_NAME: &'static str = "VmClonedEvent";
 }
 impl x::Structure for VmClonedEvent {}
+impl std::ops::Deref for VmClonedEvent {
+    type Target = VmCloneEvent;
+    #[inline]
+    fn deref(&self) -> &VmCloneEvent {
+        &self.vm_clone_event
+    }
+}
+impl std::ops::DerefMut for VmClonedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmCloneEvent {
+        &mut self.vm_clone_event
+    }
+}
 impl x::Fields for VmClonedEvent {
     fn decode_field(
         &mut self,
@@ -1404,81 +710,53 @@ impl x::Fields for VmClonedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "sourceVm" => r.read(&mut self.source_vm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_clone_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_clone_event, w);
         w.write("sourceVm", &self.source_vm);
     }
 }
 /// `VmConfigFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmConfigFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VmConfigFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for VmConfigFault {
     const TYPE_NAME: &'static str = "VmConfigFault";
 }
 impl x::Structure for VmConfigFault {}
+impl std::ops::Deref for VmConfigFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for VmConfigFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for VmConfigFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `VmConfigFileEncryptionInfo` (extends `DynamicData`).
@@ -1509,18 +787,12 @@ impl x::Fields for VmConfigFileEncryptionInfo {
     }
 }
 /// `VmConfigFileInfo` (extends `FileInfo`).
+///
+/// The fields of `FileInfo` are in `file_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmConfigFileInfo {
-    /// `path`, from `FileInfo`.
-    pub path: String,
-    /// `friendlyName`, from `FileInfo`.
-    pub friendly_name: Option<String>,
-    /// `fileSize`, from `FileInfo`.
-    pub file_size: Option<i64>,
-    /// `modification`, from `FileInfo`.
-    pub modification: Option<x::DateTime>,
-    /// `owner`, from `FileInfo`.
-    pub owner: Option<String>,
+    /// The fields `VmConfigFileInfo` inherits from `FileInfo`.
+    pub file_info: FileInfo,
     /// `configVersion`.
     pub config_version: Option<i32>,
     /// `encryption`.
@@ -1530,6 +802,19 @@ impl x::SchemaType for VmConfigFileInfo {
     const TYPE_NAME: &'static str = "VmConfigFileInfo";
 }
 impl x::Structure for VmConfigFileInfo {}
+impl std::ops::Deref for VmConfigFileInfo {
+    type Target = FileInfo;
+    #[inline]
+    fn deref(&self) -> &FileInfo {
+        &self.file_info
+    }
+}
+impl std::ops::DerefMut for VmConfigFileInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FileInfo {
+        &mut self.file_info
+    }
+}
 impl x::Fields for VmConfigFileInfo {
     fn decode_field(
         &mut self,
@@ -1537,24 +822,15 @@ impl x::Fields for VmConfigFileInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "path" => r.read(&mut self.path),
-            "friendlyName" => r.read_opt(&mut self.friendly_name),
-            "fileSize" => r.read_opt(&mut self.file_size),
-            "modification" => r.read_opt(&mut self.modification),
-            "owner" => r.read_opt(&mut self.owner),
             "configVersion" => r.read_opt(&mut self.config_version),
             "encryption" => r.read_opt(&mut self.encryption),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.file_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("path", &self.path);
-        w.write_opt("friendlyName", &self.friendly_name);
-        w.write_opt("fileSize", &self.file_size);
-        w.write_opt("modification", &self.modification);
-        w.write_opt("owner", &self.owner);
+        x::Fields::encode_fields(&self.file_info, w);
         w.write_opt("configVersion", &self.config_version);
         w.write_opt("encryption", &self.encryption);
     }
@@ -1653,12 +929,12 @@ impl x::Fields for VmConfigFileQueryFlags {
     }
 }
 /// `VmConfigIncompatibleForFaultTolerance` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmConfigIncompatibleForFaultTolerance {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VmConfigIncompatibleForFaultTolerance` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `fault`.
     pub fault: Option<LocalizedMethodFault>,
 }
@@ -1666,6 +942,19 @@ impl x::SchemaType for VmConfigIncompatibleForFaultTolerance {
     const TYPE_NAME: &'static str = "VmConfigIncompatibleForFaultTolerance";
 }
 impl x::Structure for VmConfigIncompatibleForFaultTolerance {}
+impl std::ops::Deref for VmConfigIncompatibleForFaultTolerance {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for VmConfigIncompatibleForFaultTolerance {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for VmConfigIncompatibleForFaultTolerance {
     fn decode_field(
         &mut self,
@@ -1673,27 +962,24 @@ impl x::Fields for VmConfigIncompatibleForFaultTolerance {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write_opt("fault", &self.fault);
     }
 }
 /// `VmConfigIncompatibleForRecordReplay` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmConfigIncompatibleForRecordReplay {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VmConfigIncompatibleForRecordReplay` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
     /// `fault`.
     pub fault: Option<LocalizedMethodFault>,
 }
@@ -1701,6 +987,19 @@ impl x::SchemaType for VmConfigIncompatibleForRecordReplay {
     const TYPE_NAME: &'static str = "VmConfigIncompatibleForRecordReplay";
 }
 impl x::Structure for VmConfigIncompatibleForRecordReplay {}
+impl std::ops::Deref for VmConfigIncompatibleForRecordReplay {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for VmConfigIncompatibleForRecordReplay {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
 impl x::Fields for VmConfigIncompatibleForRecordReplay {
     fn decode_field(
         &mut self,
@@ -1708,17 +1007,14 @@ impl x::Fields for VmConfigIncompatibleForRecordReplay {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vm_config_fault, w);
         w.write_opt("fault", &self.fault);
     }
 }
@@ -1780,98 +1076,41 @@ impl x::Fields for VmConfigInfo {
     }
 }
 /// `VmConfigMissingEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmConfigMissingEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmConfigMissingEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmConfigMissingEvent {
     const TYPE_NAME: &'static str = "VmConfigMissingEvent";
 }
 impl x::Structure for VmConfigMissingEvent {}
+impl std::ops::Deref for VmConfigMissingEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmConfigMissingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmConfigMissingEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `VmConfigSpec` (extends `DynamicData`).
@@ -1932,234 +1171,88 @@ impl x::Fields for VmConfigSpec {
     }
 }
 /// `VmConnectedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmConnectedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmConnectedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmConnectedEvent {
     const TYPE_NAME: &'static str = "VmConnectedEvent";
 }
 impl x::Structure for VmConnectedEvent {}
+impl std::ops::Deref for VmConnectedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmConnectedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmConnectedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `VmCreatedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmCreatedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmCreatedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmCreatedEvent {
     const TYPE_NAME: &'static str = "VmCreatedEvent";
 }
 impl x::Structure for VmCreatedEvent {}
+impl std::ops::Deref for VmCreatedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmCreatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmCreatedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `VmDasBeingResetEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmDasBeingResetEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmDasBeingResetEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `reason`.
     pub reason: Option<String>,
 }
@@ -2167,6 +1260,19 @@ impl x::SchemaType for VmDasBeingResetEvent {
     const TYPE_NAME: &'static str = "VmDasBeingResetEvent";
 }
 impl x::Structure for VmDasBeingResetEvent {}
+impl std::ops::Deref for VmDasBeingResetEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDasBeingResetEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmDasBeingResetEvent {
     fn decode_field(
         &mut self,
@@ -2174,93 +1280,24 @@ impl x::Fields for VmDasBeingResetEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write_opt("reason", &self.reason);
     }
 }
 /// `VmDasBeingResetWithScreenshotEvent` (extends `VmDasBeingResetEvent`).
+///
+/// The fields of `VmDasBeingResetEvent` are in `vm_das_being_reset_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmDasBeingResetWithScreenshotEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
-    /// `reason`, from `VmDasBeingResetEvent`.
-    pub reason: Option<String>,
+    /// The fields `VmDasBeingResetWithScreenshotEvent` inherits from `VmDasBeingResetEvent`.
+    pub vm_das_being_reset_event: VmDasBeingResetEvent,
     /// `screenshotFilePath`.
     pub screenshot_file_path: String,
 }
@@ -2268,6 +1305,19 @@ impl x::SchemaType for VmDasBeingResetWithScreenshotEvent {
     const TYPE_NAME: &'static str = "VmDasBeingResetWithScreenshotEvent";
 }
 impl x::Structure for VmDasBeingResetWithScreenshotEvent {}
+impl std::ops::Deref for VmDasBeingResetWithScreenshotEvent {
+    type Target = VmDasBeingResetEvent;
+    #[inline]
+    fn deref(&self) -> &VmDasBeingResetEvent {
+        &self.vm_das_being_reset_event
+    }
+}
+impl std::ops::DerefMut for VmDasBeingResetWithScreenshotEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmDasBeingResetEvent {
+        &mut self.vm_das_being_reset_event
+    }
+}
 impl x::Fields for VmDasBeingResetWithScreenshotEvent {
     fn decode_field(
         &mut self,
@@ -2275,473 +1325,182 @@ impl x::Fields for VmDasBeingResetWithScreenshotEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            "reason" => r.read_opt(&mut self.reason),
             "screenshotFilePath" => r.read(&mut self.screenshot_file_path),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_das_being_reset_event,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
-        w.write_opt("reason", &self.reason);
+        x::Fields::encode_fields(&self.vm_das_being_reset_event, w);
         w.write("screenshotFilePath", &self.screenshot_file_path);
     }
 }
 /// `VmDasResetFailedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmDasResetFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmDasResetFailedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmDasResetFailedEvent {
     const TYPE_NAME: &'static str = "VmDasResetFailedEvent";
 }
 impl x::Structure for VmDasResetFailedEvent {}
+impl std::ops::Deref for VmDasResetFailedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDasResetFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmDasResetFailedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `VmDasUpdateErrorEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmDasUpdateErrorEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmDasUpdateErrorEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmDasUpdateErrorEvent {
     const TYPE_NAME: &'static str = "VmDasUpdateErrorEvent";
 }
 impl x::Structure for VmDasUpdateErrorEvent {}
+impl std::ops::Deref for VmDasUpdateErrorEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDasUpdateErrorEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmDasUpdateErrorEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `VmDasUpdateOkEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmDasUpdateOkEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmDasUpdateOkEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmDasUpdateOkEvent {
     const TYPE_NAME: &'static str = "VmDasUpdateOkEvent";
 }
 impl x::Structure for VmDasUpdateOkEvent {}
+impl std::ops::Deref for VmDasUpdateOkEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDasUpdateOkEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmDasUpdateOkEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `VmDateRolledBackEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmDateRolledBackEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmDateRolledBackEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmDateRolledBackEvent {
     const TYPE_NAME: &'static str = "VmDateRolledBackEvent";
 }
 impl x::Structure for VmDateRolledBackEvent {}
+impl std::ops::Deref for VmDateRolledBackEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDateRolledBackEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmDateRolledBackEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vm_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
     }
 }
 /// `VmDeployFailedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmDeployFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmDeployFailedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `destDatastore`.
     pub dest_datastore: AnyEntityEventArgument,
     /// `reason`.
@@ -2751,6 +1510,19 @@ impl x::SchemaType for VmDeployFailedEvent {
     const TYPE_NAME: &'static str = "VmDeployFailedEvent";
 }
 impl x::Structure for VmDeployFailedEvent {}
+impl std::ops::Deref for VmDeployFailedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDeployFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmDeployFailedEvent {
     fn decode_field(
         &mut self,
@@ -2758,93 +1530,26 @@ impl x::Fields for VmDeployFailedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "destDatastore" => r.read(&mut self.dest_datastore),
             "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write("destDatastore", &self.dest_datastore);
         w.write("reason", &self.reason);
     }
 }
 /// `VmDeployedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmDeployedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmDeployedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
     /// `srcTemplate`.
     pub src_template: VmEventArgument,
 }
@@ -2852,6 +1557,19 @@ impl x::SchemaType for VmDeployedEvent {
     const TYPE_NAME: &'static str = "VmDeployedEvent";
 }
 impl x::Structure for VmDeployedEvent {}
+impl std::ops::Deref for VmDeployedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDeployedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmDeployedEvent {
     fn decode_field(
         &mut self,
@@ -2859,144 +1577,1937 @@ impl x::Fields for VmDeployedEvent {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
             "srcTemplate" => r.read(&mut self.src_template),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("template", &self.template);
+        x::Fields::encode_fields(&self.vm_event, w);
         w.write("srcTemplate", &self.src_template);
     }
 }
 /// `VmDisconnectedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VmDisconnectedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
+    /// The fields `VmDisconnectedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
 }
 impl x::SchemaType for VmDisconnectedEvent {
     const TYPE_NAME: &'static str = "VmDisconnectedEvent";
 }
 impl x::Structure for VmDisconnectedEvent {}
+impl std::ops::Deref for VmDisconnectedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDisconnectedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
 impl x::Fields for VmDisconnectedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmDiscoveredEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmDiscoveredEvent {
+    /// The fields `VmDiscoveredEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmDiscoveredEvent {
+    const TYPE_NAME: &'static str = "VmDiscoveredEvent";
+}
+impl x::Structure for VmDiscoveredEvent {}
+impl std::ops::Deref for VmDiscoveredEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDiscoveredEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmDiscoveredEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmDiskFailedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmDiskFailedEvent {
+    /// The fields `VmDiskFailedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `disk`.
+    pub disk: String,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for VmDiskFailedEvent {
+    const TYPE_NAME: &'static str = "VmDiskFailedEvent";
+}
+impl x::Structure for VmDiskFailedEvent {}
+impl std::ops::Deref for VmDiskFailedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmDiskFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmDiskFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "template" => r.read(&mut self.template),
+            "disk" => r.read(&mut self.disk),
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("disk", &self.disk);
+        w.write("reason", &self.reason);
+    }
+}
+/// `VmDiskFileEncryptionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmDiskFileEncryptionInfo {
+    /// `keyId`.
+    pub key_id: Option<CryptoKeyId>,
+}
+impl x::SchemaType for VmDiskFileEncryptionInfo {
+    const TYPE_NAME: &'static str = "VmDiskFileEncryptionInfo";
+}
+impl x::Structure for VmDiskFileEncryptionInfo {}
+impl x::Fields for VmDiskFileEncryptionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyId" => r.read_opt(&mut self.key_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
+        w.write_opt("keyId", &self.key_id);
+    }
+}
+/// `VmDiskFileInfo` (extends `FileInfo`).
+///
+/// The fields of `FileInfo` are in `file_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmDiskFileInfo {
+    /// The fields `VmDiskFileInfo` inherits from `FileInfo`.
+    pub file_info: FileInfo,
+    /// `diskType`.
+    pub disk_type: Option<String>,
+    /// `capacityKb`.
+    pub capacity_kb: Option<i64>,
+    /// `hardwareVersion`.
+    pub hardware_version: Option<i32>,
+    /// `controllerType`.
+    pub controller_type: Option<String>,
+    /// `diskExtents`.
+    pub disk_extents: Vec<String>,
+    /// `thin`.
+    pub thin: Option<bool>,
+    /// `encryption`.
+    pub encryption: Option<VmDiskFileEncryptionInfo>,
+    /// `sectorFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sector_format: Option<String>,
+}
+impl x::SchemaType for VmDiskFileInfo {
+    const TYPE_NAME: &'static str = "VmDiskFileInfo";
+}
+impl x::Structure for VmDiskFileInfo {}
+impl std::ops::Deref for VmDiskFileInfo {
+    type Target = FileInfo;
+    #[inline]
+    fn deref(&self) -> &FileInfo {
+        &self.file_info
+    }
+}
+impl std::ops::DerefMut for VmDiskFileInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FileInfo {
+        &mut self.file_info
+    }
+}
+impl x::Fields for VmDiskFileInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskType" => r.read_opt(&mut self.disk_type),
+            "capacityKb" => r.read_opt(&mut self.capacity_kb),
+            "hardwareVersion" => r.read_opt(&mut self.hardware_version),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "diskExtents" => r.read_push(&mut self.disk_extents),
+            "thin" => r.read_opt(&mut self.thin),
+            "encryption" => r.read_opt(&mut self.encryption),
+            "sectorFormat" => r.read_opt(&mut self.sector_format),
+            _ => return x::Fields::decode_field(&mut self.file_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.file_info, w);
+        w.write_opt("diskType", &self.disk_type);
+        w.write_opt("capacityKb", &self.capacity_kb);
+        w.write_opt("hardwareVersion", &self.hardware_version);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_vec("diskExtents", &self.disk_extents);
+        w.write_opt("thin", &self.thin);
+        w.write_opt("encryption", &self.encryption);
+        if w
+            .since(
+                0x0900_0000,
+                "VmDiskFileInfo.sectorFormat",
+                self.sector_format.is_some(),
+            )
+        {
+            w.write_opt("sectorFormat", &self.sector_format);
         }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `VmDiskFileQuery` (extends `FileQuery`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmDiskFileQuery {
+    /// `filter`.
+    pub filter: Option<VmDiskFileQueryFilter>,
+    /// `details`.
+    pub details: Option<VmDiskFileQueryFlags>,
+}
+impl x::SchemaType for VmDiskFileQuery {
+    const TYPE_NAME: &'static str = "VmDiskFileQuery";
+}
+impl x::Structure for VmDiskFileQuery {}
+impl x::Fields for VmDiskFileQuery {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "filter" => r.read_opt(&mut self.filter),
+            "details" => r.read_opt(&mut self.details),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("filter", &self.filter);
+        w.write_opt("details", &self.details);
+    }
+}
+/// `VmDiskFileQueryFilter` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmDiskFileQueryFilter {
+    /// `diskType`.
+    pub disk_type: Vec<String>,
+    /// `matchHardwareVersion`.
+    pub match_hardware_version: Vec<i32>,
+    /// `controllerType`.
+    pub controller_type: Vec<String>,
+    /// `thin`.
+    pub thin: Option<bool>,
+    /// `encrypted`.
+    pub encrypted: Option<bool>,
+}
+impl x::SchemaType for VmDiskFileQueryFilter {
+    const TYPE_NAME: &'static str = "VmDiskFileQueryFilter";
+}
+impl x::Structure for VmDiskFileQueryFilter {}
+impl x::Fields for VmDiskFileQueryFilter {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskType" => r.read_push(&mut self.disk_type),
+            "matchHardwareVersion" => r.read_push(&mut self.match_hardware_version),
+            "controllerType" => r.read_push(&mut self.controller_type),
+            "thin" => r.read_opt(&mut self.thin),
+            "encrypted" => r.read_opt(&mut self.encrypted),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("diskType", &self.disk_type);
+        w.write_vec("matchHardwareVersion", &self.match_hardware_version);
+        w.write_vec("controllerType", &self.controller_type);
+        w.write_opt("thin", &self.thin);
+        w.write_opt("encrypted", &self.encrypted);
+    }
+}
+/// `VmDiskFileQueryFlags` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmDiskFileQueryFlags {
+    /// `diskType`.
+    pub disk_type: bool,
+    /// `capacityKb`.
+    pub capacity_kb: bool,
+    /// `hardwareVersion`.
+    pub hardware_version: bool,
+    /// `controllerType`.
+    pub controller_type: Option<bool>,
+    /// `diskExtents`.
+    pub disk_extents: Option<bool>,
+    /// `thin`.
+    pub thin: Option<bool>,
+    /// `encryption`.
+    pub encryption: Option<bool>,
+    /// `sectorFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sector_format: Option<bool>,
+}
+impl x::SchemaType for VmDiskFileQueryFlags {
+    const TYPE_NAME: &'static str = "VmDiskFileQueryFlags";
+}
+impl x::Structure for VmDiskFileQueryFlags {}
+impl x::Fields for VmDiskFileQueryFlags {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskType" => r.read(&mut self.disk_type),
+            "capacityKb" => r.read(&mut self.capacity_kb),
+            "hardwareVersion" => r.read(&mut self.hardware_version),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "diskExtents" => r.read_opt(&mut self.disk_extents),
+            "thin" => r.read_opt(&mut self.thin),
+            "encryption" => r.read_opt(&mut self.encryption),
+            "sectorFormat" => r.read_opt(&mut self.sector_format),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskType", &self.disk_type);
+        w.write("capacityKb", &self.capacity_kb);
+        w.write("hardwareVersion", &self.hardware_version);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("diskExtents", &self.disk_extents);
+        w.write_opt("thin", &self.thin);
+        w.write_opt("encryption", &self.encryption);
+        if w
+            .since(
+                0x0900_0000,
+                "VmDiskFileQueryFlags.sectorFormat",
+                self.sector_format.is_some(),
+            )
+        {
+            w.write_opt("sectorFormat", &self.sector_format);
         }
+    }
+}
+/// `VmEmigratingEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmEmigratingEvent {
+    /// The fields `VmEmigratingEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmEmigratingEvent {
+    const TYPE_NAME: &'static str = "VmEmigratingEvent";
+}
+impl x::Structure for VmEmigratingEvent {}
+impl std::ops::Deref for VmEmigratingEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmEmigratingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmEmigratingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmEndRecordingEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmEndRecordingEvent {
+    /// The fields `VmEndRecordingEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmEndRecordingEvent {
+    const TYPE_NAME: &'static str = "VmEndRecordingEvent";
+}
+impl x::Structure for VmEndRecordingEvent {}
+impl std::ops::Deref for VmEndRecordingEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmEndRecordingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmEndRecordingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmEndReplayingEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmEndReplayingEvent {
+    /// The fields `VmEndReplayingEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmEndReplayingEvent {
+    const TYPE_NAME: &'static str = "VmEndReplayingEvent";
+}
+impl x::Structure for VmEndReplayingEvent {}
+impl std::ops::Deref for VmEndReplayingEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmEndReplayingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmEndReplayingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmEvent {
+    /// The fields `VmEvent` inherits from `Event`.
+    pub event: Event,
+    /// `template`.
+    pub template: bool,
+}
+impl x::SchemaType for VmEvent {
+    const TYPE_NAME: &'static str = "VmEvent";
+}
+impl x::Structure for VmEvent {}
+impl std::ops::Deref for VmEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for VmEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
+impl x::Fields for VmEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "template" => r.read(&mut self.template),
+            _ => return x::Fields::decode_field(&mut self.event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.event, w);
         w.write("template", &self.template);
+    }
+}
+/// `VmEventArgument` (extends `EntityEventArgument`).
+///
+/// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmEventArgument {
+    /// The fields `VmEventArgument` inherits from `EntityEventArgument`.
+    pub entity_event_argument: EntityEventArgument,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+}
+impl x::SchemaType for VmEventArgument {
+    const TYPE_NAME: &'static str = "VmEventArgument";
+}
+impl x::Structure for VmEventArgument {}
+impl std::ops::Deref for VmEventArgument {
+    type Target = EntityEventArgument;
+    #[inline]
+    fn deref(&self) -> &EntityEventArgument {
+        &self.entity_event_argument
+    }
+}
+impl std::ops::DerefMut for VmEventArgument {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut EntityEventArgument {
+        &mut self.entity_event_argument
+    }
+}
+impl x::Fields for VmEventArgument {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            _ => return x::Fields::decode_field(&mut self.entity_event_argument, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.entity_event_argument, w);
+        w.write("vm", &self.vm);
+    }
+}
+impl x::ArrayItem for VmEventArgument {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVmEventArgument";
+    const ITEM_TAG: &'static str = "VmEventArgument";
+}
+/// `VmFailedMigrateEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedMigrateEvent {
+    /// The fields `VmFailedMigrateEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `destHost`.
+    pub dest_host: HostEventArgument,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+    /// `destDatacenter`.
+    pub dest_datacenter: Option<DatacenterEventArgument>,
+    /// `destDatastore`.
+    pub dest_datastore: Option<DatastoreEventArgument>,
+}
+impl x::SchemaType for VmFailedMigrateEvent {
+    const TYPE_NAME: &'static str = "VmFailedMigrateEvent";
+}
+impl x::Structure for VmFailedMigrateEvent {}
+impl std::ops::Deref for VmFailedMigrateEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedMigrateEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedMigrateEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "destHost" => r.read(&mut self.dest_host),
+            "reason" => r.read(&mut self.reason),
+            "destDatacenter" => r.read_opt(&mut self.dest_datacenter),
+            "destDatastore" => r.read_opt(&mut self.dest_datastore),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("destHost", &self.dest_host);
+        w.write("reason", &self.reason);
+        w.write_opt("destDatacenter", &self.dest_datacenter);
+        w.write_opt("destDatastore", &self.dest_datastore);
+    }
+}
+/// `VmFailedRelayoutEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedRelayoutEvent {
+    /// The fields `VmFailedRelayoutEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for VmFailedRelayoutEvent {
+    const TYPE_NAME: &'static str = "VmFailedRelayoutEvent";
+}
+impl x::Structure for VmFailedRelayoutEvent {}
+impl std::ops::Deref for VmFailedRelayoutEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedRelayoutEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedRelayoutEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `VmFailedRelayoutOnVmfs2DatastoreEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedRelayoutOnVmfs2DatastoreEvent {
+    /// The fields `VmFailedRelayoutOnVmfs2DatastoreEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmFailedRelayoutOnVmfs2DatastoreEvent {
+    const TYPE_NAME: &'static str = "VmFailedRelayoutOnVmfs2DatastoreEvent";
+}
+impl x::Structure for VmFailedRelayoutOnVmfs2DatastoreEvent {}
+impl std::ops::Deref for VmFailedRelayoutOnVmfs2DatastoreEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedRelayoutOnVmfs2DatastoreEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedRelayoutOnVmfs2DatastoreEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmFailedStartingSecondaryEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedStartingSecondaryEvent {
+    /// The fields `VmFailedStartingSecondaryEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for VmFailedStartingSecondaryEvent {
+    const TYPE_NAME: &'static str = "VmFailedStartingSecondaryEvent";
+}
+impl x::Structure for VmFailedStartingSecondaryEvent {}
+impl std::ops::Deref for VmFailedStartingSecondaryEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedStartingSecondaryEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedStartingSecondaryEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `VmFailedToPowerOffEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedToPowerOffEvent {
+    /// The fields `VmFailedToPowerOffEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for VmFailedToPowerOffEvent {
+    const TYPE_NAME: &'static str = "VmFailedToPowerOffEvent";
+}
+impl x::Structure for VmFailedToPowerOffEvent {}
+impl std::ops::Deref for VmFailedToPowerOffEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedToPowerOffEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedToPowerOffEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `VmFailedToPowerOnEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedToPowerOnEvent {
+    /// The fields `VmFailedToPowerOnEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for VmFailedToPowerOnEvent {
+    const TYPE_NAME: &'static str = "VmFailedToPowerOnEvent";
+}
+impl x::Structure for VmFailedToPowerOnEvent {}
+impl std::ops::Deref for VmFailedToPowerOnEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedToPowerOnEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedToPowerOnEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `VmFailedToRebootGuestEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedToRebootGuestEvent {
+    /// The fields `VmFailedToRebootGuestEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for VmFailedToRebootGuestEvent {
+    const TYPE_NAME: &'static str = "VmFailedToRebootGuestEvent";
+}
+impl x::Structure for VmFailedToRebootGuestEvent {}
+impl std::ops::Deref for VmFailedToRebootGuestEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedToRebootGuestEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedToRebootGuestEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `VmFailedToResetEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedToResetEvent {
+    /// The fields `VmFailedToResetEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for VmFailedToResetEvent {
+    const TYPE_NAME: &'static str = "VmFailedToResetEvent";
+}
+impl x::Structure for VmFailedToResetEvent {}
+impl std::ops::Deref for VmFailedToResetEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedToResetEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedToResetEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `VmFailedToShutdownGuestEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedToShutdownGuestEvent {
+    /// The fields `VmFailedToShutdownGuestEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for VmFailedToShutdownGuestEvent {
+    const TYPE_NAME: &'static str = "VmFailedToShutdownGuestEvent";
+}
+impl x::Structure for VmFailedToShutdownGuestEvent {}
+impl std::ops::Deref for VmFailedToShutdownGuestEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedToShutdownGuestEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedToShutdownGuestEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `VmFailedToStandbyGuestEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedToStandbyGuestEvent {
+    /// The fields `VmFailedToStandbyGuestEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for VmFailedToStandbyGuestEvent {
+    const TYPE_NAME: &'static str = "VmFailedToStandbyGuestEvent";
+}
+impl x::Structure for VmFailedToStandbyGuestEvent {}
+impl std::ops::Deref for VmFailedToStandbyGuestEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedToStandbyGuestEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedToStandbyGuestEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `VmFailedToSuspendEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedToSuspendEvent {
+    /// The fields `VmFailedToSuspendEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for VmFailedToSuspendEvent {
+    const TYPE_NAME: &'static str = "VmFailedToSuspendEvent";
+}
+impl x::Structure for VmFailedToSuspendEvent {}
+impl std::ops::Deref for VmFailedToSuspendEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedToSuspendEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedToSuspendEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `VmFailedUpdatingSecondaryConfig` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailedUpdatingSecondaryConfig {
+    /// The fields `VmFailedUpdatingSecondaryConfig` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmFailedUpdatingSecondaryConfig {
+    const TYPE_NAME: &'static str = "VmFailedUpdatingSecondaryConfig";
+}
+impl x::Structure for VmFailedUpdatingSecondaryConfig {}
+impl std::ops::Deref for VmFailedUpdatingSecondaryConfig {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailedUpdatingSecondaryConfig {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailedUpdatingSecondaryConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmFailoverFailed` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFailoverFailed {
+    /// The fields `VmFailoverFailed` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for VmFailoverFailed {
+    const TYPE_NAME: &'static str = "VmFailoverFailed";
+}
+impl x::Structure for VmFailoverFailed {}
+impl std::ops::Deref for VmFailoverFailed {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFailoverFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFailoverFailed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `VmFaultToleranceConfigIssue` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceConfigIssue {
+    /// The fields `VmFaultToleranceConfigIssue` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
+    /// `reason`.
+    pub reason: Option<String>,
+    /// `entityName`.
+    pub entity_name: Option<String>,
+    /// `entity`.
+    pub entity: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for VmFaultToleranceConfigIssue {
+    const TYPE_NAME: &'static str = "VmFaultToleranceConfigIssue";
+}
+impl x::Structure for VmFaultToleranceConfigIssue {}
+impl std::ops::Deref for VmFaultToleranceConfigIssue {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceConfigIssue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
+impl x::Fields for VmFaultToleranceConfigIssue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read_opt(&mut self.reason),
+            "entityName" => r.read_opt(&mut self.entity_name),
+            "entity" => r.read_opt(&mut self.entity),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
+        w.write_opt("reason", &self.reason);
+        w.write_opt("entityName", &self.entity_name);
+        w.write_opt("entity", &self.entity);
+    }
+}
+/// `VmFaultToleranceConfigIssueWrapper` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceConfigIssueWrapper {
+    /// The fields `VmFaultToleranceConfigIssueWrapper` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
+    /// `entityName`.
+    pub entity_name: Option<String>,
+    /// `entity`.
+    pub entity: Option<x::ManagedObjectReference>,
+    /// `error`.
+    pub error: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for VmFaultToleranceConfigIssueWrapper {
+    const TYPE_NAME: &'static str = "VmFaultToleranceConfigIssueWrapper";
+}
+impl x::Structure for VmFaultToleranceConfigIssueWrapper {}
+impl std::ops::Deref for VmFaultToleranceConfigIssueWrapper {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceConfigIssueWrapper {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
+impl x::Fields for VmFaultToleranceConfigIssueWrapper {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "entityName" => r.read_opt(&mut self.entity_name),
+            "entity" => r.read_opt(&mut self.entity),
+            "error" => r.read_opt(&mut self.error),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
+        w.write_opt("entityName", &self.entity_name);
+        w.write_opt("entity", &self.entity);
+        w.write_opt("error", &self.error);
+    }
+}
+/// `VmFaultToleranceInvalidFileBacking` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceInvalidFileBacking {
+    /// The fields `VmFaultToleranceInvalidFileBacking` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
+    /// `backingType`.
+    pub backing_type: Option<String>,
+    /// `backingFilename`.
+    pub backing_filename: Option<String>,
+}
+impl x::SchemaType for VmFaultToleranceInvalidFileBacking {
+    const TYPE_NAME: &'static str = "VmFaultToleranceInvalidFileBacking";
+}
+impl x::Structure for VmFaultToleranceInvalidFileBacking {}
+impl std::ops::Deref for VmFaultToleranceInvalidFileBacking {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceInvalidFileBacking {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
+impl x::Fields for VmFaultToleranceInvalidFileBacking {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "backingType" => r.read_opt(&mut self.backing_type),
+            "backingFilename" => r.read_opt(&mut self.backing_filename),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
+        w.write_opt("backingType", &self.backing_type);
+        w.write_opt("backingFilename", &self.backing_filename);
+    }
+}
+/// `VmFaultToleranceIssue` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceIssue {
+    /// The fields `VmFaultToleranceIssue` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+}
+impl x::SchemaType for VmFaultToleranceIssue {
+    const TYPE_NAME: &'static str = "VmFaultToleranceIssue";
+}
+impl x::Structure for VmFaultToleranceIssue {}
+impl std::ops::Deref for VmFaultToleranceIssue {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceIssue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+impl x::Fields for VmFaultToleranceIssue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+    }
+}
+/// `VmFaultToleranceOpIssuesList` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceOpIssuesList {
+    /// The fields `VmFaultToleranceOpIssuesList` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
+    /// `errors`.
+    pub errors: Vec<LocalizedMethodFault>,
+    /// `warnings`.
+    pub warnings: Vec<LocalizedMethodFault>,
+}
+impl x::SchemaType for VmFaultToleranceOpIssuesList {
+    const TYPE_NAME: &'static str = "VmFaultToleranceOpIssuesList";
+}
+impl x::Structure for VmFaultToleranceOpIssuesList {}
+impl std::ops::Deref for VmFaultToleranceOpIssuesList {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceOpIssuesList {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
+impl x::Fields for VmFaultToleranceOpIssuesList {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "errors" => r.read_push(&mut self.errors),
+            "warnings" => r.read_push(&mut self.warnings),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
+        w.write_vec("errors", &self.errors);
+        w.write_vec("warnings", &self.warnings);
+    }
+}
+/// `VmFaultToleranceStateChangedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceStateChangedEvent {
+    /// The fields `VmFaultToleranceStateChangedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `oldState`.
+    pub old_state: VirtualMachineFaultToleranceState,
+    /// `newState`.
+    pub new_state: VirtualMachineFaultToleranceState,
+}
+impl x::SchemaType for VmFaultToleranceStateChangedEvent {
+    const TYPE_NAME: &'static str = "VmFaultToleranceStateChangedEvent";
+}
+impl x::Structure for VmFaultToleranceStateChangedEvent {}
+impl std::ops::Deref for VmFaultToleranceStateChangedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceStateChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFaultToleranceStateChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "oldState" => r.read(&mut self.old_state),
+            "newState" => r.read(&mut self.new_state),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("oldState", &self.old_state);
+        w.write("newState", &self.new_state);
+    }
+}
+/// `VmFaultToleranceTooManyFtVcpusOnHost` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceTooManyFtVcpusOnHost {
+    /// The fields `VmFaultToleranceTooManyFtVcpusOnHost` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `maxNumFtVcpus`.
+    pub max_num_ft_vcpus: i32,
+}
+impl x::SchemaType for VmFaultToleranceTooManyFtVcpusOnHost {
+    const TYPE_NAME: &'static str = "VmFaultToleranceTooManyFtVcpusOnHost";
+}
+impl x::Structure for VmFaultToleranceTooManyFtVcpusOnHost {}
+impl std::ops::Deref for VmFaultToleranceTooManyFtVcpusOnHost {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceTooManyFtVcpusOnHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
+impl x::Fields for VmFaultToleranceTooManyFtVcpusOnHost {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "maxNumFtVcpus" => r.read(&mut self.max_num_ft_vcpus),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_resources_fault,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
+        w.write_opt("hostName", &self.host_name);
+        w.write("maxNumFtVcpus", &self.max_num_ft_vcpus);
+    }
+}
+/// `VmFaultToleranceTooManyVMsOnHost` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceTooManyVMsOnHost {
+    /// The fields `VmFaultToleranceTooManyVMsOnHost` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `maxNumFtVms`.
+    pub max_num_ft_vms: i32,
+}
+impl x::SchemaType for VmFaultToleranceTooManyVMsOnHost {
+    const TYPE_NAME: &'static str = "VmFaultToleranceTooManyVMsOnHost";
+}
+impl x::Structure for VmFaultToleranceTooManyVMsOnHost {}
+impl std::ops::Deref for VmFaultToleranceTooManyVMsOnHost {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceTooManyVMsOnHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
+impl x::Fields for VmFaultToleranceTooManyVMsOnHost {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "maxNumFtVms" => r.read(&mut self.max_num_ft_vms),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_resources_fault,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
+        w.write_opt("hostName", &self.host_name);
+        w.write("maxNumFtVms", &self.max_num_ft_vms);
+    }
+}
+/// `VmFaultToleranceTurnedOffEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceTurnedOffEvent {
+    /// The fields `VmFaultToleranceTurnedOffEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmFaultToleranceTurnedOffEvent {
+    const TYPE_NAME: &'static str = "VmFaultToleranceTurnedOffEvent";
+}
+impl x::Structure for VmFaultToleranceTurnedOffEvent {}
+impl std::ops::Deref for VmFaultToleranceTurnedOffEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceTurnedOffEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFaultToleranceTurnedOffEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmFaultToleranceVmTerminatedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceVmTerminatedEvent {
+    /// The fields `VmFaultToleranceVmTerminatedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for VmFaultToleranceVmTerminatedEvent {
+    const TYPE_NAME: &'static str = "VmFaultToleranceVmTerminatedEvent";
+}
+impl x::Structure for VmFaultToleranceVmTerminatedEvent {}
+impl std::ops::Deref for VmFaultToleranceVmTerminatedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmFaultToleranceVmTerminatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmFaultToleranceVmTerminatedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `VmGuestOSCrashedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmGuestOSCrashedEvent {
+    /// The fields `VmGuestOSCrashedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmGuestOSCrashedEvent {
+    const TYPE_NAME: &'static str = "VmGuestOSCrashedEvent";
+}
+impl x::Structure for VmGuestOSCrashedEvent {}
+impl std::ops::Deref for VmGuestOSCrashedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmGuestOSCrashedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmGuestOSCrashedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmGuestRebootEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmGuestRebootEvent {
+    /// The fields `VmGuestRebootEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmGuestRebootEvent {
+    const TYPE_NAME: &'static str = "VmGuestRebootEvent";
+}
+impl x::Structure for VmGuestRebootEvent {}
+impl std::ops::Deref for VmGuestRebootEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmGuestRebootEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmGuestRebootEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmGuestShutdownEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmGuestShutdownEvent {
+    /// The fields `VmGuestShutdownEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmGuestShutdownEvent {
+    const TYPE_NAME: &'static str = "VmGuestShutdownEvent";
+}
+impl x::Structure for VmGuestShutdownEvent {}
+impl std::ops::Deref for VmGuestShutdownEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmGuestShutdownEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmGuestShutdownEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmGuestStandbyEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmGuestStandbyEvent {
+    /// The fields `VmGuestStandbyEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+impl x::SchemaType for VmGuestStandbyEvent {
+    const TYPE_NAME: &'static str = "VmGuestStandbyEvent";
+}
+impl x::Structure for VmGuestStandbyEvent {}
+impl std::ops::Deref for VmGuestStandbyEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmGuestStandbyEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmGuestStandbyEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+/// `VmHealthMonitoringStateChangedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmHealthMonitoringStateChangedEvent {
+    /// The fields `VmHealthMonitoringStateChangedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
+    /// `state`.
+    pub state: String,
+    /// `prevState`.
+    pub prev_state: Option<String>,
+}
+impl x::SchemaType for VmHealthMonitoringStateChangedEvent {
+    const TYPE_NAME: &'static str = "VmHealthMonitoringStateChangedEvent";
+}
+impl x::Structure for VmHealthMonitoringStateChangedEvent {}
+impl std::ops::Deref for VmHealthMonitoringStateChangedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for VmHealthMonitoringStateChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
+impl x::Fields for VmHealthMonitoringStateChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "prevState" => r.read_opt(&mut self.prev_state),
+            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_event, w);
+        w.write("state", &self.state);
+        w.write_opt("prevState", &self.prev_state);
+    }
+}
+/// `VmHostAffinityRuleViolation` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmHostAffinityRuleViolation {
+    /// The fields `VmHostAffinityRuleViolation` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
+    /// `vmName`.
+    pub vm_name: String,
+    /// `hostName`.
+    pub host_name: String,
+}
+impl x::SchemaType for VmHostAffinityRuleViolation {
+    const TYPE_NAME: &'static str = "VmHostAffinityRuleViolation";
+}
+impl x::Structure for VmHostAffinityRuleViolation {}
+impl std::ops::Deref for VmHostAffinityRuleViolation {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for VmHostAffinityRuleViolation {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
+impl x::Fields for VmHostAffinityRuleViolation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmName" => r.read(&mut self.vm_name),
+            "hostName" => r.read(&mut self.host_name),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_config_fault, w);
+        w.write("vmName", &self.vm_name);
+        w.write("hostName", &self.host_name);
     }
 }

@@ -6,20 +6,12 @@ use super::*;
 use crate::xml as x;
 
 /// `VslmCloneSpec` (extends `VslmMigrateSpec`).
+///
+/// The fields of `VslmMigrateSpec` are in `vslm_migrate_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VslmCloneSpec {
-    /// `backingSpec`, from `VslmMigrateSpec`.
-    pub backing_spec: AnyVslmCreateSpecBackingSpec,
-    /// `profile`, from `VslmMigrateSpec`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `consolidate`, from `VslmMigrateSpec`.
-    pub consolidate: Option<bool>,
-    /// `disksCrypto`, from `VslmMigrateSpec`.
-    pub disks_crypto: Option<DiskCryptoSpec>,
-    /// `service`, from `VslmMigrateSpec`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub service: Option<ServiceLocator>,
+    /// The fields `VslmCloneSpec` inherits from `VslmMigrateSpec`.
+    pub vslm_migrate_spec: VslmMigrateSpec,
     /// `name`.
     pub name: String,
     /// `keepAfterDeleteVm`.
@@ -31,6 +23,19 @@ impl x::SchemaType for VslmCloneSpec {
     const TYPE_NAME: &'static str = "VslmCloneSpec";
 }
 impl x::Structure for VslmCloneSpec {}
+impl std::ops::Deref for VslmCloneSpec {
+    type Target = VslmMigrateSpec;
+    #[inline]
+    fn deref(&self) -> &VslmMigrateSpec {
+        &self.vslm_migrate_spec
+    }
+}
+impl std::ops::DerefMut for VslmCloneSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VslmMigrateSpec {
+        &mut self.vslm_migrate_spec
+    }
+}
 impl x::Fields for VslmCloneSpec {
     fn decode_field(
         &mut self,
@@ -38,27 +43,16 @@ impl x::Fields for VslmCloneSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "backingSpec" => r.read(&mut self.backing_spec),
-            "profile" => r.read_push(&mut self.profile),
-            "consolidate" => r.read_opt(&mut self.consolidate),
-            "disksCrypto" => r.read_opt(&mut self.disks_crypto),
-            "service" => r.read_opt(&mut self.service),
             "name" => r.read(&mut self.name),
             "keepAfterDeleteVm" => r.read_opt(&mut self.keep_after_delete_vm),
             "metadata" => r.read_push(&mut self.metadata),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.vslm_migrate_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("backingSpec", &self.backing_spec);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("consolidate", &self.consolidate);
-        w.write_opt("disksCrypto", &self.disks_crypto);
-        if w.since(0x0800_0300, "VslmMigrateSpec.service", self.service.is_some()) {
-            w.write_opt("service", &self.service);
-        }
+        x::Fields::encode_fields(&self.vslm_migrate_spec, w);
         w.write("name", &self.name);
         w.write_opt("keepAfterDeleteVm", &self.keep_after_delete_vm);
         w.write_vec("metadata", &self.metadata);
@@ -157,12 +151,12 @@ impl x::Fields for VslmCreateSpecBackingSpec {
     }
 }
 /// `VslmCreateSpecDiskFileBackingSpec` (extends `VslmCreateSpecBackingSpec`).
+///
+/// The fields of `VslmCreateSpecBackingSpec` are in `vslm_create_spec_backing_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VslmCreateSpecDiskFileBackingSpec {
-    /// `datastore`, from `VslmCreateSpecBackingSpec`.
-    pub datastore: x::ManagedObjectReference,
-    /// `path`, from `VslmCreateSpecBackingSpec`.
-    pub path: Option<String>,
+    /// The fields `VslmCreateSpecDiskFileBackingSpec` inherits from `VslmCreateSpecBackingSpec`.
+    pub vslm_create_spec_backing_spec: VslmCreateSpecBackingSpec,
     /// `provisioningType`.
     pub provisioning_type: Option<String>,
 }
@@ -170,6 +164,19 @@ impl x::SchemaType for VslmCreateSpecDiskFileBackingSpec {
     const TYPE_NAME: &'static str = "VslmCreateSpecDiskFileBackingSpec";
 }
 impl x::Structure for VslmCreateSpecDiskFileBackingSpec {}
+impl std::ops::Deref for VslmCreateSpecDiskFileBackingSpec {
+    type Target = VslmCreateSpecBackingSpec;
+    #[inline]
+    fn deref(&self) -> &VslmCreateSpecBackingSpec {
+        &self.vslm_create_spec_backing_spec
+    }
+}
+impl std::ops::DerefMut for VslmCreateSpecDiskFileBackingSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VslmCreateSpecBackingSpec {
+        &mut self.vslm_create_spec_backing_spec
+    }
+}
 impl x::Fields for VslmCreateSpecDiskFileBackingSpec {
     fn decode_field(
         &mut self,
@@ -177,27 +184,30 @@ impl x::Fields for VslmCreateSpecDiskFileBackingSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "datastore" => r.read(&mut self.datastore),
-            "path" => r.read_opt(&mut self.path),
             "provisioningType" => r.read_opt(&mut self.provisioning_type),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vslm_create_spec_backing_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("datastore", &self.datastore);
-        w.write_opt("path", &self.path);
+        x::Fields::encode_fields(&self.vslm_create_spec_backing_spec, w);
         w.write_opt("provisioningType", &self.provisioning_type);
     }
 }
 /// `VslmCreateSpecRawDiskMappingBackingSpec` (extends `VslmCreateSpecBackingSpec`).
+///
+/// The fields of `VslmCreateSpecBackingSpec` are in `vslm_create_spec_backing_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VslmCreateSpecRawDiskMappingBackingSpec {
-    /// `datastore`, from `VslmCreateSpecBackingSpec`.
-    pub datastore: x::ManagedObjectReference,
-    /// `path`, from `VslmCreateSpecBackingSpec`.
-    pub path: Option<String>,
+    /// The fields `VslmCreateSpecRawDiskMappingBackingSpec` inherits from `VslmCreateSpecBackingSpec`.
+    pub vslm_create_spec_backing_spec: VslmCreateSpecBackingSpec,
     /// `lunUuid`.
     pub lun_uuid: String,
     /// `compatibilityMode`.
@@ -207,6 +217,19 @@ impl x::SchemaType for VslmCreateSpecRawDiskMappingBackingSpec {
     const TYPE_NAME: &'static str = "VslmCreateSpecRawDiskMappingBackingSpec";
 }
 impl x::Structure for VslmCreateSpecRawDiskMappingBackingSpec {}
+impl std::ops::Deref for VslmCreateSpecRawDiskMappingBackingSpec {
+    type Target = VslmCreateSpecBackingSpec;
+    #[inline]
+    fn deref(&self) -> &VslmCreateSpecBackingSpec {
+        &self.vslm_create_spec_backing_spec
+    }
+}
+impl std::ops::DerefMut for VslmCreateSpecRawDiskMappingBackingSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VslmCreateSpecBackingSpec {
+        &mut self.vslm_create_spec_backing_spec
+    }
+}
 impl x::Fields for VslmCreateSpecRawDiskMappingBackingSpec {
     fn decode_field(
         &mut self,
@@ -214,18 +237,21 @@ impl x::Fields for VslmCreateSpecRawDiskMappingBackingSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "datastore" => r.read(&mut self.datastore),
-            "path" => r.read_opt(&mut self.path),
             "lunUuid" => r.read(&mut self.lun_uuid),
             "compatibilityMode" => r.read(&mut self.compatibility_mode),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vslm_create_spec_backing_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("datastore", &self.datastore);
-        w.write_opt("path", &self.path);
+        x::Fields::encode_fields(&self.vslm_create_spec_backing_spec, w);
         w.write("lunUuid", &self.lun_uuid);
         w.write("compatibilityMode", &self.compatibility_mode);
     }
@@ -278,50 +304,41 @@ impl x::Fields for VslmMigrateSpec {
     }
 }
 /// `VslmRelocateSpec` (extends `VslmMigrateSpec`).
+///
+/// The fields of `VslmMigrateSpec` are in `vslm_migrate_spec`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VslmRelocateSpec {
-    /// `backingSpec`, from `VslmMigrateSpec`.
-    pub backing_spec: AnyVslmCreateSpecBackingSpec,
-    /// `profile`, from `VslmMigrateSpec`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `consolidate`, from `VslmMigrateSpec`.
-    pub consolidate: Option<bool>,
-    /// `disksCrypto`, from `VslmMigrateSpec`.
-    pub disks_crypto: Option<DiskCryptoSpec>,
-    /// `service`, from `VslmMigrateSpec`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub service: Option<ServiceLocator>,
+    /// The fields `VslmRelocateSpec` inherits from `VslmMigrateSpec`.
+    pub vslm_migrate_spec: VslmMigrateSpec,
 }
 impl x::SchemaType for VslmRelocateSpec {
     const TYPE_NAME: &'static str = "VslmRelocateSpec";
 }
 impl x::Structure for VslmRelocateSpec {}
+impl std::ops::Deref for VslmRelocateSpec {
+    type Target = VslmMigrateSpec;
+    #[inline]
+    fn deref(&self) -> &VslmMigrateSpec {
+        &self.vslm_migrate_spec
+    }
+}
+impl std::ops::DerefMut for VslmRelocateSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VslmMigrateSpec {
+        &mut self.vslm_migrate_spec
+    }
+}
 impl x::Fields for VslmRelocateSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "backingSpec" => r.read(&mut self.backing_spec),
-            "profile" => r.read_push(&mut self.profile),
-            "consolidate" => r.read_opt(&mut self.consolidate),
-            "disksCrypto" => r.read_opt(&mut self.disks_crypto),
-            "service" => r.read_opt(&mut self.service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vslm_migrate_spec, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("backingSpec", &self.backing_spec);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("consolidate", &self.consolidate);
-        w.write_opt("disksCrypto", &self.disks_crypto);
-        if w.since(0x0800_0300, "VslmMigrateSpec.service", self.service.is_some()) {
-            w.write_opt("service", &self.service);
-        }
+        x::Fields::encode_fields(&self.vslm_migrate_spec, w);
     }
 }
 /// `VslmTagEntry` (extends `DynamicData`).
@@ -360,12 +377,12 @@ impl x::ArrayItem for VslmTagEntry {
     const ITEM_TAG: &'static str = "VslmTagEntry";
 }
 /// `VspanDestPortConflict` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VspanDestPortConflict {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VspanDestPortConflict` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `vspanSessionKey1`.
     pub vspan_session_key1: String,
     /// `vspanSessionKey2`.
@@ -377,6 +394,19 @@ impl x::SchemaType for VspanDestPortConflict {
     const TYPE_NAME: &'static str = "VspanDestPortConflict";
 }
 impl x::Structure for VspanDestPortConflict {}
+impl std::ops::Deref for VspanDestPortConflict {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for VspanDestPortConflict {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for VspanDestPortConflict {
     fn decode_field(
         &mut self,
@@ -384,31 +414,28 @@ impl x::Fields for VspanDestPortConflict {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vspanSessionKey1" => r.read(&mut self.vspan_session_key1),
             "vspanSessionKey2" => r.read(&mut self.vspan_session_key2),
             "portKey" => r.read(&mut self.port_key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write("vspanSessionKey1", &self.vspan_session_key1);
         w.write("vspanSessionKey2", &self.vspan_session_key2);
         w.write("portKey", &self.port_key);
     }
 }
 /// `VspanPortConflict` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VspanPortConflict {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VspanPortConflict` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `vspanSessionKey1`.
     pub vspan_session_key1: String,
     /// `vspanSessionKey2`.
@@ -420,6 +447,19 @@ impl x::SchemaType for VspanPortConflict {
     const TYPE_NAME: &'static str = "VspanPortConflict";
 }
 impl x::Structure for VspanPortConflict {}
+impl std::ops::Deref for VspanPortConflict {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for VspanPortConflict {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for VspanPortConflict {
     fn decode_field(
         &mut self,
@@ -427,31 +467,28 @@ impl x::Fields for VspanPortConflict {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vspanSessionKey1" => r.read(&mut self.vspan_session_key1),
             "vspanSessionKey2" => r.read(&mut self.vspan_session_key2),
             "portKey" => r.read(&mut self.port_key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write("vspanSessionKey1", &self.vspan_session_key1);
         w.write("vspanSessionKey2", &self.vspan_session_key2);
         w.write("portKey", &self.port_key);
     }
 }
 /// `VspanPortMoveFault` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VspanPortMoveFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VspanPortMoveFault` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `srcPortgroupName`.
     pub src_portgroup_name: String,
     /// `destPortgroupName`.
@@ -463,6 +500,19 @@ impl x::SchemaType for VspanPortMoveFault {
     const TYPE_NAME: &'static str = "VspanPortMoveFault";
 }
 impl x::Structure for VspanPortMoveFault {}
+impl std::ops::Deref for VspanPortMoveFault {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for VspanPortMoveFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for VspanPortMoveFault {
     fn decode_field(
         &mut self,
@@ -470,31 +520,28 @@ impl x::Fields for VspanPortMoveFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "srcPortgroupName" => r.read(&mut self.src_portgroup_name),
             "destPortgroupName" => r.read(&mut self.dest_portgroup_name),
             "portKey" => r.read(&mut self.port_key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write("srcPortgroupName", &self.src_portgroup_name);
         w.write("destPortgroupName", &self.dest_portgroup_name);
         w.write("portKey", &self.port_key);
     }
 }
 /// `VspanPortPromiscChangeFault` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VspanPortPromiscChangeFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VspanPortPromiscChangeFault` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `portKey`.
     pub port_key: String,
 }
@@ -502,6 +549,19 @@ impl x::SchemaType for VspanPortPromiscChangeFault {
     const TYPE_NAME: &'static str = "VspanPortPromiscChangeFault";
 }
 impl x::Structure for VspanPortPromiscChangeFault {}
+impl std::ops::Deref for VspanPortPromiscChangeFault {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for VspanPortPromiscChangeFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for VspanPortPromiscChangeFault {
     fn decode_field(
         &mut self,
@@ -509,27 +569,24 @@ impl x::Fields for VspanPortPromiscChangeFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "portKey" => r.read(&mut self.port_key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write("portKey", &self.port_key);
     }
 }
 /// `VspanPortgroupPromiscChangeFault` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VspanPortgroupPromiscChangeFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VspanPortgroupPromiscChangeFault` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `portgroupName`.
     pub portgroup_name: String,
 }
@@ -537,6 +594,19 @@ impl x::SchemaType for VspanPortgroupPromiscChangeFault {
     const TYPE_NAME: &'static str = "VspanPortgroupPromiscChangeFault";
 }
 impl x::Structure for VspanPortgroupPromiscChangeFault {}
+impl std::ops::Deref for VspanPortgroupPromiscChangeFault {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for VspanPortgroupPromiscChangeFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for VspanPortgroupPromiscChangeFault {
     fn decode_field(
         &mut self,
@@ -544,27 +614,24 @@ impl x::Fields for VspanPortgroupPromiscChangeFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "portgroupName" => r.read(&mut self.portgroup_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write("portgroupName", &self.portgroup_name);
     }
 }
 /// `VspanPortgroupTypeChangeFault` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VspanPortgroupTypeChangeFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VspanPortgroupTypeChangeFault` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `portgroupName`.
     pub portgroup_name: String,
 }
@@ -572,6 +639,19 @@ impl x::SchemaType for VspanPortgroupTypeChangeFault {
     const TYPE_NAME: &'static str = "VspanPortgroupTypeChangeFault";
 }
 impl x::Structure for VspanPortgroupTypeChangeFault {}
+impl std::ops::Deref for VspanPortgroupTypeChangeFault {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for VspanPortgroupTypeChangeFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for VspanPortgroupTypeChangeFault {
     fn decode_field(
         &mut self,
@@ -579,27 +659,24 @@ impl x::Fields for VspanPortgroupTypeChangeFault {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "portgroupName" => r.read(&mut self.portgroup_name),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write("portgroupName", &self.portgroup_name);
     }
 }
 /// `VspanPromiscuousPortNotSupported` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VspanPromiscuousPortNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VspanPromiscuousPortNotSupported` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `vspanSessionKey`.
     pub vspan_session_key: String,
     /// `portKey`.
@@ -609,6 +686,19 @@ impl x::SchemaType for VspanPromiscuousPortNotSupported {
     const TYPE_NAME: &'static str = "VspanPromiscuousPortNotSupported";
 }
 impl x::Structure for VspanPromiscuousPortNotSupported {}
+impl std::ops::Deref for VspanPromiscuousPortNotSupported {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for VspanPromiscuousPortNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for VspanPromiscuousPortNotSupported {
     fn decode_field(
         &mut self,
@@ -616,29 +706,26 @@ impl x::Fields for VspanPromiscuousPortNotSupported {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vspanSessionKey" => r.read(&mut self.vspan_session_key),
             "portKey" => r.read(&mut self.port_key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write("vspanSessionKey", &self.vspan_session_key);
         w.write("portKey", &self.port_key);
     }
 }
 /// `VspanSameSessionPortConflict` (extends `DvsFault`).
+///
+/// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VspanSameSessionPortConflict {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `VspanSameSessionPortConflict` inherits from `DvsFault`.
+    pub dvs_fault: DvsFault,
     /// `vspanSessionKey`.
     pub vspan_session_key: String,
     /// `portKey`.
@@ -648,6 +735,19 @@ impl x::SchemaType for VspanSameSessionPortConflict {
     const TYPE_NAME: &'static str = "VspanSameSessionPortConflict";
 }
 impl x::Structure for VspanSameSessionPortConflict {}
+impl std::ops::Deref for VspanSameSessionPortConflict {
+    type Target = DvsFault;
+    #[inline]
+    fn deref(&self) -> &DvsFault {
+        &self.dvs_fault
+    }
+}
+impl std::ops::DerefMut for VspanSameSessionPortConflict {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsFault {
+        &mut self.dvs_fault
+    }
+}
 impl x::Fields for VspanSameSessionPortConflict {
     fn decode_field(
         &mut self,
@@ -655,55 +755,26 @@ impl x::Fields for VspanSameSessionPortConflict {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "vspanSessionKey" => r.read(&mut self.vspan_session_key),
             "portKey" => r.read(&mut self.port_key),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.dvs_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.dvs_fault, w);
         w.write("vspanSessionKey", &self.vspan_session_key);
         w.write("portKey", &self.port_key);
     }
 }
 /// `VvolDatastoreInfo` (extends `DatastoreInfo`).
+///
+/// The fields of `DatastoreInfo` are in `datastore_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VvolDatastoreInfo {
-    /// `name`, from `DatastoreInfo`.
-    pub name: String,
-    /// `url`, from `DatastoreInfo`.
-    pub url: String,
-    /// `freeSpace`, from `DatastoreInfo`.
-    pub free_space: i64,
-    /// `maxFileSize`, from `DatastoreInfo`.
-    pub max_file_size: i64,
-    /// `maxVirtualDiskCapacity`, from `DatastoreInfo`.
-    pub max_virtual_disk_capacity: Option<i64>,
-    /// `maxMemoryFileSize`, from `DatastoreInfo`.
-    pub max_memory_file_size: Option<i64>,
-    /// `timestamp`, from `DatastoreInfo`.
-    pub timestamp: Option<x::DateTime>,
-    /// `containerId`, from `DatastoreInfo`.
-    pub container_id: Option<String>,
-    /// `aliasOf`, from `DatastoreInfo`.
-    pub alias_of: Option<String>,
-    /// `supportedVDiskFormats`, from `DatastoreInfo`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub supported_vdisk_formats: Vec<String>,
-    /// `logicalSectorSize`, from `DatastoreInfo`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub logical_sector_size: Option<i32>,
-    /// `physicalSectorSize`, from `DatastoreInfo`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub physical_sector_size: Option<i32>,
+    /// The fields `VvolDatastoreInfo` inherits from `DatastoreInfo`.
+    pub datastore_info: DatastoreInfo,
     /// `vvolDS`.
     pub vvol_ds: Option<HostVvolVolume>,
 }
@@ -711,6 +782,19 @@ impl x::SchemaType for VvolDatastoreInfo {
     const TYPE_NAME: &'static str = "VvolDatastoreInfo";
 }
 impl x::Structure for VvolDatastoreInfo {}
+impl std::ops::Deref for VvolDatastoreInfo {
+    type Target = DatastoreInfo;
+    #[inline]
+    fn deref(&self) -> &DatastoreInfo {
+        &self.datastore_info
+    }
+}
+impl std::ops::DerefMut for VvolDatastoreInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DatastoreInfo {
+        &mut self.datastore_info
+    }
+}
 impl x::Fields for VvolDatastoreInfo {
     fn decode_field(
         &mut self,
@@ -718,61 +802,14 @@ impl x::Fields for VvolDatastoreInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "url" => r.read(&mut self.url),
-            "freeSpace" => r.read(&mut self.free_space),
-            "maxFileSize" => r.read(&mut self.max_file_size),
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
-            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size),
-            "timestamp" => r.read_opt(&mut self.timestamp),
-            "containerId" => r.read_opt(&mut self.container_id),
-            "aliasOf" => r.read_opt(&mut self.alias_of),
-            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
-            "logicalSectorSize" => r.read_opt(&mut self.logical_sector_size),
-            "physicalSectorSize" => r.read_opt(&mut self.physical_sector_size),
             "vvolDS" => r.read_opt(&mut self.vvol_ds),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.datastore_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("url", &self.url);
-        w.write("freeSpace", &self.free_space);
-        w.write("maxFileSize", &self.max_file_size);
-        w.write_opt("maxVirtualDiskCapacity", &self.max_virtual_disk_capacity);
-        w.write_opt("maxMemoryFileSize", &self.max_memory_file_size);
-        w.write_opt("timestamp", &self.timestamp);
-        w.write_opt("containerId", &self.container_id);
-        w.write_opt("aliasOf", &self.alias_of);
-        if w
-            .since(
-                0x0900_0000,
-                "DatastoreInfo.supportedVDiskFormats",
-                !self.supported_vdisk_formats.is_empty(),
-            )
-        {
-            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "DatastoreInfo.logicalSectorSize",
-                self.logical_sector_size.is_some(),
-            )
-        {
-            w.write_opt("logicalSectorSize", &self.logical_sector_size);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "DatastoreInfo.physicalSectorSize",
-                self.physical_sector_size.is_some(),
-            )
-        {
-            w.write_opt("physicalSectorSize", &self.physical_sector_size);
-        }
+        x::Fields::encode_fields(&self.datastore_info, w);
         w.write_opt("vvolDS", &self.vvol_ds);
     }
 }
@@ -808,175 +845,126 @@ impl x::Fields for WaitOptions {
     }
 }
 /// `WakeOnLanNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
+///
+/// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WakeOnLanNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `WakeOnLanNotSupported` inherits from `VirtualHardwareCompatibilityIssue`.
+    pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
 }
 impl x::SchemaType for WakeOnLanNotSupported {
     const TYPE_NAME: &'static str = "WakeOnLanNotSupported";
 }
 impl x::Structure for WakeOnLanNotSupported {}
+impl std::ops::Deref for WakeOnLanNotSupported {
+    type Target = VirtualHardwareCompatibilityIssue;
+    #[inline]
+    fn deref(&self) -> &VirtualHardwareCompatibilityIssue {
+        &self.virtual_hardware_compatibility_issue
+    }
+}
+impl std::ops::DerefMut for WakeOnLanNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
+        &mut self.virtual_hardware_compatibility_issue
+    }
+}
 impl x::Fields for WakeOnLanNotSupported {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_hardware_compatibility_issue, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.virtual_hardware_compatibility_issue, w);
     }
 }
 /// `WakeOnLanNotSupportedByVmotionNIC` (extends `HostPowerOpFailed`).
+///
+/// The fields of `HostPowerOpFailed` are in `host_power_op_failed`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WakeOnLanNotSupportedByVmotionNIC {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `WakeOnLanNotSupportedByVmotionNIC` inherits from `HostPowerOpFailed`.
+    pub host_power_op_failed: HostPowerOpFailed,
 }
 impl x::SchemaType for WakeOnLanNotSupportedByVmotionNIC {
     const TYPE_NAME: &'static str = "WakeOnLanNotSupportedByVmotionNIC";
 }
 impl x::Structure for WakeOnLanNotSupportedByVmotionNIC {}
+impl std::ops::Deref for WakeOnLanNotSupportedByVmotionNIC {
+    type Target = HostPowerOpFailed;
+    #[inline]
+    fn deref(&self) -> &HostPowerOpFailed {
+        &self.host_power_op_failed
+    }
+}
+impl std::ops::DerefMut for WakeOnLanNotSupportedByVmotionNIC {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostPowerOpFailed {
+        &mut self.host_power_op_failed
+    }
+}
 impl x::Fields for WakeOnLanNotSupportedByVmotionNIC {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_power_op_failed, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.host_power_op_failed, w);
     }
 }
 /// `WarningUpgradeEvent` (extends `UpgradeEvent`).
+///
+/// The fields of `UpgradeEvent` are in `upgrade_event`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WarningUpgradeEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `message`, from `UpgradeEvent`.
-    pub message: String,
+    /// The fields `WarningUpgradeEvent` inherits from `UpgradeEvent`.
+    pub upgrade_event: UpgradeEvent,
 }
 impl x::SchemaType for WarningUpgradeEvent {
     const TYPE_NAME: &'static str = "WarningUpgradeEvent";
 }
 impl x::Structure for WarningUpgradeEvent {}
+impl std::ops::Deref for WarningUpgradeEvent {
+    type Target = UpgradeEvent;
+    #[inline]
+    fn deref(&self) -> &UpgradeEvent {
+        &self.upgrade_event
+    }
+}
+impl std::ops::DerefMut for WarningUpgradeEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut UpgradeEvent {
+        &mut self.upgrade_event
+    }
+}
 impl x::Fields for WarningUpgradeEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "message" => r.read(&mut self.message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.upgrade_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
-        w.write("message", &self.message);
+        x::Fields::encode_fields(&self.upgrade_event, w);
     }
 }
 /// `WeeklyTaskScheduler` (extends `DailyTaskScheduler`).
+///
+/// The fields of `DailyTaskScheduler` are in `daily_task_scheduler`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WeeklyTaskScheduler {
-    /// `activeTime`, from `TaskScheduler`.
-    pub active_time: Option<x::DateTime>,
-    /// `expireTime`, from `TaskScheduler`.
-    pub expire_time: Option<x::DateTime>,
-    /// `interval`, from `RecurrentTaskScheduler`.
-    pub interval: i32,
-    /// `minute`, from `HourlyTaskScheduler`.
-    pub minute: i32,
-    /// `hour`, from `DailyTaskScheduler`.
-    pub hour: i32,
+    /// The fields `WeeklyTaskScheduler` inherits from `DailyTaskScheduler`.
+    pub daily_task_scheduler: DailyTaskScheduler,
     /// `sunday`.
     pub sunday: bool,
     /// `monday`.
@@ -996,6 +984,19 @@ impl x::SchemaType for WeeklyTaskScheduler {
     const TYPE_NAME: &'static str = "WeeklyTaskScheduler";
 }
 impl x::Structure for WeeklyTaskScheduler {}
+impl std::ops::Deref for WeeklyTaskScheduler {
+    type Target = DailyTaskScheduler;
+    #[inline]
+    fn deref(&self) -> &DailyTaskScheduler {
+        &self.daily_task_scheduler
+    }
+}
+impl std::ops::DerefMut for WeeklyTaskScheduler {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DailyTaskScheduler {
+        &mut self.daily_task_scheduler
+    }
+}
 impl x::Fields for WeeklyTaskScheduler {
     fn decode_field(
         &mut self,
@@ -1003,11 +1004,6 @@ impl x::Fields for WeeklyTaskScheduler {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "activeTime" => r.read_opt(&mut self.active_time),
-            "expireTime" => r.read_opt(&mut self.expire_time),
-            "interval" => r.read(&mut self.interval),
-            "minute" => r.read(&mut self.minute),
-            "hour" => r.read(&mut self.hour),
             "sunday" => r.read(&mut self.sunday),
             "monday" => r.read(&mut self.monday),
             "tuesday" => r.read(&mut self.tuesday),
@@ -1015,17 +1011,13 @@ impl x::Fields for WeeklyTaskScheduler {
             "thursday" => r.read(&mut self.thursday),
             "friday" => r.read(&mut self.friday),
             "saturday" => r.read(&mut self.saturday),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.daily_task_scheduler, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("activeTime", &self.active_time);
-        w.write_opt("expireTime", &self.expire_time);
-        w.write("interval", &self.interval);
-        w.write("minute", &self.minute);
-        w.write("hour", &self.hour);
+        x::Fields::encode_fields(&self.daily_task_scheduler, w);
         w.write("sunday", &self.sunday);
         w.write("monday", &self.monday);
         w.write("tuesday", &self.tuesday);
@@ -1036,12 +1028,12 @@ impl x::Fields for WeeklyTaskScheduler {
     }
 }
 /// `WillLoseHAProtection` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WillLoseHAProtection {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `WillLoseHAProtection` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
     /// `resolution`.
     pub resolution: String,
 }
@@ -1049,6 +1041,19 @@ impl x::SchemaType for WillLoseHAProtection {
     const TYPE_NAME: &'static str = "WillLoseHAProtection";
 }
 impl x::Structure for WillLoseHAProtection {}
+impl std::ops::Deref for WillLoseHAProtection {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for WillLoseHAProtection {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for WillLoseHAProtection {
     fn decode_field(
         &mut self,
@@ -1056,79 +1061,90 @@ impl x::Fields for WillLoseHAProtection {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
             "resolution" => r.read(&mut self.resolution),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
         w.write("resolution", &self.resolution);
     }
 }
 /// `WillModifyConfigCpuRequirements` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WillModifyConfigCpuRequirements {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `WillModifyConfigCpuRequirements` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
 }
 impl x::SchemaType for WillModifyConfigCpuRequirements {
     const TYPE_NAME: &'static str = "WillModifyConfigCpuRequirements";
 }
 impl x::Structure for WillModifyConfigCpuRequirements {}
+impl std::ops::Deref for WillModifyConfigCpuRequirements {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for WillModifyConfigCpuRequirements {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for WillModifyConfigCpuRequirements {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.migration_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
 /// `WillResetSnapshotDirectory` (extends `MigrationFault`).
+///
+/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WillResetSnapshotDirectory {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `WillResetSnapshotDirectory` inherits from `MigrationFault`.
+    pub migration_fault: MigrationFault,
 }
 impl x::SchemaType for WillResetSnapshotDirectory {
     const TYPE_NAME: &'static str = "WillResetSnapshotDirectory";
 }
 impl x::Structure for WillResetSnapshotDirectory {}
+impl std::ops::Deref for WillResetSnapshotDirectory {
+    type Target = MigrationFault;
+    #[inline]
+    fn deref(&self) -> &MigrationFault {
+        &self.migration_fault
+    }
+}
+impl std::ops::DerefMut for WillResetSnapshotDirectory {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFault {
+        &mut self.migration_fault
+    }
+}
 impl x::Fields for WillResetSnapshotDirectory {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.migration_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.migration_fault, w);
     }
 }

@@ -6,10 +6,12 @@ use super::*;
 use crate::xml as x;
 
 /// `WinNetBIOSConfigInfo` (extends `NetBIOSConfigInfo`).
+///
+/// The fields of `NetBIOSConfigInfo` are in `net_bios_config_info`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WinNetBIOSConfigInfo {
-    /// `mode`, from `NetBIOSConfigInfo`.
-    pub mode: String,
+    /// The fields `WinNetBIOSConfigInfo` inherits from `NetBIOSConfigInfo`.
+    pub net_bios_config_info: NetBIOSConfigInfo,
     /// `primaryWINS`.
     pub primary_wins: String,
     /// `secondaryWINS`.
@@ -19,6 +21,19 @@ impl x::SchemaType for WinNetBIOSConfigInfo {
     const TYPE_NAME: &'static str = "WinNetBIOSConfigInfo";
 }
 impl x::Structure for WinNetBIOSConfigInfo {}
+impl std::ops::Deref for WinNetBIOSConfigInfo {
+    type Target = NetBIOSConfigInfo;
+    #[inline]
+    fn deref(&self) -> &NetBIOSConfigInfo {
+        &self.net_bios_config_info
+    }
+}
+impl std::ops::DerefMut for WinNetBIOSConfigInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NetBIOSConfigInfo {
+        &mut self.net_bios_config_info
+    }
+}
 impl x::Fields for WinNetBIOSConfigInfo {
     fn decode_field(
         &mut self,
@@ -26,49 +41,55 @@ impl x::Fields for WinNetBIOSConfigInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "mode" => r.read(&mut self.mode),
             "primaryWINS" => r.read(&mut self.primary_wins),
             "secondaryWINS" => r.read_opt(&mut self.secondary_wins),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.net_bios_config_info, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("mode", &self.mode);
+        x::Fields::encode_fields(&self.net_bios_config_info, w);
         w.write("primaryWINS", &self.primary_wins);
         w.write_opt("secondaryWINS", &self.secondary_wins);
     }
 }
 /// `WipeDiskFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WipeDiskFault {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
+    /// The fields `WipeDiskFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
 impl x::SchemaType for WipeDiskFault {
     const TYPE_NAME: &'static str = "WipeDiskFault";
 }
 impl x::Structure for WipeDiskFault {}
+impl std::ops::Deref for WipeDiskFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for WipeDiskFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
 impl x::Fields for WipeDiskFault {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
 /// `WitnessNodeInfo` (extends `DynamicData`).

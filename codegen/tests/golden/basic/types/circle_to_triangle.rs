@@ -6,12 +6,12 @@ use super::*;
 use crate::xml as x;
 
 /// `Circle` (extends `Shape`).
+///
+/// The fields of `Shape` are in `shape`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Circle {
-    /// `id`, from `Shape`.
-    pub id: i32,
-    /// `color`, from `Shape`.
-    pub color: Option<Color>,
+    /// The fields `Circle` inherits from `Shape`.
+    pub shape: Shape,
     /// `radiusMM`.
     pub radius_mm: f64,
 }
@@ -19,6 +19,19 @@ impl x::SchemaType for Circle {
     const TYPE_NAME: &'static str = "Circle";
 }
 impl x::Structure for Circle {}
+impl std::ops::Deref for Circle {
+    type Target = Shape;
+    #[inline]
+    fn deref(&self) -> &Shape {
+        &self.shape
+    }
+}
+impl std::ops::DerefMut for Circle {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Shape {
+        &mut self.shape
+    }
+}
 impl x::Fields for Circle {
     fn decode_field(
         &mut self,
@@ -26,17 +39,14 @@ impl x::Fields for Circle {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
-            "color" => r.read_opt(&mut self.color),
             "radiusMM" => r.read(&mut self.radius_mm),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.shape, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_opt("color", &self.color);
+        x::Fields::encode_fields(&self.shape, w);
         w.write("radiusMM", &self.radius_mm);
     }
 }
@@ -117,30 +127,41 @@ impl x::Fields for DynamicData {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `InvalidLogin` (extends `MethodFault`).
+///
+/// The fields of `MethodFault` are in `method_fault`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidLogin {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
+    /// The fields `InvalidLogin` inherits from `MethodFault`.
+    pub method_fault: MethodFault,
 }
 impl x::SchemaType for InvalidLogin {
     const TYPE_NAME: &'static str = "InvalidLogin";
 }
 impl x::Structure for InvalidLogin {}
+impl std::ops::Deref for InvalidLogin {
+    type Target = MethodFault;
+    #[inline]
+    fn deref(&self) -> &MethodFault {
+        &self.method_fault
+    }
+}
+impl std::ops::DerefMut for InvalidLogin {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MethodFault {
+        &mut self.method_fault
+    }
+}
 impl x::Fields for InvalidLogin {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.method_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
+        x::Fields::encode_fields(&self.method_fault, w);
     }
 }
 /// `LocalizedMethodFault` (extends `DynamicData`).
@@ -237,12 +258,12 @@ impl x::Fields for Shape {
     }
 }
 /// `Square` (extends `Shape`).
+///
+/// The fields of `Shape` are in `shape`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Square {
-    /// `id`, from `Shape`.
-    pub id: i32,
-    /// `color`, from `Shape`.
-    pub color: Option<Color>,
+    /// The fields `Square` inherits from `Shape`.
+    pub shape: Shape,
     /// `sideLength`.
     pub side_length: i64,
     /// `cornerRadius`.
@@ -260,6 +281,19 @@ impl x::SchemaType for Square {
     const TYPE_NAME: &'static str = "Square";
 }
 impl x::Structure for Square {}
+impl std::ops::Deref for Square {
+    type Target = Shape;
+    #[inline]
+    fn deref(&self) -> &Shape {
+        &self.shape
+    }
+}
+impl std::ops::DerefMut for Square {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Shape {
+        &mut self.shape
+    }
+}
 impl x::Fields for Square {
     fn decode_field(
         &mut self,
@@ -267,20 +301,17 @@ impl x::Fields for Square {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
-            "color" => r.read_opt(&mut self.color),
             "sideLength" => r.read(&mut self.side_length),
             "cornerRadius" => r.read_opt(&mut self.corner_radius),
             "roundedCorners" => r.read_opt(&mut self.rounded_corners),
             "layer" => r.read(&mut self.layer),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.shape, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_opt("color", &self.color);
+        x::Fields::encode_fields(&self.shape, w);
         w.write("sideLength", &self.side_length);
         if w.since(0x0800_0100, "Square.cornerRadius", self.corner_radius.is_some()) {
             w.write_opt("cornerRadius", &self.corner_radius);
@@ -294,12 +325,12 @@ impl x::Fields for Square {
 /// `Triangle` (extends `Shape`).
 ///
 /// Since vSphere API 8.0.2.0.
+///
+/// The fields of `Shape` are in `shape`, also reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Triangle {
-    /// `id`, from `Shape`.
-    pub id: i32,
-    /// `color`, from `Shape`.
-    pub color: Option<Color>,
+    /// The fields `Triangle` inherits from `Shape`.
+    pub shape: Shape,
     /// `apexAngle`.
     ///
     /// Since vSphere API 8.0.2.0.
@@ -313,6 +344,19 @@ impl x::SchemaType for Triangle {
     const TYPE_NAME: &'static str = "Triangle";
 }
 impl x::Structure for Triangle {}
+impl std::ops::Deref for Triangle {
+    type Target = Shape;
+    #[inline]
+    fn deref(&self) -> &Shape {
+        &self.shape
+    }
+}
+impl std::ops::DerefMut for Triangle {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Shape {
+        &mut self.shape
+    }
+}
 impl x::Fields for Triangle {
     fn decode_field(
         &mut self,
@@ -320,19 +364,16 @@ impl x::Fields for Triangle {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "id" => r.read(&mut self.id),
-            "color" => r.read_opt(&mut self.color),
             "apexAngle" => r.read(&mut self.apex_angle),
             "vMotionSafe" => r.read_opt(&mut self.vmotion_safe),
-            _ => return Ok(false),
+            _ => return x::Fields::decode_field(&mut self.shape, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "type Triangle", true);
-        w.write("id", &self.id);
-        w.write_opt("color", &self.color);
+        x::Fields::encode_fields(&self.shape, w);
         w.write("apexAngle", &self.apex_angle);
         if w.since(0x0900_0000, "Triangle.vMotionSafe", self.vmotion_safe.is_some()) {
             w.write_opt("vMotionSafe", &self.vmotion_safe);

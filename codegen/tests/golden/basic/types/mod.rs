@@ -5,6 +5,7 @@ mod circle_to_triangle;
 pub use self::circle_to_triangle::*;
 mod any_method_fault_to_shape;
 pub use self::any_method_fault_to_shape::*;
+mod base_method_fault_to_shape;
 mod enum_color_to_pattern;
 pub use self::enum_color_to_pattern::*;
 mod request_clear_to_wait;
