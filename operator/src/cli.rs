@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use crate::api::parse_interval;
 use crate::check::Output;
 
 #[derive(Parser)]
@@ -70,66 +71,4 @@ pub enum Backend {
         #[arg(long, default_value = "5m", env = "BANLIEUE_RESYNC_INTERVAL", value_parser = parse_interval)]
         resync_interval: Duration,
     },
-}
-
-/// Parses an interval: a number with a unit (`90s`, `5m`, `1h`; several
-/// parts add up, `1m30s`), or plain seconds.
-pub fn parse_interval(text: &str) -> std::result::Result<Duration, String> {
-    let text = text.trim();
-    if let Ok(seconds) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(seconds));
-    }
-    let mut total = Duration::ZERO;
-    let mut number = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let mut unit = c.to_string();
-        if c == 'm' && chars.peek() == Some(&'s') {
-            unit.push('s');
-            chars.next();
-        }
-        let n: u64 = number
-            .parse()
-            .map_err(|_| format!("invalid interval {text:?}: expected e.g. 30s, 5m, 1h"))?;
-        number.clear();
-        total += match unit.as_str() {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
-            _ => {
-                return Err(format!(
-                    "invalid interval {text:?}: unknown unit {unit:?} (use ms, s, m or h)"
-                ))
-            }
-        };
-    }
-    if !number.is_empty() || total.is_zero() {
-        return Err(format!(
-            "invalid interval {text:?}: expected e.g. 30s, 5m, 1h"
-        ));
-    }
-    Ok(total)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn intervals() {
-        assert_eq!(parse_interval("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_interval("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_interval("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_interval("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_interval("120"), Ok(Duration::from_secs(120)));
-        for bad in ["", "5x", "m", "5m3", "0s"] {
-            assert!(parse_interval(bad).is_err(), "{bad}");
-        }
-    }
 }

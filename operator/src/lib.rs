@@ -109,6 +109,7 @@ impl Error {
                 vsphere::ErrorKind::Lookup => "vsphere_lookup",
                 vsphere::ErrorKind::Operation => "vsphere_operation",
                 vsphere::ErrorKind::Timeout => "vsphere_timeout",
+                vsphere::ErrorKind::Unresponsive => "vsphere_unresponsive",
             },
             Error::Io(..) => "io",
             Error::Yaml(_) => "yaml",

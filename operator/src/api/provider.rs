@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -62,6 +63,39 @@ pub struct Connection {
     pub insecure_skip_tls_verify: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle: Option<CaBundle>,
+    /// Longest one vCenter call may take, its retries and their backoff
+    /// included (`30s`, `2m`, `1m30s`; from 1s to 30m; default 60s). A
+    /// vCenter that does not answer within it makes the Provider, and each
+    /// VSphereMachine whose reconcile met it, `Ready=False` with reason
+    /// `VCenterUnresponsive`; they are retried with backoff, on a new session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_deadline: Option<String>,
+}
+
+/// A Provider's call deadline when `spec.connection.callDeadline` is not set.
+pub const DEFAULT_CALL_DEADLINE: Duration = Duration::from_secs(60);
+/// The shortest and longest `spec.connection.callDeadline`.
+pub const CALL_DEADLINE_RANGE: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(30 * 60));
+
+impl Connection {
+    /// `callDeadline`, or the default when it is not set; an error says
+    /// what is wrong with the value.
+    pub fn call_deadline(&self) -> Result<Duration, String> {
+        let Some(text) = &self.call_deadline else {
+            return Ok(DEFAULT_CALL_DEADLINE);
+        };
+        let deadline = super::parse_interval(text)?;
+        let (min, max) = CALL_DEADLINE_RANGE;
+        if deadline < min || deadline > max {
+            return Err(format!(
+                "{text:?} is out of range: from {}s to {}m",
+                min.as_secs(),
+                max.as_secs() / 60
+            ));
+        }
+        Ok(deadline)
+    }
 }
 
 /// A private CA to verify vCenter with: exactly one of `inline`, `configMapRef`, `secretRef`.

@@ -51,6 +51,9 @@ pub fn provider(spec: &ProviderSpec) -> Vec<FieldError> {
             format!("{:?} is not an http(s) URL", connection.endpoint),
         ));
     }
+    if let Err(message) = connection.call_deadline() {
+        errors.push(error("spec.connection.callDeadline", message));
+    }
     if let Some(ca) = &connection.ca_bundle {
         let sources = [
             ca.inline.is_some(),
@@ -243,6 +246,32 @@ mod tests {
             ..Default::default()
         });
         assert!(provider(&spec).is_empty());
+    }
+
+    #[test]
+    fn call_deadline_defaults_to_a_minute_and_must_be_a_sane_interval() {
+        let mut spec = provider_spec();
+        assert_eq!(
+            spec.connection.call_deadline(),
+            Ok(std::time::Duration::from_secs(60))
+        );
+        spec.connection.call_deadline = Some("1m30s".into());
+        assert_eq!(
+            spec.connection.call_deadline(),
+            Ok(std::time::Duration::from_secs(90))
+        );
+        assert!(provider(&spec).is_empty());
+        for bad in ["soon", "500ms", "2h", "0s"] {
+            spec.connection.call_deadline = Some(bad.into());
+            let errors = provider(&spec);
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].path, "spec.connection.callDeadline", "{bad}");
+        }
+        spec.connection.call_deadline = Some("2h".into());
+        assert_eq!(
+            describe(&provider(&spec)),
+            "spec.connection.callDeadline: \"2h\" is out of range: from 1s to 30m"
+        );
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub struct ImageProviderStatus {
     /// The Provider's namespace.
     pub namespace: String,
     pub ready: bool,
-    /// `TemplateNotFound`, `ConnectFailed`, `LookupFailed`, `NoVSphereSource`, or `TemplateFound`.
+    /// `TemplateNotFound`, `ConnectFailed`, `VCenterUnresponsive`, `LookupFailed`, `NoVSphereSource`, or `TemplateFound`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,7 @@ use kube::ResourceExt;
 
 use super::{mirror, World};
 use crate::api::VSphereMachine;
-use crate::conditions::{self, READY};
+use crate::conditions;
 use crate::controllers::provider::readiness as provider;
 use crate::controllers::vspheremachine::cloud_config_secrets;
 use crate::controllers::vspheremachine::driver::{self, Hooks, Outcome};
@@ -49,7 +49,7 @@ where
                 Ok(Outcome::Waiting(_)) => false,
                 Ok(_) => true,
                 Err(e) => {
-                    lifecycle_error(&mut world.machines[i], &e.to_string(), now);
+                    lifecycle_error(&mut world.machines[i], e, now);
                     true
                 }
             };
@@ -66,14 +66,9 @@ where
     mirror(world, now);
 }
 
-fn lifecycle_error(machine: &mut VSphereMachine, message: &str, now: &Time) {
+fn lifecycle_error(machine: &mut VSphereMachine, error: &Error, now: &Time) {
     let status = machine.status.get_or_insert_with(Default::default);
-    let observed = conditions::Observed::new(
-        READY,
-        conditions::Status::False,
-        crate::controllers::vspheremachine::step::reason::FAILED,
-        message,
-    );
+    let observed = driver::error_condition(error);
     conditions::set(
         &mut status.conditions,
         observed,
@@ -114,6 +109,9 @@ where
         &driver::Options::default(),
     )
     .await;
+    if matches!(&result, Err(Error::VSphere(e)) if e.unresponsive()) {
+        vsphere.session_unresponsive(&session);
+    }
     world.machines[i] = machine;
     result
 }

@@ -378,6 +378,7 @@ pub struct Script {
 pub struct MockVSphere {
     script: Arc<Mutex<Script>>,
     connects: Arc<Mutex<Vec<ConnectParams>>>,
+    unresponsive_sessions: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl MockVSphere {
@@ -401,6 +402,12 @@ impl MockVSphere {
 
     fn script(&self) -> Script {
         self.script.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// How many sessions were given back as unresponsive.
+    pub fn unresponsive_sessions(&self) -> usize {
+        self.unresponsive_sessions
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -429,6 +436,11 @@ impl VSphere for MockVSphere {
             }
         }
         Ok(MockSession { script })
+    }
+
+    fn session_unresponsive(&self, _session: &MockSession) {
+        self.unresponsive_sessions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

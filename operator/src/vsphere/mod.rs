@@ -19,6 +19,10 @@
 //!   Provider, never a login per reconcile.
 //! - Errors carry an [`ErrorKind`] the roles map onto condition reasons, and a
 //!   message that names the cause (TLS, login, fault) and never a secret.
+//! - Every call ends within the Provider's call deadline
+//!   ([`ConnectParams::call_deadline`]); one that does not is
+//!   [`ErrorKind::Unresponsive`], and the session that met it is given back
+//!   with [`VSphere::session_unresponsive`] so the next `connect` logs in anew.
 //! - Every started VM operation returns its task's reference at once, so it is
 //!   recorded before it is waited for.
 
@@ -72,6 +76,8 @@ pub struct ConnectParams {
     pub username: String,
     pub password: SecretString,
     pub tls: Tls,
+    /// Longest one call may take, its retries included (`spec.connection.callDeadline`).
+    pub call_deadline: Duration,
 }
 
 /// What a vCenter holds that failure domains are made of: datacenters, their
@@ -117,6 +123,10 @@ pub enum ErrorKind {
     Operation,
     /// A wait gave up (the operation itself goes on in vCenter).
     Timeout,
+    /// vCenter did not answer a call within the call deadline (a wedged
+    /// server, or a half-dead connection through a proxy): nothing is known
+    /// of the call's effect.
+    Unresponsive,
 }
 
 impl ErrorKind {
@@ -128,6 +138,7 @@ impl ErrorKind {
             ErrorKind::Lookup => "lookup",
             ErrorKind::Operation => "operation",
             ErrorKind::Timeout => "timeout",
+            ErrorKind::Unresponsive => "unresponsive",
         }
     }
 }
@@ -174,6 +185,11 @@ impl Error {
         self.kind == ErrorKind::Timeout
     }
 
+    /// vCenter did not answer within the call deadline.
+    pub fn unresponsive(&self) -> bool {
+        self.kind == ErrorKind::Unresponsive
+    }
+
     pub fn is_fault(&self, name: &str) -> bool {
         self.fault.as_deref() == Some(name)
     }
@@ -215,6 +231,14 @@ pub trait VSphere: Send + Sync + 'static {
     /// streams), when the implementation watches them.
     fn machine_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         None
+    }
+
+    /// `session` met a call vCenter did not answer within the deadline
+    /// ([`ErrorKind::Unresponsive`]): it is dropped, so the next `connect`
+    /// of its Provider logs in on a new connection rather than reusing what
+    /// may be a wedged session (its update stream included).
+    fn session_unresponsive(&self, session: &Self::Session) {
+        let _ = session;
     }
 
     /// Ends the sessions of Providers not in `keep` (deleted ones; all of

@@ -14,7 +14,9 @@ use crate::api::{
     ProviderStatus, SourceKind, VMImage,
 };
 use crate::conditions::{self, Observed, Status, READY};
-use crate::vsphere::{ConnectParams, ErrorKind, Inventory, SecretString, Session, Tls, VSphere};
+use crate::vsphere::{
+    ConnectParams, Error, ErrorKind, Inventory, SecretString, Session, Tls, VSphere,
+};
 
 /// Condition reasons of a Provider's `Ready`.
 pub mod reason {
@@ -24,6 +26,9 @@ pub mod reason {
     pub const SECRET_INVALID: &str = "SecretInvalid";
     pub const CA_BUNDLE_INVALID: &str = "CABundleInvalid";
     pub const CONNECT_FAILED: &str = "ConnectFailed";
+    /// vCenter did not answer a call within `spec.connection.callDeadline`
+    /// (also a VSphereMachine's reason, and a VMImage's per Provider).
+    pub const VCENTER_UNRESPONSIVE: &str = "VCenterUnresponsive";
     pub const INVENTORY_FAILED: &str = "InventoryFailed";
     pub const DUPLICATE_FAILURE_DOMAIN: &str = "DuplicateFailureDomainName";
     /// The provider role's watch caches are not synced: nothing can be read yet.
@@ -98,6 +103,12 @@ pub fn connect_params(
                 )
             })
     };
+    let call_deadline = connection.call_deadline().map_err(|message| {
+        (
+            reason::INVALID_SPEC,
+            format!("spec.connection.callDeadline: {message}"),
+        )
+    })?;
     let username = field("username")?;
     let password = SecretString::new(field("password")?);
 
@@ -152,7 +163,19 @@ pub fn connect_params(
         username,
         password,
         tls,
+        call_deadline,
     })
+}
+
+/// The condition reason of a vCenter error: `VCenterUnresponsive` when it
+/// did not answer in time, `ConnectFailed` for a lost connection or session,
+/// else `otherwise`.
+pub fn reason_of(e: &Error, otherwise: &'static str) -> &'static str {
+    match e.kind {
+        ErrorKind::Unresponsive => reason::VCENTER_UNRESPONSIVE,
+        ErrorKind::Connect => reason::CONNECT_FAILED,
+        _ => otherwise,
+    }
 }
 
 /// What a Provider reconcile produced: the status to write.
@@ -172,7 +195,10 @@ impl ProviderOutcome {
             .unwrap_or_default();
         (
             reason,
-            matches!(reason, reason::CONNECT_FAILED | reason::INVENTORY_FAILED),
+            matches!(
+                reason,
+                reason::CONNECT_FAILED | reason::INVENTORY_FAILED | reason::VCENTER_UNRESPONSIVE
+            ),
         )
     }
 }
@@ -217,14 +243,12 @@ async fn connect_and_walk<V: VSphere>(
     let session = vsphere
         .connect(&params)
         .await
-        .map_err(|e| (reason::CONNECT_FAILED, e.message))?;
+        .map_err(|e| (reason_of(&e, reason::CONNECT_FAILED), e.message))?;
     let inventory = session.inventory().await.map_err(|e| {
-        let reason = if e.kind == ErrorKind::Connect {
-            reason::CONNECT_FAILED
-        } else {
-            reason::INVENTORY_FAILED
-        };
-        (reason, e.message)
+        if e.unresponsive() {
+            vsphere.session_unresponsive(&session);
+        }
+        (reason_of(&e, reason::INVENTORY_FAILED), e.message)
     })?;
     failure_domains(provider, &inventory)
         .map_err(|message| (reason::DUPLICATE_FAILURE_DOMAIN, message))
@@ -374,17 +398,24 @@ pub async fn image_on_provider<V: VSphere>(
         );
     }
     let session = match connect_params(provider, objects) {
-        Ok(params) => vsphere.connect(&params).await.map_err(|e| e.message),
-        Err((_, message)) => Err(message),
+        Ok(params) => vsphere
+            .connect(&params)
+            .await
+            .map_err(|e| (reason_of(&e, reason::CONNECT_FAILED), e.message)),
+        Err((_, message)) => Err((reason::CONNECT_FAILED, message)),
     };
     let session = match session {
         Ok(session) => session,
-        Err(message) => return fail(reason::CONNECT_FAILED, message),
+        Err((reason, message)) => return fail(reason, message),
     };
     let found = match session.find_template(&source.reference, &datacenters).await {
         Ok(found) => found,
-        Err(e) if e.kind == ErrorKind::Connect => return fail(reason::CONNECT_FAILED, e.message),
-        Err(e) => return fail(reason::LOOKUP_FAILED, e.message),
+        Err(e) => {
+            if e.unresponsive() {
+                vsphere.session_unresponsive(&session);
+            }
+            return fail(reason_of(&e, reason::LOOKUP_FAILED), e.message);
+        }
     };
     let missing: Vec<&str> = datacenters
         .iter()

@@ -514,3 +514,57 @@ async fn a_provider_waiting_for_the_caches_says_so_in_its_status() {
     .await;
     assert_eq!(action.unwrap(), Action::requeue(Duration::from_secs(1)));
 }
+
+#[tokio::test]
+async fn an_unresponsive_vcenter_makes_the_provider_not_ready_and_drops_its_session() {
+    let vsphere = MockVSphere::new(script());
+    let mut provider = guide_provider();
+    provider.status = Some(computed(&provider, &vsphere).await);
+
+    // The walk's call gets no answer within the call deadline.
+    let mut wedged = script();
+    wedged.inventory_error = Some(crate::vsphere::Error::new(
+        ErrorKind::Unresponsive,
+        "walking the inventory: the call deadline (3s) passed before https://vc.example/sdk answered",
+    ));
+    vsphere.set_script(wedged);
+    let (ctx, server) = world(provider.clone()).context(vsphere.clone());
+    let object = serde_json::to_value(&provider).unwrap();
+    let action = with_server(
+        ctx.clone(),
+        server,
+        move |mut server| {
+            async move {
+                let body = server.status_apply(PROVIDER_STATUS, object).await;
+                let ready = &body["status"]["conditions"][0];
+                assert_eq!(ready["status"], "False");
+                assert_eq!(ready["reason"], "VCenterUnresponsive");
+                assert!(ready["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("the call deadline (3s) passed"));
+                assert_eq!(
+                    body["status"]["failureDomains"].as_array().map(Vec::len),
+                    Some(3),
+                    "last known failure domains kept"
+                );
+                let event = server.event("Provider", "VCenterUnresponsive").await;
+                assert_eq!(event["type"], "Warning");
+                server.nothing_more().await;
+            }
+            .boxed()
+        },
+        reconcile_provider(Arc::new(provider.clone()), ctx),
+    )
+    .await;
+    assert_eq!(
+        action.unwrap(),
+        Action::requeue(Duration::from_secs(5)),
+        "retried with backoff, not at the next resync"
+    );
+    assert_eq!(
+        vsphere.unresponsive_sessions(),
+        1,
+        "the session that met the silence is given back"
+    );
+}

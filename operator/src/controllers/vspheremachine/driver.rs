@@ -386,6 +386,46 @@ async fn record<H: Hooks>(
     hooks.persist(machine).await
 }
 
+/// The `Ready` condition of a machine whose reconcile ended on `error`:
+/// `VCenterUnresponsive` when vCenter did not answer within the Provider's
+/// call deadline, `Failed` for anything else.
+pub fn error_condition(error: &Error) -> crate::conditions::Observed {
+    let reason = match error {
+        Error::VSphere(e) if e.unresponsive() => {
+            crate::controllers::provider::readiness::reason::VCENTER_UNRESPONSIVE
+        }
+        _ => step::reason::FAILED,
+    };
+    crate::conditions::Observed::new(
+        crate::conditions::READY,
+        crate::conditions::Status::False,
+        reason,
+        error.to_string(),
+    )
+}
+
+/// Records `error` in the machine's `Ready` condition and persists it (an
+/// event on the transition); a status that cannot be written is logged, as
+/// the reconcile fails with `error` anyway.
+pub async fn report_error<H: Hooks>(machine: &mut VSphereMachine, hooks: &mut H, error: &Error) {
+    let observed = error_condition(error);
+    let (reason, message) = (observed.reason.clone(), observed.message.clone());
+    let status = machine.status.get_or_insert_with(Default::default);
+    let transitioned = crate::conditions::set(
+        &mut status.conditions,
+        observed,
+        machine.metadata.generation,
+        &crate::conditions::now(),
+    );
+    if let Err(e) = hooks.persist(machine).await {
+        tracing::warn!(machine = %name(machine), error = %e, "could not record the reconcile's error in the status");
+        return;
+    }
+    if transitioned {
+        hooks.event(machine, &reason, &message).await;
+    }
+}
+
 async fn fail<H: Hooks>(
     machine: &mut VSphereMachine,
     hooks: &mut H,

@@ -162,12 +162,6 @@ where
         .ok_or_else(|| Error::ProviderNotFound(provider_ref.clone()))?;
     let params = readiness::connect_params(&provider, ctx)
         .map_err(|(reason, message)| Error::ProviderUnusable { reason, message })?;
-    let session = ctx.vsphere.connect(&params).await?;
-    let secrets = if deleting {
-        Vec::new()
-    } else {
-        cloud_config_secrets(machine, ctx).map_err(Error::CloudConfig)?
-    };
     let mut hooks = KubeHooks {
         api: api.clone(),
         field_manager: ctx.field_manager.clone(),
@@ -175,7 +169,25 @@ where
         metrics: ctx.metrics.clone(),
     };
     let mut machine = machine.clone();
-    let outcome = driver::reconcile(
+    // vCenter not answering within the call deadline is said in the
+    // machine's status (the error policy then backs off); the session that
+    // met it is dropped, so the next reconcile logs in anew.
+    let session = match ctx.vsphere.connect(&params).await {
+        Ok(session) => session,
+        Err(e) => {
+            let error = Error::from(e);
+            if is_unresponsive(&error) {
+                driver::report_error(&mut machine, &mut hooks, &error).await;
+            }
+            return Err(error);
+        }
+    };
+    let secrets = if deleting {
+        Vec::new()
+    } else {
+        cloud_config_secrets(&machine, ctx).map_err(Error::CloudConfig)?
+    };
+    let outcome = match driver::reconcile(
         &mut machine,
         deleting,
         &secrets,
@@ -183,7 +195,17 @@ where
         &mut hooks,
         &driver::Options::default(),
     )
-    .await?;
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            if is_unresponsive(&error) {
+                ctx.vsphere.session_unresponsive(&session);
+                driver::report_error(&mut machine, &mut hooks, &error).await;
+            }
+            return Err(error);
+        }
+    };
     info!(name = %key, ?outcome, "VSphereMachine reconciled");
     if deleting {
         // Anything but a confirmed absence keeps the finalizer (an error here does).
@@ -203,6 +225,10 @@ where
         Outcome::Waiting(_) => Action::requeue(WAITING_RECHECK),
         Outcome::Failed(_) | Outcome::Released => Action::requeue(ctx.failed(key)),
     })
+}
+
+fn is_unresponsive(error: &Error) -> bool {
+    matches!(error, Error::VSphere(e) if e.unresponsive())
 }
 
 pub fn machine_error_policy<V: VSphere>(

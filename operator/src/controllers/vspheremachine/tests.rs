@@ -206,3 +206,45 @@ async fn a_delete_keeps_the_finalizer_until_the_vm_is_confirmed_gone() {
     assert_eq!(patches.len(), 1, "{seen:?}");
     assert!(patches[0].to_string().contains("remove"), "{}", patches[0]);
 }
+
+#[tokio::test]
+async fn an_unresponsive_vcenter_is_the_machines_condition_and_its_session_is_dropped() {
+    let machines = crate::vsphere::mock::MockMachines::new();
+    let vsphere = MockVSphere::new(Script {
+        password: Some("REPLACE-ME".into()),
+        machines: machines.clone(),
+        ..Default::default()
+    });
+    machines.fail_next(
+        "find",
+        vsphere::Error::new(
+            vsphere::ErrorKind::Unresponsive,
+            "looking up the VM by instance UUID: the call deadline (3s) passed before https://vc.example/sdk answered",
+        ),
+    );
+    let m = with_finalizer(machine("web"));
+    let (result, seen) = reconcile(m.clone(), &vsphere).await;
+    let error = result.expect_err("the reconcile fails, and the error policy backs off");
+    assert_eq!(error.label(), "vsphere_unresponsive");
+    let patches = status_patches(&seen);
+    let last = patches.last().copied().unwrap_or(&Value::Null);
+    assert_eq!(last["conditions"][0]["status"], "False", "{seen:?}");
+    assert_eq!(last["conditions"][0]["reason"], "VCenterUnresponsive");
+    assert!(last["conditions"][0]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("the call deadline (3s) passed")));
+    assert_eq!(event_reasons(&seen), ["VCenterUnresponsive"]);
+    assert_eq!(vsphere.unresponsive_sessions(), 1);
+    assert!(machines.vms().is_empty(), "nothing cloned on a silence");
+
+    // vCenter answers again: the next reconcile goes on with the lifecycle.
+    let (result, seen) = reconcile(m, &vsphere).await;
+    assert_eq!(result.expect("reconcile"), Action::requeue(RESYNC));
+    assert_eq!(machines.vms().len(), 1);
+    let last = status_patches(&seen)
+        .last()
+        .copied()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["conditions"][0]["status"], "True");
+}

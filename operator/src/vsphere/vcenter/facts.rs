@@ -103,8 +103,16 @@ pub(crate) fn task_facts(info: &TaskInfo) -> TaskFacts {
     }
 }
 
-/// A failed VM or task operation: vCenter's fault type when it sent one.
+/// A failed VM or task operation: vCenter's fault type when it sent one;
+/// a call that got no answer within its deadline is
+/// [`Unresponsive`](ErrorKind::Unresponsive).
 pub(crate) fn error(context: &str, e: &vsphere_client::Error) -> Error {
+    if e.kind() == vsphere_client::ErrorKind::Timeout {
+        return Error::new(
+            ErrorKind::Unresponsive,
+            format!("{context}: {}", e.report()),
+        );
+    }
     match e.fault() {
         Some(fault) => Error::fault(
             fault.type_name().unwrap_or("Fault"),
@@ -129,20 +137,27 @@ pub(crate) fn connect_error(params: &ConnectParams, e: &vsphere_client::Error) -
             )
         }
         K::Fault | K::NotAuthenticated => format!("login as {:?} failed: {e}", params.username),
-        K::Transport | K::Timeout => format!("unreachable: {}", e.report()),
+        K::Transport => format!("unreachable: {}", e.report()),
+        K::Timeout => format!("not answering: {}", e.report()),
         K::InvalidConfig => format!("invalid connection settings: {}", e.report()),
         _ => e.report().to_string(),
     };
     let message = format!("connecting to {}: {cause}", params.endpoint);
-    Error::new(ErrorKind::Connect, message)
+    let kind = match e.kind() {
+        K::Timeout => ErrorKind::Unresponsive,
+        _ => ErrorKind::Connect,
+    };
+    Error::new(kind, message)
 }
 
 /// A call failure once connected: a lost connection or session is a connect
-/// problem (`ConnectFailed`), anything else is `kind`.
+/// problem (`ConnectFailed`), no answer within the deadline is
+/// `Unresponsive`, anything else is `kind`.
 pub(crate) fn call_error(kind: ErrorKind, what: &str, e: &vsphere_client::Error) -> Error {
     use vsphere_client::ErrorKind as K;
     let kind = match e.kind() {
-        K::Transport | K::Tls | K::Timeout | K::NotAuthenticated => ErrorKind::Connect,
+        K::Timeout => ErrorKind::Unresponsive,
+        K::Transport | K::Tls | K::NotAuthenticated => ErrorKind::Connect,
         _ => kind,
     };
     Error::new(kind, format!("{what}: {}", e.report()))

@@ -321,7 +321,12 @@ impl Machines for VCenterSession {
                 .task(mo_ref)
                 .await?
                 .ok_or_else(|| error(&format!("task {mo_ref}"), &e)),
-            Err(e) if e.kind() == vsphere_client::ErrorKind::Timeout => {
+            // The wait's own bound (no cause): the task goes on. A call of the
+            // wait that got no answer (a cause) is vCenter not answering.
+            Err(e)
+                if e.kind() == vsphere_client::ErrorKind::Timeout
+                    && e.timeout_cause().is_none() =>
+            {
                 Err(Error::timeout(format!("waiting for task {mo_ref}: {e}")))
             }
             Err(e) => Err(error(&format!("waiting for task {mo_ref}"), &e)),

@@ -4,8 +4,12 @@
 //! parameters it was made from. The client's keepalive keeps the session
 //! alive and its single-flight re-login replaces one that expired, so a
 //! reconcile never logs in: only a Provider seen for the first time, or one
-//! whose endpoint, credentials or CA changed, does. A replaced session is
-//! logged out, and so is every session when the role stops.
+//! whose endpoint, credentials, CA or call deadline changed, does; and so
+//! does one whose session met a call vCenter did not answer within the
+//! Provider's call deadline ([`VSphere::session_unresponsive`]): a wedged
+//! vCenter, or a half-dead connection through a proxy, is left behind rather
+//! than reused. A replaced session is logged out, and so is every session
+//! when the role stops.
 //!
 //! - [`inventory`]: [`Session`] (the failure-domain walk, template lookup);
 //! - [`machines`]: [`Machines`](super::Machines) (clone, reconfigure, power,
@@ -15,10 +19,11 @@
 //! - [`watch`]: the per-session VM update stream.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::{ConnectParams, Error, Tls, VSphere};
 use crate::api::NamespacedReference;
@@ -36,7 +41,8 @@ pub mod watch;
 pub struct Options {
     /// Time to establish a TCP and TLS connection.
     pub connect_timeout: Duration,
-    /// Time for one SOAP call.
+    /// Time for one attempt of a SOAP call (the Provider's call deadline
+    /// bounds all attempts of a call together).
     pub call_timeout: Duration,
     /// How often an idle session is checked (and renewed when it expired).
     pub keepalive: Duration,
@@ -60,6 +66,8 @@ impl Default for Options {
 }
 
 struct Cached {
+    /// Which login this is (a session handed out names it).
+    login: u64,
     params: ConnectParams,
     client: vsphere_client::Client,
     placement: SharedPlacement,
@@ -77,6 +85,8 @@ pub struct VCenter {
     slots: Mutex<BTreeMap<NamespacedReference, Slot>>,
     /// Instance UUIDs of VMs that changed, from every session's update stream.
     changes: tokio::sync::broadcast::Sender<String>,
+    /// Numbers the logins.
+    logins: AtomicU64,
 }
 
 impl Default for VCenter {
@@ -91,6 +101,7 @@ impl VCenter {
             options,
             slots: Mutex::default(),
             changes: tokio::sync::broadcast::channel(1024).0,
+            logins: AtomicU64::new(0),
         }
     }
 
@@ -182,6 +193,7 @@ impl VCenter {
             .credentials(params.username.clone(), params.password.expose())
             .connect_timeout(self.options.connect_timeout)
             .call_timeout(Some(self.options.call_timeout))
+            .call_deadline(Some(params.call_deadline))
             .keepalive(Some(self.options.keepalive))
             .user_agent(concat!("banlieue/", env!("CARGO_PKG_VERSION")));
         let builder = match &params.tls {
@@ -214,24 +226,50 @@ impl VSphere for VCenter {
         self.options.watch_vms.then(|| self.changes.subscribe())
     }
 
+    fn session_unresponsive(&self, session: &VCenterSession) {
+        let Some(slot) = self
+            .slots
+            .lock()
+            .ok()
+            .and_then(|slots| slots.get(&session.provider).cloned())
+        else {
+            return;
+        };
+        // Locked: a connect is checking or replacing the session right now,
+        // and a replaced one is already gone.
+        let Ok(mut cached) = slot.try_lock() else {
+            return;
+        };
+        // Only the session that met the silence: a newer login stays.
+        if cached.as_ref().is_some_and(|c| c.login == session.login) {
+            if let Some(old) = cached.take() {
+                warn!(provider = %session.provider, "vCenter did not answer within the call deadline: dropping the session; the next reconcile logs in again");
+                tokio::spawn(logout(old.client));
+            }
+        }
+    }
+
     async fn connect(&self, params: &ConnectParams) -> Result<VCenterSession, Error> {
         let slot = self.slot(&params.provider);
         let mut cached = slot.lock().await;
         if let Some(c) = cached.as_ref().filter(|c| c.params == *params) {
             return Ok(VCenterSession {
+                provider: params.provider.clone(),
+                login: c.login,
                 client: c.client.clone(),
                 page_size: self.options.page_size,
                 placement: c.placement.clone(),
                 watch: c.watch.clone(),
             });
         }
-        // New Provider, or its endpoint, credentials or CA changed: the old
-        // session (if any) belongs to settings no longer wanted.
+        // New Provider, or its endpoint, credentials, CA or call deadline
+        // changed: the old session (if any) belongs to settings no longer wanted.
         if let Some(old) = cached.take() {
             info!(provider = %params.provider, "connection settings changed: logging in again");
             tokio::spawn(logout(old.client));
         }
         let client = self.login(params).await?;
+        let login = self.logins.fetch_add(1, Ordering::Relaxed) + 1;
         info!(provider = %params.provider, endpoint = %params.endpoint, user = %params.username, "logged in to vCenter");
         let placement = SharedPlacement::default();
         let watch = self
@@ -239,12 +277,15 @@ impl VSphere for VCenter {
             .watch_vms
             .then(|| Arc::new(VmWatch::start(client.clone(), self.changes.clone())));
         *cached = Some(Cached {
+            login,
             params: params.clone(),
             client: client.clone(),
             placement: placement.clone(),
             watch: watch.clone(),
         });
         Ok(VCenterSession {
+            provider: params.provider.clone(),
+            login,
             client,
             page_size: self.options.page_size,
             placement,
@@ -256,6 +297,9 @@ impl VSphere for VCenter {
 /// A Provider's vCenter session.
 #[derive(Clone, Debug)]
 pub struct VCenterSession {
+    provider: NamespacedReference,
+    /// The login this session came from (see [`VSphere::session_unresponsive`]).
+    login: u64,
     client: vsphere_client::Client,
     page_size: u32,
     /// VM placement resolved once per session (see [`machines`]).
