@@ -550,7 +550,7 @@ pub mod provider {
     use super::{body_json, store_of};
     use crate::api::Provider;
     use crate::controllers::context::{Caches, Context};
-    use crate::vsphere::mock::MockVSphere;
+    use crate::vsphere::VSphere;
 
     type ApiServerHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
@@ -625,7 +625,7 @@ pub mod provider {
         /// Answers every request until the client is dropped: a PATCH or POST
         /// with `object` merged with what was sent (status, metadata), anything
         /// else with `object`. Returns (method, path, content type, body) of each.
-        pub async fn serve_all(mut self, object: Value) -> Vec<(String, String, String, Value)> {
+        pub async fn serve_all(mut self, object: Value) -> Seen {
             let mut seen = Vec::new();
             let mut current = object;
             while let Some((request, send)) = self.0.next_request().await {
@@ -712,8 +712,15 @@ pub mod provider {
     }
 
     impl World {
-        /// A context over these caches with a scripted vCenter, and the API server's handle.
-        pub fn context(self, vsphere: MockVSphere) -> (Arc<Context<MockVSphere>>, ApiServer) {
+        /// A context over these caches with a vCenter backend (mostly the
+        /// scripted one), and the API server's handle.
+        pub fn context<V: VSphere>(self, vsphere: V) -> (Arc<Context<V>>, ApiServer) {
+            self.context_on(Arc::new(vsphere))
+        }
+
+        /// As [`context`](Self::context), on a backend the test keeps (its
+        /// sessions outlive one context).
+        pub fn context_on<V: VSphere>(self, vsphere: Arc<V>) -> (Arc<Context<V>>, ApiServer) {
             let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
             let client = Client::new(service, "default");
             let caches = Caches {
@@ -722,28 +729,55 @@ pub mod provider {
                 config_maps: store_of(self.config_maps),
                 images: store_of(Vec::new()),
             };
-            let ctx = Context::new(
-                client,
-                NAMESPACE,
-                RESYNC,
-                Arc::new(vsphere),
-                caches,
-                Arc::default(),
-            );
+            let ctx = Context::new(client, NAMESPACE, RESYNC, vsphere, caches, Arc::default());
             ctx.caches.set_synced(true);
             (Arc::new(ctx), ApiServer(handle))
         }
     }
 
+    /// What the API server was asked: (method, path, content type, body) of each request.
+    pub type Seen = Vec<(String, String, String, Value)>;
+
+    /// Runs `reconcile` while the API server answers every request
+    /// ([`ApiServer::serve_all`] with `object`); returns the reconcile's
+    /// result and the requests it made.
+    pub async fn serving_all<V, F, T>(
+        ctx: Arc<Context<V>>,
+        server: ApiServer,
+        object: Value,
+        reconcile: F,
+    ) -> (T, Seen)
+    where
+        V: VSphere,
+        F: std::future::Future<Output = T>,
+    {
+        use futures::FutureExt;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let result = with_server(
+            ctx,
+            server,
+            move |server| {
+                async move {
+                    let _ = tx.send(server.serve_all(object).await);
+                }
+                .boxed()
+            },
+            reconcile,
+        )
+        .await;
+        (result, rx.await.unwrap_or_default())
+    }
+
     /// Runs `reconcile` while `server` plays its part; the server's part must
     /// end within a second of the reconcile.
-    pub async fn with_server<F, T, S>(
-        ctx: Arc<Context<MockVSphere>>,
+    pub async fn with_server<V, F, T, S>(
+        ctx: Arc<Context<V>>,
         server: ApiServer,
         script: S,
         reconcile: F,
     ) -> T
     where
+        V: VSphere,
         F: std::future::Future<Output = T>,
         S: FnOnce(ApiServer) -> futures::future::BoxFuture<'static, ()>,
     {
@@ -756,5 +790,85 @@ pub mod provider {
             .expect("mock API server finished in time")
             .expect("the API server saw what it expected");
         result
+    }
+}
+
+/// A TCP proxy in front of a vCenter (the simulator) that can wedge: while
+/// stalled it accepts connections and forwards nothing either way, as a
+/// hung vCenter or a half-dead load balancer does; opened again, new
+/// connections (and what was held) go through.
+pub mod stalling {
+    use std::net::SocketAddr;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::sync::watch;
+
+    pub struct StallingProxy {
+        /// `http://127.0.0.1:PORT/sdk`.
+        pub sdk_url: String,
+        open: watch::Sender<bool>,
+    }
+
+    impl StallingProxy {
+        /// Forwards to `upstream` (answering) until [`stall`](Self::stall).
+        pub async fn start(upstream: SocketAddr) -> StallingProxy {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("address");
+            let (open, _) = watch::channel(true);
+            let gate = open.clone();
+            tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    tokio::spawn(forward(client, upstream, gate.subscribe()));
+                }
+            });
+            StallingProxy {
+                sdk_url: format!("http://{addr}/sdk"),
+                open,
+            }
+        }
+
+        pub fn stall(&self) {
+            self.open.send_replace(false);
+        }
+
+        pub fn answer(&self) {
+            self.open.send_replace(true);
+        }
+    }
+
+    async fn forward(client: TcpStream, upstream: SocketAddr, gate: watch::Receiver<bool>) {
+        if gate.clone().wait_for(|open| *open).await.is_err() {
+            return;
+        }
+        let Ok(server) = TcpStream::connect(upstream).await else {
+            return;
+        };
+        let (client_read, client_write) = client.into_split();
+        let (server_read, server_write) = server.into_split();
+        tokio::join!(
+            pipe(client_read, server_write, gate.clone()),
+            pipe(server_read, client_write, gate),
+        );
+    }
+
+    /// Copies `from` to `to`, holding every chunk while the gate is shut.
+    async fn pipe(
+        mut from: impl AsyncReadExt + Unpin,
+        mut to: impl AsyncWriteExt + Unpin,
+        mut gate: watch::Receiver<bool>,
+    ) {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if gate.wait_for(|open| *open).await.is_err() || to.write_all(&buf[..n]).await.is_err()
+            {
+                break;
+            }
+        }
+        let _ = to.shutdown().await;
     }
 }

@@ -568,3 +568,155 @@ async fn an_unresponsive_vcenter_makes_the_provider_not_ready_and_drops_its_sess
         "the session that met the silence is given back"
     );
 }
+
+/// The real backend through a proxy that wedges in front of the simulator:
+/// with a 3 s call deadline, the Provider and a machine it serves say
+/// `VCenterUnresponsive` within the deadline (not after minutes), the
+/// wedged session is dropped, and once vCenter answers again the next
+/// reconcile logs in anew and the Provider is `Connected`.
+#[tokio::test]
+async fn a_stalled_vcenter_shows_within_the_call_deadline_and_the_provider_recovers() {
+    use std::time::Instant;
+
+    use crate::api::NamespacedReference;
+    use crate::controllers::vspheremachine::{reconcile_machine, FINALIZER};
+    use crate::fixtures::stalling::StallingProxy;
+    use crate::vsphere::vcenter::{Options, VCenter};
+    use vsphere_tests::{ServerTls, Simulator, SimulatorOptions};
+
+    const DEADLINE: Duration = Duration::from_secs(3);
+    // The deadline, and room for a loaded test machine; far below the
+    // minutes a per-attempt timeout with retries would take.
+    const BOUND: Duration = Duration::from_secs(6);
+
+    let sim = tokio::task::spawn_blocking(|| {
+        Simulator::start(SimulatorOptions {
+            tls: ServerTls::Plain,
+            password: "s3cret-Pw".into(),
+            ..Default::default()
+        })
+    })
+    .await
+    .expect("simulator start task")
+    .unwrap_or_else(|e| panic!("simulator: {e}"));
+    let upstream = sim
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("simulator address");
+    let proxy = StallingProxy::start(upstream).await;
+
+    let mut provider = fixtures::provider("vc", json!({}), json!({}));
+    provider.spec.connection.endpoint = proxy.sdk_url.clone();
+    provider.spec.connection.call_deadline = Some("3s".into());
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "vsphere-creds", "namespace": NAMESPACE},
+        "stringData": {"username": sim.username(), "password": sim.password()},
+    }))
+    .unwrap();
+    let mut machine = fixtures::machine("web");
+    machine.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+    machine.metadata.uid = Some("0b5c1e2a-6f00-4d7e-9c59-7a9f3c3c1d11".into());
+    let key = NamespacedReference {
+        namespace: NAMESPACE.into(),
+        name: "vc".into(),
+    };
+    let vcenter = Arc::new(VCenter::new(Options::default()));
+
+    // One reconcile of the Provider: its action, how long it took and the
+    // status it wrote.
+    let world = |provider: &Provider| World {
+        providers: vec![provider.clone()],
+        secrets: vec![secret.clone()],
+        ..Default::default()
+    };
+    let provider_pass = |provider: Provider| {
+        let (ctx, server) = world(&provider).context_on(vcenter.clone());
+        async move {
+            let object = serde_json::to_value(&provider).unwrap();
+            let started = Instant::now();
+            let (action, seen) = serving_all(
+                ctx.clone(),
+                server,
+                object,
+                reconcile_provider(Arc::new(provider), ctx),
+            )
+            .await;
+            (
+                action.expect("provider reconcile"),
+                started.elapsed(),
+                last_status(&seen, "/providers/vc/status"),
+            )
+        }
+    };
+
+    // vCenter answers: logged in, Ready.
+    let (action, _, status) = provider_pass(provider.clone()).await;
+    assert_eq!(status["conditions"][0]["reason"], "Connected", "{status}");
+    assert_eq!(action, Action::requeue(RESYNC));
+    provider.status = Some(serde_json::from_value(status).unwrap());
+    assert!(vcenter.client(&key).await.is_some(), "a session is cached");
+
+    // vCenter wedges: every call, on the cached connection or a new one, hangs.
+    proxy.stall();
+    let (action, elapsed, status) = provider_pass(provider.clone()).await;
+    let ready = &status["conditions"][0];
+    assert_eq!(ready["status"], "False", "{status}");
+    assert_eq!(ready["reason"], "VCenterUnresponsive");
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("call deadline (3s)")),
+        "{ready}"
+    );
+    assert!(
+        elapsed >= DEADLINE && elapsed < BOUND,
+        "ended by the 3 s deadline: {elapsed:?}"
+    );
+    assert_eq!(action, Action::requeue(Duration::from_secs(5)), "backoff");
+    assert!(
+        vcenter.client(&key).await.is_none(),
+        "the wedged session is dropped"
+    );
+    provider.status = Some(serde_json::from_value(status).unwrap());
+
+    // A machine of the Provider, reconciled meanwhile: its login hangs too.
+    let (ctx, server) = world(&provider).context_on(vcenter.clone());
+    let object = serde_json::to_value(&machine).unwrap();
+    let started = Instant::now();
+    let (result, seen) = serving_all(
+        ctx.clone(),
+        server,
+        object,
+        reconcile_machine(Arc::new(machine), ctx),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    let error = result.expect_err("the machine's reconcile fails (and backs off)");
+    assert_eq!(error.label(), "vsphere_unresponsive", "{error}");
+    assert!(elapsed < BOUND, "ended by the 3 s deadline: {elapsed:?}");
+    let machine_status = last_status(&seen, "/vspheremachines/web/status");
+    assert_eq!(
+        machine_status["conditions"][0]["reason"], "VCenterUnresponsive",
+        "{seen:?}"
+    );
+    assert_eq!(machine_status["conditions"][0]["status"], "False");
+
+    // vCenter answers again: the next reconcile logs in anew and is Ready.
+    proxy.answer();
+    let (action, elapsed, status) = provider_pass(provider.clone()).await;
+    assert_eq!(status["conditions"][0]["status"], "True", "{status}");
+    assert_eq!(status["conditions"][0]["reason"], "Connected");
+    assert!(elapsed < BOUND, "{elapsed:?}");
+    assert_eq!(action, Action::requeue(RESYNC));
+    assert!(vcenter.client(&key).await.is_some(), "a new session");
+}
+
+/// The last status patched at a path ending in `path_end`.
+fn last_status(seen: &fixtures::provider::Seen, path_end: &str) -> serde_json::Value {
+    seen.iter()
+        .rev()
+        .find(|(method, path, _, _)| method == "PATCH" && path.ends_with(path_end))
+        .map(|(_, _, _, body)| body["status"].clone())
+        .unwrap_or_default()
+}

@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use futures::FutureExt;
 use kube::runtime::controller::Action;
 use serde_json::{json, Value};
 
@@ -15,13 +14,11 @@ use super::FINALIZER;
 use crate::api::VSphereMachine;
 use crate::fixtures;
 use crate::fixtures::machine;
-use crate::fixtures::provider::{credentials, with_server, World, RESYNC};
+use crate::fixtures::provider::{credentials, serving_all, Seen, World, RESYNC};
 use crate::vsphere;
 use crate::vsphere::mock::{MockVSphere, Script};
 
 const MACHINE: &str = "/apis/banlieue.io/v1alpha1/namespaces/ns/vspheremachines/web";
-
-type Seen = Vec<(String, String, String, Value)>;
 
 fn vsphere() -> MockVSphere {
     MockVSphere::new(Script {
@@ -54,20 +51,13 @@ fn with_finalizer(mut m: VSphereMachine) -> VSphereMachine {
 async fn reconcile(m: VSphereMachine, vsphere: &MockVSphere) -> (crate::Result<Action>, Seen) {
     let (ctx, server) = world().context(vsphere.clone());
     let object = serde_json::to_value(&m).unwrap_or_default();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let result = with_server(
+    serving_all(
         ctx.clone(),
         server,
-        move |server| {
-            async move {
-                let _ = tx.send(server.serve_all(object).await);
-            }
-            .boxed()
-        },
+        object,
         reconcile_machine(Arc::new(m), ctx),
     )
-    .await;
-    (result, rx.await.unwrap_or_default())
+    .await
 }
 
 fn status_patches(seen: &Seen) -> Vec<&Value> {
