@@ -82,7 +82,7 @@
 //! | tags and content libraries (REST) | [`Client::rest`], [`rest`] |
 //! | any vim25 operation, typed | [`Client::vim`] ([`Vim`]), the types in [`types`], managed objects in [`mo`] |
 //! | sessions: keepalive, re-login, logout | [`ClientBuilder::keepalive`], [`Client::check_session`], [`Client::close`] |
-//! | retries, timeouts, concurrency | [`ClientBuilder::retry`] ([`RetryConfig`]), [`ClientBuilder::call_timeout`], [`Client::with_call_timeout`], [`ClientBuilder::concurrency_limit`] |
+//! | retries, deadlines and timeouts, concurrency | [`ClientBuilder::retry`] ([`RetryConfig`]), [`ClientBuilder::call_deadline`], [`Client::with_call_deadline`], [`ClientBuilder::call_timeout`], [`Client::with_call_timeout`], [`Error::timeout_cause`], [`ClientBuilder::concurrency_limit`] |
 //! | tracing: calls as spans, the wire log | [`WIRE_LOG_TARGET`], [`Client::call_stats`] |
 //! | errors: kinds, typed faults, the chain | [`Error`], [`ErrorKind`], [`Error::is_fault`], [`report`] |
 //! | encode a request or decode a captured response, no server | [`codec`] |

@@ -76,7 +76,7 @@ impl Hooks for KubeHooks {
         publish(
             &self.recorder,
             &machine.object_ref(&()),
-            reason == step::reason::FAILED,
+            reason == step::reason::FAILED || reason == readiness::reason::VCENTER_UNRESPONSIVE,
             reason,
             message,
             "Lifecycle",

@@ -224,6 +224,11 @@ async fn an_unresponsive_vcenter_is_the_machines_condition_and_its_session_is_dr
         .as_str()
         .is_some_and(|m| m.contains("the call deadline (3s) passed")));
     assert_eq!(event_reasons(&seen), ["VCenterUnresponsive"]);
+    let event = seen
+        .iter()
+        .find(|(_, p, _, _)| p.ends_with("/events"))
+        .map(|(_, _, _, body)| body["type"].clone());
+    assert_eq!(event, Some(json!("Warning")));
     assert_eq!(vsphere.unresponsive_sessions(), 1);
     assert!(machines.vms().is_empty(), "nothing cloned on a silence");
 
