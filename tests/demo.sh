@@ -31,6 +31,18 @@ bold() { if [ -t 1 ]; then printf '\033[1m%s\033[0m\n' "$*"; else printf '%s\n' 
 VCSIM_BIN="$(tests/vcsim/build)"
 export VCSIM_BIN
 
+# Every program the demo runs, from one cargo command over the workspace: the
+# CLI and the quick start (examples of vsphere-client) and banlieue. Built by
+# separate commands (`cargo run -p vsphere-client --example ...`, then
+# `cargo build -p banlieue`), their dependencies got different features and
+# vsphere-client was compiled twice; over the workspace, the features are the
+# ones `make test` builds with, so after it nothing is compiled again. Debug
+# builds: release builds of the bindings take minutes (`make bench` uses them).
+target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+bold "building the CLI, the quick start and banlieue (cargo build --workspace, debug)"
+cargo build -q --workspace --example vsphere --example quickstart --bin banlieue
+export BANLIEUE="${BANLIEUE:-$target_dir/debug/banlieue}"
+
 # A CA and server certificate for 127.0.0.1, so the demo verifies TLS like a
 # real deployment instead of turning verification off.
 ca_dir="$DEMO_TMP/ca"
@@ -89,9 +101,7 @@ step() {
 }
 
 # ---- steps -----------------------------------------------------------------
-# Debug builds: the same target as `make test`, so after it the demo starts at
-# once (release builds of the bindings take minutes; `make bench` uses them).
-vsphere=(cargo run -q -p vsphere-client --example vsphere --)
+vsphere=("$target_dir/debug/examples/vsphere")
 
 step "about: product and API version (like govc about)" \
     vsphere-client/examples/vsphere/main.rs "${vsphere[@]}" about
@@ -99,7 +109,7 @@ step "about: product and API version (like govc about)" \
 # The crate's quick start (its README and front page) as a program: connect,
 # list VMs, clone the template, power on, watch, a typed fault, clean up.
 step "quick start: connect, list VMs, clone 'golden', power on, watch, DuplicateName, destroy" \
-    vsphere-client/examples/quickstart.rs cargo run -q -p vsphere-client --example quickstart -- DC0 golden DC0_C0
+    vsphere-client/examples/quickstart.rs "$target_dir/debug/examples/quickstart" DC0 golden DC0_C0
 
 # Tags over the vSphere Automation (REST) API, like govc tags.*: a category
 # for VMs, a tag in it, attached to a VM found by its inventory path.

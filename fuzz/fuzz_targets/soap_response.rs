@@ -28,13 +28,13 @@ fuzz_target!(|data: &[u8]| {
 fn decode_registry_type(data: &[u8]) {
     let Some((index, body)) = data.split_first_chunk::<2>() else { return };
     let registry: &'static Registry = vsphere_client::fuzzing_registry();
-    let decoders: Vec<_> = registry.iter().filter_map(|t| t.decode()).collect();
-    if decoders.is_empty() {
+    let types: Vec<_> = registry.iter().filter(|t| t.decodes_as_object()).collect();
+    if types.is_empty() {
         return;
     }
-    let decode = decoders[usize::from(u16::from_le_bytes(*index)) % decoders.len()];
+    let info = types[usize::from(u16::from_le_bytes(*index)) % types.len()];
     let mut reader = XmlReader::new(body, registry);
     if reader.root().is_ok() {
-        drop(decode(&mut reader));
+        drop(info.decode(&mut reader));
     }
 }

@@ -8,7 +8,7 @@
 use std::fmt;
 
 use crate::types::{AnyMethodFault, InvalidLogin};
-use crate::xml::{DataObject, SchemaType};
+use crate::xml::{SchemaType, VariantOf};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -167,8 +167,8 @@ impl Fault {
 
     /// The fault's detail as a `T`, when it is exactly a `T`:
     /// `fault.detail_as::<DuplicateName>().map(|d| &d.object)`.
-    pub fn detail_as<T: DataObject>(&self) -> Option<&T> {
-        self.detail.as_ref()?.as_data_object().downcast_ref()
+    pub fn detail_as<T: VariantOf<AnyMethodFault>>(&self) -> Option<&T> {
+        self.detail.as_ref()?.downcast_ref()
     }
 }
 
@@ -321,7 +321,7 @@ impl Error {
     }
 
     /// The fault's detail as a `T`, when the error carries exactly a `T`.
-    pub fn fault_as<T: DataObject>(&self) -> Option<&T> {
+    pub fn fault_as<T: VariantOf<AnyMethodFault>>(&self) -> Option<&T> {
         self.fault()?.detail_as()
     }
 

@@ -112,7 +112,9 @@ pub fn fuzzing_registry() -> &'static xml::Registry {
     &generated::REGISTRY
 }
 pub use generated::{mo, types};
-pub use xml::{DataObject, DateTime, FromValue, Request, SchemaType, Value, ValueTypeError};
+pub use xml::{
+    DataObject, DateTime, FromValue, ObjectType, Request, SchemaType, Value, ValueTypeError,
+};
 
 pub mod codec;
 

@@ -12,7 +12,7 @@ use vsphere_client::types::{
     UserSession,
 };
 use vsphere_client::xml::soap::{self, ReturnValue, SoapFault};
-use vsphere_client::xml::{into_dyn, Decode};
+use vsphere_client::xml::Decode;
 use vsphere_client::{Client, ClientBuilder, DateTime, Request, RetryConfig, Value};
 use wiremock::{Match, Mock, MockServer, Respond, ResponseTemplate};
 
@@ -562,7 +562,7 @@ impl MockVCenter {
                 let prop_set = match shared.session(request) {
                     Some(session) => vec![DynamicProperty {
                         name: "currentSession".to_string(),
-                        val: Value::Object(into_dyn(session)),
+                        val: Value::object(session),
                     }],
                     None => Vec::new(),
                 };

@@ -20,7 +20,6 @@ use vsphere_client::types::{
     RequestCanceled, TaskInfo, TaskInfoState, TaskReasonUser, UpdateSet,
     WaitForUpdatesExRequestType,
 };
-use vsphere_client::xml::into_dyn;
 use vsphere_client::{DateTime, Value};
 
 use crate::server::{built_in, fault_template, Answer, MockVCenter};
@@ -369,7 +368,7 @@ impl Tasks {
                 change_set: vec![PropertyChange {
                     name: "info".to_string(),
                     op: PropertyChangeOp::Assign,
-                    val: Some(Value::Object(into_dyn(info))),
+                    val: Some(Value::object(info)),
                 }],
                 missing_set: Vec::new(),
             });

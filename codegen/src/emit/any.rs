@@ -62,57 +62,78 @@ pub(crate) fn emit(
             "impl Default for {any} {{ fn default() -> Self {{ Self::{base_rust}(Box::default()) }} }}"
         )
         .ok();
-        // Debug, Clone and PartialEq go through the boxed value's `DataObject`
-        // impl, which exists anyway: derived impls would compile a match arm
-        // and `Box` glue per variant, for every enum.
-        writeln!(
-            code,
-            "impl std::fmt::Debug for {any} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ self.as_data_object().fmt(f) }}\n}}\n\
-             impl PartialEq for {any} {{\n    fn eq(&self, other: &Self) -> bool {{ self.as_data_object().eq_dyn(other.as_data_object()) }}\n}}\n\
-             impl Clone for {any} {{\n    fn clone(&self) -> Self {{\n        \
-             // `clone_box` returns the same type, which `from_data_object` accepts.\n        \
-             Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()\n    }}\n}}"
-        )
-        .ok();
-
-        writeln!(code, "impl {any} {{").ok();
-        code.push_str("    /// The value held, as a schema object (to downcast or inspect).\n");
-        code.push_str(
-            "    pub fn as_data_object(&self) -> &dyn x::DataObject {\n        match self {\n",
+        // Debug, Clone, PartialEq, Encode and `type_name` are one `match`
+        // each, calling the variant type's own impls: no trait object and no
+        // per-type glue. (Debug prints the value held, as if unwrapped.)
+        let (mut debug, mut clone, mut eq, mut names, mut encode, mut variant_of) = (
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
         );
         for t in &variants {
+            let r = rust(t);
+            writeln!(debug, "Self::{r}(v) => std::fmt::Debug::fmt(&**v, f),").ok();
+            writeln!(clone, "Self::{r}(v) => Self::{r}(Box::new((**v).clone())),").ok();
+            writeln!(eq, "(Self::{r}(a), Self::{r}(b)) => **a == **b,").ok();
+            writeln!(names, "Self::{r}(_) => {},", lit(t)).ok();
+            let xsi_type = if t == base {
+                // The declared type needs no `xsi:type`; a subtype does.
+                "None".to_string()
+            } else {
+                format!("Some({})", lit(t))
+            };
             writeln!(
-                code,
-                // Out of line, so each type's vtable is emitted once (see
-                // `as_dyn` in the runtime).
-                "            Self::{}(value) => x::as_dyn(&**value),",
-                rust(t)
+                encode,
+                "Self::{r}(v) => x::Encode::encode_as(&**v, w, tag, {xsi_type}),"
             )
             .ok();
+            writeln!(variant_of, "{} => match x::take_object(object) {{ Ok(v) => Ok(Self::{r}(v)), Err(object) => Err(object) }},", lit(t)).ok();
         }
-        code.push_str("        }\n    }\n");
+        let other = if variants.len() > 1 {
+            "_ => false,"
+        } else {
+            ""
+        };
+        // One item each: the `match`es of the big families (MethodFault,
+        // Event) would not fit one file together.
+        let traits = [
+            format!(
+                "impl std::fmt::Debug for {any} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ match self {{ {debug} }} }}\n}}\n"
+            ),
+            format!(
+                "impl PartialEq for {any} {{\n    fn eq(&self, other: &Self) -> bool {{ match (self, other) {{ {eq} {other} }} }}\n}}\n"
+            ),
+            format!(
+                "impl Clone for {any} {{\n    fn clone(&self) -> Self {{ match self {{ {clone} }} }}\n}}\n"
+            ),
+            format!(
+                "impl x::Encode for {any} {{\n    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {{\n        \
+                 match self {{ {encode} }}\n    }}\n}}\n"
+            ),
+        ];
+
+        writeln!(code, "impl {any} {{").ok();
+        writeln!(
+            code,
+            "    /// The XML type name of the value held.\n    pub fn type_name(&self) -> &'static str {{ match self {{ {names} }} }}"
+        )
+        .ok();
         code.push_str(
-            "    /// The XML type name of the value held.\n    pub fn type_name(&self) -> &'static str { self.as_data_object().type_name() }\n",
-        );
-        code.push_str(
-            "    /// The value held as `T`, if it is one.\n    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> { self.as_data_object().downcast_ref() }\n",
+            "    /// The value held as `T`, if it is exactly a `T`.\n    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> { T::variant_ref(self) }\n",
         );
         let mut core = std::mem::take(&mut code);
         core.push_str("}\n");
-        code.push_str(&format!("impl {any} {{\n"));
-        code.push_str(
-            "    /// Wraps a boxed schema object of this type or one of its subtypes.\n    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {\n        match object.type_name() {\n",
-        );
-        for t in &variants {
-            writeln!(
-                code,
-                "            {} => match x::downcast_box(object) {{ Ok(v) => Some(Self::{}(v)), Err(_) => None }},",
-                lit(t),
-                rust(t)
-            )
-            .ok();
-        }
-        code.push_str("            _ => None,\n        }\n    }\n}\n");
+        writeln!(
+            code,
+            "impl {any} {{\n    /// The value of an `anyType` slot as this enum, if it holds this\n    \
+             /// type or one of its subtypes; else the object back.\n    \
+             pub fn from_object(object: Box<dyn x::DataObject>) -> Result<Self, Box<dyn x::DataObject>> {{\n        \
+             match object.type_name() {{\n{variant_of}            _ => Err(object),\n        }}\n    }}\n}}"
+        )
+        .ok();
         let conversions = std::mem::take(&mut code);
 
         writeln!(
@@ -138,17 +159,8 @@ pub(crate) fn emit(
 
         writeln!(
             code,
-            "impl x::Encode for {any} {{\n    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {{\n        \
-             let object = self.as_data_object();\n        \
-             // The declared type needs no `xsi:type`; a subtype does.\n        \
-             let xsi_type = match self {{ Self::{base_rust}(_) => None, _ => Some(object.type_name()) }};\n        \
-             object.encode_dyn(w, tag, xsi_type);\n    }}\n}}"
-        )
-        .ok();
-        writeln!(
-            code,
             "impl x::FromValue for {any} {{\n    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {{\n        \
-             x::any_from_value(value, {}, Self::from_data_object)\n    }}\n}}",
+             x::any_from_value(value, {}, Self::from_object)\n    }}\n}}",
             lit(base)
         )
         .ok();
@@ -172,7 +184,7 @@ pub(crate) fn emit(
             group: group.clone(),
             code: format(&core)? + &thread_safety,
         });
-        for part in [conversions, decode] {
+        for part in traits.into_iter().chain([conversions, decode]) {
             items.push(Item {
                 group: group.clone(),
                 code: format(&part)?,
@@ -184,8 +196,10 @@ pub(crate) fn emit(
         for t in &variants {
             writeln!(
                 from,
-                "impl x::VariantOf<{any}> for {0} {{ fn into_variant(self) -> {any} {{ {any}::{0}(Box::new(self)) }} }}",
-                rust(t)
+                "impl x::VariantOf<{any}> for {0} {{\n    #[inline]\n    fn into_variant(self) -> {any} {{ {any}::{0}(Box::new(self)) }}\n    \
+                 #[inline]\n    fn variant_ref(any: &{any}) -> Option<&Self> {{ match any {{ {any}::{0}(v) => Some(v), {1} }} }}\n}}",
+                rust(t),
+                if variants.len() > 1 { "_ => None," } else { "" }
             )
             .ok();
             if from.len() > 40_000 {

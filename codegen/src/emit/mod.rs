@@ -219,7 +219,13 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     modules.push("pub mod types;".into());
 
     // registry/: the xsi:type registry with inheritance and field tables.
-    let registry = registry::emit(model, plan, &header, &mut out.counts)?;
+    let registry = registry::emit(
+        model,
+        plan,
+        &header,
+        &mut out.counts,
+        &mut thread_safety_checks,
+    )?;
     let mut registry_mod = format!(
         "{header}//! The `xsi:type` registry: every schema type, its base and its fields.\n\n"
     );

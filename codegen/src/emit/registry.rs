@@ -1,6 +1,9 @@
 //! The `xsi:type` registry as static data: every schema type by XML name with
-//! its base, kind, own fields (or enumeration values) and, for types that can
-//! appear in an `anyType` slot, the function that decodes it boxed.
+//! its base, kind, own fields (or enumeration values), and what an `anyType`
+//! slot holds of the chunk's types: an enum `Object` with a boxed variant per
+//! type that can appear there, its one decoding `match`, and the one
+//! `x::DataObject` impl of the chunk (a few dozen trait objects in all,
+//! instead of a vtable and its glue for each of ~4,000 types).
 //!
 //! The tables hold no pointers (see `xml::Registry` for why): every name is
 //! an offset into one string table, `registry/names.txt`, and fields and
@@ -38,8 +41,19 @@ enum Entry {
 
 struct Registered {
     entry: Entry,
-    /// The boxed decoder (`x::decode_boxed::<T>`), when the type has one.
-    decode: Option<String>,
+    /// The type's variant of its chunk's `Object`, when it can appear in an
+    /// `anyType` slot (not request types, not arrays of primitives).
+    object: Option<Variant>,
+}
+
+/// A variant of a chunk's `Object` enum.
+struct Variant {
+    /// The variant's name (the Rust type name; `ArrayOfVirtualDevice` for an array).
+    name: String,
+    /// The Rust type it boxes (`VirtualDisk`, `Vec<AnyVirtualDevice>`).
+    rust: String,
+    /// For an array, the Rust item type (`AnyVirtualDevice`).
+    array_item: Option<String>,
 }
 
 pub(crate) fn emit(
@@ -47,7 +61,11 @@ pub(crate) fn emit(
     plan: &Plan,
     header: &str,
     counts: &mut Counts,
+    thread_safety_checks: &mut BTreeSet<String>,
 ) -> Result<RegistryFiles> {
+    if model.types.contains_key(OBJECT) || model.enums.contains_key(OBJECT) {
+        bail!("a schema type named {OBJECT} would clash with the registry's enum of that name");
+    }
     let mut entries: BTreeMap<&str, Registered> = BTreeMap::new();
     for ty in model.types.values() {
         let rust = &plan.type_names[&ty.name];
@@ -58,7 +76,11 @@ pub(crate) fn emit(
                     base: ty.base.clone(),
                     fields: ty.fields.clone(),
                 },
-                decode: (!ty.is_request).then(|| format!("x::decode_boxed::<{rust}>")),
+                object: (!ty.is_request).then(|| Variant {
+                    name: rust.clone(),
+                    rust: rust.clone(),
+                    array_item: None,
+                }),
             },
         );
     }
@@ -70,17 +92,29 @@ pub(crate) fn emit(
                 entry: Entry::Enumeration {
                     values: e.values.clone(),
                 },
-                decode: Some(format!("x::decode_boxed::<{rust}>")),
+                object: Some(Variant {
+                    name: rust.clone(),
+                    rust: rust.clone(),
+                    array_item: None,
+                }),
             },
         );
     }
+    let mut array_items = BTreeSet::new();
     for array in model.arrays.values() {
         // Arrays of primitives and references are `Value` variants, decoded by the runtime.
-        let decode = match &array.item {
-            TypeRef::Complex(_) | TypeRef::Enum(_) => Some(format!(
-                "x::decode_boxed::<Vec<{}>>",
-                plan.rust_type(&array.item)
-            )),
+        let object = match &array.item {
+            TypeRef::Complex(_) | TypeRef::Enum(_) => {
+                let item = plan.rust_type(&array.item);
+                if !array_items.insert(item.clone()) {
+                    bail!("{}: a second array of {item}", array.name);
+                }
+                Some(Variant {
+                    name: array.name.replace('_', ""),
+                    rust: format!("Vec<{item}>"),
+                    array_item: Some(item),
+                })
+            }
             _ => None,
         };
         let item = Field {
@@ -93,11 +127,17 @@ pub(crate) fn emit(
             &array.name,
             Registered {
                 entry: Entry::Array { item },
-                decode,
+                object,
             },
         );
     }
     counts.registry_entries = entries.len();
+    thread_safety_checks.extend(
+        entries
+            .values()
+            .filter_map(|r| r.object.as_ref())
+            .map(|v| v.rust.clone()),
+    );
     counts.array_types = model.arrays.len();
 
     let names = NameTable::new(header, &entries)?;
@@ -105,7 +145,10 @@ pub(crate) fn emit(
     let sized = entries
         .iter()
         .map(|(name, registered)| {
-            let size = 160 + 110 * entry_rows(&registered.entry);
+            // A type's row and its variant's lines (the enum, each `match`,
+            // the `ObjectType` impl).
+            let object = if registered.object.is_some() { 1200 } else { 0 };
+            let size = 160 + object + 110 * entry_rows(&registered.entry);
             (name[..1].to_lowercase(), *name, size)
         })
         .collect();
@@ -113,7 +156,7 @@ pub(crate) fn emit(
     for (file, types) in pack_sized(sized, MAX_FILE_BYTES) {
         // Written out as is (a formatter would drop the comments that name
         // each entry); checked to parse.
-        let code = chunk_code(&types, &entries, &names);
+        let code = chunk_code(&types, &entries, &names)?;
         format(&code)?;
         chunks.push((file, code));
     }
@@ -134,12 +177,19 @@ fn entry_rows(entry: &Entry) -> usize {
 /// A row's indentation in a chunk's tables.
 const ROW: &str = "        ";
 
-/// One chunk: `pub(crate) static CHUNK: x::RegistryChunk`.
-fn chunk_code(types: &[&str], entries: &BTreeMap<&str, Registered>, names: &NameTable) -> String {
-    let (mut type_rows, mut decoders, mut fields, mut values) =
-        (String::new(), String::new(), String::new(), String::new());
+/// The name of each chunk's enum of the values an `anyType` slot can hold.
+const OBJECT: &str = "Object";
+
+/// One chunk: `pub(crate) static CHUNK: x::RegistryChunk`, and its `Object`.
+fn chunk_code(
+    types: &[&str],
+    entries: &BTreeMap<&str, Registered>,
+    names: &NameTable,
+) -> Result<String> {
+    let (mut type_rows, mut fields, mut values) = (String::new(), String::new(), String::new());
+    let mut objects: Vec<(usize, &str, &Variant)> = Vec::new();
     let (mut field_count, mut value_count) = (0usize, 0usize);
-    for &name in types {
+    for (index, &name) in types.iter().enumerate() {
         let registered = &entries[name];
         let n = names.code(name);
         match &registered.entry {
@@ -151,12 +201,24 @@ fn chunk_code(types: &[&str], entries: &BTreeMap<&str, Registered>, names: &Name
                     .as_deref()
                     .map(|b| format!(": {b}"))
                     .unwrap_or_default();
-                writeln!(
-                    type_rows,
-                    "{ROW}x::TypeEntry::structure({n}, {base_code}, {field_count}, {}), // {name}{base_note}",
-                    own.len()
-                )
-                .ok();
+                if registered.object.is_some() {
+                    writeln!(
+                        type_rows,
+                        "{ROW}x::TypeEntry::structure({n}, {base_code}, {field_count}, {}), // {name}{base_note}",
+                        own.len()
+                    )
+                    .ok();
+                } else {
+                    if base.is_some() {
+                        bail!("request type {name} has a base");
+                    }
+                    writeln!(
+                        type_rows,
+                        "{ROW}x::TypeEntry::request({n}, {field_count}, {}), // {name}",
+                        own.len()
+                    )
+                    .ok();
+                }
                 for f in own {
                     field_row(&mut fields, f, names);
                 }
@@ -175,28 +237,162 @@ fn chunk_code(types: &[&str], entries: &BTreeMap<&str, Registered>, names: &Name
                 value_count += own.len();
             }
             Entry::Array { item } => {
+                let constructor = if registered.object.is_some() {
+                    "array"
+                } else {
+                    "primitive_array"
+                };
                 writeln!(
                     type_rows,
-                    "{ROW}x::TypeEntry::array({n}, {field_count}), // {name}"
+                    "{ROW}x::TypeEntry::{constructor}({n}, {field_count}), // {name}"
                 )
                 .ok();
                 field_row(&mut fields, item, names);
                 field_count += 1;
             }
         }
-        match &registered.decode {
-            Some(decode) => writeln!(decoders, "{ROW}Some({decode}),").ok(),
-            None => writeln!(decoders, "{ROW}None, // {name}").ok(),
-        };
+        if let Some(variant) = &registered.object {
+            objects.push((index, name, variant));
+        }
     }
-    format!(
+    let mut variant_names = BTreeSet::new();
+    for (_, name, variant) in &objects {
+        if !variant_names.insert(variant.name.as_str()) {
+            bail!("{name}: a second registry variant named {}", variant.name);
+        }
+    }
+    let decode = if objects.is_empty() {
+        "decode: x::RegistryChunk::NO_OBJECTS"
+    } else {
+        "decode"
+    };
+    let mut code = format!(
         "pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {{\n    \
          types: &[\n{type_rows}    ],\n    \
-         decoders: &[\n{decoders}    ],\n    \
+         {decode},\n    \
          fields: &[\n{fields}    ],\n    \
          values: &[\n{values}    ],\n\
          }};\n"
+    );
+    if !objects.is_empty() {
+        code.push('\n');
+        code.push_str(&objects_code(&objects));
+    }
+    Ok(code)
+}
+
+/// A chunk's `Object` enum (what an `anyType` slot holds of the chunk's
+/// types), its decoder, its `x::DataObject` impl and each type's
+/// `x::ObjectType` impl.
+fn objects_code(objects: &[(usize, &str, &Variant)]) -> String {
+    let arms = |arm: &dyn Fn(&str, &str, &Variant) -> String| -> String {
+        objects
+            .iter()
+            .map(|(_, name, v)| format!("{ROW}    {}\n", arm(name, &v.name, v)))
+            .collect()
+    };
+    let mut code = String::new();
+    code.push_str(
+        "/// A value of one of this chunk's types, as an `anyType` slot holds it\n\
+         /// (`x::Value::Object`). Reached through `x::ObjectType`.\n\
+         #[doc(hidden)]\npub enum Object {\n",
+    );
+    for (_, _, v) in objects {
+        writeln!(code, "    {}(Box<{}>),", v.name, v.rust).ok();
+    }
+    code.push_str("}\n\n");
+    // SAFETY comment for the declared auto traits (see `any.rs` for why).
+    code.push_str(
+        "// SAFETY: every variant is a Box of a generated type whose fields are all\n\
+         // Send + Sync (asserted for each variant type by the generated thread_safety test).\n\
+         unsafe impl Send for Object {}\n// SAFETY: as above.\nunsafe impl Sync for Object {}\n\n",
+    );
+    code.push_str(
+        "/// Decodes the current element as the type at `index` of `CHUNK.types`.\n\
+         fn decode(\n    index: usize,\n    r: &mut x::XmlReader<'_>,\n\
+         ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {\n    \
+         let object = match index {\n",
+    );
+    for (index, _, v) in objects {
+        writeln!(
+            code,
+            "{ROW}{index} => match x::Decode::decode_boxed(r) {{ Ok(v) => Object::{}(v), Err(e) => return Some(Err(e)) }},",
+            v.name
+        )
+        .ok();
+    }
+    code.push_str("        _ => return None,\n    };\n    Some(Ok(Box::new(object)))\n}\n\n");
+
+    let type_names = arms(&|name, variant, _| format!("Object::{variant}(_) => {},", lit(name)));
+    let debug =
+        arms(&|_, variant, _| format!("Object::{variant}(v) => std::fmt::Debug::fmt(&**v, f),"));
+    let clone = arms(&|_, variant, _| {
+        format!("Object::{variant}(v) => Object::{variant}(Box::new((**v).clone())),")
+    });
+    let eq = arms(&|_, variant, _| {
+        format!("(Object::{variant}(a), Object::{variant}(b)) => **a == **b,")
+    });
+    let other = if objects.len() > 1 {
+        "            _ => false,\n"
+    } else {
+        ""
+    };
+    let encode = arms(&|_, variant, _| {
+        format!("Object::{variant}(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),")
+    });
+    writeln!(
+        code,
+        "impl std::fmt::Debug for Object {{\n    \
+         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{\n        \
+         match self {{\n{debug}        }}\n    }}\n}}\n\n\
+         impl PartialEq for Object {{\n    \
+         fn eq(&self, other: &Self) -> bool {{\n        \
+         match (self, other) {{\n{eq}{other}        }}\n    }}\n}}\n\n\
+         impl Clone for Object {{\n    \
+         fn clone(&self) -> Self {{\n        \
+         match self {{\n{clone}        }}\n    }}\n}}\n\n\
+         impl x::DataObject for Object {{\n    \
+         fn type_name(&self) -> &'static str {{\n        \
+         match self {{\n{type_names}        }}\n    }}\n    \
+         fn as_any(&self) -> &dyn std::any::Any {{\n        self\n    }}\n    \
+         fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {{\n        self\n    }}\n    \
+         #[cfg_attr(target_os = \"linux\", link_section = \".text.unlikely.vsphere_client\")]\n    \
+         fn clone_box(&self) -> Box<dyn x::DataObject> {{\n        Box::new(self.clone())\n    }}\n    \
+         #[cfg_attr(target_os = \"linux\", link_section = \".text.unlikely.vsphere_client\")]\n    \
+         fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {{\n        \
+         other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)\n    }}\n    \
+         #[cfg_attr(target_os = \"linux\", link_section = \".text.unlikely.vsphere_client\")]\n    \
+         fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {{\n        \
+         match self {{\n{encode}        }}\n    }}\n}}\n"
     )
+    .ok();
+    let other_ref = if objects.len() > 1 { " _ => None," } else { "" };
+    let other_owned = if objects.len() > 1 {
+        " other => Err(other),"
+    } else {
+        ""
+    };
+    for (_, _, v) in objects {
+        let (header, ty) = match &v.array_item {
+            Some(item) => (
+                format!("impl x::ObjectArrayItem for {item}"),
+                v.rust.as_str(),
+            ),
+            None => (format!("impl x::ObjectType for {}", v.rust), "Self"),
+        };
+        let name = &v.name;
+        writeln!(
+            code,
+            "\n{header} {{\n    type Object = Object;\n    \
+             #[inline]\n    fn into_object(value: Box<{ty}>) -> Object {{\n        Object::{name}(value)\n    }}\n    \
+             #[inline]\n    fn object_ref(object: &Object) -> Option<&{ty}> {{\n        \
+             match object {{ Object::{name}(v) => Some(v),{other_ref} }}\n    }}\n    \
+             #[inline]\n    fn from_object(object: Object) -> Result<Box<{ty}>, Object> {{\n        \
+             match object {{ Object::{name}(v) => Ok(v),{other_owned} }}\n    }}\n}}"
+        )
+        .ok();
+    }
+    code
 }
 
 fn field_row(out: &mut String, f: &Field, names: &NameTable) {

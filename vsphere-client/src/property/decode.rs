@@ -235,9 +235,8 @@ fn decode_group<T: ManagedObject>(
     let field = MANAGED_OBJECTS
         .property(T::TYPE_NAME, top)
         .ok_or_else(|| invalid(format!("{} has no property {top}", T::TYPE_NAME)))?;
-    let decode = REGISTRY
+    let info = REGISTRY
         .get(field.type_name)
-        .and_then(|t| t.decode())
         .ok_or_else(|| invalid(format!("{top} of type {} has no fields", field.type_name)))?;
 
     let mut doc = Vec::with_capacity(
@@ -317,7 +316,14 @@ fn decode_group<T: ManagedObject>(
     close(&mut doc, top);
 
     let mut reader = XmlReader::new(&doc, &REGISTRY);
-    let decoded = reader.root().and_then(|_| decode(&mut reader));
+    let decoded = reader.root().and_then(|_| {
+        info.decode(&mut reader).unwrap_or_else(|| {
+            Err(invalid(format!(
+                "{top} of type {} has no fields",
+                field.type_name
+            )))
+        })
+    });
     match decoded {
         Ok(object) => Ok(Value::Object(object)),
         Err(e) => Err(DecodeError::new(

@@ -38,8 +38,8 @@ pub use schema::{
 #[doc(hidden)]
 pub use schema::{FieldEntry, Name, RegistryChunk, TypeEntry};
 pub use value::{
-    any_from_value, as_dyn, decode_boxed, downcast_box, from_property, into_dyn, DataObject,
-    FromValue, Value, ValueTypeError,
+    any_from_value, from_property, take_object, DataObject, FromValue, ObjectArrayItem, ObjectType,
+    Value, ValueTypeError,
 };
 pub use writer::{NewerItem, XmlWriter};
 
@@ -47,7 +47,7 @@ pub use writer::{NewerItem, XmlWriter};
 // clone: a walk encodes a few requests and decodes thousands of objects.
 // The encoding side of every type (`Fields::encode_fields`, generated) and
 // the `DataObject` methods that clone, compare or encode a boxed object
-// (`value.rs`) go into one ELF section, `.text.unlikely.vsphere_client`
+// (generated, one set per registry chunk) go into one ELF section, `.text.unlikely.vsphere_client`
 // (Linux only), which the linker places as one block: those ~9 MB of
 // machine code no longer sit between the decoders a program runs, so fewer
 // pages of the executable are loaded (the kernel maps 64 KB around each
@@ -127,9 +127,11 @@ pub fn is_default<T: Default + PartialEq>(value: &T) -> bool {
 /// skipped ([`skipped`]).
 pub trait Structure: Fields + Default + SchemaType {}
 
-// The `dyn Fields` of a structure are made out of line, for the reason given
-// at `value::as_dyn`: one vtable per type instead of one per codegen unit
-// that decodes or encodes it.
+// The `dyn Fields` of a structure are made out of line: a trait object's
+// vtable is emitted in each codegen unit that makes one, and in a
+// position-independent executable every pointer in it is a relocation the
+// loader applies at startup. Made here, there is one vtable per type instead
+// of one per codegen unit that decodes or encodes it.
 #[inline(never)]
 fn fields_mut<T: Fields>(value: &mut T) -> &mut dyn Fields {
     value
@@ -203,11 +205,14 @@ impl<T: ArrayItem> SchemaType for Vec<T> {
 }
 
 /// A type that is a variant of the polymorphic enum `E` (`VirtualDisk` of
-/// `AnyVirtualDevice`): what `From<T> for E` is built on, one generic impl per
-/// enum instead of one impl per variant (much cheaper to type-check).
+/// `AnyVirtualDevice`): what `From<T> for E` and `E::downcast_ref::<T>()` are
+/// built on, one generic impl per enum instead of one impl per variant (much
+/// cheaper to type-check).
 pub trait VariantOf<E> {
     /// Wraps the value in its variant.
     fn into_variant(self) -> E;
+    /// The value, if `any` holds this type (exactly: not a subtype of it).
+    fn variant_ref(any: &E) -> Option<&Self>;
 }
 
 /// A vim25 operation: the generated `*RequestType` structure with the

@@ -9,8 +9,12 @@ use super::reader::XmlReader;
 use super::value::{DataObject, Value, ValueTypeError};
 use super::DecodeError;
 
-/// Decodes the current element as one schema type, boxed.
-pub type DecodeObjectFn = fn(&mut XmlReader<'_>) -> Result<Box<dyn DataObject>, DecodeError>;
+/// A chunk's decoder: decodes the current element as the chunk's type at
+/// `index`, boxed; `None` (nothing read) when that type has no decoder
+/// (request types, arrays of primitives). One generated `match` per chunk, so
+/// no type has a decoding function of its own for `anyType` slots.
+pub type DecodeObjectFn =
+    fn(usize, &mut XmlReader<'_>) -> Option<Result<Box<dyn DataObject>, DecodeError>>;
 
 /// What a registered type is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,8 +83,8 @@ impl FieldInfo {
 /// All schema types: the registry the generator emits.
 ///
 /// The tables hold no pointers (names are offsets into one string table,
-/// fields and values are index ranges), only the per-type decoders are
-/// function pointers. In a position-independent executable every page of
+/// fields and values are index ranges), only each chunk's decoder is a
+/// function pointer. In a position-independent executable every page of
 /// static data that holds a pointer is written at start-up to relocate it,
 /// and stays in memory for the process's life: with `&'static str` names
 /// the registry was 0.7 MB of such pages in every process using the crate.
@@ -118,6 +122,8 @@ pub struct TypeEntry {
     name: Name,
     base: Name,
     kind: TypeKind,
+    /// Whether the chunk's decoder decodes it (an `anyType` slot can hold it).
+    object: bool,
     /// First field (structures, arrays) or value (enumerations) in the chunk's tables.
     first: u32,
     count: u16,
@@ -129,6 +135,19 @@ impl TypeEntry {
             name,
             base,
             kind: TypeKind::Structure,
+            object: true,
+            first,
+            count,
+        }
+    }
+
+    /// A request type (`CloneVM_TaskRequestType`): never in an `anyType` slot.
+    pub const fn request(name: Name, first: u32, count: u16) -> Self {
+        TypeEntry {
+            name,
+            base: Name::NONE,
+            kind: TypeKind::Structure,
+            object: false,
             first,
             count,
         }
@@ -139,6 +158,7 @@ impl TypeEntry {
             name,
             base: Name::NONE,
             kind: TypeKind::Enumeration,
+            object: true,
             first,
             count,
         }
@@ -149,6 +169,19 @@ impl TypeEntry {
             name,
             base: Name::NONE,
             kind: TypeKind::Array,
+            object: true,
+            first,
+            count: 1,
+        }
+    }
+
+    /// An array of primitives or references: a variant of `Value` itself.
+    pub const fn primitive_array(name: Name, first: u32) -> Self {
+        TypeEntry {
+            name,
+            base: Name::NONE,
+            kind: TypeKind::Array,
+            object: false,
             first,
             count: 1,
         }
@@ -196,11 +229,15 @@ impl FieldEntry {
 pub struct RegistryChunk {
     /// Sorted by name.
     pub types: &'static [TypeEntry],
-    /// The decoder of each type, by the same index (`None` for request types
-    /// and arrays of primitives).
-    pub decoders: &'static [Option<DecodeObjectFn>],
+    /// Decodes the type at an index of `types`.
+    pub decode: DecodeObjectFn,
     pub fields: &'static [FieldEntry],
     pub values: &'static [Name],
+}
+
+impl RegistryChunk {
+    /// The decoder of a chunk none of whose types appears in `anyType` slots.
+    pub const NO_OBJECTS: DecodeObjectFn = |_, _| None;
 }
 
 /// One schema type: a view into the registry's tables.
@@ -253,10 +290,24 @@ impl TypeInfo {
         values.iter().map(move |v| v.resolve(names))
     }
 
-    /// Decodes an element of this type into a boxed value, for `xsd:anyType`
-    /// slots. `None` for types that never appear there (request types).
-    pub fn decode(&self) -> Option<DecodeObjectFn> {
-        self.chunk.decoders.get(self.index).copied().flatten()
+    /// Decodes the current element as this type into a boxed value, for
+    /// `xsd:anyType` slots. `None`, with nothing read, for types that never
+    /// appear there (request types, arrays of primitives).
+    pub fn decode(
+        &self,
+        r: &mut XmlReader<'_>,
+    ) -> Option<Result<Box<dyn DataObject>, DecodeError>> {
+        if !self.entry.object {
+            return None;
+        }
+        (self.chunk.decode)(self.index, r)
+    }
+
+    /// Whether [`decode`](Self::decode) decodes this type: data objects,
+    /// faults, enumerations and arrays of those; not request types, not
+    /// arrays of primitives (which `Value` holds itself).
+    pub fn decodes_as_object(&self) -> bool {
+        self.entry.object
     }
 
     fn range<T>(&self, table: &'static [T]) -> &'static [T] {
@@ -566,7 +617,7 @@ mod tests {
                 TypeEntry::structure(n("Base"), Name::NONE, 0, 1),
                 TypeEntry::enumeration(n("Color"), 0, 1),
             ])),
-            decoders: &[None, None],
+            decode: RegistryChunk::NO_OBJECTS,
             fields: Box::leak(Box::new([FieldEntry::required(n("id"), n("string"))])),
             values: Box::leak(Box::new([n("red")])),
         }));
@@ -577,7 +628,7 @@ mod tests {
                 0,
                 1,
             )])),
-            decoders: &[None],
+            decode: RegistryChunk::NO_OBJECTS,
             fields: Box::leak(Box::new([FieldEntry::repeated(n("size"), n("int"))])),
             values: &[],
         }));

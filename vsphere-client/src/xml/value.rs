@@ -12,6 +12,13 @@ use super::{Decode, DecodeError, Encode, SchemaType, XmlWriter};
 /// Any schema type, boxed: what an `anyType` slot holds when `xsi:type` names
 /// a data object, a fault, an enumeration or an `ArrayOf*` of those.
 ///
+/// The object behind it is the generated registry's enum of the types of one
+/// registry chunk (each variant a `Box` of one type), so the crate has a few
+/// dozen implementations of this trait, not one per schema type (a vtable and
+/// its clone, compare, encode and decode glue for each of ~4,000 types was a
+/// fifth of the crate's code). Reach the typed value with `downcast_ref::<T>()`
+/// on the `dyn DataObject` or [`Value::downcast_ref`].
+///
 /// ```
 /// # use vsphere_client::xml::{DataObject, Value};
 /// fn power_state(value: &Value) -> Option<&str> {
@@ -24,7 +31,7 @@ use super::{Decode, DecodeError, Encode, SchemaType, XmlWriter};
 pub trait DataObject: Debug + Send + Sync + 'static {
     /// The XML type name (`VirtualDisk`, `ArrayOfVirtualDevice`).
     fn type_name(&self) -> &'static str;
-    /// For downcasting.
+    /// For downcasting (to the generated enum that implements this trait).
     fn as_any(&self) -> &dyn Any;
     /// For downcasting by value.
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
@@ -36,37 +43,60 @@ pub trait DataObject: Debug + Send + Sync + 'static {
     fn encode_dyn(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>);
 }
 
-impl<T: SchemaType> DataObject for T {
-    fn type_name(&self) -> &'static str {
-        T::TYPE_NAME
+/// A schema type a [`Value::Object`] can hold: every data object, fault and
+/// enumeration, and `Vec<T>` for the typed `ArrayOf*` arrays. Implemented by
+/// the generated code; the bound of [`Value::downcast_ref`] and
+/// [`Value::object`].
+pub trait ObjectType: Sized + Send + Sync + 'static {
+    /// The generated enum (of one registry chunk) with a variant for this type.
+    #[doc(hidden)]
+    type Object: DataObject;
+    /// Wraps the value in its variant.
+    #[doc(hidden)]
+    fn into_object(value: Box<Self>) -> Self::Object;
+    /// The value, if `object` holds this type.
+    #[doc(hidden)]
+    fn object_ref(object: &Self::Object) -> Option<&Self>;
+    /// The value, if `object` holds this type; else `object` back.
+    #[doc(hidden)]
+    fn from_object(object: Self::Object) -> Result<Box<Self>, Self::Object>;
+}
+
+/// The item type of a typed `ArrayOf*` array (`AnyVirtualDevice` for
+/// `ArrayOfVirtualDevice`): what makes `Vec<Self>` an [`ObjectType`].
+/// Implemented by the generated code.
+#[doc(hidden)]
+pub trait ObjectArrayItem: Sized + Send + Sync + 'static {
+    /// The generated enum with a variant for `Vec<Self>`.
+    type Object: DataObject;
+    /// Wraps the array in its variant.
+    fn into_object(items: Box<Vec<Self>>) -> Self::Object;
+    /// The array, if `object` holds one of this item type.
+    fn object_ref(object: &Self::Object) -> Option<&Vec<Self>>;
+    /// The array, if `object` holds one of this item type; else `object` back.
+    fn from_object(object: Self::Object) -> Result<Box<Vec<Self>>, Self::Object>;
+}
+
+impl<T: ObjectArrayItem> ObjectType for Vec<T> {
+    type Object = T::Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Self::Object {
+        T::into_object(value)
     }
-    fn as_any(&self) -> &dyn Any {
-        self
+    #[inline]
+    fn object_ref(object: &Self::Object) -> Option<&Self> {
+        T::object_ref(object)
     }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn clone_box(&self) -> Box<dyn DataObject> {
-        into_dyn(self.clone())
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn eq_dyn(&self, other: &dyn DataObject) -> bool {
-        match other.as_any().downcast_ref::<T>() {
-            Some(other) => T::eq(self, other),
-            None => false,
-        }
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_dyn(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        self.encode_as(w, tag, xsi_type);
+    #[inline]
+    fn from_object(object: Self::Object) -> Result<Box<Self>, Self::Object> {
+        T::from_object(object)
     }
 }
 
 impl dyn DataObject {
     /// The object as `T`, if it is one.
-    pub fn downcast_ref<T: DataObject>(&self) -> Option<&T> {
-        self.as_any().downcast_ref()
+    pub fn downcast_ref<T: ObjectType>(&self) -> Option<&T> {
+        T::object_ref(self.as_any().downcast_ref::<T::Object>()?)
     }
 
     /// Writes the object as `<tag xsi:type="TypeName">...</tag>`.
@@ -75,17 +105,53 @@ impl dyn DataObject {
     }
 
     /// Whether the object is a `T`.
-    pub fn is<T: DataObject>(&self) -> bool {
-        self.as_any().is::<T>()
+    pub fn is<T: ObjectType>(&self) -> bool {
+        self.downcast_ref::<T>().is_some()
     }
 }
 
-/// Unboxes the object as `T`; on mismatch, the object's type name.
-pub fn downcast_box<T: DataObject>(object: Box<dyn DataObject>) -> Result<Box<T>, &'static str> {
-    let found = object.type_name();
-    match object.into_any().downcast::<T>() {
-        Ok(typed) => Ok(typed),
-        Err(_) => Err(found),
+/// Unboxes the object as `T`; on mismatch, the object back. What a
+/// polymorphic `Any*` enum's conversion from a [`Value`] is built on.
+#[doc(hidden)]
+pub fn take_object<T: ObjectType>(
+    object: Box<dyn DataObject>,
+) -> Result<Box<T>, Box<dyn DataObject>> {
+    if !object.as_any().is::<T::Object>() {
+        return Err(object);
+    }
+    match object.into_any().downcast::<T::Object>() {
+        Ok(held) => match T::from_object(*held) {
+            Ok(typed) => Ok(typed),
+            Err(held) => Err(Box::new(held)),
+        },
+        // Checked above; a `Box<dyn Any>` cannot be turned back into a
+        // `DataObject`, so a nil object stands in.
+        Err(_) => Err(Box::new(NoObject)),
+    }
+}
+
+/// What [`take_object`] returns if a checked downcast fails after all.
+#[derive(Debug)]
+struct NoObject;
+
+impl DataObject for NoObject {
+    fn type_name(&self) -> &'static str {
+        ""
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+    fn clone_box(&self) -> Box<dyn DataObject> {
+        Box::new(NoObject)
+    }
+    fn eq_dyn(&self, other: &dyn DataObject) -> bool {
+        other.as_any().is::<NoObject>()
+    }
+    fn encode_dyn(&self, w: &mut XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        w.nil(tag);
     }
 }
 
@@ -98,44 +164,6 @@ impl Clone for Box<dyn DataObject> {
 impl PartialEq for Box<dyn DataObject> {
     fn eq(&self, other: &Self) -> bool {
         self.eq_dyn(other.as_ref())
-    }
-}
-
-// Every conversion of a schema type to `dyn DataObject` goes through
-// `as_dyn` or `into_dyn`, out of line: a trait object's vtable is emitted
-// in each codegen unit that makes one, and the registry, the `Any*` enums and
-// `clone_box` used to make them in different units (2 to 4 copies of ~10
-// pointers for each of ~3,800 types). In a position-independent executable
-// every such pointer is a relocation the loader reads and applies at startup:
-// 57,000 of them (177k -> 121k), 2.2 MB of resident memory in every program
-// using the crate.
-
-/// `value` as a trait object (see above: one vtable per type).
-#[doc(hidden)]
-#[inline(never)]
-pub fn as_dyn<T: SchemaType>(value: &T) -> &dyn DataObject {
-    value
-}
-
-/// `value` boxed as a trait object (see above: one vtable per type).
-#[doc(hidden)]
-pub fn into_dyn<T: SchemaType>(value: T) -> Box<dyn DataObject> {
-    box_into_dyn(Box::new(value))
-}
-
-/// A box as a trait object: where the vtable of `T` is made (see above).
-#[inline(never)]
-fn box_into_dyn<T: SchemaType>(value: Box<T>) -> Box<dyn DataObject> {
-    value
-}
-
-/// Decodes the current element as `T`, boxed: the registry's entry for `T`.
-pub fn decode_boxed<T: SchemaType>(
-    r: &mut XmlReader<'_>,
-) -> Result<Box<dyn DataObject>, DecodeError> {
-    match T::decode_boxed(r) {
-        Ok(value) => Ok(box_into_dyn(value)),
-        Err(e) => Err(e),
     }
 }
 
@@ -296,7 +324,7 @@ impl Value {
 
     /// The object as `T` (a data object, an enumeration, or `Vec<T>` for a
     /// typed array), if the value is one.
-    pub fn downcast_ref<T: DataObject>(&self) -> Option<&T> {
+    pub fn downcast_ref<T: ObjectType>(&self) -> Option<&T> {
         self.as_object()?.downcast_ref()
     }
 
@@ -314,8 +342,8 @@ impl Value {
     }
 
     /// Wraps a schema value.
-    pub fn object<T: SchemaType>(value: T) -> Self {
-        Value::Object(into_dyn(value))
+    pub fn object<T: ObjectType>(value: T) -> Self {
+        Value::Object(Box::new(T::into_object(Box::new(value))))
     }
 }
 
@@ -377,8 +405,8 @@ impl Decode for Value {
             "ArrayOfBase64Binary" => Value::ArrayOfBase64Binary(read_items(r)?),
             "ArrayOfManagedObjectReference" => Value::ArrayOfManagedObjectReference(read_items(r)?),
             "ArrayOfAnyType" => Value::ArrayOfAnyType(read_items(r)?),
-            _ => match r.registry().get(&type_name).and_then(|t| t.decode()) {
-                Some(decode) => Value::Object(decode(r)?),
+            _ => match r.registry().get(&type_name).and_then(|t| t.decode(r)) {
+                Some(object) => Value::Object(object?),
                 None => Value::Unknown {
                     raw_xml: raw_content(r)?,
                     type_name: type_name.into_owned(),
@@ -504,14 +532,14 @@ impl FromValue for Value {
     }
 }
 
-impl<T: SchemaType> FromValue for T {
+impl<T: ObjectType + SchemaType> FromValue for T {
     fn from_value(value: Value) -> Result<Self, ValueTypeError> {
         match value {
-            Value::Object(object) => match downcast_box::<T>(object) {
+            Value::Object(object) => match take_object::<T>(object) {
                 Ok(typed) => Ok(*typed),
-                Err(found) => Err(ValueTypeError {
+                Err(object) => Err(ValueTypeError {
                     expected: T::TYPE_NAME,
-                    found: found.to_string(),
+                    found: object.type_name().to_string(),
                 }),
             },
             other => mismatch(T::TYPE_NAME, &other),
@@ -561,16 +589,13 @@ from_value!(
 pub fn any_from_value<T>(
     value: Value,
     expected: &'static str,
-    convert: fn(Box<dyn DataObject>) -> Option<T>,
+    convert: fn(Box<dyn DataObject>) -> Result<T, Box<dyn DataObject>>,
 ) -> Result<T, ValueTypeError> {
     match value {
-        Value::Object(object) => {
-            let found = object.type_name();
-            convert(object).ok_or_else(|| ValueTypeError {
-                expected,
-                found: found.to_string(),
-            })
-        }
+        Value::Object(object) => convert(object).map_err(|object| ValueTypeError {
+            expected,
+            found: object.type_name().to_string(),
+        }),
         other => mismatch(expected, &other),
     }
 }

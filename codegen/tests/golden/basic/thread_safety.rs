@@ -6,9 +6,17 @@ fn assert_send_sync<T: Send + Sync>() {}
 #[test]
 fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Circle>();
+    assert_send_sync::<Color>();
+    assert_send_sync::<Drawing>();
+    assert_send_sync::<DynamicData>();
     assert_send_sync::<InvalidLogin>();
+    assert_send_sync::<LocalizedMethodFault>();
     assert_send_sync::<MethodFault>();
+    assert_send_sync::<Pattern>();
     assert_send_sync::<Shape>();
     assert_send_sync::<Square>();
     assert_send_sync::<Triangle>();
+    assert_send_sync::<Vec<AnyShape>>();
+    assert_send_sync::<Vec<Color>>();
+    assert_send_sync::<Vec<Triangle>>();
 }

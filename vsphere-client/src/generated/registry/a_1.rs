@@ -6,47 +6,47 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xab1d), x::Name::NONE, 0, 1), // AbandonHciWorkflowRequestType
-        x::TypeEntry::structure(x::Name(0xc91f), x::Name::NONE, 1, 2), // AbdicateDomOwnershipRequestType
-        x::TypeEntry::structure(x::Name(0xe91d), x::Name::NONE, 3, 3), // AbortCustomizationRequestType
+        x::TypeEntry::request(x::Name(0xab1d), 0, 1), // AbandonHciWorkflowRequestType
+        x::TypeEntry::request(x::Name(0xc91f), 1, 2), // AbdicateDomOwnershipRequestType
+        x::TypeEntry::request(x::Name(0xe91d), 3, 3), // AbortCustomizationRequestType
         x::TypeEntry::structure(x::Name(0x10709), x::Name(0xbb9c0b), 6, 15), // AboutInfo: DynamicData
         x::TypeEntry::structure(x::Name(0x11113), x::Name(0xea3c09), 21, 2), // AccountCreatedEvent: HostEvent
         x::TypeEntry::structure(x::Name(0x12513), x::Name(0xea3c09), 23, 2), // AccountRemovedEvent: HostEvent
         x::TypeEntry::structure(x::Name(0x13913), x::Name(0xea3c09), 25, 3), // AccountUpdatedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x14d1b), x::Name::NONE, 28, 3), // AcknowledgeAlarmRequestType
-        x::TypeEntry::structure(x::Name(0x16923), x::Name::NONE, 31, 1), // AcquireCimServicesTicketRequestType
-        x::TypeEntry::structure(x::Name(0x18d1d), x::Name::NONE, 32, 1), // AcquireCloneTicketRequestType
-        x::TypeEntry::structure(x::Name(0x1ab24), x::Name::NONE, 33, 4), // AcquireCredentialsInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1d026), x::Name::NONE, 37, 2), // AcquireGenericServiceTicketRequestType
-        x::TypeEntry::structure(x::Name(0x1f71d), x::Name::NONE, 39, 2), // AcquireLocalTicketRequestType
-        x::TypeEntry::structure(x::Name(0x2151b), x::Name::NONE, 41, 1), // AcquireMksTicketRequestType
-        x::TypeEntry::structure(x::Name(0x23118), x::Name::NONE, 42, 2), // AcquireTicketRequestType
+        x::TypeEntry::request(x::Name(0x14d1b), 28, 3), // AcknowledgeAlarmRequestType
+        x::TypeEntry::request(x::Name(0x16923), 31, 1), // AcquireCimServicesTicketRequestType
+        x::TypeEntry::request(x::Name(0x18d1d), 32, 1), // AcquireCloneTicketRequestType
+        x::TypeEntry::request(x::Name(0x1ab24), 33, 4), // AcquireCredentialsInGuestRequestType
+        x::TypeEntry::request(x::Name(0x1d026), 37, 2), // AcquireGenericServiceTicketRequestType
+        x::TypeEntry::request(x::Name(0x1f71d), 39, 2), // AcquireLocalTicketRequestType
+        x::TypeEntry::request(x::Name(0x2151b), 41, 1), // AcquireMksTicketRequestType
+        x::TypeEntry::request(x::Name(0x23118), 42, 2), // AcquireTicketRequestType
         x::TypeEntry::structure(x::Name(0x24a06), x::Name(0xbb9c0b), 44, 0), // Action: DynamicData
         x::TypeEntry::enumeration(x::Name(0x2510f), 0, 9), // ActionParameter
         x::TypeEntry::enumeration(x::Name(0x2610a), 9, 15), // ActionType
         x::TypeEntry::structure(x::Name(0x26c14), x::Name(0x1d94808), 44, 1), // ActiveDirectoryFault: VimFault
         x::TypeEntry::structure(x::Name(0x28116), x::Name(0xad70c), 45, 0), // ActiveDirectoryProfile: ApplyProfile
         x::TypeEntry::structure(x::Name(0x29814), x::Name(0xbcef0e), 45, 3), // ActiveVMsBlockingEVC: EVCConfigFault
-        x::TypeEntry::structure(x::Name(0x2ad1f), x::Name::NONE, 48, 3), // AddAuthorizationRoleRequestType
-        x::TypeEntry::structure(x::Name(0x2cd1c), x::Name::NONE, 51, 5), // AddCustomFieldDefRequestType
-        x::TypeEntry::structure(x::Name(0x2ea19), x::Name::NONE, 56, 2), // AddDVPortgroupRequestType
-        x::TypeEntry::structure(x::Name(0x30413), x::Name::NONE, 58, 2), // AddDisksRequestType
-        x::TypeEntry::structure(x::Name(0x3181c), x::Name::NONE, 60, 3), // AddFilterEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x33514), x::Name::NONE, 63, 4), // AddFilterRequestType
-        x::TypeEntry::structure(x::Name(0x34a18), x::Name::NONE, 67, 7), // AddGuestAliasRequestType
-        x::TypeEntry::structure(x::Name(0x36312), x::Name::NONE, 74, 5), // AddHostRequestType
-        x::TypeEntry::structure(x::Name(0x37625), x::Name::NONE, 79, 3), // AddInternetScsiSendTargetsRequestType
-        x::TypeEntry::structure(x::Name(0x39c27), x::Name::NONE, 82, 3), // AddInternetScsiStaticTargetsRequestType
-        x::TypeEntry::structure(x::Name(0x3c411), x::Name::NONE, 85, 2), // AddKeyRequestType
-        x::TypeEntry::structure(x::Name(0x3d612), x::Name::NONE, 87, 2), // AddKeysRequestType
-        x::TypeEntry::structure(x::Name(0x3e915), x::Name::NONE, 89, 3), // AddLicenseRequestType
-        x::TypeEntry::structure(x::Name(0x3ff1f), x::Name::NONE, 92, 3), // AddMonitoredEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x41f21), x::Name::NONE, 95, 2), // AddNetworkResourcePoolRequestType
-        x::TypeEntry::structure(x::Name(0x44117), x::Name::NONE, 97, 2), // AddPortGroupRequestType
-        x::TypeEntry::structure(x::Name(0x45926), x::Name::NONE, 99, 3), // AddServiceConsoleVirtualNicRequestType
-        x::TypeEntry::structure(x::Name(0x4801c), x::Name::NONE, 102, 5), // AddStandaloneHostRequestType
-        x::TypeEntry::structure(x::Name(0x49d18), x::Name::NONE, 107, 3), // AddVirtualNicRequestType
-        x::TypeEntry::structure(x::Name(0x4b61b), x::Name::NONE, 110, 3), // AddVirtualSwitchRequestType
+        x::TypeEntry::request(x::Name(0x2ad1f), 48, 3), // AddAuthorizationRoleRequestType
+        x::TypeEntry::request(x::Name(0x2cd1c), 51, 5), // AddCustomFieldDefRequestType
+        x::TypeEntry::request(x::Name(0x2ea19), 56, 2), // AddDVPortgroupRequestType
+        x::TypeEntry::request(x::Name(0x30413), 58, 2), // AddDisksRequestType
+        x::TypeEntry::request(x::Name(0x3181c), 60, 3), // AddFilterEntitiesRequestType
+        x::TypeEntry::request(x::Name(0x33514), 63, 4), // AddFilterRequestType
+        x::TypeEntry::request(x::Name(0x34a18), 67, 7), // AddGuestAliasRequestType
+        x::TypeEntry::request(x::Name(0x36312), 74, 5), // AddHostRequestType
+        x::TypeEntry::request(x::Name(0x37625), 79, 3), // AddInternetScsiSendTargetsRequestType
+        x::TypeEntry::request(x::Name(0x39c27), 82, 3), // AddInternetScsiStaticTargetsRequestType
+        x::TypeEntry::request(x::Name(0x3c411), 85, 2), // AddKeyRequestType
+        x::TypeEntry::request(x::Name(0x3d612), 87, 2), // AddKeysRequestType
+        x::TypeEntry::request(x::Name(0x3e915), 89, 3), // AddLicenseRequestType
+        x::TypeEntry::request(x::Name(0x3ff1f), 92, 3), // AddMonitoredEntitiesRequestType
+        x::TypeEntry::request(x::Name(0x41f21), 95, 2), // AddNetworkResourcePoolRequestType
+        x::TypeEntry::request(x::Name(0x44117), 97, 2), // AddPortGroupRequestType
+        x::TypeEntry::request(x::Name(0x45926), 99, 3), // AddServiceConsoleVirtualNicRequestType
+        x::TypeEntry::request(x::Name(0x4801c), 102, 5), // AddStandaloneHostRequestType
+        x::TypeEntry::request(x::Name(0x49d18), 107, 3), // AddVirtualNicRequestType
+        x::TypeEntry::request(x::Name(0x4b61b), 110, 3), // AddVirtualSwitchRequestType
         x::TypeEntry::structure(x::Name(0x4d20d), x::Name(0xe1b90f), 113, 0), // AdminDisabled: HostConfigFault
         x::TypeEntry::structure(x::Name(0x4e010), x::Name(0xe1b90f), 113, 0), // AdminNotDisabled: HostConfigFault
         x::TypeEntry::structure(x::Name(0x4f11c), x::Name(0xea3c09), 113, 0), // AdminPasswordNotChangedEvent: HostEvent
@@ -83,8 +83,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x7a815), x::Name(0x5d30b), 187, 6), // AlarmTriggeringAction: AlarmAction
         x::TypeEntry::structure(x::Name(0x7be23), x::Name(0xbb9c0b), 193, 3), // AlarmTriggeringActionTransitionSpec: DynamicData
         x::TypeEntry::structure(x::Name(0x8161f), x::Name(0x137ff0c), 196, 0), // AllVirtualMachinesLicensedEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x8361e), x::Name::NONE, 196, 4), // AllocateIpv4AddressRequestType
-        x::TypeEntry::structure(x::Name(0x8551e), x::Name::NONE, 200, 4), // AllocateIpv6AddressRequestType
+        x::TypeEntry::request(x::Name(0x8361e), 196, 4), // AllocateIpv4AddressRequestType
+        x::TypeEntry::request(x::Name(0x8551e), 200, 4), // AllocateIpv6AddressRequestType
         x::TypeEntry::structure(x::Name(0x87420), x::Name(0x1a2e40c), 204, 0), // AlreadyAuthenticatedSessionEvent: SessionEvent
         x::TypeEntry::structure(x::Name(0x89513), x::Name(0xe25310), 204, 1), // AlreadyBeingManaged: HostConnectFault
         x::TypeEntry::structure(x::Name(0x8a910), x::Name(0xe25310), 205, 1), // AlreadyConnected: HostConnectFault
@@ -100,631 +100,11 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x97316), x::Name(0x1d94808), 220, 1), // AnswerFileUpdateFailed: VimFault
         x::TypeEntry::structure(x::Name(0x98a17), x::Name(0xbb9c0b), 221, 2), // AnswerFileUpdateFailure: DynamicData
         x::TypeEntry::enumeration(x::Name(0x9a21e), 41, 3), // AnswerFileValidationInfoStatus
-        x::TypeEntry::structure(x::Name(0x9c113), x::Name::NONE, 223, 3), // AnswerVMRequestType
+        x::TypeEntry::request(x::Name(0x9c113), 223, 3), // AnswerVMRequestType
         x::TypeEntry::structure(x::Name(0x9e017), x::Name(0x1a81e0d), 226, 0), // ApplicationQuiesceFault: SnapshotFault
-        x::TypeEntry::structure(x::Name(0x9f81e), x::Name::NONE, 226, 2), // ApplyEntitiesConfigRequestType
-        x::TypeEntry::structure(x::Name(0xa1719), x::Name::NONE, 228, 3), // ApplyEvcModeVMRequestType
-        x::TypeEntry::structure(x::Name(0xa4c1a), x::Name::NONE, 231, 4), // ApplyHostConfigRequestType
-        x::TypeEntry::structure(x::Name(0xa6723), x::Name(0xbb9c0b), 235, 5), // ApplyHostProfileConfigurationResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xa8b29), 44, 8), // ApplyHostProfileConfigurationResultStatus
-        x::TypeEntry::structure(x::Name(0xab521), x::Name(0x16a5c14), 240, 6), // ApplyHostProfileConfigurationSpec: ProfileExecuteResult
-        x::TypeEntry::structure(x::Name(0xad70c), x::Name(0xbb9c0b), 246, 11), // ApplyProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0xae41e), x::Name::NONE, 257, 2), // ApplyRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0xb0328), x::Name::NONE, 259, 2), // ApplyStorageDrsRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0xb2c2d), x::Name::NONE, 261, 3), // ApplyStorageDrsRecommendationToPodRequestType
-        x::TypeEntry::structure(x::Name(0xb5a20), x::Name(0xbb9c0b), 264, 1), // ApplyStorageRecommendationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xb7b21), x::Name::NONE, 265, 2), // AreAlarmActionsEnabledRequestType
-        x::TypeEntry::array(x::Name(0xb9d12), 267), // ArrayOfAlarmAction
-        x::TypeEntry::array(x::Name(0xbb016), 268), // ArrayOfAlarmExpression
-        x::TypeEntry::array(x::Name(0xbc711), 269), // ArrayOfAlarmState
-        x::TypeEntry::array(x::Name(0xbd92a), 270), // ArrayOfAlarmTriggeringActionTransitionSpec
-        x::TypeEntry::array(x::Name(0xc041c), 271), // ArrayOfAnswerFileStatusError
-        x::TypeEntry::array(x::Name(0xc211d), 272), // ArrayOfAnswerFileStatusResult
-        x::TypeEntry::array(x::Name(0xc3f1e), 273), // ArrayOfAnswerFileUpdateFailure
-        x::TypeEntry::array(x::Name(0xc5e0e), 274), // ArrayOfAnyType
-        x::TypeEntry::array(x::Name(0xc6d0d), 275), // ArrayOfAnyURI
-        x::TypeEntry::array(x::Name(0xc7b2a), 276), // ArrayOfApplyHostProfileConfigurationResult
-        x::TypeEntry::array(x::Name(0xca628), 277), // ArrayOfApplyHostProfileConfigurationSpec
-        x::TypeEntry::array(x::Name(0xccf13), 278), // ArrayOfApplyProfile
-        x::TypeEntry::array(x::Name(0xce326), 279), // ArrayOfAuthenticationRequiredChallenge
-        x::TypeEntry::array(x::Name(0xd0a1d), 280), // ArrayOfAuthorizationPrivilege
-        x::TypeEntry::array(x::Name(0xd2818), 281), // ArrayOfAuthorizationRole
-        x::TypeEntry::array(x::Name(0xd4119), 282), // ArrayOfAutoStartPowerInfo
-        x::TypeEntry::array(x::Name(0xd5b13), 283), // ArrayOfBase64Binary
-        x::TypeEntry::array(x::Name(0xd6f0e), 284), // ArrayOfBoolean
-        x::TypeEntry::array(x::Name(0xd7e0b), 285), // ArrayOfByte
-        x::TypeEntry::array(x::Name(0xd8a1f), 286), // ArrayOfChangesInfoEventArgument
-        x::TypeEntry::array(x::Name(0xdaa12), 287), // ArrayOfCheckResult
-        x::TypeEntry::array(x::Name(0xdbd14), 288), // ArrayOfClusterAction
-        x::TypeEntry::array(x::Name(0xdd21b), 289), // ArrayOfClusterActionHistory
-        x::TypeEntry::array(x::Name(0xdee1d), 290), // ArrayOfClusterAttemptedVmInfo
-        x::TypeEntry::array(x::Name(0xe0c27), 291), // ArrayOfClusterComputeResourceDVSSetting
-        x::TypeEntry::array(x::Name(0xe3442), 292), // ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
-        x::TypeEntry::array(x::Name(0xe7727), 293), // ArrayOfClusterComputeResourceDvsProfile
-        x::TypeEntry::array(x::Name(0xe9f46), 294), // ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
-        x::TypeEntry::array(x::Name(0xee633), 295), // ArrayOfClusterComputeResourceHostConfigurationInput
-        x::TypeEntry::array(x::Name(0xf1a2f), 296), // ArrayOfClusterComputeResourceHostEvacuationInfo
-        x::TypeEntry::array(x::Name(0xf4a2b), 297), // ArrayOfClusterComputeResourceHostVmkNicInfo
-        x::TypeEntry::array(x::Name(0xf7631), 298), // ArrayOfClusterComputeResourceValidationResultBase
-        x::TypeEntry::array(x::Name(0xfa825), 299), // ArrayOfClusterComputeResourceVcsSlots
-        x::TypeEntry::array(x::Name(0xfce1d), 300), // ArrayOfClusterDasAamNodeState
-        x::TypeEntry::array(x::Name(0xfec3a), 301), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
-        x::TypeEntry::array(x::Name(0x102738), 302), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
-        x::TypeEntry::array(x::Name(0x10601d), 303), // ArrayOfClusterDasVmConfigInfo
-        x::TypeEntry::array(x::Name(0x107e1d), 304), // ArrayOfClusterDasVmConfigSpec
-        x::TypeEntry::array(x::Name(0x109c21), 305), // ArrayOfClusterDatastoreUpdateSpec
-        x::TypeEntry::array(x::Name(0x10be1f), 306), // ArrayOfClusterDpmHostConfigInfo
-        x::TypeEntry::array(x::Name(0x10de1f), 307), // ArrayOfClusterDpmHostConfigSpec
-        x::TypeEntry::array(x::Name(0x10fe17), 308), // ArrayOfClusterDrsFaults
-        x::TypeEntry::array(x::Name(0x111621), 309), // ArrayOfClusterDrsFaultsFaultsByVm
-        x::TypeEntry::array(x::Name(0x11381a), 310), // ArrayOfClusterDrsMigration
-        x::TypeEntry::array(x::Name(0x11531f), 311), // ArrayOfClusterDrsRecommendation
-        x::TypeEntry::array(x::Name(0x11731d), 312), // ArrayOfClusterDrsVmConfigInfo
-        x::TypeEntry::array(x::Name(0x11911d), 313), // ArrayOfClusterDrsVmConfigSpec
-        x::TypeEntry::array(x::Name(0x11af23), 314), // ArrayOfClusterEVCManagerCheckResult
-        x::TypeEntry::array(x::Name(0x11d338), 315), // ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus
-        x::TypeEntry::array(x::Name(0x120c17), 316), // ArrayOfClusterGroupInfo
-        x::TypeEntry::array(x::Name(0x122417), 317), // ArrayOfClusterGroupSpec
-        x::TypeEntry::array(x::Name(0x123c20), 318), // ArrayOfClusterHostRecommendation
-        x::TypeEntry::array(x::Name(0x125d1a), 319), // ArrayOfClusterIoFilterInfo
-        x::TypeEntry::array(x::Name(0x127820), 320), // ArrayOfClusterNotAttemptedVmInfo
-        x::TypeEntry::array(x::Name(0x12991c), 321), // ArrayOfClusterRecommendation
-        x::TypeEntry::array(x::Name(0x12b616), 322), // ArrayOfClusterRuleInfo
-        x::TypeEntry::array(x::Name(0x12cd16), 323), // ArrayOfClusterRuleSpec
-        x::TypeEntry::array(x::Name(0x12e423), 324), // ArrayOfClusterTagCategoryUpdateSpec
-        x::TypeEntry::array(x::Name(0x130821), 325), // ArrayOfClusterVmOrchestrationInfo
-        x::TypeEntry::array(x::Name(0x132a21), 326), // ArrayOfClusterVmOrchestrationSpec
-        x::TypeEntry::array(x::Name(0x134c18), 327), // ArrayOfComplianceFailure
-        x::TypeEntry::array(x::Name(0x13652f), 328), // ArrayOfComplianceFailureComplianceFailureValues
-        x::TypeEntry::array(x::Name(0x139518), 329), // ArrayOfComplianceLocator
-        x::TypeEntry::array(x::Name(0x13ae17), 330), // ArrayOfComplianceResult
-        x::TypeEntry::array(x::Name(0x13c629), 331), // ArrayOfComputeResourceHostSPBMLicenseInfo
-        x::TypeEntry::array(x::Name(0x13f025), 332), // ArrayOfConflictingConfigurationConfig
-        x::TypeEntry::array(x::Name(0x141612), 333), // ArrayOfCryptoKeyId
-        x::TypeEntry::array(x::Name(0x142915), 334), // ArrayOfCryptoKeyPlain
-        x::TypeEntry::array(x::Name(0x143f16), 335), // ArrayOfCryptoKeyResult
-        x::TypeEntry::array(x::Name(0x145621), 336), // ArrayOfCryptoManagerHostKeyStatus
-        x::TypeEntry::array(x::Name(0x147825), 337), // ArrayOfCryptoManagerKmipClusterStatus
-        x::TypeEntry::array(x::Name(0x149e27), 338), // ArrayOfCryptoManagerKmipCryptoKeyStatus
-        x::TypeEntry::array(x::Name(0x14c624), 339), // ArrayOfCryptoManagerKmipServerStatus
-        x::TypeEntry::array(x::Name(0x14eb15), 340), // ArrayOfCustomFieldDef
-        x::TypeEntry::array(x::Name(0x150117), 341), // ArrayOfCustomFieldValue
-        x::TypeEntry::array(x::Name(0x151922), 342), // ArrayOfCustomizationAdapterMapping
-        x::TypeEntry::array(x::Name(0x153c21), 343), // ArrayOfCustomizationIpV6Generator
-        x::TypeEntry::array(x::Name(0x155e1c), 344), // ArrayOfCustomizationSpecInfo
-        x::TypeEntry::array(x::Name(0x157b17), 345), // ArrayOfDVPortConfigSpec
-        x::TypeEntry::array(x::Name(0x15931c), 346), // ArrayOfDVPortgroupConfigSpec
-        x::TypeEntry::array(x::Name(0x15b01b), 347), // ArrayOfDVSHealthCheckConfig
-        x::TypeEntry::array(x::Name(0x15cc21), 348), // ArrayOfDVSManagerPhysicalNicsList
-        x::TypeEntry::array(x::Name(0x15ee1d), 349), // ArrayOfDVSNetworkResourcePool
-        x::TypeEntry::array(x::Name(0x160c27), 350), // ArrayOfDVSNetworkResourcePoolConfigSpec
-        x::TypeEntry::array(x::Name(0x163423), 351), // ArrayOfDVSVmVnicNetworkResourcePool
-        x::TypeEntry::array(x::Name(0x165820), 352), // ArrayOfDasHeartbeatDatastoreInfo
-        x::TypeEntry::array(x::Name(0x167921), 353), // ArrayOfDatacenterBasicConnectInfo
-        x::TypeEntry::array(x::Name(0x169b21), 354), // ArrayOfDatacenterMismatchArgument
-        x::TypeEntry::array(x::Name(0x16bd19), 355), // ArrayOfDatastoreHostMount
-        x::TypeEntry::array(x::Name(0x16d726), 356), // ArrayOfDatastoreMountPathDatastorePair
-        x::TypeEntry::array(x::Name(0x16fe29), 357), // ArrayOfDatastoreVVolContainerFailoverPair
-        x::TypeEntry::array(x::Name(0x172827), 358), // ArrayOfDesiredSoftwareSpecComponentSpec
-        x::TypeEntry::array(x::Name(0x175022), 359), // ArrayOfDiagnosticManagerBundleInfo
-        x::TypeEntry::array(x::Name(0x177325), 360), // ArrayOfDiagnosticManagerLogDescriptor
-        x::TypeEntry::array(x::Name(0x17991c), 361), // ArrayOfDirectPathProfileInfo
-        x::TypeEntry::array(x::Name(0x17b630), 362), // ArrayOfDirectPathProfileManagerCapacityQuerySpec
-        x::TypeEntry::array(x::Name(0x17e72d), 363), // ArrayOfDirectPathProfileManagerCapacityResult
-        x::TypeEntry::array(x::Name(0x181517), 364), // ArrayOfDiskChangeExtent
-        x::TypeEntry::array(x::Name(0x182d1d), 365), // ArrayOfDistributedVirtualPort
-        x::TypeEntry::array(x::Name(0x184b26), 366), // ArrayOfDistributedVirtualPortgroupInfo
-        x::TypeEntry::array(x::Name(0x187229), 367), // ArrayOfDistributedVirtualPortgroupProblem
-        x::TypeEntry::array(x::Name(0x189c29), 368), // ArrayOfDistributedVirtualSwitchHostMember
-        x::TypeEntry::array(x::Name(0x18c633), 369), // ArrayOfDistributedVirtualSwitchHostMemberConfigSpec
-        x::TypeEntry::array(x::Name(0x18fa38), 370), // ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState
-        x::TypeEntry::array(x::Name(0x193331), 371), // ArrayOfDistributedVirtualSwitchHostMemberPnicSpec
-        x::TypeEntry::array(x::Name(0x19653a), 372), // ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo
-        x::TypeEntry::array(x::Name(0x19a02e), 373), // ArrayOfDistributedVirtualSwitchHostProductSpec
-        x::TypeEntry::array(x::Name(0x19cf23), 374), // ArrayOfDistributedVirtualSwitchInfo
-        x::TypeEntry::array(x::Name(0x19f32e), 375), // ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob
-        x::TypeEntry::array(x::Name(0x1a2239), 376), // ArrayOfDistributedVirtualSwitchManagerCompatibilityResult
-        x::TypeEntry::array(x::Name(0x1a5c37), 377), // ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::TypeEntry::array(x::Name(0x1a942e), 378), // ArrayOfDistributedVirtualSwitchManagerSpanInfo
-        x::TypeEntry::array(x::Name(0x1ac331), 379), // ArrayOfDistributedVirtualSwitchNetworkOffloadSpec
-        x::TypeEntry::array(x::Name(0x1af52a), 380), // ArrayOfDistributedVirtualSwitchProductSpec
-        x::TypeEntry::array(x::Name(0x1b200d), 381), // ArrayOfDouble
-        x::TypeEntry::array(x::Name(0x1b2e14), 382), // ArrayOfDpuStatusInfo
-        x::TypeEntry::array(x::Name(0x1b4323), 383), // ArrayOfDpuStatusInfoOperationalInfo
-        x::TypeEntry::array(x::Name(0x1b672a), 384), // ArrayOfDvsApplyOperationFaultFaultOnObject
-        x::TypeEntry::array(x::Name(0x1b9216), 385), // ArrayOfDvsFilterConfig
-        x::TypeEntry::array(x::Name(0x1ba92b), 386), // ArrayOfDvsHostInfrastructureTrafficResource
-        x::TypeEntry::array(x::Name(0x1bd519), 387), // ArrayOfDvsHostVNicProfile
-        x::TypeEntry::array(x::Name(0x1bef1e), 388), // ArrayOfDvsNetworkRuleQualifier
-        x::TypeEntry::array(x::Name(0x1c0e27), 389), // ArrayOfDvsOperationBulkFaultFaultOnHost
-        x::TypeEntry::array(x::Name(0x1c361f), 390), // ArrayOfDvsOutOfSyncHostArgument
-        x::TypeEntry::array(x::Name(0x1c5611), 391), // ArrayOfDvsProfile
-        x::TypeEntry::array(x::Name(0x1c6823), 392), // ArrayOfDvsServiceConsoleVNicProfile
-        x::TypeEntry::array(x::Name(0x1c8c15), 393), // ArrayOfDvsTrafficRule
-        x::TypeEntry::array(x::Name(0x1ca22e), 394), // ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo
-        x::TypeEntry::array(x::Name(0x1cd126), 395), // ArrayOfDvsVmVnicResourcePoolConfigSpec
-        x::TypeEntry::array(x::Name(0x1cf81f), 396), // ArrayOfDvsVnicAllocatedResource
-        x::TypeEntry::array(x::Name(0x1d1816), 397), // ArrayOfDynamicProperty
-        x::TypeEntry::array(x::Name(0x1d2f0e), 398), // ArrayOfEVCMode
-        x::TypeEntry::array(x::Name(0x1d3e19), 399), // ArrayOfElementDescription
-        x::TypeEntry::array(x::Name(0x1d5819), 400), // ArrayOfEntityBackupConfig
-        x::TypeEntry::array(x::Name(0x1d7216), 401), // ArrayOfEntityPrivilege
-        x::TypeEntry::array(x::Name(0x1d8916), 402), // ArrayOfEnumDescription
-        x::TypeEntry::array(x::Name(0x1da00c), 403), // ArrayOfEvent
-        x::TypeEntry::array(x::Name(0x1dad25), 404), // ArrayOfEventAlarmExpressionComparison
-        x::TypeEntry::array(x::Name(0x1dd313), 405), // ArrayOfEventArgDesc
-        x::TypeEntry::array(x::Name(0x1de722), 406), // ArrayOfEventDescriptionEventDetail
-        x::TypeEntry::array(x::Name(0x1e0a1b), 407), // ArrayOfExtManagedEntityInfo
-        x::TypeEntry::array(x::Name(0x1e2624), 408), // ArrayOfExtSolutionManagerInfoTabInfo
-        x::TypeEntry::array(x::Name(0x1e4b18), 409), // ArrayOfExtendedEventPair
-        x::TypeEntry::array(x::Name(0x1e6410), 410), // ArrayOfExtension
-        x::TypeEntry::array(x::Name(0x1e751a), 411), // ArrayOfExtensionClientInfo
-        x::TypeEntry::array(x::Name(0x1e901d), 412), // ArrayOfExtensionEventTypeInfo
-        x::TypeEntry::array(x::Name(0x1eae1d), 413), // ArrayOfExtensionFaultTypeInfo
-        x::TypeEntry::array(x::Name(0x1ecc28), 414), // ArrayOfExtensionManagerIpAllocationUsage
-        x::TypeEntry::array(x::Name(0x1ef51d), 415), // ArrayOfExtensionPrivilegeInfo
-        x::TypeEntry::array(x::Name(0x1f131c), 416), // ArrayOfExtensionResourceInfo
-        x::TypeEntry::array(x::Name(0x1f301a), 417), // ArrayOfExtensionServerInfo
-        x::TypeEntry::array(x::Name(0x1f4b1c), 418), // ArrayOfExtensionTaskTypeInfo
-        x::TypeEntry::array(x::Name(0x1f681d), 419), // ArrayOfFaultToleranceDiskSpec
-        x::TypeEntry::array(x::Name(0x1f8613), 420), // ArrayOfFaultsByHost
-        x::TypeEntry::array(x::Name(0x1f9a11), 421), // ArrayOfFaultsByVM
-        x::TypeEntry::array(x::Name(0x1fac1a), 422), // ArrayOfFcoeConfigVlanRange
-        x::TypeEntry::array(x::Name(0x1fc715), 423), // ArrayOfFeatureEVCMode
-        x::TypeEntry::array(x::Name(0x1fdd0f), 424), // ArrayOfFileInfo
-        x::TypeEntry::array(x::Name(0x1fed13), 425), // ArrayOfFileLockInfo
-        x::TypeEntry::array(x::Name(0x200110), 426), // ArrayOfFileQuery
-        x::TypeEntry::array(x::Name(0x201224), 427), // ArrayOfFirewallProfileRulesetProfile
-        x::TypeEntry::array(x::Name(0x20371d), 428), // ArrayOfFolderFailedHostResult
-        x::TypeEntry::array(x::Name(0x205518), 429), // ArrayOfFolderNewHostSpec
-        x::TypeEntry::array(x::Name(0x206e13), 430), // ArrayOfGuestAliases
-        x::TypeEntry::array(x::Name(0x208219), 431), // ArrayOfGuestAuthAliasInfo
-        x::TypeEntry::array(x::Name(0x209c17), 432), // ArrayOfGuestAuthSubject
-        x::TypeEntry::array(x::Name(0x20b414), 433), // ArrayOfGuestDiskInfo
-        x::TypeEntry::array(x::Name(0x20c914), 434), // ArrayOfGuestFileInfo
-        x::TypeEntry::array(x::Name(0x20de27), 435), // ArrayOfGuestInfoNamespaceGenerationInfo
-        x::TypeEntry::array(x::Name(0x210622), 436), // ArrayOfGuestInfoVirtualDiskMapping
-        x::TypeEntry::array(x::Name(0x212919), 437), // ArrayOfGuestMappedAliases
-        x::TypeEntry::array(x::Name(0x214313), 438), // ArrayOfGuestNicInfo
-        x::TypeEntry::array(x::Name(0x215718), 439), // ArrayOfGuestOsDescriptor
-        x::TypeEntry::array(x::Name(0x217017), 440), // ArrayOfGuestProcessInfo
-        x::TypeEntry::array(x::Name(0x21881c), 441), // ArrayOfGuestRegKeyRecordSpec
-        x::TypeEntry::array(x::Name(0x21a518), 442), // ArrayOfGuestRegValueSpec
-        x::TypeEntry::array(x::Name(0x21be15), 443), // ArrayOfGuestStackInfo
-        x::TypeEntry::array(x::Name(0x21d428), 444), // ArrayOfHbrManagerVmReplicationCapability
-        x::TypeEntry::array(x::Name(0x21fd14), 445), // ArrayOfHbrTargetSpec
-        x::TypeEntry::array(x::Name(0x221213), 446), // ArrayOfHealthUpdate
-        x::TypeEntry::array(x::Name(0x222617), 447), // ArrayOfHealthUpdateInfo
-        x::TypeEntry::array(x::Name(0x223e1d), 448), // ArrayOfHostAccessControlEntry
-        x::TypeEntry::array(x::Name(0x225c16), 449), // ArrayOfHostAccountSpec
-        x::TypeEntry::array(x::Name(0x22731a), 450), // ArrayOfHostActiveDirectory
-        x::TypeEntry::array(x::Name(0x228e24), 451), // ArrayOfHostAssignableHardwareBinding
-        x::TypeEntry::array(x::Name(0x22b334), 452), // ArrayOfHostAssignableHardwareConfigAttributeOverride
-        x::TypeEntry::array(x::Name(0x22e81d), 453), // ArrayOfHostAuthenticationInfo
-        x::TypeEntry::array(x::Name(0x230622), 454), // ArrayOfHostAuthenticationStoreInfo
-        x::TypeEntry::array(x::Name(0x232915), 455), // ArrayOfHostBootDevice
-        x::TypeEntry::array(x::Name(0x233f21), 456), // ArrayOfHostCacheConfigurationInfo
-        x::TypeEntry::array(x::Name(0x23612c), 457), // ArrayOfHostCertificateManagerCertificateInfo
-        x::TypeEntry::array(x::Name(0x238e21), 458), // ArrayOfHostConnectInfoNetworkInfo
-        x::TypeEntry::array(x::Name(0x23b016), 459), // ArrayOfHostConnectSpec
-        x::TypeEntry::array(x::Name(0x23c714), 460), // ArrayOfHostCpuIdInfo
-        x::TypeEntry::array(x::Name(0x23dc15), 461), // ArrayOfHostCpuPackage
-        x::TypeEntry::array(x::Name(0x23f228), 462), // ArrayOfHostDatastoreBrowserSearchResults
-        x::TypeEntry::array(x::Name(0x241b1f), 463), // ArrayOfHostDatastoreConnectInfo
-        x::TypeEntry::array(x::Name(0x243b29), 464), // ArrayOfHostDatastoreSystemDatastoreResult
-        x::TypeEntry::array(x::Name(0x246521), 465), // ArrayOfHostDateTimeSystemTimeZone
-        x::TypeEntry::array(x::Name(0x248716), 466), // ArrayOfHostDhcpService
-        x::TypeEntry::array(x::Name(0x249e1c), 467), // ArrayOfHostDhcpServiceConfig
-        x::TypeEntry::array(x::Name(0x24bb1e), 468), // ArrayOfHostDiagnosticPartition
-        x::TypeEntry::array(x::Name(0x24da2a), 469), // ArrayOfHostDiagnosticPartitionCreateOption
-        x::TypeEntry::array(x::Name(0x250522), 470), // ArrayOfHostDiskConfigurationResult
-        x::TypeEntry::array(x::Name(0x252825), 471), // ArrayOfHostDiskMappingPartitionOption
-        x::TypeEntry::array(x::Name(0x254e22), 472), // ArrayOfHostDiskPartitionAttributes
-        x::TypeEntry::array(x::Name(0x257122), 473), // ArrayOfHostDiskPartitionBlockRange
-        x::TypeEntry::array(x::Name(0x25941c), 474), // ArrayOfHostDiskPartitionInfo
-        x::TypeEntry::array(x::Name(0x25b113), 475), // ArrayOfHostDvxClass
-        x::TypeEntry::array(x::Name(0x25c518), 476), // ArrayOfHostEventArgument
-        x::TypeEntry::array(x::Name(0x25de1c), 477), // ArrayOfHostFeatureCapability
-        x::TypeEntry::array(x::Name(0x25fb16), 478), // ArrayOfHostFeatureMask
-        x::TypeEntry::array(x::Name(0x26121d), 479), // ArrayOfHostFeatureVersionInfo
-        x::TypeEntry::array(x::Name(0x26301e), 480), // ArrayOfHostFileSystemMountInfo
-        x::TypeEntry::array(x::Name(0x264f26), 481), // ArrayOfHostFirewallConfigRuleSetConfig
-        x::TypeEntry::array(x::Name(0x267617), 482), // ArrayOfHostFirewallRule
-        x::TypeEntry::array(x::Name(0x268e1a), 483), // ArrayOfHostFirewallRuleset
-        x::TypeEntry::array(x::Name(0x26a923), 484), // ArrayOfHostFirewallRulesetIpNetwork
-        x::TypeEntry::array(x::Name(0x26cd23), 485), // ArrayOfHostGraphicsConfigDeviceType
-        x::TypeEntry::array(x::Name(0x26f117), 486), // ArrayOfHostGraphicsInfo
-        x::TypeEntry::array(x::Name(0x27091e), 487), // ArrayOfHostHardwareElementInfo
-        x::TypeEntry::array(x::Name(0x272819), 488), // ArrayOfHostHostBusAdapter
-        x::TypeEntry::array(x::Name(0x27422a), 489), // ArrayOfHostInternetScsiHbaIscsiIpv6Address
-        x::TypeEntry::array(x::Name(0x276d24), 490), // ArrayOfHostInternetScsiHbaParamValue
-        x::TypeEntry::array(x::Name(0x279224), 491), // ArrayOfHostInternetScsiHbaSendTarget
-        x::TypeEntry::array(x::Name(0x27b726), 492), // ArrayOfHostInternetScsiHbaStaticTarget
-        x::TypeEntry::array(x::Name(0x27de17), 493), // ArrayOfHostIoFilterInfo
-        x::TypeEntry::array(x::Name(0x27f61e), 494), // ArrayOfHostIpConfigIpV6Address
-        x::TypeEntry::array(x::Name(0x281517), 495), // ArrayOfHostIpRouteEntry
-        x::TypeEntry::array(x::Name(0x282d14), 496), // ArrayOfHostIpRouteOp
-        x::TypeEntry::array(x::Name(0x284234), 497), // ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec
-        x::TypeEntry::array(x::Name(0x287736), 498), // ArrayOfHostLowLevelProvisioningManagerFileDeleteResult
-        x::TypeEntry::array(x::Name(0x28ae34), 499), // ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec
-        x::TypeEntry::array(x::Name(0x28e337), 500), // ArrayOfHostLowLevelProvisioningManagerFileReserveResult
-        x::TypeEntry::array(x::Name(0x291b35), 501), // ArrayOfHostLowLevelProvisioningManagerFileReserveSpec
-        x::TypeEntry::array(x::Name(0x295138), 502), // ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec
-        x::TypeEntry::array(x::Name(0x298a22), 503), // ArrayOfHostMemberHealthCheckResult
-        x::TypeEntry::array(x::Name(0x29ad1c), 504), // ArrayOfHostMemberRuntimeInfo
-        x::TypeEntry::array(x::Name(0x29ca19), 505), // ArrayOfHostMemoryTierInfo
-        x::TypeEntry::array(x::Name(0x29e423), 506), // ArrayOfHostMultipathInfoLogicalUnit
-        x::TypeEntry::array(x::Name(0x2a081c), 507), // ArrayOfHostMultipathInfoPath
-        x::TypeEntry::array(x::Name(0x2a2521), 508), // ArrayOfHostMultipathStateInfoPath
-        x::TypeEntry::array(x::Name(0x2a471a), 509), // ArrayOfHostNasVolumeConfig
-        x::TypeEntry::array(x::Name(0x2a6215), 510), // ArrayOfHostNatService
-        x::TypeEntry::array(x::Name(0x2a781b), 511), // ArrayOfHostNatServiceConfig
-        x::TypeEntry::array(x::Name(0x2a9424), 512), // ArrayOfHostNatServicePortForwardSpec
-        x::TypeEntry::array(x::Name(0x2ab91b), 513), // ArrayOfHostNetStackInstance
-        x::TypeEntry::array(x::Name(0x2ad524), 514), // ArrayOfHostNetworkConfigNetStackSpec
-        x::TypeEntry::array(x::Name(0x2afa13), 515), // ArrayOfHostNumaNode
-        x::TypeEntry::array(x::Name(0x2b0e1c), 516), // ArrayOfHostNumericSensorInfo
+        x::TypeEntry::request(x::Name(0x9f81e), 226, 2), // ApplyEntitiesConfigRequestType
     ],
-    decoders: &[
-        None, // AbandonHciWorkflowRequestType
-        None, // AbdicateDomOwnershipRequestType
-        None, // AbortCustomizationRequestType
-        Some(x::decode_boxed::<AboutInfo>),
-        Some(x::decode_boxed::<AccountCreatedEvent>),
-        Some(x::decode_boxed::<AccountRemovedEvent>),
-        Some(x::decode_boxed::<AccountUpdatedEvent>),
-        None, // AcknowledgeAlarmRequestType
-        None, // AcquireCimServicesTicketRequestType
-        None, // AcquireCloneTicketRequestType
-        None, // AcquireCredentialsInGuestRequestType
-        None, // AcquireGenericServiceTicketRequestType
-        None, // AcquireLocalTicketRequestType
-        None, // AcquireMksTicketRequestType
-        None, // AcquireTicketRequestType
-        Some(x::decode_boxed::<Action>),
-        Some(x::decode_boxed::<ActionParameter>),
-        Some(x::decode_boxed::<ActionType>),
-        Some(x::decode_boxed::<ActiveDirectoryFault>),
-        Some(x::decode_boxed::<ActiveDirectoryProfile>),
-        Some(x::decode_boxed::<ActiveVMsBlockingEVC>),
-        None, // AddAuthorizationRoleRequestType
-        None, // AddCustomFieldDefRequestType
-        None, // AddDVPortgroupRequestType
-        None, // AddDisksRequestType
-        None, // AddFilterEntitiesRequestType
-        None, // AddFilterRequestType
-        None, // AddGuestAliasRequestType
-        None, // AddHostRequestType
-        None, // AddInternetScsiSendTargetsRequestType
-        None, // AddInternetScsiStaticTargetsRequestType
-        None, // AddKeyRequestType
-        None, // AddKeysRequestType
-        None, // AddLicenseRequestType
-        None, // AddMonitoredEntitiesRequestType
-        None, // AddNetworkResourcePoolRequestType
-        None, // AddPortGroupRequestType
-        None, // AddServiceConsoleVirtualNicRequestType
-        None, // AddStandaloneHostRequestType
-        None, // AddVirtualNicRequestType
-        None, // AddVirtualSwitchRequestType
-        Some(x::decode_boxed::<AdminDisabled>),
-        Some(x::decode_boxed::<AdminNotDisabled>),
-        Some(x::decode_boxed::<AdminPasswordNotChangedEvent>),
-        Some(x::decode_boxed::<AffinityConfigured>),
-        Some(x::decode_boxed::<AffinityType>),
-        Some(x::decode_boxed::<AfterStartupTaskScheduler>),
-        Some(x::decode_boxed::<AgentInstallFailed>),
-        Some(x::decode_boxed::<AgentInstallFailedReason>),
-        Some(x::decode_boxed::<AlarmAcknowledgedEvent>),
-        Some(x::decode_boxed::<AlarmAction>),
-        Some(x::decode_boxed::<AlarmActionTriggeredEvent>),
-        Some(x::decode_boxed::<AlarmClearedEvent>),
-        Some(x::decode_boxed::<AlarmCreatedEvent>),
-        Some(x::decode_boxed::<AlarmDescription>),
-        Some(x::decode_boxed::<AlarmEmailCompletedEvent>),
-        Some(x::decode_boxed::<AlarmEmailFailedEvent>),
-        Some(x::decode_boxed::<AlarmEvent>),
-        Some(x::decode_boxed::<AlarmEventArgument>),
-        Some(x::decode_boxed::<AlarmExpression>),
-        Some(x::decode_boxed::<AlarmFilterSpec>),
-        Some(x::decode_boxed::<AlarmFilterSpecAlarmTypeByEntity>),
-        Some(x::decode_boxed::<AlarmFilterSpecAlarmTypeByTrigger>),
-        Some(x::decode_boxed::<AlarmInfo>),
-        Some(x::decode_boxed::<AlarmReconfiguredEvent>),
-        Some(x::decode_boxed::<AlarmRemovedEvent>),
-        Some(x::decode_boxed::<AlarmScriptCompleteEvent>),
-        Some(x::decode_boxed::<AlarmScriptFailedEvent>),
-        Some(x::decode_boxed::<AlarmSetting>),
-        Some(x::decode_boxed::<AlarmSnmpCompletedEvent>),
-        Some(x::decode_boxed::<AlarmSnmpFailedEvent>),
-        Some(x::decode_boxed::<AlarmSpec>),
-        Some(x::decode_boxed::<AlarmState>),
-        Some(x::decode_boxed::<AlarmStatusChangedEvent>),
-        Some(x::decode_boxed::<AlarmTriggeringAction>),
-        Some(x::decode_boxed::<AlarmTriggeringActionTransitionSpec>),
-        Some(x::decode_boxed::<AllVirtualMachinesLicensedEvent>),
-        None, // AllocateIpv4AddressRequestType
-        None, // AllocateIpv6AddressRequestType
-        Some(x::decode_boxed::<AlreadyAuthenticatedSessionEvent>),
-        Some(x::decode_boxed::<AlreadyBeingManaged>),
-        Some(x::decode_boxed::<AlreadyConnected>),
-        Some(x::decode_boxed::<AlreadyExists>),
-        Some(x::decode_boxed::<AlreadyUpgraded>),
-        Some(x::decode_boxed::<AndAlarmExpression>),
-        Some(x::decode_boxed::<AnswerFile>),
-        Some(x::decode_boxed::<AnswerFileCreateSpec>),
-        Some(x::decode_boxed::<AnswerFileOptionsCreateSpec>),
-        Some(x::decode_boxed::<AnswerFileSerializedCreateSpec>),
-        Some(x::decode_boxed::<AnswerFileStatusError>),
-        Some(x::decode_boxed::<AnswerFileStatusResult>),
-        Some(x::decode_boxed::<AnswerFileUpdateFailed>),
-        Some(x::decode_boxed::<AnswerFileUpdateFailure>),
-        Some(x::decode_boxed::<AnswerFileValidationInfoStatus>),
-        None, // AnswerVMRequestType
-        Some(x::decode_boxed::<ApplicationQuiesceFault>),
-        None, // ApplyEntitiesConfigRequestType
-        None, // ApplyEvcModeVMRequestType
-        None, // ApplyHostConfigRequestType
-        Some(x::decode_boxed::<ApplyHostProfileConfigurationResult>),
-        Some(x::decode_boxed::<ApplyHostProfileConfigurationResultStatus>),
-        Some(x::decode_boxed::<ApplyHostProfileConfigurationSpec>),
-        Some(x::decode_boxed::<ApplyProfile>),
-        None, // ApplyRecommendationRequestType
-        None, // ApplyStorageDrsRecommendationRequestType
-        None, // ApplyStorageDrsRecommendationToPodRequestType
-        Some(x::decode_boxed::<ApplyStorageRecommendationResult>),
-        None, // AreAlarmActionsEnabledRequestType
-        Some(x::decode_boxed::<Vec<AnyAlarmAction>>),
-        Some(x::decode_boxed::<Vec<AnyAlarmExpression>>),
-        Some(x::decode_boxed::<Vec<AlarmState>>),
-        Some(x::decode_boxed::<Vec<AlarmTriggeringActionTransitionSpec>>),
-        Some(x::decode_boxed::<Vec<AnswerFileStatusError>>),
-        Some(x::decode_boxed::<Vec<AnswerFileStatusResult>>),
-        Some(x::decode_boxed::<Vec<AnswerFileUpdateFailure>>),
-        None, // ArrayOfAnyType
-        None, // ArrayOfAnyURI
-        Some(x::decode_boxed::<Vec<ApplyHostProfileConfigurationResult>>),
-        Some(x::decode_boxed::<Vec<ApplyHostProfileConfigurationSpec>>),
-        Some(x::decode_boxed::<Vec<AnyApplyProfile>>),
-        Some(x::decode_boxed::<Vec<AuthenticationRequiredChallenge>>),
-        Some(x::decode_boxed::<Vec<AuthorizationPrivilege>>),
-        Some(x::decode_boxed::<Vec<AuthorizationRole>>),
-        Some(x::decode_boxed::<Vec<AutoStartPowerInfo>>),
-        None, // ArrayOfBase64Binary
-        None, // ArrayOfBoolean
-        None, // ArrayOfByte
-        Some(x::decode_boxed::<Vec<ChangesInfoEventArgument>>),
-        Some(x::decode_boxed::<Vec<CheckResult>>),
-        Some(x::decode_boxed::<Vec<AnyClusterAction>>),
-        Some(x::decode_boxed::<Vec<ClusterActionHistory>>),
-        Some(x::decode_boxed::<Vec<ClusterAttemptedVmInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterComputeResourceDVSSetting>>),
-        Some(x::decode_boxed::<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>),
-        Some(x::decode_boxed::<Vec<ClusterComputeResourceDvsProfile>>),
-        Some(x::decode_boxed::<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>),
-        Some(x::decode_boxed::<Vec<ClusterComputeResourceHostConfigurationInput>>),
-        Some(x::decode_boxed::<Vec<ClusterComputeResourceHostEvacuationInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterComputeResourceHostVmkNicInfo>>),
-        Some(x::decode_boxed::<Vec<AnyClusterComputeResourceValidationResultBase>>),
-        Some(x::decode_boxed::<Vec<ClusterComputeResourceVcsSlots>>),
-        Some(x::decode_boxed::<Vec<ClusterDasAamNodeState>>),
-        Some(x::decode_boxed::<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>),
-        Some(x::decode_boxed::<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>),
-        Some(x::decode_boxed::<Vec<ClusterDasVmConfigInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterDasVmConfigSpec>>),
-        Some(x::decode_boxed::<Vec<ClusterDatastoreUpdateSpec>>),
-        Some(x::decode_boxed::<Vec<ClusterDpmHostConfigInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterDpmHostConfigSpec>>),
-        Some(x::decode_boxed::<Vec<ClusterDrsFaults>>),
-        Some(x::decode_boxed::<Vec<AnyClusterDrsFaultsFaultsByVm>>),
-        Some(x::decode_boxed::<Vec<ClusterDrsMigration>>),
-        Some(x::decode_boxed::<Vec<ClusterDrsRecommendation>>),
-        Some(x::decode_boxed::<Vec<ClusterDrsVmConfigInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterDrsVmConfigSpec>>),
-        Some(x::decode_boxed::<Vec<ClusterEVCManagerCheckResult>>),
-        Some(x::decode_boxed::<Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>>),
-        Some(x::decode_boxed::<Vec<AnyClusterGroupInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterGroupSpec>>),
-        Some(x::decode_boxed::<Vec<ClusterHostRecommendation>>),
-        Some(x::decode_boxed::<Vec<ClusterIoFilterInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterNotAttemptedVmInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterRecommendation>>),
-        Some(x::decode_boxed::<Vec<AnyClusterRuleInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterRuleSpec>>),
-        Some(x::decode_boxed::<Vec<ClusterTagCategoryUpdateSpec>>),
-        Some(x::decode_boxed::<Vec<ClusterVmOrchestrationInfo>>),
-        Some(x::decode_boxed::<Vec<ClusterVmOrchestrationSpec>>),
-        Some(x::decode_boxed::<Vec<ComplianceFailure>>),
-        Some(x::decode_boxed::<Vec<ComplianceFailureComplianceFailureValues>>),
-        Some(x::decode_boxed::<Vec<ComplianceLocator>>),
-        Some(x::decode_boxed::<Vec<ComplianceResult>>),
-        Some(x::decode_boxed::<Vec<ComputeResourceHostSPBMLicenseInfo>>),
-        Some(x::decode_boxed::<Vec<ConflictingConfigurationConfig>>),
-        Some(x::decode_boxed::<Vec<CryptoKeyId>>),
-        Some(x::decode_boxed::<Vec<CryptoKeyPlain>>),
-        Some(x::decode_boxed::<Vec<CryptoKeyResult>>),
-        Some(x::decode_boxed::<Vec<CryptoManagerHostKeyStatus>>),
-        Some(x::decode_boxed::<Vec<CryptoManagerKmipClusterStatus>>),
-        Some(x::decode_boxed::<Vec<CryptoManagerKmipCryptoKeyStatus>>),
-        Some(x::decode_boxed::<Vec<CryptoManagerKmipServerStatus>>),
-        Some(x::decode_boxed::<Vec<CustomFieldDef>>),
-        Some(x::decode_boxed::<Vec<AnyCustomFieldValue>>),
-        Some(x::decode_boxed::<Vec<CustomizationAdapterMapping>>),
-        Some(x::decode_boxed::<Vec<AnyCustomizationIpV6Generator>>),
-        Some(x::decode_boxed::<Vec<CustomizationSpecInfo>>),
-        Some(x::decode_boxed::<Vec<DVPortConfigSpec>>),
-        Some(x::decode_boxed::<Vec<DVPortgroupConfigSpec>>),
-        Some(x::decode_boxed::<Vec<AnyDVSHealthCheckConfig>>),
-        Some(x::decode_boxed::<Vec<DVSManagerPhysicalNicsList>>),
-        Some(x::decode_boxed::<Vec<DVSNetworkResourcePool>>),
-        Some(x::decode_boxed::<Vec<DVSNetworkResourcePoolConfigSpec>>),
-        Some(x::decode_boxed::<Vec<DVSVmVnicNetworkResourcePool>>),
-        Some(x::decode_boxed::<Vec<DasHeartbeatDatastoreInfo>>),
-        Some(x::decode_boxed::<Vec<DatacenterBasicConnectInfo>>),
-        Some(x::decode_boxed::<Vec<DatacenterMismatchArgument>>),
-        Some(x::decode_boxed::<Vec<DatastoreHostMount>>),
-        Some(x::decode_boxed::<Vec<DatastoreMountPathDatastorePair>>),
-        Some(x::decode_boxed::<Vec<DatastoreVVolContainerFailoverPair>>),
-        Some(x::decode_boxed::<Vec<DesiredSoftwareSpecComponentSpec>>),
-        Some(x::decode_boxed::<Vec<DiagnosticManagerBundleInfo>>),
-        Some(x::decode_boxed::<Vec<DiagnosticManagerLogDescriptor>>),
-        Some(x::decode_boxed::<Vec<DirectPathProfileInfo>>),
-        Some(x::decode_boxed::<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>),
-        Some(x::decode_boxed::<Vec<AnyDirectPathProfileManagerCapacityResult>>),
-        Some(x::decode_boxed::<Vec<DiskChangeExtent>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualPort>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualPortgroupInfo>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualPortgroupProblem>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMember>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostProductSpec>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchInfo>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>),
-        Some(x::decode_boxed::<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchManagerSpanInfo>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchNetworkOffloadSpec>>),
-        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchProductSpec>>),
-        None, // ArrayOfDouble
-        Some(x::decode_boxed::<Vec<DpuStatusInfo>>),
-        Some(x::decode_boxed::<Vec<DpuStatusInfoOperationalInfo>>),
-        Some(x::decode_boxed::<Vec<DvsApplyOperationFaultFaultOnObject>>),
-        Some(x::decode_boxed::<Vec<AnyDvsFilterConfig>>),
-        Some(x::decode_boxed::<Vec<DvsHostInfrastructureTrafficResource>>),
-        Some(x::decode_boxed::<Vec<DvsHostVNicProfile>>),
-        Some(x::decode_boxed::<Vec<AnyDvsNetworkRuleQualifier>>),
-        Some(x::decode_boxed::<Vec<DvsOperationBulkFaultFaultOnHost>>),
-        Some(x::decode_boxed::<Vec<DvsOutOfSyncHostArgument>>),
-        Some(x::decode_boxed::<Vec<DvsProfile>>),
-        Some(x::decode_boxed::<Vec<DvsServiceConsoleVNicProfile>>),
-        Some(x::decode_boxed::<Vec<DvsTrafficRule>>),
-        Some(x::decode_boxed::<Vec<DvsVmVnicNetworkResourcePoolRuntimeInfo>>),
-        Some(x::decode_boxed::<Vec<DvsVmVnicResourcePoolConfigSpec>>),
-        Some(x::decode_boxed::<Vec<DvsVnicAllocatedResource>>),
-        Some(x::decode_boxed::<Vec<DynamicProperty>>),
-        Some(x::decode_boxed::<Vec<EVCMode>>),
-        Some(x::decode_boxed::<Vec<AnyElementDescription>>),
-        Some(x::decode_boxed::<Vec<EntityBackupConfig>>),
-        Some(x::decode_boxed::<Vec<EntityPrivilege>>),
-        Some(x::decode_boxed::<Vec<EnumDescription>>),
-        Some(x::decode_boxed::<Vec<AnyEvent>>),
-        Some(x::decode_boxed::<Vec<EventAlarmExpressionComparison>>),
-        Some(x::decode_boxed::<Vec<EventArgDesc>>),
-        Some(x::decode_boxed::<Vec<EventDescriptionEventDetail>>),
-        Some(x::decode_boxed::<Vec<ExtManagedEntityInfo>>),
-        Some(x::decode_boxed::<Vec<ExtSolutionManagerInfoTabInfo>>),
-        Some(x::decode_boxed::<Vec<ExtendedEventPair>>),
-        Some(x::decode_boxed::<Vec<Extension>>),
-        Some(x::decode_boxed::<Vec<ExtensionClientInfo>>),
-        Some(x::decode_boxed::<Vec<ExtensionEventTypeInfo>>),
-        Some(x::decode_boxed::<Vec<ExtensionFaultTypeInfo>>),
-        Some(x::decode_boxed::<Vec<ExtensionManagerIpAllocationUsage>>),
-        Some(x::decode_boxed::<Vec<ExtensionPrivilegeInfo>>),
-        Some(x::decode_boxed::<Vec<ExtensionResourceInfo>>),
-        Some(x::decode_boxed::<Vec<ExtensionServerInfo>>),
-        Some(x::decode_boxed::<Vec<ExtensionTaskTypeInfo>>),
-        Some(x::decode_boxed::<Vec<FaultToleranceDiskSpec>>),
-        Some(x::decode_boxed::<Vec<FaultsByHost>>),
-        Some(x::decode_boxed::<Vec<FaultsByVM>>),
-        Some(x::decode_boxed::<Vec<FcoeConfigVlanRange>>),
-        Some(x::decode_boxed::<Vec<FeatureEVCMode>>),
-        Some(x::decode_boxed::<Vec<AnyFileInfo>>),
-        Some(x::decode_boxed::<Vec<FileLockInfo>>),
-        Some(x::decode_boxed::<Vec<AnyFileQuery>>),
-        Some(x::decode_boxed::<Vec<FirewallProfileRulesetProfile>>),
-        Some(x::decode_boxed::<Vec<FolderFailedHostResult>>),
-        Some(x::decode_boxed::<Vec<FolderNewHostSpec>>),
-        Some(x::decode_boxed::<Vec<GuestAliases>>),
-        Some(x::decode_boxed::<Vec<GuestAuthAliasInfo>>),
-        Some(x::decode_boxed::<Vec<AnyGuestAuthSubject>>),
-        Some(x::decode_boxed::<Vec<GuestDiskInfo>>),
-        Some(x::decode_boxed::<Vec<GuestFileInfo>>),
-        Some(x::decode_boxed::<Vec<GuestInfoNamespaceGenerationInfo>>),
-        Some(x::decode_boxed::<Vec<GuestInfoVirtualDiskMapping>>),
-        Some(x::decode_boxed::<Vec<GuestMappedAliases>>),
-        Some(x::decode_boxed::<Vec<GuestNicInfo>>),
-        Some(x::decode_boxed::<Vec<GuestOsDescriptor>>),
-        Some(x::decode_boxed::<Vec<GuestProcessInfo>>),
-        Some(x::decode_boxed::<Vec<GuestRegKeyRecordSpec>>),
-        Some(x::decode_boxed::<Vec<GuestRegValueSpec>>),
-        Some(x::decode_boxed::<Vec<GuestStackInfo>>),
-        Some(x::decode_boxed::<Vec<HbrManagerVmReplicationCapability>>),
-        Some(x::decode_boxed::<Vec<HbrTargetSpec>>),
-        Some(x::decode_boxed::<Vec<HealthUpdate>>),
-        Some(x::decode_boxed::<Vec<HealthUpdateInfo>>),
-        Some(x::decode_boxed::<Vec<HostAccessControlEntry>>),
-        Some(x::decode_boxed::<Vec<AnyHostAccountSpec>>),
-        Some(x::decode_boxed::<Vec<HostActiveDirectory>>),
-        Some(x::decode_boxed::<Vec<HostAssignableHardwareBinding>>),
-        Some(x::decode_boxed::<Vec<HostAssignableHardwareConfigAttributeOverride>>),
-        Some(x::decode_boxed::<Vec<HostAuthenticationInfo>>),
-        Some(x::decode_boxed::<Vec<AnyHostAuthenticationStoreInfo>>),
-        Some(x::decode_boxed::<Vec<HostBootDevice>>),
-        Some(x::decode_boxed::<Vec<HostCacheConfigurationInfo>>),
-        Some(x::decode_boxed::<Vec<HostCertificateManagerCertificateInfo>>),
-        Some(x::decode_boxed::<Vec<AnyHostConnectInfoNetworkInfo>>),
-        Some(x::decode_boxed::<Vec<HostConnectSpec>>),
-        Some(x::decode_boxed::<Vec<HostCpuIdInfo>>),
-        Some(x::decode_boxed::<Vec<HostCpuPackage>>),
-        Some(x::decode_boxed::<Vec<HostDatastoreBrowserSearchResults>>),
-        Some(x::decode_boxed::<Vec<AnyHostDatastoreConnectInfo>>),
-        Some(x::decode_boxed::<Vec<HostDatastoreSystemDatastoreResult>>),
-        Some(x::decode_boxed::<Vec<HostDateTimeSystemTimeZone>>),
-        Some(x::decode_boxed::<Vec<HostDhcpService>>),
-        Some(x::decode_boxed::<Vec<HostDhcpServiceConfig>>),
-        Some(x::decode_boxed::<Vec<HostDiagnosticPartition>>),
-        Some(x::decode_boxed::<Vec<HostDiagnosticPartitionCreateOption>>),
-        Some(x::decode_boxed::<Vec<HostDiskConfigurationResult>>),
-        Some(x::decode_boxed::<Vec<HostDiskMappingPartitionOption>>),
-        Some(x::decode_boxed::<Vec<HostDiskPartitionAttributes>>),
-        Some(x::decode_boxed::<Vec<HostDiskPartitionBlockRange>>),
-        Some(x::decode_boxed::<Vec<HostDiskPartitionInfo>>),
-        Some(x::decode_boxed::<Vec<HostDvxClass>>),
-        Some(x::decode_boxed::<Vec<HostEventArgument>>),
-        Some(x::decode_boxed::<Vec<HostFeatureCapability>>),
-        Some(x::decode_boxed::<Vec<HostFeatureMask>>),
-        Some(x::decode_boxed::<Vec<HostFeatureVersionInfo>>),
-        Some(x::decode_boxed::<Vec<HostFileSystemMountInfo>>),
-        Some(x::decode_boxed::<Vec<HostFirewallConfigRuleSetConfig>>),
-        Some(x::decode_boxed::<Vec<HostFirewallRule>>),
-        Some(x::decode_boxed::<Vec<HostFirewallRuleset>>),
-        Some(x::decode_boxed::<Vec<HostFirewallRulesetIpNetwork>>),
-        Some(x::decode_boxed::<Vec<HostGraphicsConfigDeviceType>>),
-        Some(x::decode_boxed::<Vec<HostGraphicsInfo>>),
-        Some(x::decode_boxed::<Vec<AnyHostHardwareElementInfo>>),
-        Some(x::decode_boxed::<Vec<AnyHostHostBusAdapter>>),
-        Some(x::decode_boxed::<Vec<HostInternetScsiHbaIscsiIpv6Address>>),
-        Some(x::decode_boxed::<Vec<HostInternetScsiHbaParamValue>>),
-        Some(x::decode_boxed::<Vec<HostInternetScsiHbaSendTarget>>),
-        Some(x::decode_boxed::<Vec<HostInternetScsiHbaStaticTarget>>),
-        Some(x::decode_boxed::<Vec<HostIoFilterInfo>>),
-        Some(x::decode_boxed::<Vec<HostIpConfigIpV6Address>>),
-        Some(x::decode_boxed::<Vec<HostIpRouteEntry>>),
-        Some(x::decode_boxed::<Vec<HostIpRouteOp>>),
-        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>>),
-        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileDeleteResult>>),
-        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileDeleteSpec>>),
-        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileReserveResult>>),
-        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileReserveSpec>>),
-        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerSnapshotLayoutSpec>>),
-        Some(x::decode_boxed::<Vec<AnyHostMemberHealthCheckResult>>),
-        Some(x::decode_boxed::<Vec<HostMemberRuntimeInfo>>),
-        Some(x::decode_boxed::<Vec<HostMemoryTierInfo>>),
-        Some(x::decode_boxed::<Vec<HostMultipathInfoLogicalUnit>>),
-        Some(x::decode_boxed::<Vec<HostMultipathInfoPath>>),
-        Some(x::decode_boxed::<Vec<HostMultipathStateInfoPath>>),
-        Some(x::decode_boxed::<Vec<HostNasVolumeConfig>>),
-        Some(x::decode_boxed::<Vec<HostNatService>>),
-        Some(x::decode_boxed::<Vec<HostNatServiceConfig>>),
-        Some(x::decode_boxed::<Vec<HostNatServicePortForwardSpec>>),
-        Some(x::decode_boxed::<Vec<HostNetStackInstance>>),
-        Some(x::decode_boxed::<Vec<HostNetworkConfigNetStackSpec>>),
-        Some(x::decode_boxed::<Vec<HostNumaNode>>),
-        Some(x::decode_boxed::<Vec<HostNumericSensorInfo>>),
-    ],
+    decode,
     fields: &[
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
@@ -954,295 +334,6 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x234090c), x::Name(0x3344606)), // answerChoice: string
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::repeated(x::Name(0x2359e10), x::Name(0xab521)), // applyConfigSpecs: ApplyHostProfileConfigurationSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c19604), x::Name(0xeacc0f)), // mask: HostFeatureMask
-        x::FieldEntry::optional(x::Name(0x24d420d), x::Name(0x2405e07)), // completeMasks: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
-        x::FieldEntry::repeated(x::Name(0x3501409), x::Name(0x169bc24)), // userInput: ProfileDeferredPolicyOptionParameter
-        x::FieldEntry::required(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
-        x::FieldEntry::required(x::Name(0x24d500c), x::Name(0x2607608)), // completeTime: dateTime
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d6214)), // errors: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x33ec713), x::Name(0x3344606)), // taskListRequirement: string
-        x::FieldEntry::repeated(x::Name(0x33e9e0f), x::Name(0x13d2d12)), // taskDescription: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x307a80f), x::Name(0x2405e07)), // rebootStateless: boolean
-        x::FieldEntry::optional(x::Name(0x3075a0a), x::Name(0x2405e07)), // rebootHost: boolean
-        x::FieldEntry::optional(x::Name(0x286d009), x::Name(0x13d6214)), // faultData: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2f8dd06), x::Name(0x16b970d)), // policy: ProfilePolicy
-        x::FieldEntry::optional(x::Name(0x301660f), x::Name(0x3344606)), // profileTypeName: string
-        x::FieldEntry::optional(x::Name(0x301830e), x::Name(0x3344606)), // profileVersion: string
-        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x168fd1b)), // property: ProfileApplyProfileProperty
-        x::FieldEntry::optional(x::Name(0x287ab08), x::Name(0x2405e07)), // favorite: boolean
-        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0x2405e07)), // toBeMerged: boolean
-        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0x2405e07)), // toReplaceWith: boolean
-        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0x2405e07)), // toBeDeleted: boolean
-        x::FieldEntry::optional(x::Name(0x2546f10), x::Name(0x2405e07)), // copyEnableStatus: boolean
-        x::FieldEntry::optional(x::Name(0x29b0306), x::Name(0x2405e07)), // hidden: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x5d30b), x::Name(0x5d30b)), // AlarmAction: AlarmAction
-        x::FieldEntry::repeated(x::Name(0x67b0f), x::Name(0x67b0f)), // AlarmExpression: AlarmExpression
-        x::FieldEntry::repeated(x::Name(0x7850a), x::Name(0x7850a)), // AlarmState: AlarmState
-        x::FieldEntry::repeated(x::Name(0x7be23), x::Name(0x7be23)), // AlarmTriggeringActionTransitionSpec: AlarmTriggeringActionTransitionSpec
-        x::FieldEntry::repeated(x::Name(0x94615), x::Name(0x94615)), // AnswerFileStatusError: AnswerFileStatusError
-        x::FieldEntry::repeated(x::Name(0x95c16), x::Name(0x95c16)), // AnswerFileStatusResult: AnswerFileStatusResult
-        x::FieldEntry::repeated(x::Name(0x98a17), x::Name(0x98a17)), // AnswerFileUpdateFailure: AnswerFileUpdateFailure
-        x::FieldEntry::repeated(x::Name(0x234a207), x::Name(0x234a207)), // anyType: anyType
-        x::FieldEntry::repeated(x::Name(0x234aa06), x::Name(0x234aa06)), // anyURI: anyURI
-        x::FieldEntry::repeated(x::Name(0xa6723), x::Name(0xa6723)), // ApplyHostProfileConfigurationResult: ApplyHostProfileConfigurationResult
-        x::FieldEntry::repeated(x::Name(0xab521), x::Name(0xab521)), // ApplyHostProfileConfigurationSpec: ApplyHostProfileConfigurationSpec
-        x::FieldEntry::repeated(x::Name(0xad70c), x::Name(0xad70c)), // ApplyProfile: ApplyProfile
-        x::FieldEntry::repeated(x::Name(0x59041f), x::Name(0x59041f)), // AuthenticationRequiredChallenge: AuthenticationRequiredChallenge
-        x::FieldEntry::repeated(x::Name(0x597016), x::Name(0x597016)), // AuthorizationPrivilege: AuthorizationPrivilege
-        x::FieldEntry::repeated(x::Name(0x598711), x::Name(0x598711)), // AuthorizationRole: AuthorizationRole
-        x::FieldEntry::repeated(x::Name(0x59ca12), x::Name(0x59ca12)), // AutoStartPowerInfo: AutoStartPowerInfo
-        x::FieldEntry::repeated(x::Name(0x23e790c), x::Name(0x23e790c)), // base64Binary: base64Binary
-        x::FieldEntry::repeated(x::Name(0x2405e07), x::Name(0x2405e07)), // boolean: boolean
-        x::FieldEntry::repeated(x::Name(0x2420604), x::Name(0x2420604)), // byte: byte
-        x::FieldEntry::repeated(x::Name(0x635318), x::Name(0x635318)), // ChangesInfoEventArgument: ChangesInfoEventArgument
-        x::FieldEntry::repeated(x::Name(0x653d0b), x::Name(0x653d0b)), // CheckResult: CheckResult
-        x::FieldEntry::repeated(x::Name(0x66cb0d), x::Name(0x66cb0d)), // ClusterAction: ClusterAction
-        x::FieldEntry::repeated(x::Name(0x66d914), x::Name(0x66d914)), // ClusterActionHistory: ClusterActionHistory
-        x::FieldEntry::repeated(x::Name(0x672216), x::Name(0x672216)), // ClusterAttemptedVmInfo: ClusterAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x681520), x::Name(0x681520)), // ClusterComputeResourceDVSSetting: ClusterComputeResourceDVSSetting
-        x::FieldEntry::repeated(x::Name(0x68363b), x::Name(0x68363b)), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
-        x::FieldEntry::repeated(x::Name(0x687220), x::Name(0x687220)), // ClusterComputeResourceDvsProfile: ClusterComputeResourceDvsProfile
-        x::FieldEntry::repeated(x::Name(0x68933f), x::Name(0x68933f)), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
-        x::FieldEntry::repeated(x::Name(0x69422c), x::Name(0x69422c)), // ClusterComputeResourceHostConfigurationInput: ClusterComputeResourceHostConfigurationInput
-        x::FieldEntry::repeated(x::Name(0x69d028), x::Name(0x69d028)), // ClusterComputeResourceHostEvacuationInfo: ClusterComputeResourceHostEvacuationInfo
-        x::FieldEntry::repeated(x::Name(0x69f924), x::Name(0x69f924)), // ClusterComputeResourceHostVmkNicInfo: ClusterComputeResourceHostVmkNicInfo
-        x::FieldEntry::repeated(x::Name(0x6a822a), x::Name(0x6a822a)), // ClusterComputeResourceValidationResultBase: ClusterComputeResourceValidationResultBase
-        x::FieldEntry::repeated(x::Name(0x6ad31e), x::Name(0x6ad31e)), // ClusterComputeResourceVcsSlots: ClusterComputeResourceVcsSlots
-        x::FieldEntry::repeated(x::Name(0x6ba216), x::Name(0x6ba216)), // ClusterDasAamNodeState: ClusterDasAamNodeState
-        x::FieldEntry::repeated(x::Name(0x6d3b33), x::Name(0x6d3b33)), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
-        x::FieldEntry::repeated(x::Name(0x6da231), x::Name(0x6da231)), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
-        x::FieldEntry::repeated(x::Name(0x6e3a16), x::Name(0x6e3a16)), // ClusterDasVmConfigInfo: ClusterDasVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x6e5116), x::Name(0x6e5116)), // ClusterDasVmConfigSpec: ClusterDasVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x6ec71a), x::Name(0x6ec71a)), // ClusterDatastoreUpdateSpec: ClusterDatastoreUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x6f2718), x::Name(0x6f2718)), // ClusterDpmHostConfigInfo: ClusterDpmHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x6f4018), x::Name(0x6f4018)), // ClusterDpmHostConfigSpec: ClusterDpmHostConfigSpec
-        x::FieldEntry::repeated(x::Name(0x6f6e10), x::Name(0x6f6e10)), // ClusterDrsFaults: ClusterDrsFaults
-        x::FieldEntry::repeated(x::Name(0x6fa31a), x::Name(0x6fa31a)), // ClusterDrsFaultsFaultsByVm: ClusterDrsFaultsFaultsByVm
-        x::FieldEntry::repeated(x::Name(0x6fbe13), x::Name(0x6fbe13)), // ClusterDrsMigration: ClusterDrsMigration
-        x::FieldEntry::repeated(x::Name(0x6fd218), x::Name(0x6fd218)), // ClusterDrsRecommendation: ClusterDrsRecommendation
-        x::FieldEntry::repeated(x::Name(0x6feb16), x::Name(0x6feb16)), // ClusterDrsVmConfigInfo: ClusterDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x700216), x::Name(0x700216)), // ClusterDrsVmConfigSpec: ClusterDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x70191c), x::Name(0x70191c)), // ClusterEVCManagerCheckResult: ClusterEVCManagerCheckResult
-        x::FieldEntry::repeated(x::Name(0x70ca31), x::Name(0x70ca31)), // ClusterFailoverHostAdmissionControlInfoHostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
-        x::FieldEntry::repeated(x::Name(0x720910), x::Name(0x720910)), // ClusterGroupInfo: ClusterGroupInfo
-        x::FieldEntry::repeated(x::Name(0x721a10), x::Name(0x721a10)), // ClusterGroupSpec: ClusterGroupSpec
-        x::FieldEntry::repeated(x::Name(0x72a619), x::Name(0x72a619)), // ClusterHostRecommendation: ClusterHostRecommendation
-        x::FieldEntry::repeated(x::Name(0x735613), x::Name(0x735613)), // ClusterIoFilterInfo: ClusterIoFilterInfo
-        x::FieldEntry::repeated(x::Name(0x739a19), x::Name(0x739a19)), // ClusterNotAttemptedVmInfo: ClusterNotAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x751915), x::Name(0x751915)), // ClusterRecommendation: ClusterRecommendation
-        x::FieldEntry::repeated(x::Name(0x75640f), x::Name(0x75640f)), // ClusterRuleInfo: ClusterRuleInfo
-        x::FieldEntry::repeated(x::Name(0x75740f), x::Name(0x75740f)), // ClusterRuleSpec: ClusterRuleSpec
-        x::FieldEntry::repeated(x::Name(0x760f1c), x::Name(0x760f1c)), // ClusterTagCategoryUpdateSpec: ClusterTagCategoryUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x76fb1a), x::Name(0x76fb1a)), // ClusterVmOrchestrationInfo: ClusterVmOrchestrationInfo
-        x::FieldEntry::repeated(x::Name(0x77161a), x::Name(0x77161a)), // ClusterVmOrchestrationSpec: ClusterVmOrchestrationSpec
-        x::FieldEntry::repeated(x::Name(0x77af11), x::Name(0x77af11)), // ComplianceFailure: ComplianceFailure
-        x::FieldEntry::repeated(x::Name(0x77c128), x::Name(0x77c128)), // ComplianceFailureComplianceFailureValues: ComplianceFailureComplianceFailureValues
-        x::FieldEntry::repeated(x::Name(0x77ea11), x::Name(0x77ea11)), // ComplianceLocator: ComplianceLocator
-        x::FieldEntry::repeated(x::Name(0x780e10), x::Name(0x780e10)), // ComplianceResult: ComplianceResult
-        x::FieldEntry::repeated(x::Name(0x792622), x::Name(0x792622)), // ComputeResourceHostSPBMLicenseInfo: ComputeResourceHostSPBMLicenseInfo
-        x::FieldEntry::repeated(x::Name(0x7b8c1e), x::Name(0x7b8c1e)), // ConflictingConfigurationConfig: ConflictingConfigurationConfig
-        x::FieldEntry::repeated(x::Name(0x83cb0b), x::Name(0x83cb0b)), // CryptoKeyId: CryptoKeyId
-        x::FieldEntry::repeated(x::Name(0x83d70e), x::Name(0x83d70e)), // CryptoKeyPlain: CryptoKeyPlain
-        x::FieldEntry::repeated(x::Name(0x83e60f), x::Name(0x83e60f)), // CryptoKeyResult: CryptoKeyResult
-        x::FieldEntry::repeated(x::Name(0x84601a), x::Name(0x84601a)), // CryptoManagerHostKeyStatus: CryptoManagerHostKeyStatus
-        x::FieldEntry::repeated(x::Name(0x84e11e), x::Name(0x84e11e)), // CryptoManagerKmipClusterStatus: CryptoManagerKmipClusterStatus
-        x::FieldEntry::repeated(x::Name(0x850020), x::Name(0x850020)), // CryptoManagerKmipCryptoKeyStatus: CryptoManagerKmipCryptoKeyStatus
-        x::FieldEntry::repeated(x::Name(0x86591d), x::Name(0x86591d)), // CryptoManagerKmipServerStatus: CryptoManagerKmipServerStatus
-        x::FieldEntry::repeated(x::Name(0x87260e), x::Name(0x87260e)), // CustomFieldDef: CustomFieldDef
-        x::FieldEntry::repeated(x::Name(0x87c010), x::Name(0x87c010)), // CustomFieldValue: CustomFieldValue
-        x::FieldEntry::repeated(x::Name(0x87ee1b), x::Name(0x87ee1b)), // CustomizationAdapterMapping: CustomizationAdapterMapping
-        x::FieldEntry::repeated(x::Name(0x8a6f1a), x::Name(0x8a6f1a)), // CustomizationIpV6Generator: CustomizationIpV6Generator
-        x::FieldEntry::repeated(x::Name(0x8beb15), x::Name(0x8beb15)), // CustomizationSpecInfo: CustomizationSpecInfo
-        x::FieldEntry::repeated(x::Name(0x8e3e10), x::Name(0x8e3e10)), // DVPortConfigSpec: DVPortConfigSpec
-        x::FieldEntry::repeated(x::Name(0x8f0115), x::Name(0x8f0115)), // DVPortgroupConfigSpec: DVPortgroupConfigSpec
-        x::FieldEntry::repeated(x::Name(0x91b414), x::Name(0x91b414)), // DVSHealthCheckConfig: DVSHealthCheckConfig
-        x::FieldEntry::repeated(x::Name(0x92a51a), x::Name(0x92a51a)), // DVSManagerPhysicalNicsList: DVSManagerPhysicalNicsList
-        x::FieldEntry::repeated(x::Name(0x930416), x::Name(0x930416)), // DVSNetworkResourcePool: DVSNetworkResourcePool
-        x::FieldEntry::repeated(x::Name(0x934020), x::Name(0x934020)), // DVSNetworkResourcePoolConfigSpec: DVSNetworkResourcePoolConfigSpec
-        x::FieldEntry::repeated(x::Name(0x94151c), x::Name(0x94151c)), // DVSVmVnicNetworkResourcePool: DVSVmVnicNetworkResourcePool
-        x::FieldEntry::repeated(x::Name(0x951d19), x::Name(0x951d19)), // DasHeartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
-        x::FieldEntry::repeated(x::Name(0x95c81a), x::Name(0x95c81a)), // DatacenterBasicConnectInfo: DatacenterBasicConnectInfo
-        x::FieldEntry::repeated(x::Name(0x965f1a), x::Name(0x965f1a)), // DatacenterMismatchArgument: DatacenterMismatchArgument
-        x::FieldEntry::repeated(x::Name(0x980212), x::Name(0x980212)), // DatastoreHostMount: DatastoreHostMount
-        x::FieldEntry::repeated(x::Name(0x98421f), x::Name(0x98421f)), // DatastoreMountPathDatastorePair: DatastoreMountPathDatastorePair
-        x::FieldEntry::repeated(x::Name(0x996b22), x::Name(0x996b22)), // DatastoreVVolContainerFailoverPair: DatastoreVVolContainerFailoverPair
-        x::FieldEntry::repeated(x::Name(0x9d5320), x::Name(0x9d5320)), // DesiredSoftwareSpecComponentSpec: DesiredSoftwareSpecComponentSpec
-        x::FieldEntry::repeated(x::Name(0xa0811b), x::Name(0xa0811b)), // DiagnosticManagerBundleInfo: DiagnosticManagerBundleInfo
-        x::FieldEntry::repeated(x::Name(0xa0b91e), x::Name(0xa0b91e)), // DiagnosticManagerLogDescriptor: DiagnosticManagerLogDescriptor
-        x::FieldEntry::repeated(x::Name(0xa15815), x::Name(0xa15815)), // DirectPathProfileInfo: DirectPathProfileInfo
-        x::FieldEntry::repeated(x::Name(0xa21d29), x::Name(0xa21d29)), // DirectPathProfileManagerCapacityQuerySpec: DirectPathProfileManagerCapacityQuerySpec
-        x::FieldEntry::repeated(x::Name(0xa24726), x::Name(0xa24726)), // DirectPathProfileManagerCapacityResult: DirectPathProfileManagerCapacityResult
-        x::FieldEntry::repeated(x::Name(0xa7fc10), x::Name(0xa7fc10)), // DiskChangeExtent: DiskChangeExtent
-        x::FieldEntry::repeated(x::Name(0xa8d916), x::Name(0xa8d916)), // DistributedVirtualPort: DistributedVirtualPort
-        x::FieldEntry::repeated(x::Name(0xa9331f), x::Name(0xa9331f)), // DistributedVirtualPortgroupInfo: DistributedVirtualPortgroupInfo
-        x::FieldEntry::repeated(x::Name(0xa9da22), x::Name(0xa9da22)), // DistributedVirtualPortgroupProblem: DistributedVirtualPortgroupProblem
-        x::FieldEntry::repeated(x::Name(0xaa4d22), x::Name(0xaa4d22)), // DistributedVirtualSwitchHostMember: DistributedVirtualSwitchHostMember
-        x::FieldEntry::repeated(x::Name(0xaac72c), x::Name(0xaac72c)), // DistributedVirtualSwitchHostMemberConfigSpec: DistributedVirtualSwitchHostMemberConfigSpec
-        x::FieldEntry::repeated(x::Name(0xaba331), x::Name(0xaba331)), // DistributedVirtualSwitchHostMemberHostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
-        x::FieldEntry::repeated(x::Name(0xac3a2a), x::Name(0xac3a2a)), // DistributedVirtualSwitchHostMemberPnicSpec: DistributedVirtualSwitchHostMemberPnicSpec
-        x::FieldEntry::repeated(x::Name(0xac9433), x::Name(0xac9433)), // DistributedVirtualSwitchHostMemberTransportZoneInfo: DistributedVirtualSwitchHostMemberTransportZoneInfo
-        x::FieldEntry::repeated(x::Name(0xacfc27), x::Name(0xacfc27)), // DistributedVirtualSwitchHostProductSpec: DistributedVirtualSwitchHostProductSpec
-        x::FieldEntry::repeated(x::Name(0xad241c), x::Name(0xad241c)), // DistributedVirtualSwitchInfo: DistributedVirtualSwitchInfo
-        x::FieldEntry::repeated(x::Name(0xad4127), x::Name(0xad4127)), // DistributedVirtualSwitchKeyedOpaqueBlob: DistributedVirtualSwitchKeyedOpaqueBlob
-        x::FieldEntry::repeated(x::Name(0xad6932), x::Name(0xad6932)), // DistributedVirtualSwitchManagerCompatibilityResult: DistributedVirtualSwitchManagerCompatibilityResult
-        x::FieldEntry::repeated(x::Name(0xae5930), x::Name(0xae5930)), // DistributedVirtualSwitchManagerHostDvsFilterSpec: DistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::FieldEntry::repeated(x::Name(0xaeed27), x::Name(0xaeed27)), // DistributedVirtualSwitchManagerSpanInfo: DistributedVirtualSwitchManagerSpanInfo
-        x::FieldEntry::repeated(x::Name(0xaf152a), x::Name(0xaf152a)), // DistributedVirtualSwitchNetworkOffloadSpec: DistributedVirtualSwitchNetworkOffloadSpec
-        x::FieldEntry::repeated(x::Name(0xb06f23), x::Name(0xb06f23)), // DistributedVirtualSwitchProductSpec: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::repeated(x::Name(0x2748106), x::Name(0x2748106)), // double: double
-        x::FieldEntry::repeated(x::Name(0xb1280d), x::Name(0xb1280d)), // DpuStatusInfo: DpuStatusInfo
-        x::FieldEntry::repeated(x::Name(0xb1361c), x::Name(0xb1361c)), // DpuStatusInfoOperationalInfo: DpuStatusInfoOperationalInfo
-        x::FieldEntry::repeated(x::Name(0xb44223), x::Name(0xb44223)), // DvsApplyOperationFaultFaultOnObject: DvsApplyOperationFaultFaultOnObject
-        x::FieldEntry::repeated(x::Name(0xb4f40f), x::Name(0xb4f40f)), // DvsFilterConfig: DvsFilterConfig
-        x::FieldEntry::repeated(x::Name(0xb59d24), x::Name(0xb59d24)), // DvsHostInfrastructureTrafficResource: DvsHostInfrastructureTrafficResource
-        x::FieldEntry::repeated(x::Name(0xb62a12), x::Name(0xb62a12)), // DvsHostVNicProfile: DvsHostVNicProfile
-        x::FieldEntry::repeated(x::Name(0xb72b17), x::Name(0xb72b17)), // DvsNetworkRuleQualifier: DvsNetworkRuleQualifier
-        x::FieldEntry::repeated(x::Name(0xb76a20), x::Name(0xb76a20)), // DvsOperationBulkFaultFaultOnHost: DvsOperationBulkFaultFaultOnHost
-        x::FieldEntry::repeated(x::Name(0xb78b18), x::Name(0xb78b18)), // DvsOutOfSyncHostArgument: DvsOutOfSyncHostArgument
-        x::FieldEntry::repeated(x::Name(0xb9120a), x::Name(0xb9120a)), // DvsProfile: DvsProfile
-        x::FieldEntry::repeated(x::Name(0xb9e41c), x::Name(0xb9e41c)), // DvsServiceConsoleVNicProfile: DvsServiceConsoleVNicProfile
-        x::FieldEntry::repeated(x::Name(0xba680e), x::Name(0xba680e)), // DvsTrafficRule: DvsTrafficRule
-        x::FieldEntry::repeated(x::Name(0xbb1227), x::Name(0xbb1227)), // DvsVmVnicNetworkResourcePoolRuntimeInfo: DvsVmVnicNetworkResourcePoolRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0xbb561f), x::Name(0xbb561f)), // DvsVmVnicResourcePoolConfigSpec: DvsVmVnicResourcePoolConfigSpec
-        x::FieldEntry::repeated(x::Name(0xbb7618), x::Name(0xbb7618)), // DvsVnicAllocatedResource: DvsVnicAllocatedResource
-        x::FieldEntry::repeated(x::Name(0xbba80f), x::Name(0xbba80f)), // DynamicProperty: DynamicProperty
-        x::FieldEntry::repeated(x::Name(0xbcfe07), x::Name(0xbcfe07)), // EVCMode: EVCMode
-        x::FieldEntry::repeated(x::Name(0xbdad12), x::Name(0xbdad12)), // ElementDescription: ElementDescription
-        x::FieldEntry::repeated(x::Name(0xc02f12), x::Name(0xc02f12)), // EntityBackupConfig: EntityBackupConfig
-        x::FieldEntry::repeated(x::Name(0xc0670f), x::Name(0xc0670f)), // EntityPrivilege: EntityPrivilege
-        x::FieldEntry::repeated(x::Name(0xc0820f), x::Name(0xc0820f)), // EnumDescription: EnumDescription
-        x::FieldEntry::repeated(x::Name(0xc19905), x::Name(0xc19905)), // Event: Event
-        x::FieldEntry::repeated(x::Name(0xc1b41e), x::Name(0xc1b41e)), // EventAlarmExpressionComparison: EventAlarmExpressionComparison
-        x::FieldEntry::repeated(x::Name(0xc1fa0c), x::Name(0xc1fa0c)), // EventArgDesc: EventArgDesc
-        x::FieldEntry::repeated(x::Name(0xc2341b), x::Name(0xc2341b)), // EventDescriptionEventDetail: EventDescriptionEventDetail
-        x::FieldEntry::repeated(x::Name(0xc4fd14), x::Name(0xc4fd14)), // ExtManagedEntityInfo: ExtManagedEntityInfo
-        x::FieldEntry::repeated(x::Name(0xc5291d), x::Name(0xc5291d)), // ExtSolutionManagerInfoTabInfo: ExtSolutionManagerInfoTabInfo
-        x::FieldEntry::repeated(x::Name(0xc60111), x::Name(0xc60111)), // ExtendedEventPair: ExtendedEventPair
-        x::FieldEntry::repeated(x::Name(0xc62109), x::Name(0xc62109)), // Extension: Extension
-        x::FieldEntry::repeated(x::Name(0xc62b13), x::Name(0xc62b13)), // ExtensionClientInfo: ExtensionClientInfo
-        x::FieldEntry::repeated(x::Name(0xc63f16), x::Name(0xc63f16)), // ExtensionEventTypeInfo: ExtensionEventTypeInfo
-        x::FieldEntry::repeated(x::Name(0xc65616), x::Name(0xc65616)), // ExtensionFaultTypeInfo: ExtensionFaultTypeInfo
-        x::FieldEntry::repeated(x::Name(0xc68121), x::Name(0xc68121)), // ExtensionManagerIpAllocationUsage: ExtensionManagerIpAllocationUsage
-        x::FieldEntry::repeated(x::Name(0xc6bc16), x::Name(0xc6bc16)), // ExtensionPrivilegeInfo: ExtensionPrivilegeInfo
-        x::FieldEntry::repeated(x::Name(0xc6d315), x::Name(0xc6d315)), // ExtensionResourceInfo: ExtensionResourceInfo
-        x::FieldEntry::repeated(x::Name(0xc6e913), x::Name(0xc6e913)), // ExtensionServerInfo: ExtensionServerInfo
-        x::FieldEntry::repeated(x::Name(0xc6fd15), x::Name(0xc6fd15)), // ExtensionTaskTypeInfo: ExtensionTaskTypeInfo
-        x::FieldEntry::repeated(x::Name(0xc84016), x::Name(0xc84016)), // FaultToleranceDiskSpec: FaultToleranceDiskSpec
-        x::FieldEntry::repeated(x::Name(0xc9860c), x::Name(0xc9860c)), // FaultsByHost: FaultsByHost
-        x::FieldEntry::repeated(x::Name(0xc9930a), x::Name(0xc9930a)), // FaultsByVM: FaultsByVM
-        x::FieldEntry::repeated(x::Name(0xc9e013), x::Name(0xc9e013)), // FcoeConfigVlanRange: FcoeConfigVlanRange
-        x::FieldEntry::repeated(x::Name(0xca180e), x::Name(0xca180e)), // FeatureEVCMode: FeatureEVCMode
-        x::FieldEntry::repeated(x::Name(0xcb4308), x::Name(0xcb4308)), // FileInfo: FileInfo
-        x::FieldEntry::repeated(x::Name(0xcb4c0c), x::Name(0xcb4c0c)), // FileLockInfo: FileLockInfo
-        x::FieldEntry::repeated(x::Name(0xcba409), x::Name(0xcba409)), // FileQuery: FileQuery
-        x::FieldEntry::repeated(x::Name(0xcd741d), x::Name(0xcd741d)), // FirewallProfileRulesetProfile: FirewallProfileRulesetProfile
-        x::FieldEntry::repeated(x::Name(0xce8416), x::Name(0xce8416)), // FolderFailedHostResult: FolderFailedHostResult
-        x::FieldEntry::repeated(x::Name(0xceba11), x::Name(0xceba11)), // FolderNewHostSpec: FolderNewHostSpec
-        x::FieldEntry::repeated(x::Name(0xd4030c), x::Name(0xd4030c)), // GuestAliases: GuestAliases
-        x::FieldEntry::repeated(x::Name(0xd41012), x::Name(0xd41012)), // GuestAuthAliasInfo: GuestAuthAliasInfo
-        x::FieldEntry::repeated(x::Name(0xd44d10), x::Name(0xd44d10)), // GuestAuthSubject: GuestAuthSubject
-        x::FieldEntry::repeated(x::Name(0xd4a80d), x::Name(0xd4a80d)), // GuestDiskInfo: GuestDiskInfo
-        x::FieldEntry::repeated(x::Name(0xd4ca0d), x::Name(0xd4ca0d)), // GuestFileInfo: GuestFileInfo
-        x::FieldEntry::repeated(x::Name(0xd53e20), x::Name(0xd53e20)), // GuestInfoNamespaceGenerationInfo: GuestInfoNamespaceGenerationInfo
-        x::FieldEntry::repeated(x::Name(0xd55f1b), x::Name(0xd55f1b)), // GuestInfoVirtualDiskMapping: GuestInfoVirtualDiskMapping
-        x::FieldEntry::repeated(x::Name(0xd58d12), x::Name(0xd58d12)), // GuestMappedAliases: GuestMappedAliases
-        x::FieldEntry::repeated(x::Name(0xd5b60c), x::Name(0xd5b60c)), // GuestNicInfo: GuestNicInfo
-        x::FieldEntry::repeated(x::Name(0xd5f311), x::Name(0xd5f311)), // GuestOsDescriptor: GuestOsDescriptor
-        x::FieldEntry::repeated(x::Name(0xd67010), x::Name(0xd67010)), // GuestProcessInfo: GuestProcessInfo
-        x::FieldEntry::repeated(x::Name(0xd6dc15), x::Name(0xd6dc15)), // GuestRegKeyRecordSpec: GuestRegKeyRecordSpec
-        x::FieldEntry::repeated(x::Name(0xd7c211), x::Name(0xd7c211)), // GuestRegValueSpec: GuestRegValueSpec
-        x::FieldEntry::repeated(x::Name(0xd8c80e), x::Name(0xd8c80e)), // GuestStackInfo: GuestStackInfo
-        x::FieldEntry::repeated(x::Name(0xd9f021), x::Name(0xd9f021)), // HbrManagerVmReplicationCapability: HbrManagerVmReplicationCapability
-        x::FieldEntry::repeated(x::Name(0xda2b0d), x::Name(0xda2b0d)), // HbrTargetSpec: HbrTargetSpec
-        x::FieldEntry::repeated(x::Name(0xda7f0c), x::Name(0xda7f0c)), // HealthUpdate: HealthUpdate
-        x::FieldEntry::repeated(x::Name(0xda8c10), x::Name(0xda8c10)), // HealthUpdateInfo: HealthUpdateInfo
-        x::FieldEntry::repeated(x::Name(0xdadd16), x::Name(0xdadd16)), // HostAccessControlEntry: HostAccessControlEntry
-        x::FieldEntry::repeated(x::Name(0xdb2a0f), x::Name(0xdb2a0f)), // HostAccountSpec: HostAccountSpec
-        x::FieldEntry::repeated(x::Name(0xdb3a13), x::Name(0xdb3a13)), // HostActiveDirectory: HostActiveDirectory
-        x::FieldEntry::repeated(x::Name(0xdc3d1d), x::Name(0xdc3d1d)), // HostAssignableHardwareBinding: HostAssignableHardwareBinding
-        x::FieldEntry::repeated(x::Name(0xdc782d), x::Name(0xdc782d)), // HostAssignableHardwareConfigAttributeOverride: HostAssignableHardwareConfigAttributeOverride
-        x::FieldEntry::repeated(x::Name(0xdca616), x::Name(0xdca616)), // HostAuthenticationInfo: HostAuthenticationInfo
-        x::FieldEntry::repeated(x::Name(0xdcdb1b), x::Name(0xdcdb1b)), // HostAuthenticationStoreInfo: HostAuthenticationStoreInfo
-        x::FieldEntry::repeated(x::Name(0xdd6f0e), x::Name(0xdd6f0e)), // HostBootDevice: HostBootDevice
-        x::FieldEntry::repeated(x::Name(0xdd911a), x::Name(0xdd911a)), // HostCacheConfigurationInfo: HostCacheConfigurationInfo
-        x::FieldEntry::repeated(x::Name(0xde6325), x::Name(0xde6325)), // HostCertificateManagerCertificateInfo: HostCertificateManagerCertificateInfo
-        x::FieldEntry::repeated(x::Name(0xe2741a), x::Name(0xe2741a)), // HostConnectInfoNetworkInfo: HostConnectInfoNetworkInfo
-        x::FieldEntry::repeated(x::Name(0xe28f0f), x::Name(0xe28f0f)), // HostConnectSpec: HostConnectSpec
-        x::FieldEntry::repeated(x::Name(0xe2ca0d), x::Name(0xe2ca0d)), // HostCpuIdInfo: HostCpuIdInfo
-        x::FieldEntry::repeated(x::Name(0xe2e40e), x::Name(0xe2e40e)), // HostCpuPackage: HostCpuPackage
-        x::FieldEntry::repeated(x::Name(0xe49421), x::Name(0xe49421)), // HostDatastoreBrowserSearchResults: HostDatastoreBrowserSearchResults
-        x::FieldEntry::repeated(x::Name(0xe4d518), x::Name(0xe4d518)), // HostDatastoreConnectInfo: HostDatastoreConnectInfo
-        x::FieldEntry::repeated(x::Name(0xe55222), x::Name(0xe55222)), // HostDatastoreSystemDatastoreResult: HostDatastoreSystemDatastoreResult
-        x::FieldEntry::repeated(x::Name(0xe5fb1a), x::Name(0xe5fb1a)), // HostDateTimeSystemTimeZone: HostDateTimeSystemTimeZone
-        x::FieldEntry::repeated(x::Name(0xe67e0f), x::Name(0xe67e0f)), // HostDhcpService: HostDhcpService
-        x::FieldEntry::repeated(x::Name(0xe68e15), x::Name(0xe68e15)), // HostDhcpServiceConfig: HostDhcpServiceConfig
-        x::FieldEntry::repeated(x::Name(0xe6b817), x::Name(0xe6b817)), // HostDiagnosticPartition: HostDiagnosticPartition
-        x::FieldEntry::repeated(x::Name(0xe6f923), x::Name(0xe6f923)), // HostDiagnosticPartitionCreateOption: HostDiagnosticPartitionCreateOption
-        x::FieldEntry::repeated(x::Name(0xe7d81b), x::Name(0xe7d81b)), // HostDiskConfigurationResult: HostDiskConfigurationResult
-        x::FieldEntry::repeated(x::Name(0xe87a1e), x::Name(0xe87a1e)), // HostDiskMappingPartitionOption: HostDiskMappingPartitionOption
-        x::FieldEntry::repeated(x::Name(0xe8991b), x::Name(0xe8991b)), // HostDiskPartitionAttributes: HostDiskPartitionAttributes
-        x::FieldEntry::repeated(x::Name(0xe8b51b), x::Name(0xe8b51b)), // HostDiskPartitionBlockRange: HostDiskPartitionBlockRange
-        x::FieldEntry::repeated(x::Name(0xe8d115), x::Name(0xe8d115)), // HostDiskPartitionInfo: HostDiskPartitionInfo
-        x::FieldEntry::repeated(x::Name(0xe9d70c), x::Name(0xe9d70c)), // HostDvxClass: HostDvxClass
-        x::FieldEntry::repeated(x::Name(0xea4611), x::Name(0xea4611)), // HostEventArgument: HostEventArgument
-        x::FieldEntry::repeated(x::Name(0xeab615), x::Name(0xeab615)), // HostFeatureCapability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0xeacc0f), x::Name(0xeacc0f)), // HostFeatureMask: HostFeatureMask
-        x::FieldEntry::repeated(x::Name(0xeadc16), x::Name(0xeadc16)), // HostFeatureVersionInfo: HostFeatureVersionInfo
-        x::FieldEntry::repeated(x::Name(0xebc017), x::Name(0xebc017)), // HostFileSystemMountInfo: HostFileSystemMountInfo
-        x::FieldEntry::repeated(x::Name(0xec3c1f), x::Name(0xec3c1f)), // HostFirewallConfigRuleSetConfig: HostFirewallConfigRuleSetConfig
-        x::FieldEntry::repeated(x::Name(0xec8710), x::Name(0xec8710)), // HostFirewallRule: HostFirewallRule
-        x::FieldEntry::repeated(x::Name(0xece413), x::Name(0xece413)), // HostFirewallRuleset: HostFirewallRuleset
-        x::FieldEntry::repeated(x::Name(0xed121c), x::Name(0xed121c)), // HostFirewallRulesetIpNetwork: HostFirewallRulesetIpNetwork
-        x::FieldEntry::repeated(x::Name(0xee2c1c), x::Name(0xee2c1c)), // HostGraphicsConfigDeviceType: HostGraphicsConfigDeviceType
-        x::FieldEntry::repeated(x::Name(0xeeb410), x::Name(0xeeb410)), // HostGraphicsInfo: HostGraphicsInfo
-        x::FieldEntry::repeated(x::Name(0xeefb17), x::Name(0xeefb17)), // HostHardwareElementInfo: HostHardwareElementInfo
-        x::FieldEntry::repeated(x::Name(0xefbc12), x::Name(0xefbc12)), // HostHostBusAdapter: HostHostBusAdapter
-        x::FieldEntry::repeated(x::Name(0xf2fe23), x::Name(0xf2fe23)), // HostInternetScsiHbaIscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
-        x::FieldEntry::repeated(x::Name(0xf3c31d), x::Name(0xf3c31d)), // HostInternetScsiHbaParamValue: HostInternetScsiHbaParamValue
-        x::FieldEntry::repeated(x::Name(0xf3e11d), x::Name(0xf3e11d)), // HostInternetScsiHbaSendTarget: HostInternetScsiHbaSendTarget
-        x::FieldEntry::repeated(x::Name(0xf3ff1f), x::Name(0xf3ff1f)), // HostInternetScsiHbaStaticTarget: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::repeated(x::Name(0xf4d710), x::Name(0xf4d710)), // HostIoFilterInfo: HostIoFilterInfo
-        x::FieldEntry::repeated(x::Name(0xf50817), x::Name(0xf50817)), // HostIpConfigIpV6Address: HostIpConfigIpV6Address
-        x::FieldEntry::repeated(x::Name(0xf5c510), x::Name(0xf5c510)), // HostIpRouteEntry: HostIpRouteEntry
-        x::FieldEntry::repeated(x::Name(0xf5d60d), x::Name(0xf5d60d)), // HostIpRouteOp: HostIpRouteOp
-        x::FieldEntry::repeated(x::Name(0xf7b62d), x::Name(0xf7b62d)), // HostLowLevelProvisioningManagerDiskLayoutSpec: HostLowLevelProvisioningManagerDiskLayoutSpec
-        x::FieldEntry::repeated(x::Name(0xf7e42f), x::Name(0xf7e42f)), // HostLowLevelProvisioningManagerFileDeleteResult: HostLowLevelProvisioningManagerFileDeleteResult
-        x::FieldEntry::repeated(x::Name(0xf8142d), x::Name(0xf8142d)), // HostLowLevelProvisioningManagerFileDeleteSpec: HostLowLevelProvisioningManagerFileDeleteSpec
-        x::FieldEntry::repeated(x::Name(0xf84230), x::Name(0xf84230)), // HostLowLevelProvisioningManagerFileReserveResult: HostLowLevelProvisioningManagerFileReserveResult
-        x::FieldEntry::repeated(x::Name(0xf8732e), x::Name(0xf8732e)), // HostLowLevelProvisioningManagerFileReserveSpec: HostLowLevelProvisioningManagerFileReserveSpec
-        x::FieldEntry::repeated(x::Name(0xf8f631), x::Name(0xf8f631)), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: HostLowLevelProvisioningManagerSnapshotLayoutSpec
-        x::FieldEntry::repeated(x::Name(0xf9ea1b), x::Name(0xf9ea1b)), // HostMemberHealthCheckResult: HostMemberHealthCheckResult
-        x::FieldEntry::repeated(x::Name(0xfa0615), x::Name(0xfa0615)), // HostMemberRuntimeInfo: HostMemberRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0xfa7312), x::Name(0xfa7312)), // HostMemoryTierInfo: HostMemoryTierInfo
-        x::FieldEntry::repeated(x::Name(0xfbb81c), x::Name(0xfbb81c)), // HostMultipathInfoLogicalUnit: HostMultipathInfoLogicalUnit
-        x::FieldEntry::repeated(x::Name(0xfc2b15), x::Name(0xfc2b15)), // HostMultipathInfoPath: HostMultipathInfoPath
-        x::FieldEntry::repeated(x::Name(0xfc581a), x::Name(0xfc581a)), // HostMultipathStateInfoPath: HostMultipathStateInfoPath
-        x::FieldEntry::repeated(x::Name(0xfc8113), x::Name(0xfc8113)), // HostNasVolumeConfig: HostNasVolumeConfig
-        x::FieldEntry::repeated(x::Name(0xfcd70e), x::Name(0xfcd70e)), // HostNatService: HostNatService
-        x::FieldEntry::repeated(x::Name(0xfce614), x::Name(0xfce614)), // HostNatServiceConfig: HostNatServiceConfig
-        x::FieldEntry::repeated(x::Name(0xfd191d), x::Name(0xfd191d)), // HostNatServicePortForwardSpec: HostNatServicePortForwardSpec
-        x::FieldEntry::repeated(x::Name(0xfd7914), x::Name(0xfd7914)), // HostNetStackInstance: HostNetStackInstance
-        x::FieldEntry::repeated(x::Name(0xfdf61d), x::Name(0xfdf61d)), // HostNetworkConfigNetStackSpec: HostNetworkConfigNetStackSpec
-        x::FieldEntry::repeated(x::Name(0xfff90c), x::Name(0xfff90c)), // HostNumaNode: HostNumaNode
-        x::FieldEntry::repeated(x::Name(0x1002315), x::Name(0x1002315)), // HostNumericSensorInfo: HostNumericSensorInfo
     ],
     values: &[
         x::Name(0x33e6f0a), // targetName
@@ -1289,13 +380,1503 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x3359007), // success
         x::Name(0x2851a06), // failed
         x::Name(0x285780f), // failed_defaults
-        x::Name(0x3359007), // success
-        x::Name(0x2851a06), // failed
-        x::Name(0x307c80d), // reboot_failed
-        x::Name(0x3303417), // stateless_reboot_failed
-        x::Name(0x247db17), // check_compliance_failed
-        x::Name(0x32feb13), // state_not_satisfied
-        x::Name(0x282c41b), // exit_maintenancemode_failed
-        x::Name(0x2437f08), // canceled
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    AboutInfo(Box<AboutInfo>),
+    AccountCreatedEvent(Box<AccountCreatedEvent>),
+    AccountRemovedEvent(Box<AccountRemovedEvent>),
+    AccountUpdatedEvent(Box<AccountUpdatedEvent>),
+    Action(Box<Action>),
+    ActionParameter(Box<ActionParameter>),
+    ActionType(Box<ActionType>),
+    ActiveDirectoryFault(Box<ActiveDirectoryFault>),
+    ActiveDirectoryProfile(Box<ActiveDirectoryProfile>),
+    ActiveVMsBlockingEVC(Box<ActiveVMsBlockingEVC>),
+    AdminDisabled(Box<AdminDisabled>),
+    AdminNotDisabled(Box<AdminNotDisabled>),
+    AdminPasswordNotChangedEvent(Box<AdminPasswordNotChangedEvent>),
+    AffinityConfigured(Box<AffinityConfigured>),
+    AffinityType(Box<AffinityType>),
+    AfterStartupTaskScheduler(Box<AfterStartupTaskScheduler>),
+    AgentInstallFailed(Box<AgentInstallFailed>),
+    AgentInstallFailedReason(Box<AgentInstallFailedReason>),
+    AlarmAcknowledgedEvent(Box<AlarmAcknowledgedEvent>),
+    AlarmAction(Box<AlarmAction>),
+    AlarmActionTriggeredEvent(Box<AlarmActionTriggeredEvent>),
+    AlarmClearedEvent(Box<AlarmClearedEvent>),
+    AlarmCreatedEvent(Box<AlarmCreatedEvent>),
+    AlarmDescription(Box<AlarmDescription>),
+    AlarmEmailCompletedEvent(Box<AlarmEmailCompletedEvent>),
+    AlarmEmailFailedEvent(Box<AlarmEmailFailedEvent>),
+    AlarmEvent(Box<AlarmEvent>),
+    AlarmEventArgument(Box<AlarmEventArgument>),
+    AlarmExpression(Box<AlarmExpression>),
+    AlarmFilterSpec(Box<AlarmFilterSpec>),
+    AlarmFilterSpecAlarmTypeByEntity(Box<AlarmFilterSpecAlarmTypeByEntity>),
+    AlarmFilterSpecAlarmTypeByTrigger(Box<AlarmFilterSpecAlarmTypeByTrigger>),
+    AlarmInfo(Box<AlarmInfo>),
+    AlarmReconfiguredEvent(Box<AlarmReconfiguredEvent>),
+    AlarmRemovedEvent(Box<AlarmRemovedEvent>),
+    AlarmScriptCompleteEvent(Box<AlarmScriptCompleteEvent>),
+    AlarmScriptFailedEvent(Box<AlarmScriptFailedEvent>),
+    AlarmSetting(Box<AlarmSetting>),
+    AlarmSnmpCompletedEvent(Box<AlarmSnmpCompletedEvent>),
+    AlarmSnmpFailedEvent(Box<AlarmSnmpFailedEvent>),
+    AlarmSpec(Box<AlarmSpec>),
+    AlarmState(Box<AlarmState>),
+    AlarmStatusChangedEvent(Box<AlarmStatusChangedEvent>),
+    AlarmTriggeringAction(Box<AlarmTriggeringAction>),
+    AlarmTriggeringActionTransitionSpec(Box<AlarmTriggeringActionTransitionSpec>),
+    AllVirtualMachinesLicensedEvent(Box<AllVirtualMachinesLicensedEvent>),
+    AlreadyAuthenticatedSessionEvent(Box<AlreadyAuthenticatedSessionEvent>),
+    AlreadyBeingManaged(Box<AlreadyBeingManaged>),
+    AlreadyConnected(Box<AlreadyConnected>),
+    AlreadyExists(Box<AlreadyExists>),
+    AlreadyUpgraded(Box<AlreadyUpgraded>),
+    AndAlarmExpression(Box<AndAlarmExpression>),
+    AnswerFile(Box<AnswerFile>),
+    AnswerFileCreateSpec(Box<AnswerFileCreateSpec>),
+    AnswerFileOptionsCreateSpec(Box<AnswerFileOptionsCreateSpec>),
+    AnswerFileSerializedCreateSpec(Box<AnswerFileSerializedCreateSpec>),
+    AnswerFileStatusError(Box<AnswerFileStatusError>),
+    AnswerFileStatusResult(Box<AnswerFileStatusResult>),
+    AnswerFileUpdateFailed(Box<AnswerFileUpdateFailed>),
+    AnswerFileUpdateFailure(Box<AnswerFileUpdateFailure>),
+    AnswerFileValidationInfoStatus(Box<AnswerFileValidationInfoStatus>),
+    ApplicationQuiesceFault(Box<ApplicationQuiesceFault>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AboutInfo(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountUpdatedEvent(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Action(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActionParameter(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActionType(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveDirectoryFault(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveDirectoryProfile(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveVMsBlockingEVC(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminDisabled(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminNotDisabled(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminPasswordNotChangedEvent(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityConfigured(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityType(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AfterStartupTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailed(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailedReason(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmAcknowledgedEvent(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmAction(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmActionTriggeredEvent(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmClearedEvent(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmDescription(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailCompletedEvent(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailFailedEvent(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEvent(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEventArgument(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmExpression(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpec(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByEntity(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByTrigger(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmInfo(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptCompleteEvent(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptFailedEvent(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSetting(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpCompletedEvent(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpFailedEvent(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSpec(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmState(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmTriggeringAction(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmTriggeringActionTransitionSpec(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AllVirtualMachinesLicensedEvent(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyAuthenticatedSessionEvent(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyBeingManaged(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyConnected(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyExists(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyUpgraded(v), Err(e) => return Some(Err(e)) },
+        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AndAlarmExpression(v), Err(e) => return Some(Err(e)) },
+        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFile(v), Err(e) => return Some(Err(e)) },
+        86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileCreateSpec(v), Err(e) => return Some(Err(e)) },
+        87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileOptionsCreateSpec(v), Err(e) => return Some(Err(e)) },
+        88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileSerializedCreateSpec(v), Err(e) => return Some(Err(e)) },
+        89 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
+        90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
+        91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailed(v), Err(e) => return Some(Err(e)) },
+        92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
+        93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileValidationInfoStatus(v), Err(e) => return Some(Err(e)) },
+        95 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplicationQuiesceFault(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::AboutInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AccountCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AccountRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AccountUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Action(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ActionParameter(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ActionType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ActiveDirectoryFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ActiveDirectoryProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ActiveVMsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AdminDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AdminNotDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AdminPasswordNotChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AffinityConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AffinityType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AfterStartupTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AgentInstallFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AgentInstallFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmAcknowledgedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmActionTriggeredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmClearedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmFilterSpecAlarmTypeByEntity(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmFilterSpecAlarmTypeByTrigger(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmScriptCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmScriptFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmSnmpCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmSnmpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmTriggeringAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlarmTriggeringActionTransitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AllVirtualMachinesLicensedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlreadyAuthenticatedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlreadyBeingManaged(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlreadyConnected(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AlreadyUpgraded(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AndAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AnswerFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AnswerFileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AnswerFileOptionsCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AnswerFileSerializedCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AnswerFileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::AnswerFileValidationInfoStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ApplicationQuiesceFault(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::AboutInfo(a), Object::AboutInfo(b)) => **a == **b,
+            (Object::AccountCreatedEvent(a), Object::AccountCreatedEvent(b)) => **a == **b,
+            (Object::AccountRemovedEvent(a), Object::AccountRemovedEvent(b)) => **a == **b,
+            (Object::AccountUpdatedEvent(a), Object::AccountUpdatedEvent(b)) => **a == **b,
+            (Object::Action(a), Object::Action(b)) => **a == **b,
+            (Object::ActionParameter(a), Object::ActionParameter(b)) => **a == **b,
+            (Object::ActionType(a), Object::ActionType(b)) => **a == **b,
+            (Object::ActiveDirectoryFault(a), Object::ActiveDirectoryFault(b)) => **a == **b,
+            (Object::ActiveDirectoryProfile(a), Object::ActiveDirectoryProfile(b)) => **a == **b,
+            (Object::ActiveVMsBlockingEVC(a), Object::ActiveVMsBlockingEVC(b)) => **a == **b,
+            (Object::AdminDisabled(a), Object::AdminDisabled(b)) => **a == **b,
+            (Object::AdminNotDisabled(a), Object::AdminNotDisabled(b)) => **a == **b,
+            (Object::AdminPasswordNotChangedEvent(a), Object::AdminPasswordNotChangedEvent(b)) => **a == **b,
+            (Object::AffinityConfigured(a), Object::AffinityConfigured(b)) => **a == **b,
+            (Object::AffinityType(a), Object::AffinityType(b)) => **a == **b,
+            (Object::AfterStartupTaskScheduler(a), Object::AfterStartupTaskScheduler(b)) => **a == **b,
+            (Object::AgentInstallFailed(a), Object::AgentInstallFailed(b)) => **a == **b,
+            (Object::AgentInstallFailedReason(a), Object::AgentInstallFailedReason(b)) => **a == **b,
+            (Object::AlarmAcknowledgedEvent(a), Object::AlarmAcknowledgedEvent(b)) => **a == **b,
+            (Object::AlarmAction(a), Object::AlarmAction(b)) => **a == **b,
+            (Object::AlarmActionTriggeredEvent(a), Object::AlarmActionTriggeredEvent(b)) => **a == **b,
+            (Object::AlarmClearedEvent(a), Object::AlarmClearedEvent(b)) => **a == **b,
+            (Object::AlarmCreatedEvent(a), Object::AlarmCreatedEvent(b)) => **a == **b,
+            (Object::AlarmDescription(a), Object::AlarmDescription(b)) => **a == **b,
+            (Object::AlarmEmailCompletedEvent(a), Object::AlarmEmailCompletedEvent(b)) => **a == **b,
+            (Object::AlarmEmailFailedEvent(a), Object::AlarmEmailFailedEvent(b)) => **a == **b,
+            (Object::AlarmEvent(a), Object::AlarmEvent(b)) => **a == **b,
+            (Object::AlarmEventArgument(a), Object::AlarmEventArgument(b)) => **a == **b,
+            (Object::AlarmExpression(a), Object::AlarmExpression(b)) => **a == **b,
+            (Object::AlarmFilterSpec(a), Object::AlarmFilterSpec(b)) => **a == **b,
+            (Object::AlarmFilterSpecAlarmTypeByEntity(a), Object::AlarmFilterSpecAlarmTypeByEntity(b)) => **a == **b,
+            (Object::AlarmFilterSpecAlarmTypeByTrigger(a), Object::AlarmFilterSpecAlarmTypeByTrigger(b)) => **a == **b,
+            (Object::AlarmInfo(a), Object::AlarmInfo(b)) => **a == **b,
+            (Object::AlarmReconfiguredEvent(a), Object::AlarmReconfiguredEvent(b)) => **a == **b,
+            (Object::AlarmRemovedEvent(a), Object::AlarmRemovedEvent(b)) => **a == **b,
+            (Object::AlarmScriptCompleteEvent(a), Object::AlarmScriptCompleteEvent(b)) => **a == **b,
+            (Object::AlarmScriptFailedEvent(a), Object::AlarmScriptFailedEvent(b)) => **a == **b,
+            (Object::AlarmSetting(a), Object::AlarmSetting(b)) => **a == **b,
+            (Object::AlarmSnmpCompletedEvent(a), Object::AlarmSnmpCompletedEvent(b)) => **a == **b,
+            (Object::AlarmSnmpFailedEvent(a), Object::AlarmSnmpFailedEvent(b)) => **a == **b,
+            (Object::AlarmSpec(a), Object::AlarmSpec(b)) => **a == **b,
+            (Object::AlarmState(a), Object::AlarmState(b)) => **a == **b,
+            (Object::AlarmStatusChangedEvent(a), Object::AlarmStatusChangedEvent(b)) => **a == **b,
+            (Object::AlarmTriggeringAction(a), Object::AlarmTriggeringAction(b)) => **a == **b,
+            (Object::AlarmTriggeringActionTransitionSpec(a), Object::AlarmTriggeringActionTransitionSpec(b)) => **a == **b,
+            (Object::AllVirtualMachinesLicensedEvent(a), Object::AllVirtualMachinesLicensedEvent(b)) => **a == **b,
+            (Object::AlreadyAuthenticatedSessionEvent(a), Object::AlreadyAuthenticatedSessionEvent(b)) => **a == **b,
+            (Object::AlreadyBeingManaged(a), Object::AlreadyBeingManaged(b)) => **a == **b,
+            (Object::AlreadyConnected(a), Object::AlreadyConnected(b)) => **a == **b,
+            (Object::AlreadyExists(a), Object::AlreadyExists(b)) => **a == **b,
+            (Object::AlreadyUpgraded(a), Object::AlreadyUpgraded(b)) => **a == **b,
+            (Object::AndAlarmExpression(a), Object::AndAlarmExpression(b)) => **a == **b,
+            (Object::AnswerFile(a), Object::AnswerFile(b)) => **a == **b,
+            (Object::AnswerFileCreateSpec(a), Object::AnswerFileCreateSpec(b)) => **a == **b,
+            (Object::AnswerFileOptionsCreateSpec(a), Object::AnswerFileOptionsCreateSpec(b)) => **a == **b,
+            (Object::AnswerFileSerializedCreateSpec(a), Object::AnswerFileSerializedCreateSpec(b)) => **a == **b,
+            (Object::AnswerFileStatusError(a), Object::AnswerFileStatusError(b)) => **a == **b,
+            (Object::AnswerFileStatusResult(a), Object::AnswerFileStatusResult(b)) => **a == **b,
+            (Object::AnswerFileUpdateFailed(a), Object::AnswerFileUpdateFailed(b)) => **a == **b,
+            (Object::AnswerFileUpdateFailure(a), Object::AnswerFileUpdateFailure(b)) => **a == **b,
+            (Object::AnswerFileValidationInfoStatus(a), Object::AnswerFileValidationInfoStatus(b)) => **a == **b,
+            (Object::ApplicationQuiesceFault(a), Object::ApplicationQuiesceFault(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::AboutInfo(v) => Object::AboutInfo(Box::new((**v).clone())),
+            Object::AccountCreatedEvent(v) => Object::AccountCreatedEvent(Box::new((**v).clone())),
+            Object::AccountRemovedEvent(v) => Object::AccountRemovedEvent(Box::new((**v).clone())),
+            Object::AccountUpdatedEvent(v) => Object::AccountUpdatedEvent(Box::new((**v).clone())),
+            Object::Action(v) => Object::Action(Box::new((**v).clone())),
+            Object::ActionParameter(v) => Object::ActionParameter(Box::new((**v).clone())),
+            Object::ActionType(v) => Object::ActionType(Box::new((**v).clone())),
+            Object::ActiveDirectoryFault(v) => Object::ActiveDirectoryFault(Box::new((**v).clone())),
+            Object::ActiveDirectoryProfile(v) => Object::ActiveDirectoryProfile(Box::new((**v).clone())),
+            Object::ActiveVMsBlockingEVC(v) => Object::ActiveVMsBlockingEVC(Box::new((**v).clone())),
+            Object::AdminDisabled(v) => Object::AdminDisabled(Box::new((**v).clone())),
+            Object::AdminNotDisabled(v) => Object::AdminNotDisabled(Box::new((**v).clone())),
+            Object::AdminPasswordNotChangedEvent(v) => Object::AdminPasswordNotChangedEvent(Box::new((**v).clone())),
+            Object::AffinityConfigured(v) => Object::AffinityConfigured(Box::new((**v).clone())),
+            Object::AffinityType(v) => Object::AffinityType(Box::new((**v).clone())),
+            Object::AfterStartupTaskScheduler(v) => Object::AfterStartupTaskScheduler(Box::new((**v).clone())),
+            Object::AgentInstallFailed(v) => Object::AgentInstallFailed(Box::new((**v).clone())),
+            Object::AgentInstallFailedReason(v) => Object::AgentInstallFailedReason(Box::new((**v).clone())),
+            Object::AlarmAcknowledgedEvent(v) => Object::AlarmAcknowledgedEvent(Box::new((**v).clone())),
+            Object::AlarmAction(v) => Object::AlarmAction(Box::new((**v).clone())),
+            Object::AlarmActionTriggeredEvent(v) => Object::AlarmActionTriggeredEvent(Box::new((**v).clone())),
+            Object::AlarmClearedEvent(v) => Object::AlarmClearedEvent(Box::new((**v).clone())),
+            Object::AlarmCreatedEvent(v) => Object::AlarmCreatedEvent(Box::new((**v).clone())),
+            Object::AlarmDescription(v) => Object::AlarmDescription(Box::new((**v).clone())),
+            Object::AlarmEmailCompletedEvent(v) => Object::AlarmEmailCompletedEvent(Box::new((**v).clone())),
+            Object::AlarmEmailFailedEvent(v) => Object::AlarmEmailFailedEvent(Box::new((**v).clone())),
+            Object::AlarmEvent(v) => Object::AlarmEvent(Box::new((**v).clone())),
+            Object::AlarmEventArgument(v) => Object::AlarmEventArgument(Box::new((**v).clone())),
+            Object::AlarmExpression(v) => Object::AlarmExpression(Box::new((**v).clone())),
+            Object::AlarmFilterSpec(v) => Object::AlarmFilterSpec(Box::new((**v).clone())),
+            Object::AlarmFilterSpecAlarmTypeByEntity(v) => Object::AlarmFilterSpecAlarmTypeByEntity(Box::new((**v).clone())),
+            Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Object::AlarmFilterSpecAlarmTypeByTrigger(Box::new((**v).clone())),
+            Object::AlarmInfo(v) => Object::AlarmInfo(Box::new((**v).clone())),
+            Object::AlarmReconfiguredEvent(v) => Object::AlarmReconfiguredEvent(Box::new((**v).clone())),
+            Object::AlarmRemovedEvent(v) => Object::AlarmRemovedEvent(Box::new((**v).clone())),
+            Object::AlarmScriptCompleteEvent(v) => Object::AlarmScriptCompleteEvent(Box::new((**v).clone())),
+            Object::AlarmScriptFailedEvent(v) => Object::AlarmScriptFailedEvent(Box::new((**v).clone())),
+            Object::AlarmSetting(v) => Object::AlarmSetting(Box::new((**v).clone())),
+            Object::AlarmSnmpCompletedEvent(v) => Object::AlarmSnmpCompletedEvent(Box::new((**v).clone())),
+            Object::AlarmSnmpFailedEvent(v) => Object::AlarmSnmpFailedEvent(Box::new((**v).clone())),
+            Object::AlarmSpec(v) => Object::AlarmSpec(Box::new((**v).clone())),
+            Object::AlarmState(v) => Object::AlarmState(Box::new((**v).clone())),
+            Object::AlarmStatusChangedEvent(v) => Object::AlarmStatusChangedEvent(Box::new((**v).clone())),
+            Object::AlarmTriggeringAction(v) => Object::AlarmTriggeringAction(Box::new((**v).clone())),
+            Object::AlarmTriggeringActionTransitionSpec(v) => Object::AlarmTriggeringActionTransitionSpec(Box::new((**v).clone())),
+            Object::AllVirtualMachinesLicensedEvent(v) => Object::AllVirtualMachinesLicensedEvent(Box::new((**v).clone())),
+            Object::AlreadyAuthenticatedSessionEvent(v) => Object::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone())),
+            Object::AlreadyBeingManaged(v) => Object::AlreadyBeingManaged(Box::new((**v).clone())),
+            Object::AlreadyConnected(v) => Object::AlreadyConnected(Box::new((**v).clone())),
+            Object::AlreadyExists(v) => Object::AlreadyExists(Box::new((**v).clone())),
+            Object::AlreadyUpgraded(v) => Object::AlreadyUpgraded(Box::new((**v).clone())),
+            Object::AndAlarmExpression(v) => Object::AndAlarmExpression(Box::new((**v).clone())),
+            Object::AnswerFile(v) => Object::AnswerFile(Box::new((**v).clone())),
+            Object::AnswerFileCreateSpec(v) => Object::AnswerFileCreateSpec(Box::new((**v).clone())),
+            Object::AnswerFileOptionsCreateSpec(v) => Object::AnswerFileOptionsCreateSpec(Box::new((**v).clone())),
+            Object::AnswerFileSerializedCreateSpec(v) => Object::AnswerFileSerializedCreateSpec(Box::new((**v).clone())),
+            Object::AnswerFileStatusError(v) => Object::AnswerFileStatusError(Box::new((**v).clone())),
+            Object::AnswerFileStatusResult(v) => Object::AnswerFileStatusResult(Box::new((**v).clone())),
+            Object::AnswerFileUpdateFailed(v) => Object::AnswerFileUpdateFailed(Box::new((**v).clone())),
+            Object::AnswerFileUpdateFailure(v) => Object::AnswerFileUpdateFailure(Box::new((**v).clone())),
+            Object::AnswerFileValidationInfoStatus(v) => Object::AnswerFileValidationInfoStatus(Box::new((**v).clone())),
+            Object::ApplicationQuiesceFault(v) => Object::ApplicationQuiesceFault(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::AboutInfo(_) => "AboutInfo",
+            Object::AccountCreatedEvent(_) => "AccountCreatedEvent",
+            Object::AccountRemovedEvent(_) => "AccountRemovedEvent",
+            Object::AccountUpdatedEvent(_) => "AccountUpdatedEvent",
+            Object::Action(_) => "Action",
+            Object::ActionParameter(_) => "ActionParameter",
+            Object::ActionType(_) => "ActionType",
+            Object::ActiveDirectoryFault(_) => "ActiveDirectoryFault",
+            Object::ActiveDirectoryProfile(_) => "ActiveDirectoryProfile",
+            Object::ActiveVMsBlockingEVC(_) => "ActiveVMsBlockingEVC",
+            Object::AdminDisabled(_) => "AdminDisabled",
+            Object::AdminNotDisabled(_) => "AdminNotDisabled",
+            Object::AdminPasswordNotChangedEvent(_) => "AdminPasswordNotChangedEvent",
+            Object::AffinityConfigured(_) => "AffinityConfigured",
+            Object::AffinityType(_) => "AffinityType",
+            Object::AfterStartupTaskScheduler(_) => "AfterStartupTaskScheduler",
+            Object::AgentInstallFailed(_) => "AgentInstallFailed",
+            Object::AgentInstallFailedReason(_) => "AgentInstallFailedReason",
+            Object::AlarmAcknowledgedEvent(_) => "AlarmAcknowledgedEvent",
+            Object::AlarmAction(_) => "AlarmAction",
+            Object::AlarmActionTriggeredEvent(_) => "AlarmActionTriggeredEvent",
+            Object::AlarmClearedEvent(_) => "AlarmClearedEvent",
+            Object::AlarmCreatedEvent(_) => "AlarmCreatedEvent",
+            Object::AlarmDescription(_) => "AlarmDescription",
+            Object::AlarmEmailCompletedEvent(_) => "AlarmEmailCompletedEvent",
+            Object::AlarmEmailFailedEvent(_) => "AlarmEmailFailedEvent",
+            Object::AlarmEvent(_) => "AlarmEvent",
+            Object::AlarmEventArgument(_) => "AlarmEventArgument",
+            Object::AlarmExpression(_) => "AlarmExpression",
+            Object::AlarmFilterSpec(_) => "AlarmFilterSpec",
+            Object::AlarmFilterSpecAlarmTypeByEntity(_) => "AlarmFilterSpecAlarmTypeByEntity",
+            Object::AlarmFilterSpecAlarmTypeByTrigger(_) => "AlarmFilterSpecAlarmTypeByTrigger",
+            Object::AlarmInfo(_) => "AlarmInfo",
+            Object::AlarmReconfiguredEvent(_) => "AlarmReconfiguredEvent",
+            Object::AlarmRemovedEvent(_) => "AlarmRemovedEvent",
+            Object::AlarmScriptCompleteEvent(_) => "AlarmScriptCompleteEvent",
+            Object::AlarmScriptFailedEvent(_) => "AlarmScriptFailedEvent",
+            Object::AlarmSetting(_) => "AlarmSetting",
+            Object::AlarmSnmpCompletedEvent(_) => "AlarmSnmpCompletedEvent",
+            Object::AlarmSnmpFailedEvent(_) => "AlarmSnmpFailedEvent",
+            Object::AlarmSpec(_) => "AlarmSpec",
+            Object::AlarmState(_) => "AlarmState",
+            Object::AlarmStatusChangedEvent(_) => "AlarmStatusChangedEvent",
+            Object::AlarmTriggeringAction(_) => "AlarmTriggeringAction",
+            Object::AlarmTriggeringActionTransitionSpec(_) => "AlarmTriggeringActionTransitionSpec",
+            Object::AllVirtualMachinesLicensedEvent(_) => "AllVirtualMachinesLicensedEvent",
+            Object::AlreadyAuthenticatedSessionEvent(_) => "AlreadyAuthenticatedSessionEvent",
+            Object::AlreadyBeingManaged(_) => "AlreadyBeingManaged",
+            Object::AlreadyConnected(_) => "AlreadyConnected",
+            Object::AlreadyExists(_) => "AlreadyExists",
+            Object::AlreadyUpgraded(_) => "AlreadyUpgraded",
+            Object::AndAlarmExpression(_) => "AndAlarmExpression",
+            Object::AnswerFile(_) => "AnswerFile",
+            Object::AnswerFileCreateSpec(_) => "AnswerFileCreateSpec",
+            Object::AnswerFileOptionsCreateSpec(_) => "AnswerFileOptionsCreateSpec",
+            Object::AnswerFileSerializedCreateSpec(_) => "AnswerFileSerializedCreateSpec",
+            Object::AnswerFileStatusError(_) => "AnswerFileStatusError",
+            Object::AnswerFileStatusResult(_) => "AnswerFileStatusResult",
+            Object::AnswerFileUpdateFailed(_) => "AnswerFileUpdateFailed",
+            Object::AnswerFileUpdateFailure(_) => "AnswerFileUpdateFailure",
+            Object::AnswerFileValidationInfoStatus(_) => "AnswerFileValidationInfoStatus",
+            Object::ApplicationQuiesceFault(_) => "ApplicationQuiesceFault",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::AboutInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AccountCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AccountRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AccountUpdatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Action(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ActionParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ActionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ActiveDirectoryFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ActiveDirectoryProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ActiveVMsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AdminDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AdminNotDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AdminPasswordNotChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AffinityConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AffinityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AfterStartupTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AgentInstallFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AgentInstallFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmAcknowledgedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmActionTriggeredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmClearedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmEmailCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmEmailFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmFilterSpecAlarmTypeByEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmFilterSpecAlarmTypeByTrigger(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmScriptCompleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmScriptFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmSnmpCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmSnmpFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmTriggeringAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlarmTriggeringActionTransitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AllVirtualMachinesLicensedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlreadyAuthenticatedSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlreadyBeingManaged(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlreadyConnected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlreadyExists(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AlreadyUpgraded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AndAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AnswerFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AnswerFileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AnswerFileOptionsCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AnswerFileSerializedCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AnswerFileUpdateFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::AnswerFileValidationInfoStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ApplicationQuiesceFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for AboutInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AboutInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AboutInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AboutInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AccountCreatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AccountCreatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AccountCreatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AccountCreatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AccountRemovedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AccountRemovedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AccountRemovedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AccountRemovedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AccountUpdatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AccountUpdatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AccountUpdatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AccountUpdatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Action {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Action(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Action(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Action(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ActionParameter {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ActionParameter(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ActionParameter(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ActionParameter(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ActionType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ActionType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ActionType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ActionType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ActiveDirectoryFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ActiveDirectoryFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ActiveDirectoryFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ActiveDirectoryFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ActiveDirectoryProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ActiveDirectoryProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ActiveDirectoryProfile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ActiveDirectoryProfile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ActiveVMsBlockingEVC {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ActiveVMsBlockingEVC(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ActiveVMsBlockingEVC(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ActiveVMsBlockingEVC(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AdminDisabled {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AdminDisabled(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AdminDisabled(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AdminDisabled(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AdminNotDisabled {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AdminNotDisabled(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AdminNotDisabled(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AdminNotDisabled(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AdminPasswordNotChangedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AdminPasswordNotChangedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AdminPasswordNotChangedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AdminPasswordNotChangedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AffinityConfigured {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AffinityConfigured(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AffinityConfigured(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AffinityConfigured(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AffinityType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AffinityType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AffinityType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AffinityType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AfterStartupTaskScheduler {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AfterStartupTaskScheduler(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AfterStartupTaskScheduler(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AfterStartupTaskScheduler(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AgentInstallFailed {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AgentInstallFailed(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AgentInstallFailed(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AgentInstallFailed(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AgentInstallFailedReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AgentInstallFailedReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AgentInstallFailedReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AgentInstallFailedReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmAcknowledgedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmAcknowledgedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmAcknowledgedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmAcknowledgedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmAction(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmAction(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmActionTriggeredEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmActionTriggeredEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmActionTriggeredEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmActionTriggeredEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmClearedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmClearedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmClearedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmClearedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmCreatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmCreatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmCreatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmCreatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmDescription {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmDescription(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmDescription(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmDescription(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmEmailCompletedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmEmailCompletedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmEmailCompletedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmEmailCompletedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmEmailFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmEmailFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmEmailFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmEmailFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmEventArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmEventArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmExpression {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmExpression(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmExpression(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmExpression(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmFilterSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmFilterSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmFilterSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmFilterSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmFilterSpecAlarmTypeByEntity {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmFilterSpecAlarmTypeByEntity(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmFilterSpecAlarmTypeByEntity(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmFilterSpecAlarmTypeByEntity(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmFilterSpecAlarmTypeByTrigger {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmFilterSpecAlarmTypeByTrigger(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmReconfiguredEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmReconfiguredEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmReconfiguredEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmReconfiguredEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmRemovedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmRemovedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmRemovedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmRemovedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmScriptCompleteEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmScriptCompleteEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmScriptCompleteEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmScriptCompleteEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmScriptFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmScriptFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmScriptFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmScriptFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmSetting {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmSetting(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmSetting(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmSetting(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmSnmpCompletedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmSnmpCompletedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmSnmpCompletedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmSnmpCompletedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmSnmpFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmSnmpFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmSnmpFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmSnmpFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmStatusChangedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmStatusChangedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmStatusChangedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmStatusChangedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmTriggeringAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmTriggeringAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmTriggeringAction(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmTriggeringAction(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlarmTriggeringActionTransitionSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlarmTriggeringActionTransitionSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlarmTriggeringActionTransitionSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlarmTriggeringActionTransitionSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AllVirtualMachinesLicensedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AllVirtualMachinesLicensedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AllVirtualMachinesLicensedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AllVirtualMachinesLicensedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlreadyAuthenticatedSessionEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlreadyAuthenticatedSessionEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlreadyAuthenticatedSessionEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlreadyAuthenticatedSessionEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlreadyBeingManaged {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlreadyBeingManaged(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlreadyBeingManaged(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlreadyBeingManaged(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlreadyConnected {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlreadyConnected(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlreadyConnected(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlreadyConnected(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlreadyExists {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlreadyExists(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlreadyExists(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlreadyExists(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AlreadyUpgraded {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AlreadyUpgraded(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AlreadyUpgraded(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AlreadyUpgraded(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AndAlarmExpression {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AndAlarmExpression(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AndAlarmExpression(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AndAlarmExpression(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AnswerFile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AnswerFile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AnswerFile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AnswerFile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AnswerFileCreateSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AnswerFileCreateSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AnswerFileCreateSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AnswerFileCreateSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AnswerFileOptionsCreateSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AnswerFileOptionsCreateSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AnswerFileOptionsCreateSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AnswerFileOptionsCreateSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AnswerFileSerializedCreateSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AnswerFileSerializedCreateSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AnswerFileSerializedCreateSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AnswerFileSerializedCreateSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AnswerFileStatusError {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AnswerFileStatusError(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AnswerFileStatusError(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AnswerFileStatusError(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AnswerFileStatusResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AnswerFileStatusResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AnswerFileStatusResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AnswerFileStatusResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AnswerFileUpdateFailed {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AnswerFileUpdateFailed(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AnswerFileUpdateFailed(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AnswerFileUpdateFailed(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AnswerFileUpdateFailure {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AnswerFileUpdateFailure(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AnswerFileUpdateFailure(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AnswerFileUpdateFailure(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for AnswerFileValidationInfoStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::AnswerFileValidationInfoStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::AnswerFileValidationInfoStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::AnswerFileValidationInfoStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ApplicationQuiesceFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ApplicationQuiesceFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ApplicationQuiesceFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ApplicationQuiesceFault(v) => Ok(v), other => Err(other), }
+    }
+}

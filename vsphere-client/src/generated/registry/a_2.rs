@@ -6,1230 +6,2040 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::array(x::Name(0x2b2b1a), 0), // ArrayOfHostNvmeConnectSpec
-        x::TypeEntry::array(x::Name(0x2b4619), 1), // ArrayOfHostNvmeController
-        x::TypeEntry::array(x::Name(0x2b601d), 2), // ArrayOfHostNvmeDisconnectSpec
-        x::TypeEntry::array(x::Name(0x2b7e20), 3), // ArrayOfHostNvmeDiscoveryLogEntry
-        x::TypeEntry::array(x::Name(0x2b9f18), 4), // ArrayOfHostNvmeNamespace
-        x::TypeEntry::array(x::Name(0x2bb820), 5), // ArrayOfHostNvmeTopologyInterface
-        x::TypeEntry::array(x::Name(0x2bd91c), 6), // ArrayOfHostOpaqueNetworkInfo
-        x::TypeEntry::array(x::Name(0x2bf617), 7), // ArrayOfHostOpaqueSwitch
-        x::TypeEntry::array(x::Name(0x2c0e26), 8), // ArrayOfHostOpaqueSwitchPhysicalNicZone
-        x::TypeEntry::array(x::Name(0x2c352c), 9), // ArrayOfHostPartialMaintenanceModeRuntimeInfo
-        x::TypeEntry::array(x::Name(0x2c621d), 10), // ArrayOfHostPatchManagerStatus
-        x::TypeEntry::array(x::Name(0x2c802e), 11), // ArrayOfHostPatchManagerStatusPrerequisitePatch
-        x::TypeEntry::array(x::Name(0x2caf24), 12), // ArrayOfHostPathSelectionPolicyOption
-        x::TypeEntry::array(x::Name(0x2cd414), 13), // ArrayOfHostPciDevice
-        x::TypeEntry::array(x::Name(0x2ce91c), 14), // ArrayOfHostPciPassthruConfig
-        x::TypeEntry::array(x::Name(0x2d061a), 15), // ArrayOfHostPciPassthruInfo
-        x::TypeEntry::array(x::Name(0x2d2125), 16), // ArrayOfHostPlacedVirtualNicIdentifier
-        x::TypeEntry::array(x::Name(0x2d4723), 17), // ArrayOfHostPlugStoreTopologyAdapter
-        x::TypeEntry::array(x::Name(0x2d6b22), 18), // ArrayOfHostPlugStoreTopologyDevice
-        x::TypeEntry::array(x::Name(0x2d8e20), 19), // ArrayOfHostPlugStoreTopologyPath
-        x::TypeEntry::array(x::Name(0x2daf22), 20), // ArrayOfHostPlugStoreTopologyPlugin
-        x::TypeEntry::array(x::Name(0x2dd222), 21), // ArrayOfHostPlugStoreTopologyTarget
-        x::TypeEntry::array(x::Name(0x2df522), 22), // ArrayOfHostPnicNetworkResourceInfo
-        x::TypeEntry::array(x::Name(0x2e1814), 23), // ArrayOfHostPortGroup
-        x::TypeEntry::array(x::Name(0x2e2d1a), 24), // ArrayOfHostPortGroupConfig
-        x::TypeEntry::array(x::Name(0x2e4818), 25), // ArrayOfHostPortGroupPort
-        x::TypeEntry::array(x::Name(0x2e611b), 26), // ArrayOfHostPortGroupProfile
-        x::TypeEntry::array(x::Name(0x2e7d16), 27), // ArrayOfHostPowerPolicy
-        x::TypeEntry::array(x::Name(0x2e9437), 28), // ArrayOfHostProfileManagerCompositionResultResultElement
-        x::TypeEntry::array(x::Name(0x2ecc41), 29), // ArrayOfHostProfileManagerCompositionValidationResultResultElement
-        x::TypeEntry::array(x::Name(0x2f0e27), 30), // ArrayOfHostProfilesEntityCustomizations
-        x::TypeEntry::array(x::Name(0x2f361b), 31), // ArrayOfHostProtocolEndpoint
-        x::TypeEntry::array(x::Name(0x2f5216), 32), // ArrayOfHostProxySwitch
-        x::TypeEntry::array(x::Name(0x2f691c), 33), // ArrayOfHostProxySwitchConfig
-        x::TypeEntry::array(x::Name(0x2f8623), 34), // ArrayOfHostProxySwitchHostLagConfig
-        x::TypeEntry::array(x::Name(0x2faa1b), 35), // ArrayOfHostPtpConfigPtpPort
-        x::TypeEntry::array(x::Name(0x2fc618), 36), // ArrayOfHostQualifiedName
-        x::TypeEntry::array(x::Name(0x2fdf15), 37), // ArrayOfHostRdmaDevice
-        x::TypeEntry::array(x::Name(0x2ff531), 38), // ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo
-        x::TypeEntry::array(x::Name(0x302713), 39), // ArrayOfHostScsiDisk
-        x::TypeEntry::array(x::Name(0x303b1c), 40), // ArrayOfHostScsiDiskPartition
-        x::TypeEntry::array(x::Name(0x305820), 41), // ArrayOfHostScsiTopologyInterface
-        x::TypeEntry::array(x::Name(0x30791a), 42), // ArrayOfHostScsiTopologyLun
-        x::TypeEntry::array(x::Name(0x30941d), 43), // ArrayOfHostScsiTopologyTarget
-        x::TypeEntry::array(x::Name(0x30b212), 44), // ArrayOfHostService
-        x::TypeEntry::array(x::Name(0x30c518), 45), // ArrayOfHostServiceConfig
-        x::TypeEntry::array(x::Name(0x30de20), 46), // ArrayOfHostSharedGpuCapabilities
-        x::TypeEntry::array(x::Name(0x30ff1a), 47), // ArrayOfHostSnmpDestination
-        x::TypeEntry::array(x::Name(0x311a1e), 48), // ArrayOfHostSriovDevicePoolInfo
-        x::TypeEntry::array(x::Name(0x31391c), 49), // ArrayOfHostSslThumbprintInfo
-        x::TypeEntry::array(x::Name(0x315627), 50), // ArrayOfHostStorageArrayTypePolicyOption
-        x::TypeEntry::array(x::Name(0x317e1d), 51), // ArrayOfHostStorageElementInfo
-        x::TypeEntry::array(x::Name(0x319c21), 52), // ArrayOfHostStorageOperationalInfo
-        x::TypeEntry::array(x::Name(0x31be2c), 53), // ArrayOfHostStorageSystemDiskLocatorLedResult
-        x::TypeEntry::array(x::Name(0x31eb25), 54), // ArrayOfHostStorageSystemScsiLunResult
-        x::TypeEntry::array(x::Name(0x321128), 55), // ArrayOfHostStorageSystemVmfsVolumeResult
-        x::TypeEntry::array(x::Name(0x323a1b), 56), // ArrayOfHostSubSpecification
-        x::TypeEntry::array(x::Name(0x325623), 57), // ArrayOfHostSystemIdentificationInfo
-        x::TypeEntry::array(x::Name(0x327a1d), 58), // ArrayOfHostSystemResourceInfo
-        x::TypeEntry::array(x::Name(0x329832), 59), // ArrayOfHostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::array(x::Name(0x32cb18), 60), // ArrayOfHostTpmDigestInfo
-        x::TypeEntry::array(x::Name(0x32e41b), 61), // ArrayOfHostTpmEventLogEntry
-        x::TypeEntry::array(x::Name(0x330028), 62), // ArrayOfHostTrustAuthorityAttestationInfo
-        x::TypeEntry::array(x::Name(0x33291f), 63), // ArrayOfHostUnresolvedVmfsExtent
-        x::TypeEntry::array(x::Name(0x334929), 64), // ArrayOfHostUnresolvedVmfsResolutionResult
-        x::TypeEntry::array(x::Name(0x337327), 65), // ArrayOfHostUnresolvedVmfsResolutionSpec
-        x::TypeEntry::array(x::Name(0x339b1f), 66), // ArrayOfHostUnresolvedVmfsVolume
-        x::TypeEntry::array(x::Name(0x33bb45), 67), // ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
-        x::TypeEntry::array(x::Name(0x34011f), 68), // ArrayOfHostVMotionCompatibility
-        x::TypeEntry::array(x::Name(0x342115), 69), // ArrayOfHostVirtualNic
-        x::TypeEntry::array(x::Name(0x34371b), 70), // ArrayOfHostVirtualNicConfig
-        x::TypeEntry::array(x::Name(0x34532c), 71), // ArrayOfHostVirtualNicManagerNicTypeSelection
-        x::TypeEntry::array(x::Name(0x348018), 72), // ArrayOfHostVirtualSwitch
-        x::TypeEntry::array(x::Name(0x34991e), 73), // ArrayOfHostVirtualSwitchConfig
-        x::TypeEntry::array(x::Name(0x34b826), 74), // ArrayOfHostVmciAccessManagerAccessSpec
-        x::TypeEntry::array(x::Name(0x34df1b), 75), // ArrayOfHostVmfsRescanResult
-        x::TypeEntry::array(x::Name(0x34fb27), 76), // ArrayOfHostVsanInternalSystemCmmdsQuery
-        x::TypeEntry::array(x::Name(0x352334), 77), // ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult
-        x::TypeEntry::array(x::Name(0x355836), 78), // ArrayOfHostVsanInternalSystemVsanObjectOperationResult
-        x::TypeEntry::array(x::Name(0x358f3e), 79), // ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
-        x::TypeEntry::array(x::Name(0x35ce12), 80), // ArrayOfHostVvolNQN
-        x::TypeEntry::array(x::Name(0x35e120), 81), // ArrayOfHostVvolVolumeHostVvolNQN
-        x::TypeEntry::array(x::Name(0x360225), 82), // ArrayOfHttpNfcLeaseDatastoreLeaseInfo
-        x::TypeEntry::array(x::Name(0x36281c), 83), // ArrayOfHttpNfcLeaseDeviceUrl
-        x::TypeEntry::array(x::Name(0x36451b), 84), // ArrayOfHttpNfcLeaseHostInfo
-        x::TypeEntry::array(x::Name(0x366120), 85), // ArrayOfHttpNfcLeaseManifestEntry
-        x::TypeEntry::array(x::Name(0x36821e), 86), // ArrayOfHttpNfcLeaseProbeResult
-        x::TypeEntry::array(x::Name(0x36a11d), 87), // ArrayOfHttpNfcLeaseSourceFile
-        x::TypeEntry::array(x::Name(0x36bf09), 88), // ArrayOfID
-        x::TypeEntry::array(x::Name(0x36c92c), 89), // ArrayOfImportOperationBulkFaultFaultOnImport
-        x::TypeEntry::array(x::Name(0x36f611), 90), // ArrayOfImportSpec
-        x::TypeEntry::array(x::Name(0x37080a), 91), // ArrayOfInt
-        x::TypeEntry::array(x::Name(0x371318), 92), // ArrayOfIoFilterHostIssue
-        x::TypeEntry::array(x::Name(0x372c0d), 93), // ArrayOfIpPool
-        x::TypeEntry::array(x::Name(0x373a18), 94), // ArrayOfIpPoolAssociation
-        x::TypeEntry::array(x::Name(0x375320), 95), // ArrayOfIpPoolManagerIpAllocation
-        x::TypeEntry::array(x::Name(0x37741c), 96), // ArrayOfIscsiDependencyEntity
-        x::TypeEntry::array(x::Name(0x379114), 97), // ArrayOfIscsiPortInfo
-        x::TypeEntry::array(x::Name(0x37a617), 98), // ArrayOfKernelModuleInfo
-        x::TypeEntry::array(x::Name(0x37be12), 99), // ArrayOfKeyAnyValue
-        x::TypeEntry::array(x::Name(0x37d10f), 100), // ArrayOfKeyValue
-        x::TypeEntry::array(x::Name(0x37e116), 101), // ArrayOfKmipClusterInfo
-        x::TypeEntry::array(x::Name(0x37f815), 102), // ArrayOfKmipServerInfo
-        x::TypeEntry::array(x::Name(0x380e30), 103), // ArrayOfLicenseAssignmentManagerLicenseAssignment
-        x::TypeEntry::array(x::Name(0x383f1e), 104), // ArrayOfLicenseAvailabilityInfo
-        x::TypeEntry::array(x::Name(0x385e19), 105), // ArrayOfLicenseFeatureInfo
-        x::TypeEntry::array(x::Name(0x387820), 106), // ArrayOfLicenseManagerLicenseInfo
-        x::TypeEntry::array(x::Name(0x38991d), 107), // ArrayOfLicenseReservationInfo
-        x::TypeEntry::array(x::Name(0x38b719), 108), // ArrayOfLocalizableMessage
-        x::TypeEntry::array(x::Name(0x38d128), 109), // ArrayOfLocalizationManagerMessageCatalog
-        x::TypeEntry::array(x::Name(0x38fa1b), 110), // ArrayOfLocalizedMethodFault
-        x::TypeEntry::array(x::Name(0x39160b), 111), // ArrayOfLong
-        x::TypeEntry::array(x::Name(0x39221a), 112), // ArrayOfManagedEntityStatus
-        x::TypeEntry::array(x::Name(0x393d1d), 113), // ArrayOfManagedObjectReference
-        x::TypeEntry::array(x::Name(0x395b1b), 114), // ArrayOfMethodActionArgument
-        x::TypeEntry::array(x::Name(0x397712), 115), // ArrayOfMethodFault
-        x::TypeEntry::array(x::Name(0x398a14), 116), // ArrayOfMissingObject
-        x::TypeEntry::array(x::Name(0x399f16), 117), // ArrayOfMissingProperty
-        x::TypeEntry::array(x::Name(0x39b634), 118), // ArrayOfMultipleCertificatesVerifyFaultThumbprintData
-        x::TypeEntry::array(x::Name(0x39eb18), 119), // ArrayOfNasStorageProfile
-        x::TypeEntry::array(x::Name(0x3a041f), 120), // ArrayOfNetIpConfigInfoIpAddress
-        x::TypeEntry::array(x::Name(0x3a2423), 121), // ArrayOfNetIpConfigSpecIpAddressSpec
-        x::TypeEntry::array(x::Name(0x3a4822), 122), // ArrayOfNetIpRouteConfigInfoIpRoute
-        x::TypeEntry::array(x::Name(0x3a6b26), 123), // ArrayOfNetIpRouteConfigSpecIpRouteSpec
-        x::TypeEntry::array(x::Name(0x3a9222), 124), // ArrayOfNetIpStackInfoDefaultRouter
-        x::TypeEntry::array(x::Name(0x3ab51f), 125), // ArrayOfNetIpStackInfoNetToMedia
-        x::TypeEntry::array(x::Name(0x3ad51e), 126), // ArrayOfNetStackInstanceProfile
-        x::TypeEntry::array(x::Name(0x3af423), 127), // ArrayOfNoPermissionEntityPrivileges
-        x::TypeEntry::array(x::Name(0x3b1819), 128), // ArrayOfNsxHostVNicProfile
-        x::TypeEntry::array(x::Name(0x3b3213), 129), // ArrayOfNumericRange
-        x::TypeEntry::array(x::Name(0x3b4615), 130), // ArrayOfNvdimmDimmInfo
-        x::TypeEntry::array(x::Name(0x3b5c11), 131), // ArrayOfNvdimmGuid
-        x::TypeEntry::array(x::Name(0x3b6e1e), 132), // ArrayOfNvdimmInterleaveSetInfo
-        x::TypeEntry::array(x::Name(0x3b8d1d), 133), // ArrayOfNvdimmNamespaceDetails
-        x::TypeEntry::array(x::Name(0x3bab1a), 134), // ArrayOfNvdimmNamespaceInfo
-        x::TypeEntry::array(x::Name(0x3bc617), 135), // ArrayOfNvdimmRegionInfo
-        x::TypeEntry::array(x::Name(0x3bde14), 136), // ArrayOfObjectContent
-        x::TypeEntry::array(x::Name(0x3bf311), 137), // ArrayOfObjectSpec
-        x::TypeEntry::array(x::Name(0x3c0513), 138), // ArrayOfObjectUpdate
-        x::TypeEntry::array(x::Name(0x3c191e), 139), // ArrayOfOpaqueNetworkTargetInfo
-        x::TypeEntry::array(x::Name(0x3c3810), 140), // ArrayOfOptionDef
-        x::TypeEntry::array(x::Name(0x3c4914), 141), // ArrayOfOptionProfile
-        x::TypeEntry::array(x::Name(0x3c5e12), 142), // ArrayOfOptionValue
-        x::TypeEntry::array(x::Name(0x3c7119), 143), // ArrayOfOvfConsumerOstNode
-        x::TypeEntry::array(x::Name(0x3c8b1c), 144), // ArrayOfOvfConsumerOvfSection
-        x::TypeEntry::array(x::Name(0x3ca81a), 145), // ArrayOfOvfDatastoreMapping
-        x::TypeEntry::array(x::Name(0x3cc31a), 146), // ArrayOfOvfDeploymentOption
-        x::TypeEntry::array(x::Name(0x3cde0e), 147), // ArrayOfOvfFile
-        x::TypeEntry::array(x::Name(0x3ced12), 148), // ArrayOfOvfFileItem
-        x::TypeEntry::array(x::Name(0x3d0015), 149), // ArrayOfOvfNetworkInfo
-        x::TypeEntry::array(x::Name(0x3d1618), 150), // ArrayOfOvfNetworkMapping
-        x::TypeEntry::array(x::Name(0x3d2f14), 151), // ArrayOfOvfOptionInfo
-        x::TypeEntry::array(x::Name(0x3d4415), 152), // ArrayOfOvfResourceMap
-        x::TypeEntry::array(x::Name(0x3d5a1f), 153), // ArrayOfOvfStorageProfileMapping
-        x::TypeEntry::array(x::Name(0x3d7a16), 154), // ArrayOfPerfCounterInfo
-        x::TypeEntry::array(x::Name(0x3d911b), 155), // ArrayOfPerfEntityMetricBase
-        x::TypeEntry::array(x::Name(0x3dad13), 156), // ArrayOfPerfInterval
-        x::TypeEntry::array(x::Name(0x3dc113), 157), // ArrayOfPerfMetricId
-        x::TypeEntry::array(x::Name(0x3dd517), 158), // ArrayOfPerfMetricSeries
-        x::TypeEntry::array(x::Name(0x3ded1a), 159), // ArrayOfPerfMetricSeriesCSV
-        x::TypeEntry::array(x::Name(0x3e0814), 160), // ArrayOfPerfQuerySpec
-        x::TypeEntry::array(x::Name(0x3e1d15), 161), // ArrayOfPerfSampleInfo
-        x::TypeEntry::array(x::Name(0x3e332c), 162), // ArrayOfPerformanceManagerCounterLevelMapping
-        x::TypeEntry::array(x::Name(0x3e6011), 163), // ArrayOfPermission
-        x::TypeEntry::array(x::Name(0x3e7218), 164), // ArrayOfPermissionProfile
-        x::TypeEntry::array(x::Name(0x3e8b12), 165), // ArrayOfPhysicalNic
-        x::TypeEntry::array(x::Name(0x3e9e18), 166), // ArrayOfPhysicalNicConfig
-        x::TypeEntry::array(x::Name(0x3eb71a), 167), // ArrayOfPhysicalNicHintInfo
-        x::TypeEntry::array(x::Name(0x3ed218), 168), // ArrayOfPhysicalNicIpHint
-        x::TypeEntry::array(x::Name(0x3eeb1a), 169), // ArrayOfPhysicalNicLinkInfo
-        x::TypeEntry::array(x::Name(0x3f061a), 170), // ArrayOfPhysicalNicNameHint
-        x::TypeEntry::array(x::Name(0x3f2119), 171), // ArrayOfPhysicalNicProfile
-        x::TypeEntry::array(x::Name(0x3f3b1c), 172), // ArrayOfPlacementAffinityRule
-        x::TypeEntry::array(x::Name(0x3f5814), 173), // ArrayOfPlacementSpec
-        x::TypeEntry::array(x::Name(0x3f6d18), 174), // ArrayOfPnicUplinkProfile
-        x::TypeEntry::array(x::Name(0x3f8615), 175), // ArrayOfPodDiskLocator
-        x::TypeEntry::array(x::Name(0x3f9c13), 176), // ArrayOfPolicyOption
-        x::TypeEntry::array(x::Name(0x3fb01c), 177), // ArrayOfPrivilegeAvailability
-        x::TypeEntry::array(x::Name(0x3fcd1b), 178), // ArrayOfProductComponentInfo
-        x::TypeEntry::array(x::Name(0x3fe922), 179), // ArrayOfProfileApplyProfileProperty
-        x::TypeEntry::array(x::Name(0x400c2b), 180), // ArrayOfProfileDeferredPolicyOptionParameter
-        x::TypeEntry::array(x::Name(0x403820), 181), // ArrayOfProfileDescriptionSection
-        x::TypeEntry::array(x::Name(0x40591a), 182), // ArrayOfProfileExecuteError
-        x::TypeEntry::array(x::Name(0x407418), 183), // ArrayOfProfileExpression
-        x::TypeEntry::array(x::Name(0x408d20), 184), // ArrayOfProfileExpressionMetadata
-        x::TypeEntry::array(x::Name(0x40ae16), 185), // ArrayOfProfileMetadata
-        x::TypeEntry::array(x::Name(0x40c52d), 186), // ArrayOfProfileMetadataProfileOperationMessage
-        x::TypeEntry::array(x::Name(0x40f325), 187), // ArrayOfProfileMetadataProfileSortSpec
-        x::TypeEntry::array(x::Name(0x41191f), 188), // ArrayOfProfileParameterMetadata
-        x::TypeEntry::array(x::Name(0x413938), 189), // ArrayOfProfileParameterMetadataParameterRelationMetadata
-        x::TypeEntry::array(x::Name(0x417214), 190), // ArrayOfProfilePolicy
-        x::TypeEntry::array(x::Name(0x41871c), 191), // ArrayOfProfilePolicyMetadata
-        x::TypeEntry::array(x::Name(0x41a422), 192), // ArrayOfProfilePolicyOptionMetadata
-        x::TypeEntry::array(x::Name(0x41c726), 193), // ArrayOfProfileProfileStructureProperty
-        x::TypeEntry::array(x::Name(0x41ee1a), 194), // ArrayOfProfilePropertyPath
-        x::TypeEntry::array(x::Name(0x420927), 195), // ArrayOfProfileUpdateFailedUpdateFailure
-        x::TypeEntry::array(x::Name(0x423115), 196), // ArrayOfPropertyChange
-        x::TypeEntry::array(x::Name(0x424719), 197), // ArrayOfPropertyFilterSpec
-        x::TypeEntry::array(x::Name(0x42611b), 198), // ArrayOfPropertyFilterUpdate
-        x::TypeEntry::array(x::Name(0x427d13), 199), // ArrayOfPropertySpec
-        x::TypeEntry::array(x::Name(0x42910f), 200), // ArrayOfRelation
-        x::TypeEntry::array(x::Name(0x42a122), 201), // ArrayOfReplicationInfoDiskSettings
-        x::TypeEntry::array(x::Name(0x42c419), 202), // ArrayOfResourceConfigSpec
-        x::TypeEntry::array(x::Name(0x42de1e), 203), // ArrayOfRetrieveVStorageObjSpec
-        x::TypeEntry::array(x::Name(0x42fd1a), 204), // ArrayOfScheduledTaskDetail
-        x::TypeEntry::array(x::Name(0x43180e), 205), // ArrayOfScsiLun
-        x::TypeEntry::array(x::Name(0x432718), 206), // ArrayOfScsiLunDescriptor
-        x::TypeEntry::array(x::Name(0x434019), 207), // ArrayOfScsiLunDurableName
-        x::TypeEntry::array(x::Name(0x435a18), 208), // ArrayOfSearchIndexFilter
-        x::TypeEntry::array(x::Name(0x43731f), 209), // ArrayOfSearchIndexOptionalValue
-        x::TypeEntry::array(x::Name(0x43931b), 210), // ArrayOfSearchIndexPredicate
-        x::TypeEntry::array(x::Name(0x43af1e), 211), // ArrayOfSearchIndexResourceItem
-        x::TypeEntry::array(x::Name(0x43ce13), 212), // ArrayOfSelectionSet
-        x::TypeEntry::array(x::Name(0x43e214), 213), // ArrayOfSelectionSpec
-        x::TypeEntry::array(x::Name(0x43f725), 214), // ArrayOfServiceConsolePortGroupProfile
-        x::TypeEntry::array(x::Name(0x441d15), 215), // ArrayOfServiceLocator
-        x::TypeEntry::array(x::Name(0x443320), 216), // ArrayOfServiceManagerServiceInfo
-        x::TypeEntry::array(x::Name(0x445415), 217), // ArrayOfServiceProfile
-        x::TypeEntry::array(x::Name(0x446a0c), 218), // ArrayOfShort
-        x::TypeEntry::array(x::Name(0x447716), 219), // ArrayOfSoftwarePackage
-        x::TypeEntry::array(x::Name(0x448e19), 220), // ArrayOfStaticRouteProfile
-        x::TypeEntry::array(x::Name(0x44a81b), 221), // ArrayOfStorageDrsOptionSpec
-        x::TypeEntry::array(x::Name(0x44c424), 222), // ArrayOfStorageDrsPlacementRankVmSpec
-        x::TypeEntry::array(x::Name(0x44e91d), 223), // ArrayOfStorageDrsVmConfigInfo
-        x::TypeEntry::array(x::Name(0x45071d), 224), // ArrayOfStorageDrsVmConfigSpec
-        x::TypeEntry::array(x::Name(0x452520), 225), // ArrayOfStoragePerformanceSummary
-        x::TypeEntry::array(x::Name(0x454619), 226), // ArrayOfStorageRequirement
-        x::TypeEntry::array(x::Name(0x45600d), 227), // ArrayOfString
-        x::TypeEntry::array(x::Name(0x456e1f), 228), // ArrayOfStructuredCustomizations
-        x::TypeEntry::array(x::Name(0x458e11), 229), // ArrayOfSubnetInfo
-        x::TypeEntry::array(x::Name(0x45a016), 230), // ArrayOfSystemEventInfo
-        x::TypeEntry::array(x::Name(0x45b70a), 231), // ArrayOfTag
-        x::TypeEntry::array(x::Name(0x45c20c), 232), // ArrayOfTagId
-        x::TypeEntry::array(x::Name(0x45cf0e), 233), // ArrayOfTagSpec
-        x::TypeEntry::array(x::Name(0x45de0f), 234), // ArrayOfTaskInfo
-        x::TypeEntry::array(x::Name(0x45ee14), 235), // ArrayOfTaskInfoState
-        x::TypeEntry::array(x::Name(0x460316), 236), // ArrayOfTypeDescription
-        x::TypeEntry::array(x::Name(0x461a36), 237), // ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo
-        x::TypeEntry::array(x::Name(0x46510a), 238), // ArrayOfUri
-        x::TypeEntry::array(x::Name(0x465c1e), 239), // ArrayOfUsbScanCodeSpecKeyEvent
-        x::TypeEntry::array(x::Name(0x467b17), 240), // ArrayOfUserGroupProfile
-        x::TypeEntry::array(x::Name(0x46931a), 241), // ArrayOfUserPrivilegeResult
-        x::TypeEntry::array(x::Name(0x46ae12), 242), // ArrayOfUserProfile
-        x::TypeEntry::array(x::Name(0x46c117), 243), // ArrayOfUserSearchResult
-        x::TypeEntry::array(x::Name(0x46d912), 244), // ArrayOfUserSession
-        x::TypeEntry::array(x::Name(0x46ec17), 245), // ArrayOfVASAStorageArray
-        x::TypeEntry::array(x::Name(0x470427), 246), // ArrayOfVASAStorageArrayDiscoverySvcInfo
-        x::TypeEntry::array(x::Name(0x472c26), 247), // ArrayOfVAppCloneSpecNetworkMappingPair
-        x::TypeEntry::array(x::Name(0x47531f), 248), // ArrayOfVAppCloneSpecResourceMap
-        x::TypeEntry::array(x::Name(0x47731b), 249), // ArrayOfVAppEntityConfigInfo
-        x::TypeEntry::array(x::Name(0x478f19), 250), // ArrayOfVAppOvfSectionInfo
-        x::TypeEntry::array(x::Name(0x47a919), 251), // ArrayOfVAppOvfSectionSpec
-        x::TypeEntry::array(x::Name(0x47c316), 252), // ArrayOfVAppProductInfo
-        x::TypeEntry::array(x::Name(0x47da16), 253), // ArrayOfVAppProductSpec
-        x::TypeEntry::array(x::Name(0x47f117), 254), // ArrayOfVAppPropertyInfo
-        x::TypeEntry::array(x::Name(0x480917), 255), // ArrayOfVAppPropertySpec
-        x::TypeEntry::array(x::Name(0x48211f), 256), // ArrayOfVMwareDVSPvlanConfigSpec
-        x::TypeEntry::array(x::Name(0x48411d), 257), // ArrayOfVMwareDVSPvlanMapEntry
-        x::TypeEntry::array(x::Name(0x485f1f), 258), // ArrayOfVMwareDVSVspanConfigSpec
-        x::TypeEntry::array(x::Name(0x487f1f), 259), // ArrayOfVMwareDvsLacpGroupConfig
-        x::TypeEntry::array(x::Name(0x489f1d), 260), // ArrayOfVMwareDvsLacpGroupSpec
-        x::TypeEntry::array(x::Name(0x48bd19), 261), // ArrayOfVMwareVspanSession
-        x::TypeEntry::array(x::Name(0x48d721), 262), // ArrayOfVStorageObjectAssociations
-        x::TypeEntry::array(x::Name(0x48f933), 263), // ArrayOfVStorageObjectAssociationsVmDiskAssociations
-        x::TypeEntry::array(x::Name(0x492d33), 264), // ArrayOfVStorageObjectReconcileResultInvalidDiskPath
-        x::TypeEntry::array(x::Name(0x496133), 265), // ArrayOfVStorageObjectReconcileResultReconcileDetail
-        x::TypeEntry::array(x::Name(0x499537), 266), // ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot
-        x::TypeEntry::array(x::Name(0x49cd11), 267), // ArrayOfVVolHostPE
-        x::TypeEntry::array(x::Name(0x49df39), 268), // ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo
-        x::TypeEntry::array(x::Name(0x4a191a), 269), // ArrayOfVchaNodeRuntimeInfo
-        x::TypeEntry::array(x::Name(0x4a341a), 270), // ArrayOfVimVasaProviderInfo
-        x::TypeEntry::array(x::Name(0x4a4f23), 271), // ArrayOfVimVasaProviderStatePerArray
-        x::TypeEntry::array(x::Name(0x4a7319), 272), // ArrayOfVirtualAppLinkInfo
-        x::TypeEntry::array(x::Name(0x4a8d14), 273), // ArrayOfVirtualDevice
-        x::TypeEntry::array(x::Name(0x4aa221), 274), // ArrayOfVirtualDeviceBackingOption
-        x::TypeEntry::array(x::Name(0x4ac41e), 275), // ArrayOfVirtualDeviceConfigSpec
-        x::TypeEntry::array(x::Name(0x4ae31a), 276), // ArrayOfVirtualDeviceOption
-        x::TypeEntry::array(x::Name(0x4afe12), 277), // ArrayOfVirtualDisk
-        x::TypeEntry::array(x::Name(0x4b112b), 278), // ArrayOfVirtualDiskDeltaDiskFormatsSupported
-        x::TypeEntry::array(x::Name(0x4b3d14), 279), // ArrayOfVirtualDiskId
-        x::TypeEntry::array(x::Name(0x4b521a), 280), // ArrayOfVirtualDiskRuleSpec
-        x::TypeEntry::array(x::Name(0x4b6d2e), 281), // ArrayOfVirtualMachineBaseIndependentFilterSpec
-        x::TypeEntry::array(x::Name(0x4b9c2e), 282), // ArrayOfVirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::array(x::Name(0x4bcb1e), 283), // ArrayOfVirtualMachineCdromInfo
-        x::TypeEntry::array(x::Name(0x4bea23), 284), // ArrayOfVirtualMachineCertThumbprint
-        x::TypeEntry::array(x::Name(0x4c0e2f), 285), // ArrayOfVirtualMachineConfigInfoDatastoreUrlPair
-        x::TypeEntry::array(x::Name(0x4c3e2b), 286), // ArrayOfVirtualMachineConfigOptionDescriptor
-        x::TypeEntry::array(x::Name(0x4c6a1f), 287), // ArrayOfVirtualMachineConfigSpec
-        x::TypeEntry::array(x::Name(0x4c8a1f), 288), // ArrayOfVirtualMachineConnection
-        x::TypeEntry::array(x::Name(0x4caa22), 289), // ArrayOfVirtualMachineCpuIdInfoSpec
-        x::TypeEntry::array(x::Name(0x4ccd22), 290), // ArrayOfVirtualMachineDatastoreInfo
-        x::TypeEntry::array(x::Name(0x4cf02a), 291), // ArrayOfVirtualMachineDatastoreVolumeOption
-        x::TypeEntry::array(x::Name(0x4d1b26), 292), // ArrayOfVirtualMachineDeviceRuntimeInfo
-        x::TypeEntry::array(x::Name(0x4d4224), 293), // ArrayOfVirtualMachineDisplayTopology
-        x::TypeEntry::array(x::Name(0x4d6721), 294), // ArrayOfVirtualMachineDvxClassInfo
-        x::TypeEntry::array(x::Name(0x4d892b), 295), // ArrayOfVirtualMachineDynamicPassthroughInfo
-        x::TypeEntry::array(x::Name(0x4db527), 296), // ArrayOfVirtualMachineFeatureRequirement
-        x::TypeEntry::array(x::Name(0x4ddd29), 297), // ArrayOfVirtualMachineFileLayoutDiskLayout
-        x::TypeEntry::array(x::Name(0x4e072b), 298), // ArrayOfVirtualMachineFileLayoutExDiskLayout
-        x::TypeEntry::array(x::Name(0x4e3329), 299), // ArrayOfVirtualMachineFileLayoutExDiskUnit
-        x::TypeEntry::array(x::Name(0x4e5d29), 300), // ArrayOfVirtualMachineFileLayoutExFileInfo
-        x::TypeEntry::array(x::Name(0x4e872f), 301), // ArrayOfVirtualMachineFileLayoutExSnapshotLayout
-        x::TypeEntry::array(x::Name(0x4eb72d), 302), // ArrayOfVirtualMachineFileLayoutSnapshotLayout
-        x::TypeEntry::array(x::Name(0x4ee51f), 303), // ArrayOfVirtualMachineFloppyInfo
-        x::TypeEntry::array(x::Name(0x4f0526), 304), // ArrayOfVirtualMachineIdeDiskDeviceInfo
-        x::TypeEntry::array(x::Name(0x4f2c2f), 305), // ArrayOfVirtualMachineIdeDiskDevicePartitionInfo
-        x::TypeEntry::array(x::Name(0x4f5c2c), 306), // ArrayOfVirtualMachineLegacyNetworkSwitchInfo
-        x::TypeEntry::array(x::Name(0x4f891c), 307), // ArrayOfVirtualMachineMessage
-        x::TypeEntry::array(x::Name(0x4fa633), 308), // ArrayOfVirtualMachineMetadataManagerVmMetadataInput
-        x::TypeEntry::array(x::Name(0x4fda34), 309), // ArrayOfVirtualMachineMetadataManagerVmMetadataResult
-        x::TypeEntry::array(x::Name(0x500f20), 310), // ArrayOfVirtualMachineNetworkInfo
-        x::TypeEntry::array(x::Name(0x503021), 311), // ArrayOfVirtualMachineParallelInfo
-        x::TypeEntry::array(x::Name(0x505227), 312), // ArrayOfVirtualMachinePciPassthroughInfo
-        x::TypeEntry::array(x::Name(0x507a30), 313), // ArrayOfVirtualMachinePciSharedGpuPassthroughInfo
-        x::TypeEntry::array(x::Name(0x50ab27), 314), // ArrayOfVirtualMachinePrecisionClockInfo
-        x::TypeEntry::array(x::Name(0x50d335), 315), // ArrayOfVirtualMachineProfileDetailsDiskProfileDetails
-        x::TypeEntry::array(x::Name(0x510920), 316), // ArrayOfVirtualMachineProfileSpec
-        x::TypeEntry::array(x::Name(0x512a25), 317), // ArrayOfVirtualMachinePropertyRelation
-        x::TypeEntry::array(x::Name(0x51502e), 318), // ArrayOfVirtualMachineQuickStatsMemoryTierStats
-        x::TypeEntry::array(x::Name(0x517f2c), 319), // ArrayOfVirtualMachineRelocateSpecDiskLocator
-        x::TypeEntry::array(x::Name(0x51ac27), 320), // ArrayOfVirtualMachineScsiDiskDeviceInfo
-        x::TypeEntry::array(x::Name(0x51d428), 321), // ArrayOfVirtualMachineScsiPassthroughInfo
-        x::TypeEntry::array(x::Name(0x51fd1f), 322), // ArrayOfVirtualMachineSerialInfo
-        x::TypeEntry::array(x::Name(0x521d21), 323), // ArrayOfVirtualMachineSnapshotTree
-        x::TypeEntry::array(x::Name(0x523f1e), 324), // ArrayOfVirtualMachineSoundInfo
-        x::TypeEntry::array(x::Name(0x525e1e), 325), // ArrayOfVirtualMachineSriovInfo
-        x::TypeEntry::array(x::Name(0x527d1c), 326), // ArrayOfVirtualMachineSummary
-        x::TypeEntry::array(x::Name(0x529a25), 327), // ArrayOfVirtualMachineUsageOnDatastore
-        x::TypeEntry::array(x::Name(0x52c01c), 328), // ArrayOfVirtualMachineUsbInfo
-        x::TypeEntry::array(x::Name(0x52dd25), 329), // ArrayOfVirtualMachineVFlashModuleInfo
-        x::TypeEntry::array(x::Name(0x530329), 330), // ArrayOfVirtualMachineVMCIDeviceFilterSpec
-        x::TypeEntry::array(x::Name(0x532d28), 331), // ArrayOfVirtualMachineVMotionStunTimeInfo
-        x::TypeEntry::array(x::Name(0x53561f), 332), // ArrayOfVirtualMachineVcpuConfig
-        x::TypeEntry::array(x::Name(0x53762a), 333), // ArrayOfVirtualMachineVendorDeviceGroupInfo
-        x::TypeEntry::array(x::Name(0x53a13d), 334), // ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo
-        x::TypeEntry::array(x::Name(0x53df23), 335), // ArrayOfVirtualMachineVgpuDeviceInfo
-        x::TypeEntry::array(x::Name(0x540324), 336), // ArrayOfVirtualMachineVgpuProfileInfo
-        x::TypeEntry::array(x::Name(0x542833), 337), // ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup
-        x::TypeEntry::array(x::Name(0x545c21), 338), // ArrayOfVirtualNicManagerNetConfig
-        x::TypeEntry::array(x::Name(0x547e29), 339), // ArrayOfVirtualPCIPassthroughAllowedDevice
-        x::TypeEntry::array(x::Name(0x54a819), 340), // ArrayOfVirtualSCSISharing
-        x::TypeEntry::array(x::Name(0x54c21b), 341), // ArrayOfVirtualSwitchProfile
-        x::TypeEntry::array(x::Name(0x54de16), 342), // ArrayOfVmEventArgument
-        x::TypeEntry::array(x::Name(0x54f518), 343), // ArrayOfVmPlacementPolicy
-        x::TypeEntry::array(x::Name(0x550e1e), 344), // ArrayOfVmPodConfigForPlacement
-        x::TypeEntry::array(x::Name(0x552d19), 345), // ArrayOfVmPortGroupProfile
-        x::TypeEntry::array(x::Name(0x554717), 346), // ArrayOfVmfsConfigOption
-        x::TypeEntry::array(x::Name(0x555f1a), 347), // ArrayOfVmfsDatastoreOption
-        x::TypeEntry::array(x::Name(0x557a17), 348), // ArrayOfVnicPortArgument
-        x::TypeEntry::array(x::Name(0x559219), 349), // ArrayOfVsanHostConfigInfo
-        x::TypeEntry::array(x::Name(0x55ac2e), 350), // ArrayOfVsanHostConfigInfoNetworkInfoPortConfig
-        x::TypeEntry::array(x::Name(0x55db1a), 351), // ArrayOfVsanHostDiskMapInfo
-        x::TypeEntry::array(x::Name(0x55f61c), 352), // ArrayOfVsanHostDiskMapResult
-        x::TypeEntry::array(x::Name(0x56131a), 353), // ArrayOfVsanHostDiskMapping
-        x::TypeEntry::array(x::Name(0x562e19), 354), // ArrayOfVsanHostDiskResult
-        x::TypeEntry::array(x::Name(0x56481d), 355), // ArrayOfVsanHostMembershipInfo
-        x::TypeEntry::array(x::Name(0x566623), 356), // ArrayOfVsanHostRuntimeInfoDiskIssue
-        x::TypeEntry::array(x::Name(0x568a19), 357), // ArrayOfVsanNewPolicyBatch
-        x::TypeEntry::array(x::Name(0x56a41c), 358), // ArrayOfVsanPolicyChangeBatch
-        x::TypeEntry::array(x::Name(0x56c11f), 359), // ArrayOfVsanPolicySatisfiability
-        x::TypeEntry::array(x::Name(0x56e12c), 360), // ArrayOfVsanUpgradeSystemNetworkPartitionInfo
-        x::TypeEntry::array(x::Name(0x570e2b), 361), // ArrayOfVsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::array(x::Name(0x573a2a), 362), // ArrayOfVsanUpgradeSystemUpgradeHistoryItem
-        x::TypeEntry::array(x::Name(0x576513), 363), // ArrayOfVslmTagEntry
-        x::TypeEntry::array(x::Name(0x577925), 364), // ArrayOfvslmInfrastructureObjectPolicy
-        x::TypeEntry::enumeration(x::Name(0x579f14), 0, 3), // ArrayUpdateOperation
-        x::TypeEntry::structure(x::Name(0x57b40f), x::Name(0xbb9c0b), 365, 2), // ArrayUpdateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x57cd1c), x::Name::NONE, 367, 3), // AssignUserToGroupRequestType
-        x::TypeEntry::structure(x::Name(0x57ea1b), x::Name::NONE, 370, 2), // AssociateProfileRequestType
-        x::TypeEntry::structure(x::Name(0x580615), x::Name::NONE, 372, 5), // AttachDiskRequestType
-        x::TypeEntry::structure(x::Name(0x581c1a), x::Name::NONE, 377, 2), // AttachScsiLunExRequestType
-        x::TypeEntry::structure(x::Name(0x583718), x::Name::NONE, 379, 2), // AttachScsiLunRequestType
-        x::TypeEntry::structure(x::Name(0x585024), x::Name::NONE, 381, 4), // AttachTagToVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x58751b), x::Name::NONE, 385, 3), // AttachVmfsExtentRequestType
-        x::TypeEntry::structure(x::Name(0x58911a), x::Name(0x1d94808), 388, 0), // AuthMinimumAdminPermission: VimFault
-        x::TypeEntry::structure(x::Name(0x58ac15), x::Name(0xad70c), 388, 1), // AuthenticationProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x58c216), x::Name(0x19b140c), 389, 1), // AuthenticationRequired: RuntimeFault
-        x::TypeEntry::enumeration(x::Name(0x58d92a), 3, 2), // AuthenticationRequiredAuthenticationScheme
-        x::TypeEntry::structure(x::Name(0x59041f), x::Name(0xbb9c0b), 390, 6), // AuthenticationRequiredChallenge: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x59241f), 5, 4), // AuthenticationRequiredErrorType
-        x::TypeEntry::structure(x::Name(0x594418), x::Name(0xbb9c0b), 396, 2), // AuthorizationDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0x595d12), x::Name(0xc19905), 398, 0), // AuthorizationEvent: Event
-        x::TypeEntry::structure(x::Name(0x597016), x::Name(0xbb9c0b), 398, 4), // AuthorizationPrivilege: DynamicData
-        x::TypeEntry::structure(x::Name(0x598711), x::Name(0xbb9c0b), 402, 5), // AuthorizationRole: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x59a80f), 9, 6), // AutoStartAction
-        x::TypeEntry::structure(x::Name(0x59b811), x::Name(0xbb9c0b), 407, 5), // AutoStartDefaults: DynamicData
-        x::TypeEntry::structure(x::Name(0x59ca12), x::Name(0xbb9c0b), 412, 7), // AutoStartPowerInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x59dd1c), x::Name::NONE, 419, 1), // AutoStartPowerOffRequestType
-        x::TypeEntry::structure(x::Name(0x59fa1b), x::Name::NONE, 420, 1), // AutoStartPowerOnRequestType
-        x::TypeEntry::enumeration(x::Name(0x5a161d), 15, 3), // AutoStartWaitHeartbeatSetting
+        x::TypeEntry::request(x::Name(0xa1719), 0, 3), // ApplyEvcModeVMRequestType
+        x::TypeEntry::request(x::Name(0xa4c1a), 3, 4), // ApplyHostConfigRequestType
+        x::TypeEntry::structure(x::Name(0xa6723), x::Name(0xbb9c0b), 7, 5), // ApplyHostProfileConfigurationResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa8b29), 0, 8), // ApplyHostProfileConfigurationResultStatus
+        x::TypeEntry::structure(x::Name(0xab521), x::Name(0x16a5c14), 12, 6), // ApplyHostProfileConfigurationSpec: ProfileExecuteResult
+        x::TypeEntry::structure(x::Name(0xad70c), x::Name(0xbb9c0b), 18, 11), // ApplyProfile: DynamicData
+        x::TypeEntry::request(x::Name(0xae41e), 29, 2), // ApplyRecommendationRequestType
+        x::TypeEntry::request(x::Name(0xb0328), 31, 2), // ApplyStorageDrsRecommendationRequestType
+        x::TypeEntry::request(x::Name(0xb2c2d), 33, 3), // ApplyStorageDrsRecommendationToPodRequestType
+        x::TypeEntry::structure(x::Name(0xb5a20), x::Name(0xbb9c0b), 36, 1), // ApplyStorageRecommendationResult: DynamicData
+        x::TypeEntry::request(x::Name(0xb7b21), 37, 2), // AreAlarmActionsEnabledRequestType
+        x::TypeEntry::array(x::Name(0xb9d12), 39), // ArrayOfAlarmAction
+        x::TypeEntry::array(x::Name(0xbb016), 40), // ArrayOfAlarmExpression
+        x::TypeEntry::array(x::Name(0xbc711), 41), // ArrayOfAlarmState
+        x::TypeEntry::array(x::Name(0xbd92a), 42), // ArrayOfAlarmTriggeringActionTransitionSpec
+        x::TypeEntry::array(x::Name(0xc041c), 43), // ArrayOfAnswerFileStatusError
+        x::TypeEntry::array(x::Name(0xc211d), 44), // ArrayOfAnswerFileStatusResult
+        x::TypeEntry::array(x::Name(0xc3f1e), 45), // ArrayOfAnswerFileUpdateFailure
+        x::TypeEntry::primitive_array(x::Name(0xc5e0e), 46), // ArrayOfAnyType
+        x::TypeEntry::primitive_array(x::Name(0xc6d0d), 47), // ArrayOfAnyURI
+        x::TypeEntry::array(x::Name(0xc7b2a), 48), // ArrayOfApplyHostProfileConfigurationResult
+        x::TypeEntry::array(x::Name(0xca628), 49), // ArrayOfApplyHostProfileConfigurationSpec
+        x::TypeEntry::array(x::Name(0xccf13), 50), // ArrayOfApplyProfile
+        x::TypeEntry::array(x::Name(0xce326), 51), // ArrayOfAuthenticationRequiredChallenge
+        x::TypeEntry::array(x::Name(0xd0a1d), 52), // ArrayOfAuthorizationPrivilege
+        x::TypeEntry::array(x::Name(0xd2818), 53), // ArrayOfAuthorizationRole
+        x::TypeEntry::array(x::Name(0xd4119), 54), // ArrayOfAutoStartPowerInfo
+        x::TypeEntry::primitive_array(x::Name(0xd5b13), 55), // ArrayOfBase64Binary
+        x::TypeEntry::primitive_array(x::Name(0xd6f0e), 56), // ArrayOfBoolean
+        x::TypeEntry::primitive_array(x::Name(0xd7e0b), 57), // ArrayOfByte
+        x::TypeEntry::array(x::Name(0xd8a1f), 58), // ArrayOfChangesInfoEventArgument
+        x::TypeEntry::array(x::Name(0xdaa12), 59), // ArrayOfCheckResult
+        x::TypeEntry::array(x::Name(0xdbd14), 60), // ArrayOfClusterAction
+        x::TypeEntry::array(x::Name(0xdd21b), 61), // ArrayOfClusterActionHistory
+        x::TypeEntry::array(x::Name(0xdee1d), 62), // ArrayOfClusterAttemptedVmInfo
+        x::TypeEntry::array(x::Name(0xe0c27), 63), // ArrayOfClusterComputeResourceDVSSetting
+        x::TypeEntry::array(x::Name(0xe3442), 64), // ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::TypeEntry::array(x::Name(0xe7727), 65), // ArrayOfClusterComputeResourceDvsProfile
+        x::TypeEntry::array(x::Name(0xe9f46), 66), // ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::TypeEntry::array(x::Name(0xee633), 67), // ArrayOfClusterComputeResourceHostConfigurationInput
+        x::TypeEntry::array(x::Name(0xf1a2f), 68), // ArrayOfClusterComputeResourceHostEvacuationInfo
+        x::TypeEntry::array(x::Name(0xf4a2b), 69), // ArrayOfClusterComputeResourceHostVmkNicInfo
+        x::TypeEntry::array(x::Name(0xf7631), 70), // ArrayOfClusterComputeResourceValidationResultBase
+        x::TypeEntry::array(x::Name(0xfa825), 71), // ArrayOfClusterComputeResourceVcsSlots
+        x::TypeEntry::array(x::Name(0xfce1d), 72), // ArrayOfClusterDasAamNodeState
+        x::TypeEntry::array(x::Name(0xfec3a), 73), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::TypeEntry::array(x::Name(0x102738), 74), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::TypeEntry::array(x::Name(0x10601d), 75), // ArrayOfClusterDasVmConfigInfo
+        x::TypeEntry::array(x::Name(0x107e1d), 76), // ArrayOfClusterDasVmConfigSpec
+        x::TypeEntry::array(x::Name(0x109c21), 77), // ArrayOfClusterDatastoreUpdateSpec
+        x::TypeEntry::array(x::Name(0x10be1f), 78), // ArrayOfClusterDpmHostConfigInfo
+        x::TypeEntry::array(x::Name(0x10de1f), 79), // ArrayOfClusterDpmHostConfigSpec
+        x::TypeEntry::array(x::Name(0x10fe17), 80), // ArrayOfClusterDrsFaults
+        x::TypeEntry::array(x::Name(0x111621), 81), // ArrayOfClusterDrsFaultsFaultsByVm
+        x::TypeEntry::array(x::Name(0x11381a), 82), // ArrayOfClusterDrsMigration
+        x::TypeEntry::array(x::Name(0x11531f), 83), // ArrayOfClusterDrsRecommendation
+        x::TypeEntry::array(x::Name(0x11731d), 84), // ArrayOfClusterDrsVmConfigInfo
+        x::TypeEntry::array(x::Name(0x11911d), 85), // ArrayOfClusterDrsVmConfigSpec
+        x::TypeEntry::array(x::Name(0x11af23), 86), // ArrayOfClusterEVCManagerCheckResult
+        x::TypeEntry::array(x::Name(0x11d338), 87), // ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus
+        x::TypeEntry::array(x::Name(0x120c17), 88), // ArrayOfClusterGroupInfo
+        x::TypeEntry::array(x::Name(0x122417), 89), // ArrayOfClusterGroupSpec
+        x::TypeEntry::array(x::Name(0x123c20), 90), // ArrayOfClusterHostRecommendation
+        x::TypeEntry::array(x::Name(0x125d1a), 91), // ArrayOfClusterIoFilterInfo
+        x::TypeEntry::array(x::Name(0x127820), 92), // ArrayOfClusterNotAttemptedVmInfo
+        x::TypeEntry::array(x::Name(0x12991c), 93), // ArrayOfClusterRecommendation
+        x::TypeEntry::array(x::Name(0x12b616), 94), // ArrayOfClusterRuleInfo
+        x::TypeEntry::array(x::Name(0x12cd16), 95), // ArrayOfClusterRuleSpec
+        x::TypeEntry::array(x::Name(0x12e423), 96), // ArrayOfClusterTagCategoryUpdateSpec
+        x::TypeEntry::array(x::Name(0x130821), 97), // ArrayOfClusterVmOrchestrationInfo
+        x::TypeEntry::array(x::Name(0x132a21), 98), // ArrayOfClusterVmOrchestrationSpec
+        x::TypeEntry::array(x::Name(0x134c18), 99), // ArrayOfComplianceFailure
+        x::TypeEntry::array(x::Name(0x13652f), 100), // ArrayOfComplianceFailureComplianceFailureValues
+        x::TypeEntry::array(x::Name(0x139518), 101), // ArrayOfComplianceLocator
+        x::TypeEntry::array(x::Name(0x13ae17), 102), // ArrayOfComplianceResult
+        x::TypeEntry::array(x::Name(0x13c629), 103), // ArrayOfComputeResourceHostSPBMLicenseInfo
+        x::TypeEntry::array(x::Name(0x13f025), 104), // ArrayOfConflictingConfigurationConfig
+        x::TypeEntry::array(x::Name(0x141612), 105), // ArrayOfCryptoKeyId
+        x::TypeEntry::array(x::Name(0x142915), 106), // ArrayOfCryptoKeyPlain
+        x::TypeEntry::array(x::Name(0x143f16), 107), // ArrayOfCryptoKeyResult
+        x::TypeEntry::array(x::Name(0x145621), 108), // ArrayOfCryptoManagerHostKeyStatus
+        x::TypeEntry::array(x::Name(0x147825), 109), // ArrayOfCryptoManagerKmipClusterStatus
+        x::TypeEntry::array(x::Name(0x149e27), 110), // ArrayOfCryptoManagerKmipCryptoKeyStatus
+        x::TypeEntry::array(x::Name(0x14c624), 111), // ArrayOfCryptoManagerKmipServerStatus
+        x::TypeEntry::array(x::Name(0x14eb15), 112), // ArrayOfCustomFieldDef
+        x::TypeEntry::array(x::Name(0x150117), 113), // ArrayOfCustomFieldValue
+        x::TypeEntry::array(x::Name(0x151922), 114), // ArrayOfCustomizationAdapterMapping
     ],
-    decoders: &[
-        Some(x::decode_boxed::<Vec<HostNvmeConnectSpec>>),
-        Some(x::decode_boxed::<Vec<HostNvmeController>>),
-        Some(x::decode_boxed::<Vec<HostNvmeDisconnectSpec>>),
-        Some(x::decode_boxed::<Vec<HostNvmeDiscoveryLogEntry>>),
-        Some(x::decode_boxed::<Vec<HostNvmeNamespace>>),
-        Some(x::decode_boxed::<Vec<HostNvmeTopologyInterface>>),
-        Some(x::decode_boxed::<Vec<HostOpaqueNetworkInfo>>),
-        Some(x::decode_boxed::<Vec<HostOpaqueSwitch>>),
-        Some(x::decode_boxed::<Vec<HostOpaqueSwitchPhysicalNicZone>>),
-        Some(x::decode_boxed::<Vec<HostPartialMaintenanceModeRuntimeInfo>>),
-        Some(x::decode_boxed::<Vec<HostPatchManagerStatus>>),
-        Some(x::decode_boxed::<Vec<HostPatchManagerStatusPrerequisitePatch>>),
-        Some(x::decode_boxed::<Vec<HostPathSelectionPolicyOption>>),
-        Some(x::decode_boxed::<Vec<HostPciDevice>>),
-        Some(x::decode_boxed::<Vec<AnyHostPciPassthruConfig>>),
-        Some(x::decode_boxed::<Vec<AnyHostPciPassthruInfo>>),
-        Some(x::decode_boxed::<Vec<HostPlacedVirtualNicIdentifier>>),
-        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyAdapter>>),
-        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyDevice>>),
-        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPath>>),
-        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPlugin>>),
-        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyTarget>>),
-        Some(x::decode_boxed::<Vec<HostPnicNetworkResourceInfo>>),
-        Some(x::decode_boxed::<Vec<HostPortGroup>>),
-        Some(x::decode_boxed::<Vec<HostPortGroupConfig>>),
-        Some(x::decode_boxed::<Vec<HostPortGroupPort>>),
-        Some(x::decode_boxed::<Vec<HostPortGroupProfile>>),
-        Some(x::decode_boxed::<Vec<HostPowerPolicy>>),
-        Some(x::decode_boxed::<Vec<HostProfileManagerCompositionResultResultElement>>),
-        Some(x::decode_boxed::<Vec<HostProfileManagerCompositionValidationResultResultElement>>),
-        Some(x::decode_boxed::<Vec<AnyHostProfilesEntityCustomizations>>),
-        Some(x::decode_boxed::<Vec<HostProtocolEndpoint>>),
-        Some(x::decode_boxed::<Vec<HostProxySwitch>>),
-        Some(x::decode_boxed::<Vec<HostProxySwitchConfig>>),
-        Some(x::decode_boxed::<Vec<HostProxySwitchHostLagConfig>>),
-        Some(x::decode_boxed::<Vec<HostPtpConfigPtpPort>>),
-        Some(x::decode_boxed::<Vec<HostQualifiedName>>),
-        Some(x::decode_boxed::<Vec<HostRdmaDevice>>),
-        Some(x::decode_boxed::<Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>>),
-        Some(x::decode_boxed::<Vec<HostScsiDisk>>),
-        Some(x::decode_boxed::<Vec<HostScsiDiskPartition>>),
-        Some(x::decode_boxed::<Vec<HostScsiTopologyInterface>>),
-        Some(x::decode_boxed::<Vec<HostScsiTopologyLun>>),
-        Some(x::decode_boxed::<Vec<HostScsiTopologyTarget>>),
-        Some(x::decode_boxed::<Vec<HostService>>),
-        Some(x::decode_boxed::<Vec<HostServiceConfig>>),
-        Some(x::decode_boxed::<Vec<HostSharedGpuCapabilities>>),
-        Some(x::decode_boxed::<Vec<HostSnmpDestination>>),
-        Some(x::decode_boxed::<Vec<AnyHostSriovDevicePoolInfo>>),
-        Some(x::decode_boxed::<Vec<HostSslThumbprintInfo>>),
-        Some(x::decode_boxed::<Vec<HostStorageArrayTypePolicyOption>>),
-        Some(x::decode_boxed::<Vec<HostStorageElementInfo>>),
-        Some(x::decode_boxed::<Vec<HostStorageOperationalInfo>>),
-        Some(x::decode_boxed::<Vec<HostStorageSystemDiskLocatorLedResult>>),
-        Some(x::decode_boxed::<Vec<HostStorageSystemScsiLunResult>>),
-        Some(x::decode_boxed::<Vec<HostStorageSystemVmfsVolumeResult>>),
-        Some(x::decode_boxed::<Vec<HostSubSpecification>>),
-        Some(x::decode_boxed::<Vec<HostSystemIdentificationInfo>>),
-        Some(x::decode_boxed::<Vec<HostSystemResourceInfo>>),
-        Some(x::decode_boxed::<Vec<AnyHostSystemSwapConfigurationSystemSwapOption>>),
-        Some(x::decode_boxed::<Vec<HostTpmDigestInfo>>),
-        Some(x::decode_boxed::<Vec<HostTpmEventLogEntry>>),
-        Some(x::decode_boxed::<Vec<HostTrustAuthorityAttestationInfo>>),
-        Some(x::decode_boxed::<Vec<HostUnresolvedVmfsExtent>>),
-        Some(x::decode_boxed::<Vec<HostUnresolvedVmfsResolutionResult>>),
-        Some(x::decode_boxed::<Vec<HostUnresolvedVmfsResolutionSpec>>),
-        Some(x::decode_boxed::<Vec<HostUnresolvedVmfsVolume>>),
-        Some(x::decode_boxed::<Vec<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>>),
-        Some(x::decode_boxed::<Vec<HostVMotionCompatibility>>),
-        Some(x::decode_boxed::<Vec<HostVirtualNic>>),
-        Some(x::decode_boxed::<Vec<HostVirtualNicConfig>>),
-        Some(x::decode_boxed::<Vec<HostVirtualNicManagerNicTypeSelection>>),
-        Some(x::decode_boxed::<Vec<HostVirtualSwitch>>),
-        Some(x::decode_boxed::<Vec<HostVirtualSwitchConfig>>),
-        Some(x::decode_boxed::<Vec<HostVmciAccessManagerAccessSpec>>),
-        Some(x::decode_boxed::<Vec<HostVmfsRescanResult>>),
-        Some(x::decode_boxed::<Vec<HostVsanInternalSystemCmmdsQuery>>),
-        Some(x::decode_boxed::<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>),
-        Some(x::decode_boxed::<Vec<HostVsanInternalSystemVsanObjectOperationResult>>),
-        Some(x::decode_boxed::<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>),
-        Some(x::decode_boxed::<Vec<HostVvolNQN>>),
-        Some(x::decode_boxed::<Vec<HostVvolVolumeHostVvolNQN>>),
-        Some(x::decode_boxed::<Vec<HttpNfcLeaseDatastoreLeaseInfo>>),
-        Some(x::decode_boxed::<Vec<HttpNfcLeaseDeviceUrl>>),
-        Some(x::decode_boxed::<Vec<HttpNfcLeaseHostInfo>>),
-        Some(x::decode_boxed::<Vec<HttpNfcLeaseManifestEntry>>),
-        Some(x::decode_boxed::<Vec<HttpNfcLeaseProbeResult>>),
-        Some(x::decode_boxed::<Vec<HttpNfcLeaseSourceFile>>),
-        Some(x::decode_boxed::<Vec<ID>>),
-        Some(x::decode_boxed::<Vec<ImportOperationBulkFaultFaultOnImport>>),
-        Some(x::decode_boxed::<Vec<AnyImportSpec>>),
-        None, // ArrayOfInt
-        Some(x::decode_boxed::<Vec<IoFilterHostIssue>>),
-        Some(x::decode_boxed::<Vec<IpPool>>),
-        Some(x::decode_boxed::<Vec<IpPoolAssociation>>),
-        Some(x::decode_boxed::<Vec<IpPoolManagerIpAllocation>>),
-        Some(x::decode_boxed::<Vec<IscsiDependencyEntity>>),
-        Some(x::decode_boxed::<Vec<IscsiPortInfo>>),
-        Some(x::decode_boxed::<Vec<KernelModuleInfo>>),
-        Some(x::decode_boxed::<Vec<KeyAnyValue>>),
-        Some(x::decode_boxed::<Vec<KeyValue>>),
-        Some(x::decode_boxed::<Vec<KmipClusterInfo>>),
-        Some(x::decode_boxed::<Vec<KmipServerInfo>>),
-        Some(x::decode_boxed::<Vec<LicenseAssignmentManagerLicenseAssignment>>),
-        Some(x::decode_boxed::<Vec<LicenseAvailabilityInfo>>),
-        Some(x::decode_boxed::<Vec<LicenseFeatureInfo>>),
-        Some(x::decode_boxed::<Vec<LicenseManagerLicenseInfo>>),
-        Some(x::decode_boxed::<Vec<LicenseReservationInfo>>),
-        Some(x::decode_boxed::<Vec<LocalizableMessage>>),
-        Some(x::decode_boxed::<Vec<LocalizationManagerMessageCatalog>>),
-        Some(x::decode_boxed::<Vec<LocalizedMethodFault>>),
-        None, // ArrayOfLong
-        Some(x::decode_boxed::<Vec<ManagedEntityStatus>>),
-        None, // ArrayOfManagedObjectReference
-        Some(x::decode_boxed::<Vec<MethodActionArgument>>),
-        Some(x::decode_boxed::<Vec<AnyMethodFault>>),
-        Some(x::decode_boxed::<Vec<MissingObject>>),
-        Some(x::decode_boxed::<Vec<MissingProperty>>),
-        Some(x::decode_boxed::<Vec<MultipleCertificatesVerifyFaultThumbprintData>>),
-        Some(x::decode_boxed::<Vec<NasStorageProfile>>),
-        Some(x::decode_boxed::<Vec<NetIpConfigInfoIpAddress>>),
-        Some(x::decode_boxed::<Vec<NetIpConfigSpecIpAddressSpec>>),
-        Some(x::decode_boxed::<Vec<NetIpRouteConfigInfoIpRoute>>),
-        Some(x::decode_boxed::<Vec<NetIpRouteConfigSpecIpRouteSpec>>),
-        Some(x::decode_boxed::<Vec<NetIpStackInfoDefaultRouter>>),
-        Some(x::decode_boxed::<Vec<NetIpStackInfoNetToMedia>>),
-        Some(x::decode_boxed::<Vec<NetStackInstanceProfile>>),
-        Some(x::decode_boxed::<Vec<NoPermissionEntityPrivileges>>),
-        Some(x::decode_boxed::<Vec<NsxHostVNicProfile>>),
-        Some(x::decode_boxed::<Vec<NumericRange>>),
-        Some(x::decode_boxed::<Vec<NvdimmDimmInfo>>),
-        Some(x::decode_boxed::<Vec<NvdimmGuid>>),
-        Some(x::decode_boxed::<Vec<NvdimmInterleaveSetInfo>>),
-        Some(x::decode_boxed::<Vec<NvdimmNamespaceDetails>>),
-        Some(x::decode_boxed::<Vec<NvdimmNamespaceInfo>>),
-        Some(x::decode_boxed::<Vec<NvdimmRegionInfo>>),
-        Some(x::decode_boxed::<Vec<ObjectContent>>),
-        Some(x::decode_boxed::<Vec<ObjectSpec>>),
-        Some(x::decode_boxed::<Vec<ObjectUpdate>>),
-        Some(x::decode_boxed::<Vec<OpaqueNetworkTargetInfo>>),
-        Some(x::decode_boxed::<Vec<OptionDef>>),
-        Some(x::decode_boxed::<Vec<OptionProfile>>),
-        Some(x::decode_boxed::<Vec<AnyOptionValue>>),
-        Some(x::decode_boxed::<Vec<OvfConsumerOstNode>>),
-        Some(x::decode_boxed::<Vec<OvfConsumerOvfSection>>),
-        Some(x::decode_boxed::<Vec<OvfDatastoreMapping>>),
-        Some(x::decode_boxed::<Vec<OvfDeploymentOption>>),
-        Some(x::decode_boxed::<Vec<OvfFile>>),
-        Some(x::decode_boxed::<Vec<OvfFileItem>>),
-        Some(x::decode_boxed::<Vec<OvfNetworkInfo>>),
-        Some(x::decode_boxed::<Vec<OvfNetworkMapping>>),
-        Some(x::decode_boxed::<Vec<OvfOptionInfo>>),
-        Some(x::decode_boxed::<Vec<OvfResourceMap>>),
-        Some(x::decode_boxed::<Vec<OvfStorageProfileMapping>>),
-        Some(x::decode_boxed::<Vec<PerfCounterInfo>>),
-        Some(x::decode_boxed::<Vec<AnyPerfEntityMetricBase>>),
-        Some(x::decode_boxed::<Vec<PerfInterval>>),
-        Some(x::decode_boxed::<Vec<PerfMetricId>>),
-        Some(x::decode_boxed::<Vec<AnyPerfMetricSeries>>),
-        Some(x::decode_boxed::<Vec<PerfMetricSeriesCSV>>),
-        Some(x::decode_boxed::<Vec<PerfQuerySpec>>),
-        Some(x::decode_boxed::<Vec<PerfSampleInfo>>),
-        Some(x::decode_boxed::<Vec<PerformanceManagerCounterLevelMapping>>),
-        Some(x::decode_boxed::<Vec<Permission>>),
-        Some(x::decode_boxed::<Vec<PermissionProfile>>),
-        Some(x::decode_boxed::<Vec<PhysicalNic>>),
-        Some(x::decode_boxed::<Vec<PhysicalNicConfig>>),
-        Some(x::decode_boxed::<Vec<PhysicalNicHintInfo>>),
-        Some(x::decode_boxed::<Vec<PhysicalNicIpHint>>),
-        Some(x::decode_boxed::<Vec<PhysicalNicLinkInfo>>),
-        Some(x::decode_boxed::<Vec<PhysicalNicNameHint>>),
-        Some(x::decode_boxed::<Vec<PhysicalNicProfile>>),
-        Some(x::decode_boxed::<Vec<PlacementAffinityRule>>),
-        Some(x::decode_boxed::<Vec<PlacementSpec>>),
-        Some(x::decode_boxed::<Vec<PnicUplinkProfile>>),
-        Some(x::decode_boxed::<Vec<PodDiskLocator>>),
-        Some(x::decode_boxed::<Vec<AnyPolicyOption>>),
-        Some(x::decode_boxed::<Vec<PrivilegeAvailability>>),
-        Some(x::decode_boxed::<Vec<ProductComponentInfo>>),
-        Some(x::decode_boxed::<Vec<ProfileApplyProfileProperty>>),
-        Some(x::decode_boxed::<Vec<ProfileDeferredPolicyOptionParameter>>),
-        Some(x::decode_boxed::<Vec<ProfileDescriptionSection>>),
-        Some(x::decode_boxed::<Vec<ProfileExecuteError>>),
-        Some(x::decode_boxed::<Vec<AnyProfileExpression>>),
-        Some(x::decode_boxed::<Vec<ProfileExpressionMetadata>>),
-        Some(x::decode_boxed::<Vec<ProfileMetadata>>),
-        Some(x::decode_boxed::<Vec<ProfileMetadataProfileOperationMessage>>),
-        Some(x::decode_boxed::<Vec<ProfileMetadataProfileSortSpec>>),
-        Some(x::decode_boxed::<Vec<ProfileParameterMetadata>>),
-        Some(x::decode_boxed::<Vec<ProfileParameterMetadataParameterRelationMetadata>>),
-        Some(x::decode_boxed::<Vec<ProfilePolicy>>),
-        Some(x::decode_boxed::<Vec<ProfilePolicyMetadata>>),
-        Some(x::decode_boxed::<Vec<AnyProfilePolicyOptionMetadata>>),
-        Some(x::decode_boxed::<Vec<ProfileProfileStructureProperty>>),
-        Some(x::decode_boxed::<Vec<ProfilePropertyPath>>),
-        Some(x::decode_boxed::<Vec<ProfileUpdateFailedUpdateFailure>>),
-        Some(x::decode_boxed::<Vec<PropertyChange>>),
-        Some(x::decode_boxed::<Vec<PropertyFilterSpec>>),
-        Some(x::decode_boxed::<Vec<PropertyFilterUpdate>>),
-        Some(x::decode_boxed::<Vec<PropertySpec>>),
-        Some(x::decode_boxed::<Vec<Relation>>),
-        Some(x::decode_boxed::<Vec<ReplicationInfoDiskSettings>>),
-        Some(x::decode_boxed::<Vec<ResourceConfigSpec>>),
-        Some(x::decode_boxed::<Vec<RetrieveVStorageObjSpec>>),
-        Some(x::decode_boxed::<Vec<ScheduledTaskDetail>>),
-        Some(x::decode_boxed::<Vec<AnyScsiLun>>),
-        Some(x::decode_boxed::<Vec<ScsiLunDescriptor>>),
-        Some(x::decode_boxed::<Vec<ScsiLunDurableName>>),
-        Some(x::decode_boxed::<Vec<SearchIndexFilter>>),
-        Some(x::decode_boxed::<Vec<SearchIndexOptionalValue>>),
-        Some(x::decode_boxed::<Vec<SearchIndexPredicate>>),
-        Some(x::decode_boxed::<Vec<SearchIndexResourceItem>>),
-        Some(x::decode_boxed::<Vec<AnySelectionSet>>),
-        Some(x::decode_boxed::<Vec<AnySelectionSpec>>),
-        Some(x::decode_boxed::<Vec<ServiceConsolePortGroupProfile>>),
-        Some(x::decode_boxed::<Vec<ServiceLocator>>),
-        Some(x::decode_boxed::<Vec<ServiceManagerServiceInfo>>),
-        Some(x::decode_boxed::<Vec<ServiceProfile>>),
-        None, // ArrayOfShort
-        Some(x::decode_boxed::<Vec<SoftwarePackage>>),
-        Some(x::decode_boxed::<Vec<StaticRouteProfile>>),
-        Some(x::decode_boxed::<Vec<StorageDrsOptionSpec>>),
-        Some(x::decode_boxed::<Vec<StorageDrsPlacementRankVmSpec>>),
-        Some(x::decode_boxed::<Vec<StorageDrsVmConfigInfo>>),
-        Some(x::decode_boxed::<Vec<StorageDrsVmConfigSpec>>),
-        Some(x::decode_boxed::<Vec<StoragePerformanceSummary>>),
-        Some(x::decode_boxed::<Vec<StorageRequirement>>),
-        None, // ArrayOfString
-        Some(x::decode_boxed::<Vec<StructuredCustomizations>>),
-        Some(x::decode_boxed::<Vec<SubnetInfo>>),
-        Some(x::decode_boxed::<Vec<SystemEventInfo>>),
-        Some(x::decode_boxed::<Vec<Tag>>),
-        Some(x::decode_boxed::<Vec<TagId>>),
-        Some(x::decode_boxed::<Vec<TagSpec>>),
-        Some(x::decode_boxed::<Vec<TaskInfo>>),
-        Some(x::decode_boxed::<Vec<TaskInfoState>>),
-        Some(x::decode_boxed::<Vec<AnyTypeDescription>>),
-        Some(x::decode_boxed::<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>),
-        None, // ArrayOfUri
-        Some(x::decode_boxed::<Vec<UsbScanCodeSpecKeyEvent>>),
-        Some(x::decode_boxed::<Vec<UserGroupProfile>>),
-        Some(x::decode_boxed::<Vec<UserPrivilegeResult>>),
-        Some(x::decode_boxed::<Vec<UserProfile>>),
-        Some(x::decode_boxed::<Vec<AnyUserSearchResult>>),
-        Some(x::decode_boxed::<Vec<UserSession>>),
-        Some(x::decode_boxed::<Vec<VASAStorageArray>>),
-        Some(x::decode_boxed::<Vec<VASAStorageArrayDiscoverySvcInfo>>),
-        Some(x::decode_boxed::<Vec<VAppCloneSpecNetworkMappingPair>>),
-        Some(x::decode_boxed::<Vec<VAppCloneSpecResourceMap>>),
-        Some(x::decode_boxed::<Vec<VAppEntityConfigInfo>>),
-        Some(x::decode_boxed::<Vec<VAppOvfSectionInfo>>),
-        Some(x::decode_boxed::<Vec<VAppOvfSectionSpec>>),
-        Some(x::decode_boxed::<Vec<VAppProductInfo>>),
-        Some(x::decode_boxed::<Vec<VAppProductSpec>>),
-        Some(x::decode_boxed::<Vec<VAppPropertyInfo>>),
-        Some(x::decode_boxed::<Vec<VAppPropertySpec>>),
-        Some(x::decode_boxed::<Vec<VMwareDVSPvlanConfigSpec>>),
-        Some(x::decode_boxed::<Vec<VMwareDVSPvlanMapEntry>>),
-        Some(x::decode_boxed::<Vec<VMwareDVSVspanConfigSpec>>),
-        Some(x::decode_boxed::<Vec<VMwareDvsLacpGroupConfig>>),
-        Some(x::decode_boxed::<Vec<VMwareDvsLacpGroupSpec>>),
-        Some(x::decode_boxed::<Vec<VMwareVspanSession>>),
-        Some(x::decode_boxed::<Vec<VStorageObjectAssociations>>),
-        Some(x::decode_boxed::<Vec<VStorageObjectAssociationsVmDiskAssociations>>),
-        Some(x::decode_boxed::<Vec<VStorageObjectReconcileResultInvalidDiskPath>>),
-        Some(x::decode_boxed::<Vec<VStorageObjectReconcileResultReconcileDetail>>),
-        Some(x::decode_boxed::<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>),
-        Some(x::decode_boxed::<Vec<VVolHostPE>>),
-        Some(x::decode_boxed::<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>),
-        Some(x::decode_boxed::<Vec<VchaNodeRuntimeInfo>>),
-        Some(x::decode_boxed::<Vec<VimVasaProviderInfo>>),
-        Some(x::decode_boxed::<Vec<VimVasaProviderStatePerArray>>),
-        Some(x::decode_boxed::<Vec<VirtualAppLinkInfo>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualDevice>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualDeviceBackingOption>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualDeviceConfigSpec>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualDeviceOption>>),
-        Some(x::decode_boxed::<Vec<VirtualDisk>>),
-        Some(x::decode_boxed::<Vec<VirtualDiskDeltaDiskFormatsSupported>>),
-        Some(x::decode_boxed::<Vec<VirtualDiskId>>),
-        Some(x::decode_boxed::<Vec<VirtualDiskRuleSpec>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualMachineBootOptionsBootableDevice>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineCdromInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineCertThumbprint>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineConfigInfoDatastoreUrlPair>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineConfigOptionDescriptor>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineConfigSpec>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualMachineConnection>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineCpuIdInfoSpec>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineDatastoreInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineDatastoreVolumeOption>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineDeviceRuntimeInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineDisplayTopology>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineDvxClassInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineDynamicPassthroughInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineFeatureRequirement>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutDiskLayout>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutExDiskLayout>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutExDiskUnit>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutExFileInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutExSnapshotLayout>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutSnapshotLayout>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineFloppyInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineIdeDiskDeviceInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineIdeDiskDevicePartitionInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineLegacyNetworkSwitchInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineMessage>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineMetadataManagerVmMetadataInput>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineMetadataManagerVmMetadataResult>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineNetworkInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineParallelInfo>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualMachinePciPassthroughInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachinePciSharedGpuPassthroughInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachinePrecisionClockInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineProfileDetailsDiskProfileDetails>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualMachineProfileSpec>>),
-        Some(x::decode_boxed::<Vec<VirtualMachinePropertyRelation>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineQuickStatsMemoryTierStats>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineRelocateSpecDiskLocator>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineScsiDiskDeviceInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineScsiPassthroughInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineSerialInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineSnapshotTree>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineSoundInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineSriovInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineSummary>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineUsageOnDatastore>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineUsbInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineVFlashModuleInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineVMCIDeviceFilterSpec>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineVMotionStunTimeInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineVcpuConfig>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineVendorDeviceGroupInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineVgpuDeviceInfo>>),
-        Some(x::decode_boxed::<Vec<VirtualMachineVgpuProfileInfo>>),
-        Some(x::decode_boxed::<Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>>),
-        Some(x::decode_boxed::<Vec<VirtualNicManagerNetConfig>>),
-        Some(x::decode_boxed::<Vec<VirtualPCIPassthroughAllowedDevice>>),
-        Some(x::decode_boxed::<Vec<VirtualSCSISharing>>),
-        Some(x::decode_boxed::<Vec<VirtualSwitchProfile>>),
-        Some(x::decode_boxed::<Vec<VmEventArgument>>),
-        Some(x::decode_boxed::<Vec<AnyVmPlacementPolicy>>),
-        Some(x::decode_boxed::<Vec<VmPodConfigForPlacement>>),
-        Some(x::decode_boxed::<Vec<VmPortGroupProfile>>),
-        Some(x::decode_boxed::<Vec<VmfsConfigOption>>),
-        Some(x::decode_boxed::<Vec<VmfsDatastoreOption>>),
-        Some(x::decode_boxed::<Vec<VnicPortArgument>>),
-        Some(x::decode_boxed::<Vec<VsanHostConfigInfo>>),
-        Some(x::decode_boxed::<Vec<VsanHostConfigInfoNetworkInfoPortConfig>>),
-        Some(x::decode_boxed::<Vec<VsanHostDiskMapInfo>>),
-        Some(x::decode_boxed::<Vec<VsanHostDiskMapResult>>),
-        Some(x::decode_boxed::<Vec<VsanHostDiskMapping>>),
-        Some(x::decode_boxed::<Vec<VsanHostDiskResult>>),
-        Some(x::decode_boxed::<Vec<VsanHostMembershipInfo>>),
-        Some(x::decode_boxed::<Vec<VsanHostRuntimeInfoDiskIssue>>),
-        Some(x::decode_boxed::<Vec<VsanNewPolicyBatch>>),
-        Some(x::decode_boxed::<Vec<VsanPolicyChangeBatch>>),
-        Some(x::decode_boxed::<Vec<VsanPolicySatisfiability>>),
-        Some(x::decode_boxed::<Vec<VsanUpgradeSystemNetworkPartitionInfo>>),
-        Some(x::decode_boxed::<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>),
-        Some(x::decode_boxed::<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>),
-        Some(x::decode_boxed::<Vec<VslmTagEntry>>),
-        Some(x::decode_boxed::<Vec<VslmInfrastructureObjectPolicy>>),
-        Some(x::decode_boxed::<ArrayUpdateOperation>),
-        Some(x::decode_boxed::<ArrayUpdateSpec>),
-        None, // AssignUserToGroupRequestType
-        None, // AssociateProfileRequestType
-        None, // AttachDiskRequestType
-        None, // AttachScsiLunExRequestType
-        None, // AttachScsiLunRequestType
-        None, // AttachTagToVStorageObjectRequestType
-        None, // AttachVmfsExtentRequestType
-        Some(x::decode_boxed::<AuthMinimumAdminPermission>),
-        Some(x::decode_boxed::<AuthenticationProfile>),
-        Some(x::decode_boxed::<AuthenticationRequired>),
-        Some(x::decode_boxed::<AuthenticationRequiredAuthenticationScheme>),
-        Some(x::decode_boxed::<AuthenticationRequiredChallenge>),
-        Some(x::decode_boxed::<AuthenticationRequiredErrorType>),
-        Some(x::decode_boxed::<AuthorizationDescription>),
-        Some(x::decode_boxed::<AuthorizationEvent>),
-        Some(x::decode_boxed::<AuthorizationPrivilege>),
-        Some(x::decode_boxed::<AuthorizationRole>),
-        Some(x::decode_boxed::<AutoStartAction>),
-        Some(x::decode_boxed::<AutoStartDefaults>),
-        Some(x::decode_boxed::<AutoStartPowerInfo>),
-        None, // AutoStartPowerOffRequestType
-        None, // AutoStartPowerOnRequestType
-        Some(x::decode_boxed::<AutoStartWaitHeartbeatSetting>),
-    ],
+    decode,
     fields: &[
-        x::FieldEntry::repeated(x::Name(0x1004f13), x::Name(0x1004f13)), // HostNvmeConnectSpec: HostNvmeConnectSpec
-        x::FieldEntry::repeated(x::Name(0x1006312), x::Name(0x1006312)), // HostNvmeController: HostNvmeController
-        x::FieldEntry::repeated(x::Name(0x1007616), x::Name(0x1007616)), // HostNvmeDisconnectSpec: HostNvmeDisconnectSpec
-        x::FieldEntry::repeated(x::Name(0x100b719), x::Name(0x100b719)), // HostNvmeDiscoveryLogEntry: HostNvmeDiscoveryLogEntry
-        x::FieldEntry::repeated(x::Name(0x1011d11), x::Name(0x1011d11)), // HostNvmeNamespace: HostNvmeNamespace
-        x::FieldEntry::repeated(x::Name(0x101c719), x::Name(0x101c719)), // HostNvmeTopologyInterface: HostNvmeTopologyInterface
-        x::FieldEntry::repeated(x::Name(0x1024015), x::Name(0x1024015)), // HostOpaqueNetworkInfo: HostOpaqueNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x1025610), x::Name(0x1025610)), // HostOpaqueSwitch: HostOpaqueSwitch
-        x::FieldEntry::repeated(x::Name(0x102891f), x::Name(0x102891f)), // HostOpaqueSwitchPhysicalNicZone: HostOpaqueSwitchPhysicalNicZone
-        x::FieldEntry::repeated(x::Name(0x1032025), x::Name(0x1032025)), // HostPartialMaintenanceModeRuntimeInfo: HostPartialMaintenanceModeRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x1041416), x::Name(0x1041416)), // HostPatchManagerStatus: HostPatchManagerStatus
-        x::FieldEntry::repeated(x::Name(0x1042b27), x::Name(0x1042b27)), // HostPatchManagerStatusPrerequisitePatch: HostPatchManagerStatusPrerequisitePatch
-        x::FieldEntry::repeated(x::Name(0x104531d), x::Name(0x104531d)), // HostPathSelectionPolicyOption: HostPathSelectionPolicyOption
-        x::FieldEntry::repeated(x::Name(0x104710d), x::Name(0x104710d)), // HostPciDevice: HostPciDevice
-        x::FieldEntry::repeated(x::Name(0x1049b15), x::Name(0x1049b15)), // HostPciPassthruConfig: HostPciPassthruConfig
-        x::FieldEntry::repeated(x::Name(0x104b113), x::Name(0x104b113)), // HostPciPassthruInfo: HostPciPassthruInfo
-        x::FieldEntry::repeated(x::Name(0x1054d1e), x::Name(0x1054d1e)), // HostPlacedVirtualNicIdentifier: HostPlacedVirtualNicIdentifier
-        x::FieldEntry::repeated(x::Name(0x105821c), x::Name(0x105821c)), // HostPlugStoreTopologyAdapter: HostPlugStoreTopologyAdapter
-        x::FieldEntry::repeated(x::Name(0x1059f1b), x::Name(0x1059f1b)), // HostPlugStoreTopologyDevice: HostPlugStoreTopologyDevice
-        x::FieldEntry::repeated(x::Name(0x105bb19), x::Name(0x105bb19)), // HostPlugStoreTopologyPath: HostPlugStoreTopologyPath
-        x::FieldEntry::repeated(x::Name(0x105d51b), x::Name(0x105d51b)), // HostPlugStoreTopologyPlugin: HostPlugStoreTopologyPlugin
-        x::FieldEntry::repeated(x::Name(0x105f11b), x::Name(0x105f11b)), // HostPlugStoreTopologyTarget: HostPlugStoreTopologyTarget
-        x::FieldEntry::repeated(x::Name(0x1060d1b), x::Name(0x1060d1b)), // HostPnicNetworkResourceInfo: HostPnicNetworkResourceInfo
-        x::FieldEntry::repeated(x::Name(0x106290d), x::Name(0x106290d)), // HostPortGroup: HostPortGroup
-        x::FieldEntry::repeated(x::Name(0x1063713), x::Name(0x1063713)), // HostPortGroupConfig: HostPortGroupConfig
-        x::FieldEntry::repeated(x::Name(0x1064b11), x::Name(0x1064b11)), // HostPortGroupPort: HostPortGroupPort
-        x::FieldEntry::repeated(x::Name(0x1065d14), x::Name(0x1065d14)), // HostPortGroupProfile: HostPortGroupProfile
-        x::FieldEntry::repeated(x::Name(0x106c20f), x::Name(0x106c20f)), // HostPowerPolicy: HostPowerPolicy
-        x::FieldEntry::repeated(x::Name(0x107c830), x::Name(0x107c830)), // HostProfileManagerCompositionResultResultElement: HostProfileManagerCompositionResultResultElement
-        x::FieldEntry::repeated(x::Name(0x1085e3a), x::Name(0x1085e3a)), // HostProfileManagerCompositionValidationResultResultElement: HostProfileManagerCompositionValidationResultResultElement
-        x::FieldEntry::repeated(x::Name(0x109fe20), x::Name(0x109fe20)), // HostProfilesEntityCustomizations: HostProfilesEntityCustomizations
-        x::FieldEntry::repeated(x::Name(0x10a1f14), x::Name(0x10a1f14)), // HostProtocolEndpoint: HostProtocolEndpoint
-        x::FieldEntry::repeated(x::Name(0x10a780f), x::Name(0x10a780f)), // HostProxySwitch: HostProxySwitch
-        x::FieldEntry::repeated(x::Name(0x10a8815), x::Name(0x10a8815)), // HostProxySwitchConfig: HostProxySwitchConfig
-        x::FieldEntry::repeated(x::Name(0x10ab51c), x::Name(0x10ab51c)), // HostProxySwitchHostLagConfig: HostProxySwitchHostLagConfig
-        x::FieldEntry::repeated(x::Name(0x10b0c14), x::Name(0x10b0c14)), // HostPtpConfigPtpPort: HostPtpConfigPtpPort
-        x::FieldEntry::repeated(x::Name(0x10b2111), x::Name(0x10b2111)), // HostQualifiedName: HostQualifiedName
-        x::FieldEntry::repeated(x::Name(0x10b6d0e), x::Name(0x10b6d0e)), // HostRdmaDevice: HostRdmaDevice
-        x::FieldEntry::repeated(x::Name(0x10e512a), x::Name(0x10e512a)), // HostRuntimeInfoNetStackInstanceRuntimeInfo: HostRuntimeInfoNetStackInstanceRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x10f800c), x::Name(0x10f800c)), // HostScsiDisk: HostScsiDisk
-        x::FieldEntry::repeated(x::Name(0x10f8d15), x::Name(0x10f8d15)), // HostScsiDiskPartition: HostScsiDiskPartition
-        x::FieldEntry::repeated(x::Name(0x10fb419), x::Name(0x10fb419)), // HostScsiTopologyInterface: HostScsiTopologyInterface
-        x::FieldEntry::repeated(x::Name(0x10fce13), x::Name(0x10fce13)), // HostScsiTopologyLun: HostScsiTopologyLun
-        x::FieldEntry::repeated(x::Name(0x10fe216), x::Name(0x10fe216)), // HostScsiTopologyTarget: HostScsiTopologyTarget
-        x::FieldEntry::repeated(x::Name(0x110420b), x::Name(0x110420b)), // HostService: HostService
-        x::FieldEntry::repeated(x::Name(0x1104e11), x::Name(0x1104e11)), // HostServiceConfig: HostServiceConfig
-        x::FieldEntry::repeated(x::Name(0x111bb19), x::Name(0x111bb19)), // HostSharedGpuCapabilities: HostSharedGpuCapabilities
-        x::FieldEntry::repeated(x::Name(0x1124e13), x::Name(0x1124e13)), // HostSnmpDestination: HostSnmpDestination
-        x::FieldEntry::repeated(x::Name(0x1133b17), x::Name(0x1133b17)), // HostSriovDevicePoolInfo: HostSriovDevicePoolInfo
-        x::FieldEntry::repeated(x::Name(0x1138015), x::Name(0x1138015)), // HostSslThumbprintInfo: HostSslThumbprintInfo
-        x::FieldEntry::repeated(x::Name(0x113bd20), x::Name(0x113bd20)), // HostStorageArrayTypePolicyOption: HostStorageArrayTypePolicyOption
-        x::FieldEntry::repeated(x::Name(0x113f416), x::Name(0x113f416)), // HostStorageElementInfo: HostStorageElementInfo
-        x::FieldEntry::repeated(x::Name(0x1140b1a), x::Name(0x1140b1a)), // HostStorageOperationalInfo: HostStorageOperationalInfo
-        x::FieldEntry::repeated(x::Name(0x1143a25), x::Name(0x1143a25)), // HostStorageSystemDiskLocatorLedResult: HostStorageSystemDiskLocatorLedResult
-        x::FieldEntry::repeated(x::Name(0x114601e), x::Name(0x114601e)), // HostStorageSystemScsiLunResult: HostStorageSystemScsiLunResult
-        x::FieldEntry::repeated(x::Name(0x1147f21), x::Name(0x1147f21)), // HostStorageSystemVmfsVolumeResult: HostStorageSystemVmfsVolumeResult
-        x::FieldEntry::repeated(x::Name(0x114a114), x::Name(0x114a114)), // HostSubSpecification: HostSubSpecification
-        x::FieldEntry::repeated(x::Name(0x115631c), x::Name(0x115631c)), // HostSystemIdentificationInfo: HostSystemIdentificationInfo
-        x::FieldEntry::repeated(x::Name(0x1161e16), x::Name(0x1161e16)), // HostSystemResourceInfo: HostSystemResourceInfo
-        x::FieldEntry::repeated(x::Name(0x117002b), x::Name(0x117002b)), // HostSystemSwapConfigurationSystemSwapOption: HostSystemSwapConfigurationSystemSwapOption
-        x::FieldEntry::repeated(x::Name(0x1184f11), x::Name(0x1184f11)), // HostTpmDigestInfo: HostTpmDigestInfo
-        x::FieldEntry::repeated(x::Name(0x1187514), x::Name(0x1187514)), // HostTpmEventLogEntry: HostTpmEventLogEntry
-        x::FieldEntry::repeated(x::Name(0x1193821), x::Name(0x1193821)), // HostTrustAuthorityAttestationInfo: HostTrustAuthorityAttestationInfo
-        x::FieldEntry::repeated(x::Name(0x1198d18), x::Name(0x1198d18)), // HostUnresolvedVmfsExtent: HostUnresolvedVmfsExtent
-        x::FieldEntry::repeated(x::Name(0x119f122), x::Name(0x119f122)), // HostUnresolvedVmfsResolutionResult: HostUnresolvedVmfsResolutionResult
-        x::FieldEntry::repeated(x::Name(0x11a1420), x::Name(0x11a1420)), // HostUnresolvedVmfsResolutionSpec: HostUnresolvedVmfsResolutionSpec
-        x::FieldEntry::repeated(x::Name(0x11a6818), x::Name(0x11a6818)), // HostUnresolvedVmfsVolume: HostUnresolvedVmfsVolume
-        x::FieldEntry::repeated(x::Name(0x11b603e), x::Name(0x11b603e)), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
-        x::FieldEntry::repeated(x::Name(0x11c8d18), x::Name(0x11c8d18)), // HostVMotionCompatibility: HostVMotionCompatibility
-        x::FieldEntry::repeated(x::Name(0x11e3a0e), x::Name(0x11e3a0e)), // HostVirtualNic: HostVirtualNic
-        x::FieldEntry::repeated(x::Name(0x11e4914), x::Name(0x11e4914)), // HostVirtualNicConfig: HostVirtualNicConfig
-        x::FieldEntry::repeated(x::Name(0x11ec825), x::Name(0x11ec825)), // HostVirtualNicManagerNicTypeSelection: HostVirtualNicManagerNicTypeSelection
-        x::FieldEntry::repeated(x::Name(0x11f2111), x::Name(0x11f2111)), // HostVirtualSwitch: HostVirtualSwitch
-        x::FieldEntry::repeated(x::Name(0x11fa117), x::Name(0x11fa117)), // HostVirtualSwitchConfig: HostVirtualSwitchConfig
-        x::FieldEntry::repeated(x::Name(0x11fed1f), x::Name(0x11fed1f)), // HostVmciAccessManagerAccessSpec: HostVmciAccessManagerAccessSpec
-        x::FieldEntry::repeated(x::Name(0x1202714), x::Name(0x1202714)), // HostVmfsRescanResult: HostVmfsRescanResult
-        x::FieldEntry::repeated(x::Name(0x120c020), x::Name(0x120c020)), // HostVsanInternalSystemCmmdsQuery: HostVsanInternalSystemCmmdsQuery
-        x::FieldEntry::repeated(x::Name(0x120e12d), x::Name(0x120e12d)), // HostVsanInternalSystemDeleteVsanObjectsResult: HostVsanInternalSystemDeleteVsanObjectsResult
-        x::FieldEntry::repeated(x::Name(0x1210f2f), x::Name(0x1210f2f)), // HostVsanInternalSystemVsanObjectOperationResult: HostVsanInternalSystemVsanObjectOperationResult
-        x::FieldEntry::repeated(x::Name(0x1213f37), x::Name(0x1213f37)), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
-        x::FieldEntry::repeated(x::Name(0x121770b), x::Name(0x121770b)), // HostVvolNQN: HostVvolNQN
-        x::FieldEntry::repeated(x::Name(0x1219219), x::Name(0x1219219)), // HostVvolVolumeHostVvolNQN: HostVvolVolumeHostVvolNQN
-        x::FieldEntry::repeated(x::Name(0x122811e), x::Name(0x122811e)), // HttpNfcLeaseDatastoreLeaseInfo: HttpNfcLeaseDatastoreLeaseInfo
-        x::FieldEntry::repeated(x::Name(0x122a015), x::Name(0x122a015)), // HttpNfcLeaseDeviceUrl: HttpNfcLeaseDeviceUrl
-        x::FieldEntry::repeated(x::Name(0x122d914), x::Name(0x122d914)), // HttpNfcLeaseHostInfo: HttpNfcLeaseHostInfo
-        x::FieldEntry::repeated(x::Name(0x122ff19), x::Name(0x122ff19)), // HttpNfcLeaseManifestEntry: HttpNfcLeaseManifestEntry
-        x::FieldEntry::repeated(x::Name(0x1235017), x::Name(0x1235017)), // HttpNfcLeaseProbeResult: HttpNfcLeaseProbeResult
-        x::FieldEntry::repeated(x::Name(0x123fc16), x::Name(0x123fc16)), // HttpNfcLeaseSourceFile: HttpNfcLeaseSourceFile
-        x::FieldEntry::repeated(x::Name(0x1243a02), x::Name(0x1243a02)), // ID: ID
-        x::FieldEntry::repeated(x::Name(0x1251025), x::Name(0x1251025)), // ImportOperationBulkFaultFaultOnImport: ImportOperationBulkFaultFaultOnImport
-        x::FieldEntry::repeated(x::Name(0x125360a), x::Name(0x125360a)), // ImportSpec: ImportSpec
-        x::FieldEntry::repeated(x::Name(0x2a94603), x::Name(0x2a94603)), // int: int
-        x::FieldEntry::repeated(x::Name(0x130a311), x::Name(0x130a311)), // IoFilterHostIssue: IoFilterHostIssue
-        x::FieldEntry::repeated(x::Name(0x1314606), x::Name(0x1314606)), // IpPool: IpPool
-        x::FieldEntry::repeated(x::Name(0x1314d11), x::Name(0x1314d11)), // IpPoolAssociation: IpPoolAssociation
-        x::FieldEntry::repeated(x::Name(0x1317619), x::Name(0x1317619)), // IpPoolManagerIpAllocation: IpPoolManagerIpAllocation
-        x::FieldEntry::repeated(x::Name(0x1320815), x::Name(0x1320815)), // IscsiDependencyEntity: IscsiDependencyEntity
-        x::FieldEntry::repeated(x::Name(0x133580d), x::Name(0x133580d)), // IscsiPortInfo: IscsiPortInfo
-        x::FieldEntry::repeated(x::Name(0x133e010), x::Name(0x133e010)), // KernelModuleInfo: KernelModuleInfo
-        x::FieldEntry::repeated(x::Name(0x134090b), x::Name(0x134090b)), // KeyAnyValue: KeyAnyValue
-        x::FieldEntry::repeated(x::Name(0x134dd08), x::Name(0x134dd08)), // KeyValue: KeyValue
-        x::FieldEntry::repeated(x::Name(0x134e60f), x::Name(0x134e60f)), // KmipClusterInfo: KmipClusterInfo
-        x::FieldEntry::repeated(x::Name(0x135980e), x::Name(0x135980e)), // KmipServerInfo: KmipServerInfo
-        x::FieldEntry::repeated(x::Name(0x1377929), x::Name(0x1377929)), // LicenseAssignmentManagerLicenseAssignment: LicenseAssignmentManagerLicenseAssignment
-        x::FieldEntry::repeated(x::Name(0x137a317), x::Name(0x137a317)), // LicenseAvailabilityInfo: LicenseAvailabilityInfo
-        x::FieldEntry::repeated(x::Name(0x1382f12), x::Name(0x1382f12)), // LicenseFeatureInfo: LicenseFeatureInfo
-        x::FieldEntry::repeated(x::Name(0x138cb19), x::Name(0x138cb19)), // LicenseManagerLicenseInfo: LicenseManagerLicenseInfo
-        x::FieldEntry::repeated(x::Name(0x1392c16), x::Name(0x1392c16)), // LicenseReservationInfo: LicenseReservationInfo
-        x::FieldEntry::repeated(x::Name(0x13d2d12), x::Name(0x13d2d12)), // LocalizableMessage: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x13d4021), x::Name(0x13d4021)), // LocalizationManagerMessageCatalog: LocalizationManagerMessageCatalog
-        x::FieldEntry::repeated(x::Name(0x13d6214), x::Name(0x13d6214)), // LocalizedMethodFault: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x2be5304), x::Name(0x2be5304)), // long: long
-        x::FieldEntry::repeated(x::Name(0x13fc613), x::Name(0x13fc613)), // ManagedEntityStatus: ManagedEntityStatus
-        x::FieldEntry::repeated(x::Name(0x13ff016), x::Name(0x13ff016)), // ManagedObjectReference: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x1423e14), x::Name(0x1423e14)), // MethodActionArgument: MethodActionArgument
-        x::FieldEntry::repeated(x::Name(0x1428f0b), x::Name(0x1428f0b)), // MethodFault: MethodFault
-        x::FieldEntry::repeated(x::Name(0x144db0d), x::Name(0x144db0d)), // MissingObject: MissingObject
-        x::FieldEntry::repeated(x::Name(0x145220f), x::Name(0x145220f)), // MissingProperty: MissingProperty
-        x::FieldEntry::repeated(x::Name(0x147aa2d), x::Name(0x147aa2d)), // MultipleCertificatesVerifyFaultThumbprintData: MultipleCertificatesVerifyFaultThumbprintData
-        x::FieldEntry::repeated(x::Name(0x148ed11), x::Name(0x148ed11)), // NasStorageProfile: NasStorageProfile
-        x::FieldEntry::repeated(x::Name(0x149e318), x::Name(0x149e318)), // NetIpConfigInfoIpAddress: NetIpConfigInfoIpAddress
-        x::FieldEntry::repeated(x::Name(0x14a4a1c), x::Name(0x14a4a1c)), // NetIpConfigSpecIpAddressSpec: NetIpConfigSpecIpAddressSpec
-        x::FieldEntry::repeated(x::Name(0x14a981b), x::Name(0x14a981b)), // NetIpRouteConfigInfoIpRoute: NetIpRouteConfigInfoIpRoute
-        x::FieldEntry::repeated(x::Name(0x14ae91f), x::Name(0x14ae91f)), // NetIpRouteConfigSpecIpRouteSpec: NetIpRouteConfigSpecIpRouteSpec
-        x::FieldEntry::repeated(x::Name(0x14b181b), x::Name(0x14b181b)), // NetIpStackInfoDefaultRouter: NetIpStackInfoDefaultRouter
-        x::FieldEntry::repeated(x::Name(0x14b4c18), x::Name(0x14b4c18)), // NetIpStackInfoNetToMedia: NetIpStackInfoNetToMedia
-        x::FieldEntry::repeated(x::Name(0x14b7e17), x::Name(0x14b7e17)), // NetStackInstanceProfile: NetStackInstanceProfile
-        x::FieldEntry::repeated(x::Name(0x14ed21c), x::Name(0x14ed21c)), // NoPermissionEntityPrivileges: NoPermissionEntityPrivileges
-        x::FieldEntry::repeated(x::Name(0x1525f12), x::Name(0x1525f12)), // NsxHostVNicProfile: NsxHostVNicProfile
-        x::FieldEntry::repeated(x::Name(0x153380c), x::Name(0x153380c)), // NumericRange: NumericRange
-        x::FieldEntry::repeated(x::Name(0x153450e), x::Name(0x153450e)), // NvdimmDimmInfo: NvdimmDimmInfo
-        x::FieldEntry::repeated(x::Name(0x153540a), x::Name(0x153540a)), // NvdimmGuid: NvdimmGuid
-        x::FieldEntry::repeated(x::Name(0x1537017), x::Name(0x1537017)), // NvdimmInterleaveSetInfo: NvdimmInterleaveSetInfo
-        x::FieldEntry::repeated(x::Name(0x153d516), x::Name(0x153d516)), // NvdimmNamespaceDetails: NvdimmNamespaceDetails
-        x::FieldEntry::repeated(x::Name(0x1544713), x::Name(0x1544713)), // NvdimmNamespaceInfo: NvdimmNamespaceInfo
-        x::FieldEntry::repeated(x::Name(0x154ce10), x::Name(0x154ce10)), // NvdimmRegionInfo: NvdimmRegionInfo
-        x::FieldEntry::repeated(x::Name(0x1550b0d), x::Name(0x1550b0d)), // ObjectContent: ObjectContent
-        x::FieldEntry::repeated(x::Name(0x155190a), x::Name(0x155190a)), // ObjectSpec: ObjectSpec
-        x::FieldEntry::repeated(x::Name(0x155240c), x::Name(0x155240c)), // ObjectUpdate: ObjectUpdate
-        x::FieldEntry::repeated(x::Name(0x155a117), x::Name(0x155a117)), // OpaqueNetworkTargetInfo: OpaqueNetworkTargetInfo
-        x::FieldEntry::repeated(x::Name(0x1564009), x::Name(0x1564009)), // OptionDef: OptionDef
-        x::FieldEntry::repeated(x::Name(0x1564a0d), x::Name(0x1564a0d)), // OptionProfile: OptionProfile
-        x::FieldEntry::repeated(x::Name(0x156630b), x::Name(0x156630b)), // OptionValue: OptionValue
-        x::FieldEntry::repeated(x::Name(0x157a112), x::Name(0x157a112)), // OvfConsumerOstNode: OvfConsumerOstNode
-        x::FieldEntry::repeated(x::Name(0x157cb15), x::Name(0x157cb15)), // OvfConsumerOvfSection: OvfConsumerOvfSection
-        x::FieldEntry::repeated(x::Name(0x1591b13), x::Name(0x1591b13)), // OvfDatastoreMapping: OvfDatastoreMapping
-        x::FieldEntry::repeated(x::Name(0x1592f13), x::Name(0x1592f13)), // OvfDeploymentOption: OvfDeploymentOption
-        x::FieldEntry::repeated(x::Name(0x15a2307), x::Name(0x15a2307)), // OvfFile: OvfFile
-        x::FieldEntry::repeated(x::Name(0x15a2b0b), x::Name(0x15a2b0b)), // OvfFileItem: OvfFileItem
-        x::FieldEntry::repeated(x::Name(0x15be00e), x::Name(0x15be00e)), // OvfNetworkInfo: OvfNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x15bef11), x::Name(0x15bef11)), // OvfNetworkMapping: OvfNetworkMapping
-        x::FieldEntry::repeated(x::Name(0x15c600d), x::Name(0x15c600d)), // OvfOptionInfo: OvfOptionInfo
-        x::FieldEntry::repeated(x::Name(0x15d5a0e), x::Name(0x15d5a0e)), // OvfResourceMap: OvfResourceMap
-        x::FieldEntry::repeated(x::Name(0x15d6918), x::Name(0x15d6918)), // OvfStorageProfileMapping: OvfStorageProfileMapping
-        x::FieldEntry::repeated(x::Name(0x161660f), x::Name(0x161660f)), // PerfCounterInfo: PerfCounterInfo
-        x::FieldEntry::repeated(x::Name(0x1618714), x::Name(0x1618714)), // PerfEntityMetricBase: PerfEntityMetricBase
-        x::FieldEntry::repeated(x::Name(0x161bb0c), x::Name(0x161bb0c)), // PerfInterval: PerfInterval
-        x::FieldEntry::repeated(x::Name(0x161c80c), x::Name(0x161c80c)), // PerfMetricId: PerfMetricId
-        x::FieldEntry::repeated(x::Name(0x161e910), x::Name(0x161e910)), // PerfMetricSeries: PerfMetricSeries
-        x::FieldEntry::repeated(x::Name(0x161fa13), x::Name(0x161fa13)), // PerfMetricSeriesCSV: PerfMetricSeriesCSV
-        x::FieldEntry::repeated(x::Name(0x162220d), x::Name(0x162220d)), // PerfQuerySpec: PerfQuerySpec
-        x::FieldEntry::repeated(x::Name(0x162300e), x::Name(0x162300e)), // PerfSampleInfo: PerfSampleInfo
-        x::FieldEntry::repeated(x::Name(0x162e825), x::Name(0x162e825)), // PerformanceManagerCounterLevelMapping: PerformanceManagerCounterLevelMapping
-        x::FieldEntry::repeated(x::Name(0x1635a0a), x::Name(0x1635a0a)), // Permission: Permission
-        x::FieldEntry::repeated(x::Name(0x1638a11), x::Name(0x1638a11)), // PermissionProfile: PermissionProfile
-        x::FieldEntry::repeated(x::Name(0x163e40b), x::Name(0x163e40b)), // PhysicalNic: PhysicalNic
-        x::FieldEntry::repeated(x::Name(0x1642211), x::Name(0x1642211)), // PhysicalNicConfig: PhysicalNicConfig
-        x::FieldEntry::repeated(x::Name(0x1644413), x::Name(0x1644413)), // PhysicalNicHintInfo: PhysicalNicHintInfo
-        x::FieldEntry::repeated(x::Name(0x1645811), x::Name(0x1645811)), // PhysicalNicIpHint: PhysicalNicIpHint
-        x::FieldEntry::repeated(x::Name(0x1646a13), x::Name(0x1646a13)), // PhysicalNicLinkInfo: PhysicalNicLinkInfo
-        x::FieldEntry::repeated(x::Name(0x1647e13), x::Name(0x1647e13)), // PhysicalNicNameHint: PhysicalNicNameHint
-        x::FieldEntry::repeated(x::Name(0x1649212), x::Name(0x1649212)), // PhysicalNicProfile: PhysicalNicProfile
-        x::FieldEntry::repeated(x::Name(0x1658c15), x::Name(0x1658c15)), // PlacementAffinityRule: PlacementAffinityRule
-        x::FieldEntry::repeated(x::Name(0x166150d), x::Name(0x166150d)), // PlacementSpec: PlacementSpec
-        x::FieldEntry::repeated(x::Name(0x1665e11), x::Name(0x1665e11)), // PnicUplinkProfile: PnicUplinkProfile
-        x::FieldEntry::repeated(x::Name(0x166700e), x::Name(0x166700e)), // PodDiskLocator: PodDiskLocator
-        x::FieldEntry::repeated(x::Name(0x166ae0c), x::Name(0x166ae0c)), // PolicyOption: PolicyOption
-        x::FieldEntry::repeated(x::Name(0x168a415), x::Name(0x168a415)), // PrivilegeAvailability: PrivilegeAvailability
-        x::FieldEntry::repeated(x::Name(0x168cd14), x::Name(0x168cd14)), // ProductComponentInfo: ProductComponentInfo
-        x::FieldEntry::repeated(x::Name(0x168fd1b), x::Name(0x168fd1b)), // ProfileApplyProfileProperty: ProfileApplyProfileProperty
-        x::FieldEntry::repeated(x::Name(0x169bc24), x::Name(0x169bc24)), // ProfileDeferredPolicyOptionParameter: ProfileDeferredPolicyOptionParameter
-        x::FieldEntry::repeated(x::Name(0x169f419), x::Name(0x169f419)), // ProfileDescriptionSection: ProfileDescriptionSection
-        x::FieldEntry::repeated(x::Name(0x16a4813), x::Name(0x16a4813)), // ProfileExecuteError: ProfileExecuteError
-        x::FieldEntry::repeated(x::Name(0x16a8c11), x::Name(0x16a8c11)), // ProfileExpression: ProfileExpression
-        x::FieldEntry::repeated(x::Name(0x16a9e19), x::Name(0x16a9e19)), // ProfileExpressionMetadata: ProfileExpressionMetadata
-        x::FieldEntry::repeated(x::Name(0x16ab80f), x::Name(0x16ab80f)), // ProfileMetadata: ProfileMetadata
-        x::FieldEntry::repeated(x::Name(0x16ac826), x::Name(0x16ac826)), // ProfileMetadataProfileOperationMessage: ProfileMetadataProfileOperationMessage
-        x::FieldEntry::repeated(x::Name(0x16aef1e), x::Name(0x16aef1e)), // ProfileMetadataProfileSortSpec: ProfileMetadataProfileSortSpec
-        x::FieldEntry::repeated(x::Name(0x16b2718), x::Name(0x16b2718)), // ProfileParameterMetadata: ProfileParameterMetadata
-        x::FieldEntry::repeated(x::Name(0x16b4031), x::Name(0x16b4031)), // ProfileParameterMetadataParameterRelationMetadata: ProfileParameterMetadataParameterRelationMetadata
-        x::FieldEntry::repeated(x::Name(0x16b970d), x::Name(0x16b970d)), // ProfilePolicy: ProfilePolicy
-        x::FieldEntry::repeated(x::Name(0x16ba515), x::Name(0x16ba515)), // ProfilePolicyMetadata: ProfilePolicyMetadata
-        x::FieldEntry::repeated(x::Name(0x16bbb1b), x::Name(0x16bbb1b)), // ProfilePolicyOptionMetadata: ProfilePolicyOptionMetadata
-        x::FieldEntry::repeated(x::Name(0x16bef1f), x::Name(0x16bef1f)), // ProfileProfileStructureProperty: ProfileProfileStructureProperty
-        x::FieldEntry::repeated(x::Name(0x16c0f13), x::Name(0x16c0f13)), // ProfilePropertyPath: ProfilePropertyPath
-        x::FieldEntry::repeated(x::Name(0x16ca020), x::Name(0x16ca020)), // ProfileUpdateFailedUpdateFailure: ProfileUpdateFailedUpdateFailure
-        x::FieldEntry::repeated(x::Name(0x16cd90e), x::Name(0x16cd90e)), // PropertyChange: PropertyChange
-        x::FieldEntry::repeated(x::Name(0x16cf912), x::Name(0x16cf912)), // PropertyFilterSpec: PropertyFilterSpec
-        x::FieldEntry::repeated(x::Name(0x16d0c14), x::Name(0x16d0c14)), // PropertyFilterUpdate: PropertyFilterUpdate
-        x::FieldEntry::repeated(x::Name(0x16d210c), x::Name(0x16d210c)), // PropertySpec: PropertySpec
-        x::FieldEntry::repeated(x::Name(0x185cb08), x::Name(0x185cb08)), // Relation: Relation
-        x::FieldEntry::repeated(x::Name(0x18d631b), x::Name(0x18d631b)), // ReplicationInfoDiskSettings: ReplicationInfoDiskSettings
-        x::FieldEntry::repeated(x::Name(0x191bc12), x::Name(0x191bc12)), // ResourceConfigSpec: ResourceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x198a417), x::Name(0x198a417)), // RetrieveVStorageObjSpec: RetrieveVStorageObjSpec
-        x::FieldEntry::repeated(x::Name(0x19d3c13), x::Name(0x19d3c13)), // ScheduledTaskDetail: ScheduledTaskDetail
-        x::FieldEntry::repeated(x::Name(0x19e5a07), x::Name(0x19e5a07)), // ScsiLun: ScsiLun
-        x::FieldEntry::repeated(x::Name(0x19e7611), x::Name(0x19e7611)), // ScsiLunDescriptor: ScsiLunDescriptor
-        x::FieldEntry::repeated(x::Name(0x19ea112), x::Name(0x19ea112)), // ScsiLunDurableName: ScsiLunDurableName
-        x::FieldEntry::repeated(x::Name(0x19f5e11), x::Name(0x19f5e11)), // SearchIndexFilter: SearchIndexFilter
-        x::FieldEntry::repeated(x::Name(0x19f8918), x::Name(0x19f8918)), // SearchIndexOptionalValue: SearchIndexOptionalValue
-        x::FieldEntry::repeated(x::Name(0x19fa214), x::Name(0x19fa214)), // SearchIndexPredicate: SearchIndexPredicate
-        x::FieldEntry::repeated(x::Name(0x1a03617), x::Name(0x1a03617)), // SearchIndexResourceItem: SearchIndexResourceItem
-        x::FieldEntry::repeated(x::Name(0x1a1430c), x::Name(0x1a1430c)), // SelectionSet: SelectionSet
-        x::FieldEntry::repeated(x::Name(0x1a1500d), x::Name(0x1a1500d)), // SelectionSpec: SelectionSpec
-        x::FieldEntry::repeated(x::Name(0x1a1f41e), x::Name(0x1a1f41e)), // ServiceConsolePortGroupProfile: ServiceConsolePortGroupProfile
-        x::FieldEntry::repeated(x::Name(0x1a2500e), x::Name(0x1a2500e)), // ServiceLocator: ServiceLocator
-        x::FieldEntry::repeated(x::Name(0x1a2b019), x::Name(0x1a2b019)), // ServiceManagerServiceInfo: ServiceManagerServiceInfo
-        x::FieldEntry::repeated(x::Name(0x1a2ca0e), x::Name(0x1a2ca0e)), // ServiceProfile: ServiceProfile
-        x::FieldEntry::repeated(x::Name(0x3226a05), x::Name(0x3226a05)), // short: short
-        x::FieldEntry::repeated(x::Name(0x1a9430f), x::Name(0x1a9430f)), // SoftwarePackage: SoftwarePackage
-        x::FieldEntry::repeated(x::Name(0x1aae012), x::Name(0x1aae012)), // StaticRouteProfile: StaticRouteProfile
-        x::FieldEntry::repeated(x::Name(0x1adc114), x::Name(0x1adc114)), // StorageDrsOptionSpec: StorageDrsOptionSpec
-        x::FieldEntry::repeated(x::Name(0x1add61d), x::Name(0x1add61d)), // StorageDrsPlacementRankVmSpec: StorageDrsPlacementRankVmSpec
-        x::FieldEntry::repeated(x::Name(0x1af0716), x::Name(0x1af0716)), // StorageDrsVmConfigInfo: StorageDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x1af1e16), x::Name(0x1af1e16)), // StorageDrsVmConfigSpec: StorageDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1afe819), x::Name(0x1afe819)), // StoragePerformanceSummary: StoragePerformanceSummary
-        x::FieldEntry::repeated(x::Name(0x1b0a612), x::Name(0x1b0a612)), // StorageRequirement: StorageRequirement
-        x::FieldEntry::repeated(x::Name(0x3344606), x::Name(0x3344606)), // string: string
-        x::FieldEntry::repeated(x::Name(0x1b14918), x::Name(0x1b14918)), // StructuredCustomizations: StructuredCustomizations
-        x::FieldEntry::repeated(x::Name(0x1b1620a), x::Name(0x1b1620a)), // SubnetInfo: SubnetInfo
-        x::FieldEntry::repeated(x::Name(0x1b2510f), x::Name(0x1b2510f)), // SystemEventInfo: SystemEventInfo
-        x::FieldEntry::repeated(x::Name(0x1b2de03), x::Name(0x1b2de03)), // Tag: Tag
-        x::FieldEntry::repeated(x::Name(0x1b2e205), x::Name(0x1b2e205)), // TagId: TagId
-        x::FieldEntry::repeated(x::Name(0x1b2f407), x::Name(0x1b2f407)), // TagSpec: TagSpec
-        x::FieldEntry::repeated(x::Name(0x1b3b008), x::Name(0x1b3b008)), // TaskInfo: TaskInfo
-        x::FieldEntry::repeated(x::Name(0x1b3f00d), x::Name(0x1b3f00d)), // TaskInfoState: TaskInfoState
-        x::FieldEntry::repeated(x::Name(0x1b9090f), x::Name(0x1b9090f)), // TypeDescription: TypeDescription
-        x::FieldEntry::repeated(x::Name(0x1c71e2f), x::Name(0x1c71e2f)), // UpdateVirtualMachineFilesResultFailedVmFileInfo: UpdateVirtualMachineFilesResultFailedVmFileInfo
-        x::FieldEntry::repeated(x::Name(0x34db303), x::Name(0x234aa06)), // uri: anyURI
-        x::FieldEntry::repeated(x::Name(0x1c97417), x::Name(0x1c97417)), // UsbScanCodeSpecKeyEvent: UsbScanCodeSpecKeyEvent
-        x::FieldEntry::repeated(x::Name(0x1c9bc10), x::Name(0x1c9bc10)), // UserGroupProfile: UserGroupProfile
-        x::FieldEntry::repeated(x::Name(0x1ca3e13), x::Name(0x1ca3e13)), // UserPrivilegeResult: UserPrivilegeResult
-        x::FieldEntry::repeated(x::Name(0x1ca520b), x::Name(0x1ca520b)), // UserProfile: UserProfile
-        x::FieldEntry::repeated(x::Name(0x1ca5e10), x::Name(0x1ca5e10)), // UserSearchResult: UserSearchResult
-        x::FieldEntry::repeated(x::Name(0x1ca6f0b), x::Name(0x1ca6f0b)), // UserSession: UserSession
-        x::FieldEntry::repeated(x::Name(0x1cab210), x::Name(0x1cab210)), // VASAStorageArray: VASAStorageArray
-        x::FieldEntry::repeated(x::Name(0x1cb0d20), x::Name(0x1cb0d20)), // VASAStorageArrayDiscoverySvcInfo: VASAStorageArrayDiscoverySvcInfo
-        x::FieldEntry::repeated(x::Name(0x1cb501f), x::Name(0x1cb501f)), // VAppCloneSpecNetworkMappingPair: VAppCloneSpecNetworkMappingPair
-        x::FieldEntry::repeated(x::Name(0x1cb8e18), x::Name(0x1cb8e18)), // VAppCloneSpecResourceMap: VAppCloneSpecResourceMap
-        x::FieldEntry::repeated(x::Name(0x1cbd514), x::Name(0x1cbd514)), // VAppEntityConfigInfo: VAppEntityConfigInfo
-        x::FieldEntry::repeated(x::Name(0x1cc9112), x::Name(0x1cc9112)), // VAppOvfSectionInfo: VAppOvfSectionInfo
-        x::FieldEntry::repeated(x::Name(0x1cca412), x::Name(0x1cca412)), // VAppOvfSectionSpec: VAppOvfSectionSpec
-        x::FieldEntry::repeated(x::Name(0x1ccb70f), x::Name(0x1ccb70f)), // VAppProductInfo: VAppProductInfo
-        x::FieldEntry::repeated(x::Name(0x1ccc70f), x::Name(0x1ccc70f)), // VAppProductSpec: VAppProductSpec
-        x::FieldEntry::repeated(x::Name(0x1cce910), x::Name(0x1cce910)), // VAppPropertyInfo: VAppPropertyInfo
-        x::FieldEntry::repeated(x::Name(0x1ccfa10), x::Name(0x1ccfa10)), // VAppPropertySpec: VAppPropertySpec
-        x::FieldEntry::repeated(x::Name(0x1d02c18), x::Name(0x1d02c18)), // VMwareDVSPvlanConfigSpec: VMwareDVSPvlanConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1d04516), x::Name(0x1d04516)), // VMwareDVSPvlanMapEntry: VMwareDVSPvlanMapEntry
-        x::FieldEntry::repeated(x::Name(0x1d11618), x::Name(0x1d11618)), // VMwareDVSVspanConfigSpec: VMwareDVSVspanConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1d1c818), x::Name(0x1d1c818)), // VMwareDvsLacpGroupConfig: VMwareDvsLacpGroupConfig
-        x::FieldEntry::repeated(x::Name(0x1d1e116), x::Name(0x1d1e116)), // VMwareDvsLacpGroupSpec: VMwareDvsLacpGroupSpec
-        x::FieldEntry::repeated(x::Name(0x1d34b12), x::Name(0x1d34b12)), // VMwareVspanSession: VMwareVspanSession
-        x::FieldEntry::repeated(x::Name(0x1d3c81a), x::Name(0x1d3c81a)), // VStorageObjectAssociations: VStorageObjectAssociations
-        x::FieldEntry::repeated(x::Name(0x1d3e32c), x::Name(0x1d3e32c)), // VStorageObjectAssociationsVmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
-        x::FieldEntry::repeated(x::Name(0x1d5662c), x::Name(0x1d5662c)), // VStorageObjectReconcileResultInvalidDiskPath: VStorageObjectReconcileResultInvalidDiskPath
-        x::FieldEntry::repeated(x::Name(0x1d5932c), x::Name(0x1d5932c)), // VStorageObjectReconcileResultReconcileDetail: VStorageObjectReconcileResultReconcileDetail
-        x::FieldEntry::repeated(x::Name(0x1d62c30), x::Name(0x1d62c30)), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: VStorageObjectSnapshotInfoVStorageObjectSnapshot
-        x::FieldEntry::repeated(x::Name(0x1d67a0a), x::Name(0x1d67a0a)), // VVolHostPE: VVolHostPE
-        x::FieldEntry::repeated(x::Name(0x1d6a232), x::Name(0x1d6a232)), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
-        x::FieldEntry::repeated(x::Name(0x1d8fd13), x::Name(0x1d8fd13)), // VchaNodeRuntimeInfo: VchaNodeRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x1d96113), x::Name(0x1d96113)), // VimVasaProviderInfo: VimVasaProviderInfo
-        x::FieldEntry::repeated(x::Name(0x1d9751c), x::Name(0x1d9751c)), // VimVasaProviderStatePerArray: VimVasaProviderStatePerArray
-        x::FieldEntry::repeated(x::Name(0x1da0512), x::Name(0x1da0512)), // VirtualAppLinkInfo: VirtualAppLinkInfo
-        x::FieldEntry::repeated(x::Name(0x1dc1a0d), x::Name(0x1dc1a0d)), // VirtualDevice: VirtualDevice
-        x::FieldEntry::repeated(x::Name(0x1dc411a), x::Name(0x1dc411a)), // VirtualDeviceBackingOption: VirtualDeviceBackingOption
-        x::FieldEntry::repeated(x::Name(0x1dc9017), x::Name(0x1dc9017)), // VirtualDeviceConfigSpec: VirtualDeviceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1de6313), x::Name(0x1de6313)), // VirtualDeviceOption: VirtualDeviceOption
-        x::FieldEntry::repeated(x::Name(0x1df7c0b), x::Name(0x1df7c0b)), // VirtualDisk: VirtualDisk
-        x::FieldEntry::repeated(x::Name(0x1e05424), x::Name(0x1e05424)), // VirtualDiskDeltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
-        x::FieldEntry::repeated(x::Name(0x1e1190d), x::Name(0x1e1190d)), // VirtualDiskId: VirtualDiskId
-        x::FieldEntry::repeated(x::Name(0x1e2c613), x::Name(0x1e2c613)), // VirtualDiskRuleSpec: VirtualDiskRuleSpec
-        x::FieldEntry::repeated(x::Name(0x1e9ba27), x::Name(0x1e9ba27)), // VirtualMachineBaseIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::repeated(x::Name(0x1ea2927), x::Name(0x1ea2927)), // VirtualMachineBootOptionsBootableDevice: VirtualMachineBootOptionsBootableDevice
-        x::FieldEntry::repeated(x::Name(0x1eb2517), x::Name(0x1eb2517)), // VirtualMachineCdromInfo: VirtualMachineCdromInfo
-        x::FieldEntry::repeated(x::Name(0x1eb3d1c), x::Name(0x1eb3d1c)), // VirtualMachineCertThumbprint: VirtualMachineCertThumbprint
-        x::FieldEntry::repeated(x::Name(0x1ebdf28), x::Name(0x1ebdf28)), // VirtualMachineConfigInfoDatastoreUrlPair: VirtualMachineConfigInfoDatastoreUrlPair
-        x::FieldEntry::repeated(x::Name(0x1ec9624), x::Name(0x1ec9624)), // VirtualMachineConfigOptionDescriptor: VirtualMachineConfigOptionDescriptor
-        x::FieldEntry::repeated(x::Name(0x1ecbb18), x::Name(0x1ecbb18)), // VirtualMachineConfigSpec: VirtualMachineConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1ed6918), x::Name(0x1ed6918)), // VirtualMachineConnection: VirtualMachineConnection
-        x::FieldEntry::repeated(x::Name(0x1ede61b), x::Name(0x1ede61b)), // VirtualMachineCpuIdInfoSpec: VirtualMachineCpuIdInfoSpec
-        x::FieldEntry::repeated(x::Name(0x1ee1c1b), x::Name(0x1ee1c1b)), // VirtualMachineDatastoreInfo: VirtualMachineDatastoreInfo
-        x::FieldEntry::repeated(x::Name(0x1ee3823), x::Name(0x1ee3823)), // VirtualMachineDatastoreVolumeOption: VirtualMachineDatastoreVolumeOption
-        x::FieldEntry::repeated(x::Name(0x1eebf1f), x::Name(0x1eebf1f)), // VirtualMachineDeviceRuntimeInfo: VirtualMachineDeviceRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x1f02e1d), x::Name(0x1f02e1d)), // VirtualMachineDisplayTopology: VirtualMachineDisplayTopology
-        x::FieldEntry::repeated(x::Name(0x1f04c1a), x::Name(0x1f04c1a)), // VirtualMachineDvxClassInfo: VirtualMachineDvxClassInfo
-        x::FieldEntry::repeated(x::Name(0x1f06724), x::Name(0x1f06724)), // VirtualMachineDynamicPassthroughInfo: VirtualMachineDynamicPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x1f11720), x::Name(0x1f11720)), // VirtualMachineFeatureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::repeated(x::Name(0x1f16822), x::Name(0x1f16822)), // VirtualMachineFileLayoutDiskLayout: VirtualMachineFileLayoutDiskLayout
-        x::FieldEntry::repeated(x::Name(0x1f1a624), x::Name(0x1f1a624)), // VirtualMachineFileLayoutExDiskLayout: VirtualMachineFileLayoutExDiskLayout
-        x::FieldEntry::repeated(x::Name(0x1f1cb22), x::Name(0x1f1cb22)), // VirtualMachineFileLayoutExDiskUnit: VirtualMachineFileLayoutExDiskUnit
-        x::FieldEntry::repeated(x::Name(0x1f1ee22), x::Name(0x1f1ee22)), // VirtualMachineFileLayoutExFileInfo: VirtualMachineFileLayoutExFileInfo
-        x::FieldEntry::repeated(x::Name(0x1f23428), x::Name(0x1f23428)), // VirtualMachineFileLayoutExSnapshotLayout: VirtualMachineFileLayoutExSnapshotLayout
-        x::FieldEntry::repeated(x::Name(0x1f25d26), x::Name(0x1f25d26)), // VirtualMachineFileLayoutSnapshotLayout: VirtualMachineFileLayoutSnapshotLayout
-        x::FieldEntry::repeated(x::Name(0x1f30a18), x::Name(0x1f30a18)), // VirtualMachineFloppyInfo: VirtualMachineFloppyInfo
-        x::FieldEntry::repeated(x::Name(0x1f4941f), x::Name(0x1f4941f)), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineIdeDiskDeviceInfo
-        x::FieldEntry::repeated(x::Name(0x1f4b428), x::Name(0x1f4b428)), // VirtualMachineIdeDiskDevicePartitionInfo: VirtualMachineIdeDiskDevicePartitionInfo
-        x::FieldEntry::repeated(x::Name(0x1f53925), x::Name(0x1f53925)), // VirtualMachineLegacyNetworkSwitchInfo: VirtualMachineLegacyNetworkSwitchInfo
-        x::FieldEntry::repeated(x::Name(0x1f5cc15), x::Name(0x1f5cc15)), // VirtualMachineMessage: VirtualMachineMessage
-        x::FieldEntry::repeated(x::Name(0x1f60a2c), x::Name(0x1f60a2c)), // VirtualMachineMetadataManagerVmMetadataInput: VirtualMachineMetadataManagerVmMetadataInput
-        x::FieldEntry::repeated(x::Name(0x1f6c02d), x::Name(0x1f6c02d)), // VirtualMachineMetadataManagerVmMetadataResult: VirtualMachineMetadataManagerVmMetadataResult
-        x::FieldEntry::repeated(x::Name(0x1f75f19), x::Name(0x1f75f19)), // VirtualMachineNetworkInfo: VirtualMachineNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x1f7991a), x::Name(0x1f7991a)), // VirtualMachineParallelInfo: VirtualMachineParallelInfo
-        x::FieldEntry::repeated(x::Name(0x1f7b420), x::Name(0x1f7b420)), // VirtualMachinePciPassthroughInfo: VirtualMachinePciPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x1f7d529), x::Name(0x1f7d529)), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachinePciSharedGpuPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x1f85120), x::Name(0x1f85120)), // VirtualMachinePrecisionClockInfo: VirtualMachinePrecisionClockInfo
-        x::FieldEntry::repeated(x::Name(0x1f88f2e), x::Name(0x1f88f2e)), // VirtualMachineProfileDetailsDiskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
-        x::FieldEntry::repeated(x::Name(0x1f8db19), x::Name(0x1f8db19)), // VirtualMachineProfileSpec: VirtualMachineProfileSpec
-        x::FieldEntry::repeated(x::Name(0x1f8f51e), x::Name(0x1f8f51e)), // VirtualMachinePropertyRelation: VirtualMachinePropertyRelation
-        x::FieldEntry::repeated(x::Name(0x1f94827), x::Name(0x1f94827)), // VirtualMachineQuickStatsMemoryTierStats: VirtualMachineQuickStatsMemoryTierStats
-        x::FieldEntry::repeated(x::Name(0x1f9d125), x::Name(0x1f9d125)), // VirtualMachineRelocateSpecDiskLocator: VirtualMachineRelocateSpecDiskLocator
-        x::FieldEntry::repeated(x::Name(0x1fa9320), x::Name(0x1fa9320)), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineScsiDiskDeviceInfo
-        x::FieldEntry::repeated(x::Name(0x1fab421), x::Name(0x1fab421)), // VirtualMachineScsiPassthroughInfo: VirtualMachineScsiPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x1faf818), x::Name(0x1faf818)), // VirtualMachineSerialInfo: VirtualMachineSerialInfo
-        x::FieldEntry::repeated(x::Name(0x1fb7c1a), x::Name(0x1fb7c1a)), // VirtualMachineSnapshotTree: VirtualMachineSnapshotTree
-        x::FieldEntry::repeated(x::Name(0x1fb9717), x::Name(0x1fb9717)), // VirtualMachineSoundInfo: VirtualMachineSoundInfo
-        x::FieldEntry::repeated(x::Name(0x1fbd117), x::Name(0x1fbd117)), // VirtualMachineSriovInfo: VirtualMachineSriovInfo
-        x::FieldEntry::repeated(x::Name(0x1fc6915), x::Name(0x1fc6915)), // VirtualMachineSummary: VirtualMachineSummary
-        x::FieldEntry::repeated(x::Name(0x1fd6a1e), x::Name(0x1fd6a1e)), // VirtualMachineUsageOnDatastore: VirtualMachineUsageOnDatastore
-        x::FieldEntry::repeated(x::Name(0x1fd8915), x::Name(0x1fd8915)), // VirtualMachineUsbInfo: VirtualMachineUsbInfo
-        x::FieldEntry::repeated(x::Name(0x1fdd61e), x::Name(0x1fdd61e)), // VirtualMachineVFlashModuleInfo: VirtualMachineVFlashModuleInfo
-        x::FieldEntry::repeated(x::Name(0x1fe7222), x::Name(0x1fe7222)), // VirtualMachineVMCIDeviceFilterSpec: VirtualMachineVMCIDeviceFilterSpec
-        x::FieldEntry::repeated(x::Name(0x1ff1921), x::Name(0x1ff1921)), // VirtualMachineVMotionStunTimeInfo: VirtualMachineVMotionStunTimeInfo
-        x::FieldEntry::repeated(x::Name(0x1ff3b18), x::Name(0x1ff3b18)), // VirtualMachineVcpuConfig: VirtualMachineVcpuConfig
-        x::FieldEntry::repeated(x::Name(0x1ff5423), x::Name(0x1ff5423)), // VirtualMachineVendorDeviceGroupInfo: VirtualMachineVendorDeviceGroupInfo
-        x::FieldEntry::repeated(x::Name(0x1ff7836), x::Name(0x1ff7836)), // VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo: VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo
-        x::FieldEntry::repeated(x::Name(0x1fff31c), x::Name(0x1fff31c)), // VirtualMachineVgpuDeviceInfo: VirtualMachineVgpuDeviceInfo
-        x::FieldEntry::repeated(x::Name(0x200101d), x::Name(0x200101d)), // VirtualMachineVgpuProfileInfo: VirtualMachineVgpuProfileInfo
-        x::FieldEntry::repeated(x::Name(0x200e32c), x::Name(0x200e32c)), // VirtualMachineVirtualDeviceGroupsDeviceGroup: VirtualMachineVirtualDeviceGroupsDeviceGroup
-        x::FieldEntry::repeated(x::Name(0x203641a), x::Name(0x203641a)), // VirtualNicManagerNetConfig: VirtualNicManagerNetConfig
-        x::FieldEntry::repeated(x::Name(0x203c522), x::Name(0x203c522)), // VirtualPCIPassthroughAllowedDevice: VirtualPCIPassthroughAllowedDevice
-        x::FieldEntry::repeated(x::Name(0x208b612), x::Name(0x208b612)), // VirtualSCSISharing: VirtualSCSISharing
-        x::FieldEntry::repeated(x::Name(0x20bc914), x::Name(0x20bc914)), // VirtualSwitchProfile: VirtualSwitchProfile
-        x::FieldEntry::repeated(x::Name(0x212f50f), x::Name(0x212f50f)), // VmEventArgument: VmEventArgument
-        x::FieldEntry::repeated(x::Name(0x2188611), x::Name(0x2188611)), // VmPlacementPolicy: VmPlacementPolicy
-        x::FieldEntry::repeated(x::Name(0x218f017), x::Name(0x218f017)), // VmPodConfigForPlacement: VmPodConfigForPlacement
-        x::FieldEntry::repeated(x::Name(0x2190812), x::Name(0x2190812)), // VmPortGroupProfile: VmPortGroupProfile
-        x::FieldEntry::repeated(x::Name(0x21eed10), x::Name(0x21eed10)), // VmfsConfigOption: VmfsConfigOption
-        x::FieldEntry::repeated(x::Name(0x21faf13), x::Name(0x21faf13)), // VmfsDatastoreOption: VmfsDatastoreOption
-        x::FieldEntry::repeated(x::Name(0x2220710), x::Name(0x2220710)), // VnicPortArgument: VnicPortArgument
-        x::FieldEntry::repeated(x::Name(0x2235812), x::Name(0x2235812)), // VsanHostConfigInfo: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x223a727), x::Name(0x223a727)), // VsanHostConfigInfoNetworkInfoPortConfig: VsanHostConfigInfoNetworkInfoPortConfig
-        x::FieldEntry::repeated(x::Name(0x2242b13), x::Name(0x2242b13)), // VsanHostDiskMapInfo: VsanHostDiskMapInfo
-        x::FieldEntry::repeated(x::Name(0x2243f15), x::Name(0x2243f15)), // VsanHostDiskMapResult: VsanHostDiskMapResult
-        x::FieldEntry::repeated(x::Name(0x2245513), x::Name(0x2245513)), // VsanHostDiskMapping: VsanHostDiskMapping
-        x::FieldEntry::repeated(x::Name(0x2246912), x::Name(0x2246912)), // VsanHostDiskResult: VsanHostDiskResult
-        x::FieldEntry::repeated(x::Name(0x224d116), x::Name(0x224d116)), // VsanHostMembershipInfo: VsanHostMembershipInfo
-        x::FieldEntry::repeated(x::Name(0x2250e1c), x::Name(0x2250e1c)), // VsanHostRuntimeInfoDiskIssue: VsanHostRuntimeInfoDiskIssue
-        x::FieldEntry::repeated(x::Name(0x2255c12), x::Name(0x2255c12)), // VsanNewPolicyBatch: VsanNewPolicyBatch
-        x::FieldEntry::repeated(x::Name(0x2256f15), x::Name(0x2256f15)), // VsanPolicyChangeBatch: VsanPolicyChangeBatch
-        x::FieldEntry::repeated(x::Name(0x2259418), x::Name(0x2259418)), // VsanPolicySatisfiability: VsanPolicySatisfiability
-        x::FieldEntry::repeated(x::Name(0x2264f25), x::Name(0x2264f25)), // VsanUpgradeSystemNetworkPartitionInfo: VsanUpgradeSystemNetworkPartitionInfo
-        x::FieldEntry::repeated(x::Name(0x226c824), x::Name(0x226c824)), // VsanUpgradeSystemPreflightCheckIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::FieldEntry::repeated(x::Name(0x2279723), x::Name(0x2279723)), // VsanUpgradeSystemUpgradeHistoryItem: VsanUpgradeSystemUpgradeHistoryItem
-        x::FieldEntry::repeated(x::Name(0x229050c), x::Name(0x229050c)), // VslmTagEntry: VslmTagEntry
-        x::FieldEntry::repeated(x::Name(0x369521e), x::Name(0x369521e)), // vslmInfrastructureObjectPolicy: vslmInfrastructureObjectPolicy
-        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x579f14)), // operation: ArrayUpdateOperation
-        x::FieldEntry::optional(x::Name(0x30da109), x::Name(0x234a207)), // removeKey: anyType
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
-        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x3344606)), // group: string
+        x::FieldEntry::repeated(x::Name(0x2c19604), x::Name(0xeacc0f)), // mask: HostFeatureMask
+        x::FieldEntry::optional(x::Name(0x24d420d), x::Name(0x2405e07)), // completeMasks: boolean
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x3501409), x::Name(0x169bc24)), // userInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::required(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
+        x::FieldEntry::required(x::Name(0x24d500c), x::Name(0x2607608)), // completeTime: dateTime
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d6214)), // errors: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33ec713), x::Name(0x3344606)), // taskListRequirement: string
+        x::FieldEntry::repeated(x::Name(0x33e9e0f), x::Name(0x13d2d12)), // taskDescription: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x307a80f), x::Name(0x2405e07)), // rebootStateless: boolean
+        x::FieldEntry::optional(x::Name(0x3075a0a), x::Name(0x2405e07)), // rebootHost: boolean
+        x::FieldEntry::optional(x::Name(0x286d009), x::Name(0x13d6214)), // faultData: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2f8dd06), x::Name(0x16b970d)), // policy: ProfilePolicy
+        x::FieldEntry::optional(x::Name(0x301660f), x::Name(0x3344606)), // profileTypeName: string
+        x::FieldEntry::optional(x::Name(0x301830e), x::Name(0x3344606)), // profileVersion: string
+        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x168fd1b)), // property: ProfileApplyProfileProperty
+        x::FieldEntry::optional(x::Name(0x287ab08), x::Name(0x2405e07)), // favorite: boolean
+        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0x2405e07)), // toBeMerged: boolean
+        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0x2405e07)), // toReplaceWith: boolean
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0x2405e07)), // toBeDeleted: boolean
+        x::FieldEntry::optional(x::Name(0x2546f10), x::Name(0x2405e07)), // copyEnableStatus: boolean
+        x::FieldEntry::optional(x::Name(0x29b0306), x::Name(0x2405e07)), // hidden: boolean
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x1243a02)), // diskId: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
-        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::repeated(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
-        x::FieldEntry::required(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3638308), x::Name(0x3344606)), // vmfsPath: string
-        x::FieldEntry::required(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::optional(x::Name(0x22de70f), x::Name(0x28116)), // activeDirectory: ActiveDirectoryProfile
-        x::FieldEntry::repeated(x::Name(0x2392d0c), x::Name(0x59041f)), // authenticate: AuthenticationRequiredChallenge
-        x::FieldEntry::required(x::Name(0x31a2806), x::Name(0x3344606)), // scheme: string
-        x::FieldEntry::optional(x::Name(0x3073b05), x::Name(0x3344606)), // realm: string
-        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x3344606)), // error: string
-        x::FieldEntry::optional(x::Name(0x2802310), x::Name(0x3344606)), // errorDescription: string
-        x::FieldEntry::optional(x::Name(0x2eded03), x::Name(0x3344606)), // ovl: string
-        x::FieldEntry::optional(x::Name(0x2e6da0d), x::Name(0x3344606)), // oidcConfigUrl: string
-        x::FieldEntry::repeated(x::Name(0x2ffb109), x::Name(0xbdad12)), // privilege: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x2ffbb0e), x::Name(0xbdad12)), // privilegeGroup: ElementDescription
-        x::FieldEntry::required(x::Name(0x2ff8906), x::Name(0x3344606)), // privId: string
-        x::FieldEntry::required(x::Name(0x2e7ad08), x::Name(0x2405e07)), // onParent: boolean
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2ff740d), x::Name(0x3344606)), // privGroupName: string
-        x::FieldEntry::required(x::Name(0x3168206), x::Name(0x2a94603)), // roleId: int
-        x::FieldEntry::required(x::Name(0x33bf506), x::Name(0x2405e07)), // system: boolean
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x9cd80b)), // info: Description
-        x::FieldEntry::repeated(x::Name(0x2ffb109), x::Name(0x3344606)), // privilege: string
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x32ed30a), x::Name(0x2a94603)), // startDelay: int
-        x::FieldEntry::optional(x::Name(0x331d909), x::Name(0x2a94603)), // stopDelay: int
-        x::FieldEntry::optional(x::Name(0x36b4f10), x::Name(0x2405e07)), // waitForHeartbeat: boolean
-        x::FieldEntry::optional(x::Name(0x331ce0a), x::Name(0x3344606)), // stopAction: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32f2a0a), x::Name(0x2a94603)), // startOrder: int
-        x::FieldEntry::required(x::Name(0x32ed30a), x::Name(0x2a94603)), // startDelay: int
-        x::FieldEntry::required(x::Name(0x36b4f10), x::Name(0x5a161d)), // waitForHeartbeat: AutoStartWaitHeartbeatSetting
-        x::FieldEntry::required(x::Name(0x32e950b), x::Name(0x3344606)), // startAction: string
-        x::FieldEntry::required(x::Name(0x331d909), x::Name(0x2a94603)), // stopDelay: int
-        x::FieldEntry::required(x::Name(0x331ce0a), x::Name(0x3344606)), // stopAction: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x5d30b), x::Name(0x5d30b)), // AlarmAction: AlarmAction
+        x::FieldEntry::repeated(x::Name(0x67b0f), x::Name(0x67b0f)), // AlarmExpression: AlarmExpression
+        x::FieldEntry::repeated(x::Name(0x7850a), x::Name(0x7850a)), // AlarmState: AlarmState
+        x::FieldEntry::repeated(x::Name(0x7be23), x::Name(0x7be23)), // AlarmTriggeringActionTransitionSpec: AlarmTriggeringActionTransitionSpec
+        x::FieldEntry::repeated(x::Name(0x94615), x::Name(0x94615)), // AnswerFileStatusError: AnswerFileStatusError
+        x::FieldEntry::repeated(x::Name(0x95c16), x::Name(0x95c16)), // AnswerFileStatusResult: AnswerFileStatusResult
+        x::FieldEntry::repeated(x::Name(0x98a17), x::Name(0x98a17)), // AnswerFileUpdateFailure: AnswerFileUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x234a207), x::Name(0x234a207)), // anyType: anyType
+        x::FieldEntry::repeated(x::Name(0x234aa06), x::Name(0x234aa06)), // anyURI: anyURI
+        x::FieldEntry::repeated(x::Name(0xa6723), x::Name(0xa6723)), // ApplyHostProfileConfigurationResult: ApplyHostProfileConfigurationResult
+        x::FieldEntry::repeated(x::Name(0xab521), x::Name(0xab521)), // ApplyHostProfileConfigurationSpec: ApplyHostProfileConfigurationSpec
+        x::FieldEntry::repeated(x::Name(0xad70c), x::Name(0xad70c)), // ApplyProfile: ApplyProfile
+        x::FieldEntry::repeated(x::Name(0x59041f), x::Name(0x59041f)), // AuthenticationRequiredChallenge: AuthenticationRequiredChallenge
+        x::FieldEntry::repeated(x::Name(0x597016), x::Name(0x597016)), // AuthorizationPrivilege: AuthorizationPrivilege
+        x::FieldEntry::repeated(x::Name(0x598711), x::Name(0x598711)), // AuthorizationRole: AuthorizationRole
+        x::FieldEntry::repeated(x::Name(0x59ca12), x::Name(0x59ca12)), // AutoStartPowerInfo: AutoStartPowerInfo
+        x::FieldEntry::repeated(x::Name(0x23e790c), x::Name(0x23e790c)), // base64Binary: base64Binary
+        x::FieldEntry::repeated(x::Name(0x2405e07), x::Name(0x2405e07)), // boolean: boolean
+        x::FieldEntry::repeated(x::Name(0x2420604), x::Name(0x2420604)), // byte: byte
+        x::FieldEntry::repeated(x::Name(0x635318), x::Name(0x635318)), // ChangesInfoEventArgument: ChangesInfoEventArgument
+        x::FieldEntry::repeated(x::Name(0x653d0b), x::Name(0x653d0b)), // CheckResult: CheckResult
+        x::FieldEntry::repeated(x::Name(0x66cb0d), x::Name(0x66cb0d)), // ClusterAction: ClusterAction
+        x::FieldEntry::repeated(x::Name(0x66d914), x::Name(0x66d914)), // ClusterActionHistory: ClusterActionHistory
+        x::FieldEntry::repeated(x::Name(0x672216), x::Name(0x672216)), // ClusterAttemptedVmInfo: ClusterAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x681520), x::Name(0x681520)), // ClusterComputeResourceDVSSetting: ClusterComputeResourceDVSSetting
+        x::FieldEntry::repeated(x::Name(0x68363b), x::Name(0x68363b)), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::FieldEntry::repeated(x::Name(0x687220), x::Name(0x687220)), // ClusterComputeResourceDvsProfile: ClusterComputeResourceDvsProfile
+        x::FieldEntry::repeated(x::Name(0x68933f), x::Name(0x68933f)), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::FieldEntry::repeated(x::Name(0x69422c), x::Name(0x69422c)), // ClusterComputeResourceHostConfigurationInput: ClusterComputeResourceHostConfigurationInput
+        x::FieldEntry::repeated(x::Name(0x69d028), x::Name(0x69d028)), // ClusterComputeResourceHostEvacuationInfo: ClusterComputeResourceHostEvacuationInfo
+        x::FieldEntry::repeated(x::Name(0x69f924), x::Name(0x69f924)), // ClusterComputeResourceHostVmkNicInfo: ClusterComputeResourceHostVmkNicInfo
+        x::FieldEntry::repeated(x::Name(0x6a822a), x::Name(0x6a822a)), // ClusterComputeResourceValidationResultBase: ClusterComputeResourceValidationResultBase
+        x::FieldEntry::repeated(x::Name(0x6ad31e), x::Name(0x6ad31e)), // ClusterComputeResourceVcsSlots: ClusterComputeResourceVcsSlots
+        x::FieldEntry::repeated(x::Name(0x6ba216), x::Name(0x6ba216)), // ClusterDasAamNodeState: ClusterDasAamNodeState
+        x::FieldEntry::repeated(x::Name(0x6d3b33), x::Name(0x6d3b33)), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::FieldEntry::repeated(x::Name(0x6da231), x::Name(0x6da231)), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::FieldEntry::repeated(x::Name(0x6e3a16), x::Name(0x6e3a16)), // ClusterDasVmConfigInfo: ClusterDasVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x6e5116), x::Name(0x6e5116)), // ClusterDasVmConfigSpec: ClusterDasVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x6ec71a), x::Name(0x6ec71a)), // ClusterDatastoreUpdateSpec: ClusterDatastoreUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x6f2718), x::Name(0x6f2718)), // ClusterDpmHostConfigInfo: ClusterDpmHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x6f4018), x::Name(0x6f4018)), // ClusterDpmHostConfigSpec: ClusterDpmHostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x6f6e10), x::Name(0x6f6e10)), // ClusterDrsFaults: ClusterDrsFaults
+        x::FieldEntry::repeated(x::Name(0x6fa31a), x::Name(0x6fa31a)), // ClusterDrsFaultsFaultsByVm: ClusterDrsFaultsFaultsByVm
+        x::FieldEntry::repeated(x::Name(0x6fbe13), x::Name(0x6fbe13)), // ClusterDrsMigration: ClusterDrsMigration
+        x::FieldEntry::repeated(x::Name(0x6fd218), x::Name(0x6fd218)), // ClusterDrsRecommendation: ClusterDrsRecommendation
+        x::FieldEntry::repeated(x::Name(0x6feb16), x::Name(0x6feb16)), // ClusterDrsVmConfigInfo: ClusterDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x700216), x::Name(0x700216)), // ClusterDrsVmConfigSpec: ClusterDrsVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x70191c), x::Name(0x70191c)), // ClusterEVCManagerCheckResult: ClusterEVCManagerCheckResult
+        x::FieldEntry::repeated(x::Name(0x70ca31), x::Name(0x70ca31)), // ClusterFailoverHostAdmissionControlInfoHostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
+        x::FieldEntry::repeated(x::Name(0x720910), x::Name(0x720910)), // ClusterGroupInfo: ClusterGroupInfo
+        x::FieldEntry::repeated(x::Name(0x721a10), x::Name(0x721a10)), // ClusterGroupSpec: ClusterGroupSpec
+        x::FieldEntry::repeated(x::Name(0x72a619), x::Name(0x72a619)), // ClusterHostRecommendation: ClusterHostRecommendation
+        x::FieldEntry::repeated(x::Name(0x735613), x::Name(0x735613)), // ClusterIoFilterInfo: ClusterIoFilterInfo
+        x::FieldEntry::repeated(x::Name(0x739a19), x::Name(0x739a19)), // ClusterNotAttemptedVmInfo: ClusterNotAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x751915), x::Name(0x751915)), // ClusterRecommendation: ClusterRecommendation
+        x::FieldEntry::repeated(x::Name(0x75640f), x::Name(0x75640f)), // ClusterRuleInfo: ClusterRuleInfo
+        x::FieldEntry::repeated(x::Name(0x75740f), x::Name(0x75740f)), // ClusterRuleSpec: ClusterRuleSpec
+        x::FieldEntry::repeated(x::Name(0x760f1c), x::Name(0x760f1c)), // ClusterTagCategoryUpdateSpec: ClusterTagCategoryUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x76fb1a), x::Name(0x76fb1a)), // ClusterVmOrchestrationInfo: ClusterVmOrchestrationInfo
+        x::FieldEntry::repeated(x::Name(0x77161a), x::Name(0x77161a)), // ClusterVmOrchestrationSpec: ClusterVmOrchestrationSpec
+        x::FieldEntry::repeated(x::Name(0x77af11), x::Name(0x77af11)), // ComplianceFailure: ComplianceFailure
+        x::FieldEntry::repeated(x::Name(0x77c128), x::Name(0x77c128)), // ComplianceFailureComplianceFailureValues: ComplianceFailureComplianceFailureValues
+        x::FieldEntry::repeated(x::Name(0x77ea11), x::Name(0x77ea11)), // ComplianceLocator: ComplianceLocator
+        x::FieldEntry::repeated(x::Name(0x780e10), x::Name(0x780e10)), // ComplianceResult: ComplianceResult
+        x::FieldEntry::repeated(x::Name(0x792622), x::Name(0x792622)), // ComputeResourceHostSPBMLicenseInfo: ComputeResourceHostSPBMLicenseInfo
+        x::FieldEntry::repeated(x::Name(0x7b8c1e), x::Name(0x7b8c1e)), // ConflictingConfigurationConfig: ConflictingConfigurationConfig
+        x::FieldEntry::repeated(x::Name(0x83cb0b), x::Name(0x83cb0b)), // CryptoKeyId: CryptoKeyId
+        x::FieldEntry::repeated(x::Name(0x83d70e), x::Name(0x83d70e)), // CryptoKeyPlain: CryptoKeyPlain
+        x::FieldEntry::repeated(x::Name(0x83e60f), x::Name(0x83e60f)), // CryptoKeyResult: CryptoKeyResult
+        x::FieldEntry::repeated(x::Name(0x84601a), x::Name(0x84601a)), // CryptoManagerHostKeyStatus: CryptoManagerHostKeyStatus
+        x::FieldEntry::repeated(x::Name(0x84e11e), x::Name(0x84e11e)), // CryptoManagerKmipClusterStatus: CryptoManagerKmipClusterStatus
+        x::FieldEntry::repeated(x::Name(0x850020), x::Name(0x850020)), // CryptoManagerKmipCryptoKeyStatus: CryptoManagerKmipCryptoKeyStatus
+        x::FieldEntry::repeated(x::Name(0x86591d), x::Name(0x86591d)), // CryptoManagerKmipServerStatus: CryptoManagerKmipServerStatus
+        x::FieldEntry::repeated(x::Name(0x87260e), x::Name(0x87260e)), // CustomFieldDef: CustomFieldDef
+        x::FieldEntry::repeated(x::Name(0x87c010), x::Name(0x87c010)), // CustomFieldValue: CustomFieldValue
+        x::FieldEntry::repeated(x::Name(0x87ee1b), x::Name(0x87ee1b)), // CustomizationAdapterMapping: CustomizationAdapterMapping
     ],
     values: &[
-        x::Name(0x22eb903), // add
-        x::Name(0x30d8106), // remove
-        x::Name(0x278e604), // edit
-        x::Name(0x5b7205), // Basic
-        x::Name(0x5bfc06), // Bearer
-        x::Name(0x2abeb0f), // invalid_request
-        x::Name(0x2abfb0d), // invalid_token
-        x::Name(0x2a93312), // insufficient_scope
-        x::Name(0x30ba215), // registration_required
-        x::Name(0x2daff04), // none
-        x::Name(0x33c2a0d), // systemDefault
-        x::Name(0x2fb5c07), // powerOn
-        x::Name(0x2fb3208), // powerOff
-        x::Name(0x295600d), // guestShutdown
-        x::Name(0x339dd07), // suspend
-        x::Name(0x3709403), // yes
-        x::Name(0x2d9d802), // no
-        x::Name(0x33c2a0d), // systemDefault
+        x::Name(0x3359007), // success
+        x::Name(0x2851a06), // failed
+        x::Name(0x307c80d), // reboot_failed
+        x::Name(0x3303417), // stateless_reboot_failed
+        x::Name(0x247db17), // check_compliance_failed
+        x::Name(0x32feb13), // state_not_satisfied
+        x::Name(0x282c41b), // exit_maintenancemode_failed
+        x::Name(0x2437f08), // canceled
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    ApplyHostProfileConfigurationResult(Box<ApplyHostProfileConfigurationResult>),
+    ApplyHostProfileConfigurationResultStatus(Box<ApplyHostProfileConfigurationResultStatus>),
+    ApplyHostProfileConfigurationSpec(Box<ApplyHostProfileConfigurationSpec>),
+    ApplyProfile(Box<ApplyProfile>),
+    ApplyStorageRecommendationResult(Box<ApplyStorageRecommendationResult>),
+    ArrayOfAlarmAction(Box<Vec<AnyAlarmAction>>),
+    ArrayOfAlarmExpression(Box<Vec<AnyAlarmExpression>>),
+    ArrayOfAlarmState(Box<Vec<AlarmState>>),
+    ArrayOfAlarmTriggeringActionTransitionSpec(Box<Vec<AlarmTriggeringActionTransitionSpec>>),
+    ArrayOfAnswerFileStatusError(Box<Vec<AnswerFileStatusError>>),
+    ArrayOfAnswerFileStatusResult(Box<Vec<AnswerFileStatusResult>>),
+    ArrayOfAnswerFileUpdateFailure(Box<Vec<AnswerFileUpdateFailure>>),
+    ArrayOfApplyHostProfileConfigurationResult(Box<Vec<ApplyHostProfileConfigurationResult>>),
+    ArrayOfApplyHostProfileConfigurationSpec(Box<Vec<ApplyHostProfileConfigurationSpec>>),
+    ArrayOfApplyProfile(Box<Vec<AnyApplyProfile>>),
+    ArrayOfAuthenticationRequiredChallenge(Box<Vec<AuthenticationRequiredChallenge>>),
+    ArrayOfAuthorizationPrivilege(Box<Vec<AuthorizationPrivilege>>),
+    ArrayOfAuthorizationRole(Box<Vec<AuthorizationRole>>),
+    ArrayOfAutoStartPowerInfo(Box<Vec<AutoStartPowerInfo>>),
+    ArrayOfChangesInfoEventArgument(Box<Vec<ChangesInfoEventArgument>>),
+    ArrayOfCheckResult(Box<Vec<CheckResult>>),
+    ArrayOfClusterAction(Box<Vec<AnyClusterAction>>),
+    ArrayOfClusterActionHistory(Box<Vec<ClusterActionHistory>>),
+    ArrayOfClusterAttemptedVmInfo(Box<Vec<ClusterAttemptedVmInfo>>),
+    ArrayOfClusterComputeResourceDVSSetting(Box<Vec<ClusterComputeResourceDVSSetting>>),
+    ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>),
+    ArrayOfClusterComputeResourceDvsProfile(Box<Vec<ClusterComputeResourceDvsProfile>>),
+    ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>),
+    ArrayOfClusterComputeResourceHostConfigurationInput(Box<Vec<ClusterComputeResourceHostConfigurationInput>>),
+    ArrayOfClusterComputeResourceHostEvacuationInfo(Box<Vec<ClusterComputeResourceHostEvacuationInfo>>),
+    ArrayOfClusterComputeResourceHostVmkNicInfo(Box<Vec<ClusterComputeResourceHostVmkNicInfo>>),
+    ArrayOfClusterComputeResourceValidationResultBase(Box<Vec<AnyClusterComputeResourceValidationResultBase>>),
+    ArrayOfClusterComputeResourceVcsSlots(Box<Vec<ClusterComputeResourceVcsSlots>>),
+    ArrayOfClusterDasAamNodeState(Box<Vec<ClusterDasAamNodeState>>),
+    ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>),
+    ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>),
+    ArrayOfClusterDasVmConfigInfo(Box<Vec<ClusterDasVmConfigInfo>>),
+    ArrayOfClusterDasVmConfigSpec(Box<Vec<ClusterDasVmConfigSpec>>),
+    ArrayOfClusterDatastoreUpdateSpec(Box<Vec<ClusterDatastoreUpdateSpec>>),
+    ArrayOfClusterDpmHostConfigInfo(Box<Vec<ClusterDpmHostConfigInfo>>),
+    ArrayOfClusterDpmHostConfigSpec(Box<Vec<ClusterDpmHostConfigSpec>>),
+    ArrayOfClusterDrsFaults(Box<Vec<ClusterDrsFaults>>),
+    ArrayOfClusterDrsFaultsFaultsByVm(Box<Vec<AnyClusterDrsFaultsFaultsByVm>>),
+    ArrayOfClusterDrsMigration(Box<Vec<ClusterDrsMigration>>),
+    ArrayOfClusterDrsRecommendation(Box<Vec<ClusterDrsRecommendation>>),
+    ArrayOfClusterDrsVmConfigInfo(Box<Vec<ClusterDrsVmConfigInfo>>),
+    ArrayOfClusterDrsVmConfigSpec(Box<Vec<ClusterDrsVmConfigSpec>>),
+    ArrayOfClusterEVCManagerCheckResult(Box<Vec<ClusterEVCManagerCheckResult>>),
+    ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(Box<Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>>),
+    ArrayOfClusterGroupInfo(Box<Vec<AnyClusterGroupInfo>>),
+    ArrayOfClusterGroupSpec(Box<Vec<ClusterGroupSpec>>),
+    ArrayOfClusterHostRecommendation(Box<Vec<ClusterHostRecommendation>>),
+    ArrayOfClusterIoFilterInfo(Box<Vec<ClusterIoFilterInfo>>),
+    ArrayOfClusterNotAttemptedVmInfo(Box<Vec<ClusterNotAttemptedVmInfo>>),
+    ArrayOfClusterRecommendation(Box<Vec<ClusterRecommendation>>),
+    ArrayOfClusterRuleInfo(Box<Vec<AnyClusterRuleInfo>>),
+    ArrayOfClusterRuleSpec(Box<Vec<ClusterRuleSpec>>),
+    ArrayOfClusterTagCategoryUpdateSpec(Box<Vec<ClusterTagCategoryUpdateSpec>>),
+    ArrayOfClusterVmOrchestrationInfo(Box<Vec<ClusterVmOrchestrationInfo>>),
+    ArrayOfClusterVmOrchestrationSpec(Box<Vec<ClusterVmOrchestrationSpec>>),
+    ArrayOfComplianceFailure(Box<Vec<ComplianceFailure>>),
+    ArrayOfComplianceFailureComplianceFailureValues(Box<Vec<ComplianceFailureComplianceFailureValues>>),
+    ArrayOfComplianceLocator(Box<Vec<ComplianceLocator>>),
+    ArrayOfComplianceResult(Box<Vec<ComplianceResult>>),
+    ArrayOfComputeResourceHostSPBMLicenseInfo(Box<Vec<ComputeResourceHostSPBMLicenseInfo>>),
+    ArrayOfConflictingConfigurationConfig(Box<Vec<ConflictingConfigurationConfig>>),
+    ArrayOfCryptoKeyId(Box<Vec<CryptoKeyId>>),
+    ArrayOfCryptoKeyPlain(Box<Vec<CryptoKeyPlain>>),
+    ArrayOfCryptoKeyResult(Box<Vec<CryptoKeyResult>>),
+    ArrayOfCryptoManagerHostKeyStatus(Box<Vec<CryptoManagerHostKeyStatus>>),
+    ArrayOfCryptoManagerKmipClusterStatus(Box<Vec<CryptoManagerKmipClusterStatus>>),
+    ArrayOfCryptoManagerKmipCryptoKeyStatus(Box<Vec<CryptoManagerKmipCryptoKeyStatus>>),
+    ArrayOfCryptoManagerKmipServerStatus(Box<Vec<CryptoManagerKmipServerStatus>>),
+    ArrayOfCustomFieldDef(Box<Vec<CustomFieldDef>>),
+    ArrayOfCustomFieldValue(Box<Vec<AnyCustomFieldValue>>),
+    ArrayOfCustomizationAdapterMapping(Box<Vec<CustomizationAdapterMapping>>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationResultStatus(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyProfile(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyStorageRecommendationResult(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmAction(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmExpression(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmState(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmTriggeringActionTransitionSpec(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyProfile(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationRole(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCheckResult(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterAction(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterActionHistory(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSetting(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfile(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostConfigurationInput(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceValidationResultBase(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceVcsSlots(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasAamNodeState(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasVmConfigInfo(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasVmConfigSpec(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDatastoreUpdateSpec(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDpmHostConfigInfo(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDpmHostConfigSpec(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsFaults(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsFaultsFaultsByVm(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsMigration(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsRecommendation(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterEVCManagerCheckResult(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterGroupInfo(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterGroupSpec(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterHostRecommendation(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterIoFilterInfo(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterNotAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRecommendation(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRuleInfo(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRuleSpec(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterTagCategoryUpdateSpec(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterVmOrchestrationInfo(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterVmOrchestrationSpec(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailure(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceLocator(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceResult(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfConflictingConfigurationConfig(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyId(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyResult(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerHostKeyStatus(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipClusterStatus(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipServerStatus(v), Err(e) => return Some(Err(e)) },
+        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomFieldDef(v), Err(e) => return Some(Err(e)) },
+        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomFieldValue(v), Err(e) => return Some(Err(e)) },
+        86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomizationAdapterMapping(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::ApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ApplyHostProfileConfigurationResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ApplyStorageRecommendationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAlarmState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfAutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterActionHistory(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceDVSSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceValidationResultBase(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterComputeResourceVcsSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDasAamNodeState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDasVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDasVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDatastoreUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDpmHostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDpmHostConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDrsFaults(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDrsMigration(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDrsRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDrsVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterDrsVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterEVCManagerCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterGroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterHostRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterNotAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterRuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterTagCategoryUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterVmOrchestrationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfClusterVmOrchestrationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfComplianceFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfComplianceFailureComplianceFailureValues(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfComplianceLocator(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfComplianceResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfConflictingConfigurationConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCryptoKeyId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCryptoKeyPlain(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCryptoKeyResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCryptoManagerHostKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCryptoManagerKmipClusterStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCryptoManagerKmipServerStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCustomFieldDef(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCustomFieldValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfCustomizationAdapterMapping(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::ApplyHostProfileConfigurationResult(a), Object::ApplyHostProfileConfigurationResult(b)) => **a == **b,
+            (Object::ApplyHostProfileConfigurationResultStatus(a), Object::ApplyHostProfileConfigurationResultStatus(b)) => **a == **b,
+            (Object::ApplyHostProfileConfigurationSpec(a), Object::ApplyHostProfileConfigurationSpec(b)) => **a == **b,
+            (Object::ApplyProfile(a), Object::ApplyProfile(b)) => **a == **b,
+            (Object::ApplyStorageRecommendationResult(a), Object::ApplyStorageRecommendationResult(b)) => **a == **b,
+            (Object::ArrayOfAlarmAction(a), Object::ArrayOfAlarmAction(b)) => **a == **b,
+            (Object::ArrayOfAlarmExpression(a), Object::ArrayOfAlarmExpression(b)) => **a == **b,
+            (Object::ArrayOfAlarmState(a), Object::ArrayOfAlarmState(b)) => **a == **b,
+            (Object::ArrayOfAlarmTriggeringActionTransitionSpec(a), Object::ArrayOfAlarmTriggeringActionTransitionSpec(b)) => **a == **b,
+            (Object::ArrayOfAnswerFileStatusError(a), Object::ArrayOfAnswerFileStatusError(b)) => **a == **b,
+            (Object::ArrayOfAnswerFileStatusResult(a), Object::ArrayOfAnswerFileStatusResult(b)) => **a == **b,
+            (Object::ArrayOfAnswerFileUpdateFailure(a), Object::ArrayOfAnswerFileUpdateFailure(b)) => **a == **b,
+            (Object::ArrayOfApplyHostProfileConfigurationResult(a), Object::ArrayOfApplyHostProfileConfigurationResult(b)) => **a == **b,
+            (Object::ArrayOfApplyHostProfileConfigurationSpec(a), Object::ArrayOfApplyHostProfileConfigurationSpec(b)) => **a == **b,
+            (Object::ArrayOfApplyProfile(a), Object::ArrayOfApplyProfile(b)) => **a == **b,
+            (Object::ArrayOfAuthenticationRequiredChallenge(a), Object::ArrayOfAuthenticationRequiredChallenge(b)) => **a == **b,
+            (Object::ArrayOfAuthorizationPrivilege(a), Object::ArrayOfAuthorizationPrivilege(b)) => **a == **b,
+            (Object::ArrayOfAuthorizationRole(a), Object::ArrayOfAuthorizationRole(b)) => **a == **b,
+            (Object::ArrayOfAutoStartPowerInfo(a), Object::ArrayOfAutoStartPowerInfo(b)) => **a == **b,
+            (Object::ArrayOfChangesInfoEventArgument(a), Object::ArrayOfChangesInfoEventArgument(b)) => **a == **b,
+            (Object::ArrayOfCheckResult(a), Object::ArrayOfCheckResult(b)) => **a == **b,
+            (Object::ArrayOfClusterAction(a), Object::ArrayOfClusterAction(b)) => **a == **b,
+            (Object::ArrayOfClusterActionHistory(a), Object::ArrayOfClusterActionHistory(b)) => **a == **b,
+            (Object::ArrayOfClusterAttemptedVmInfo(a), Object::ArrayOfClusterAttemptedVmInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterComputeResourceDVSSetting(a), Object::ArrayOfClusterComputeResourceDVSSetting(b)) => **a == **b,
+            (Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(a), Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(b)) => **a == **b,
+            (Object::ArrayOfClusterComputeResourceDvsProfile(a), Object::ArrayOfClusterComputeResourceDvsProfile(b)) => **a == **b,
+            (Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(a), Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(b)) => **a == **b,
+            (Object::ArrayOfClusterComputeResourceHostConfigurationInput(a), Object::ArrayOfClusterComputeResourceHostConfigurationInput(b)) => **a == **b,
+            (Object::ArrayOfClusterComputeResourceHostEvacuationInfo(a), Object::ArrayOfClusterComputeResourceHostEvacuationInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterComputeResourceHostVmkNicInfo(a), Object::ArrayOfClusterComputeResourceHostVmkNicInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterComputeResourceValidationResultBase(a), Object::ArrayOfClusterComputeResourceValidationResultBase(b)) => **a == **b,
+            (Object::ArrayOfClusterComputeResourceVcsSlots(a), Object::ArrayOfClusterComputeResourceVcsSlots(b)) => **a == **b,
+            (Object::ArrayOfClusterDasAamNodeState(a), Object::ArrayOfClusterDasAamNodeState(b)) => **a == **b,
+            (Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(a), Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(b)) => **a == **b,
+            (Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(a), Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(b)) => **a == **b,
+            (Object::ArrayOfClusterDasVmConfigInfo(a), Object::ArrayOfClusterDasVmConfigInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterDasVmConfigSpec(a), Object::ArrayOfClusterDasVmConfigSpec(b)) => **a == **b,
+            (Object::ArrayOfClusterDatastoreUpdateSpec(a), Object::ArrayOfClusterDatastoreUpdateSpec(b)) => **a == **b,
+            (Object::ArrayOfClusterDpmHostConfigInfo(a), Object::ArrayOfClusterDpmHostConfigInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterDpmHostConfigSpec(a), Object::ArrayOfClusterDpmHostConfigSpec(b)) => **a == **b,
+            (Object::ArrayOfClusterDrsFaults(a), Object::ArrayOfClusterDrsFaults(b)) => **a == **b,
+            (Object::ArrayOfClusterDrsFaultsFaultsByVm(a), Object::ArrayOfClusterDrsFaultsFaultsByVm(b)) => **a == **b,
+            (Object::ArrayOfClusterDrsMigration(a), Object::ArrayOfClusterDrsMigration(b)) => **a == **b,
+            (Object::ArrayOfClusterDrsRecommendation(a), Object::ArrayOfClusterDrsRecommendation(b)) => **a == **b,
+            (Object::ArrayOfClusterDrsVmConfigInfo(a), Object::ArrayOfClusterDrsVmConfigInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterDrsVmConfigSpec(a), Object::ArrayOfClusterDrsVmConfigSpec(b)) => **a == **b,
+            (Object::ArrayOfClusterEVCManagerCheckResult(a), Object::ArrayOfClusterEVCManagerCheckResult(b)) => **a == **b,
+            (Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(a), Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(b)) => **a == **b,
+            (Object::ArrayOfClusterGroupInfo(a), Object::ArrayOfClusterGroupInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterGroupSpec(a), Object::ArrayOfClusterGroupSpec(b)) => **a == **b,
+            (Object::ArrayOfClusterHostRecommendation(a), Object::ArrayOfClusterHostRecommendation(b)) => **a == **b,
+            (Object::ArrayOfClusterIoFilterInfo(a), Object::ArrayOfClusterIoFilterInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterNotAttemptedVmInfo(a), Object::ArrayOfClusterNotAttemptedVmInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterRecommendation(a), Object::ArrayOfClusterRecommendation(b)) => **a == **b,
+            (Object::ArrayOfClusterRuleInfo(a), Object::ArrayOfClusterRuleInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterRuleSpec(a), Object::ArrayOfClusterRuleSpec(b)) => **a == **b,
+            (Object::ArrayOfClusterTagCategoryUpdateSpec(a), Object::ArrayOfClusterTagCategoryUpdateSpec(b)) => **a == **b,
+            (Object::ArrayOfClusterVmOrchestrationInfo(a), Object::ArrayOfClusterVmOrchestrationInfo(b)) => **a == **b,
+            (Object::ArrayOfClusterVmOrchestrationSpec(a), Object::ArrayOfClusterVmOrchestrationSpec(b)) => **a == **b,
+            (Object::ArrayOfComplianceFailure(a), Object::ArrayOfComplianceFailure(b)) => **a == **b,
+            (Object::ArrayOfComplianceFailureComplianceFailureValues(a), Object::ArrayOfComplianceFailureComplianceFailureValues(b)) => **a == **b,
+            (Object::ArrayOfComplianceLocator(a), Object::ArrayOfComplianceLocator(b)) => **a == **b,
+            (Object::ArrayOfComplianceResult(a), Object::ArrayOfComplianceResult(b)) => **a == **b,
+            (Object::ArrayOfComputeResourceHostSPBMLicenseInfo(a), Object::ArrayOfComputeResourceHostSPBMLicenseInfo(b)) => **a == **b,
+            (Object::ArrayOfConflictingConfigurationConfig(a), Object::ArrayOfConflictingConfigurationConfig(b)) => **a == **b,
+            (Object::ArrayOfCryptoKeyId(a), Object::ArrayOfCryptoKeyId(b)) => **a == **b,
+            (Object::ArrayOfCryptoKeyPlain(a), Object::ArrayOfCryptoKeyPlain(b)) => **a == **b,
+            (Object::ArrayOfCryptoKeyResult(a), Object::ArrayOfCryptoKeyResult(b)) => **a == **b,
+            (Object::ArrayOfCryptoManagerHostKeyStatus(a), Object::ArrayOfCryptoManagerHostKeyStatus(b)) => **a == **b,
+            (Object::ArrayOfCryptoManagerKmipClusterStatus(a), Object::ArrayOfCryptoManagerKmipClusterStatus(b)) => **a == **b,
+            (Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(a), Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(b)) => **a == **b,
+            (Object::ArrayOfCryptoManagerKmipServerStatus(a), Object::ArrayOfCryptoManagerKmipServerStatus(b)) => **a == **b,
+            (Object::ArrayOfCustomFieldDef(a), Object::ArrayOfCustomFieldDef(b)) => **a == **b,
+            (Object::ArrayOfCustomFieldValue(a), Object::ArrayOfCustomFieldValue(b)) => **a == **b,
+            (Object::ArrayOfCustomizationAdapterMapping(a), Object::ArrayOfCustomizationAdapterMapping(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::ApplyHostProfileConfigurationResult(v) => Object::ApplyHostProfileConfigurationResult(Box::new((**v).clone())),
+            Object::ApplyHostProfileConfigurationResultStatus(v) => Object::ApplyHostProfileConfigurationResultStatus(Box::new((**v).clone())),
+            Object::ApplyHostProfileConfigurationSpec(v) => Object::ApplyHostProfileConfigurationSpec(Box::new((**v).clone())),
+            Object::ApplyProfile(v) => Object::ApplyProfile(Box::new((**v).clone())),
+            Object::ApplyStorageRecommendationResult(v) => Object::ApplyStorageRecommendationResult(Box::new((**v).clone())),
+            Object::ArrayOfAlarmAction(v) => Object::ArrayOfAlarmAction(Box::new((**v).clone())),
+            Object::ArrayOfAlarmExpression(v) => Object::ArrayOfAlarmExpression(Box::new((**v).clone())),
+            Object::ArrayOfAlarmState(v) => Object::ArrayOfAlarmState(Box::new((**v).clone())),
+            Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Object::ArrayOfAlarmTriggeringActionTransitionSpec(Box::new((**v).clone())),
+            Object::ArrayOfAnswerFileStatusError(v) => Object::ArrayOfAnswerFileStatusError(Box::new((**v).clone())),
+            Object::ArrayOfAnswerFileStatusResult(v) => Object::ArrayOfAnswerFileStatusResult(Box::new((**v).clone())),
+            Object::ArrayOfAnswerFileUpdateFailure(v) => Object::ArrayOfAnswerFileUpdateFailure(Box::new((**v).clone())),
+            Object::ArrayOfApplyHostProfileConfigurationResult(v) => Object::ArrayOfApplyHostProfileConfigurationResult(Box::new((**v).clone())),
+            Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(Box::new((**v).clone())),
+            Object::ArrayOfApplyProfile(v) => Object::ArrayOfApplyProfile(Box::new((**v).clone())),
+            Object::ArrayOfAuthenticationRequiredChallenge(v) => Object::ArrayOfAuthenticationRequiredChallenge(Box::new((**v).clone())),
+            Object::ArrayOfAuthorizationPrivilege(v) => Object::ArrayOfAuthorizationPrivilege(Box::new((**v).clone())),
+            Object::ArrayOfAuthorizationRole(v) => Object::ArrayOfAuthorizationRole(Box::new((**v).clone())),
+            Object::ArrayOfAutoStartPowerInfo(v) => Object::ArrayOfAutoStartPowerInfo(Box::new((**v).clone())),
+            Object::ArrayOfChangesInfoEventArgument(v) => Object::ArrayOfChangesInfoEventArgument(Box::new((**v).clone())),
+            Object::ArrayOfCheckResult(v) => Object::ArrayOfCheckResult(Box::new((**v).clone())),
+            Object::ArrayOfClusterAction(v) => Object::ArrayOfClusterAction(Box::new((**v).clone())),
+            Object::ArrayOfClusterActionHistory(v) => Object::ArrayOfClusterActionHistory(Box::new((**v).clone())),
+            Object::ArrayOfClusterAttemptedVmInfo(v) => Object::ArrayOfClusterAttemptedVmInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterComputeResourceDVSSetting(v) => Object::ArrayOfClusterComputeResourceDVSSetting(Box::new((**v).clone())),
+            Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box::new((**v).clone())),
+            Object::ArrayOfClusterComputeResourceDvsProfile(v) => Object::ArrayOfClusterComputeResourceDvsProfile(Box::new((**v).clone())),
+            Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box::new((**v).clone())),
+            Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Object::ArrayOfClusterComputeResourceHostConfigurationInput(Box::new((**v).clone())),
+            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Object::ArrayOfClusterComputeResourceHostEvacuationInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Object::ArrayOfClusterComputeResourceHostVmkNicInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Object::ArrayOfClusterComputeResourceValidationResultBase(Box::new((**v).clone())),
+            Object::ArrayOfClusterComputeResourceVcsSlots(v) => Object::ArrayOfClusterComputeResourceVcsSlots(Box::new((**v).clone())),
+            Object::ArrayOfClusterDasAamNodeState(v) => Object::ArrayOfClusterDasAamNodeState(Box::new((**v).clone())),
+            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box::new((**v).clone())),
+            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box::new((**v).clone())),
+            Object::ArrayOfClusterDasVmConfigInfo(v) => Object::ArrayOfClusterDasVmConfigInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterDasVmConfigSpec(v) => Object::ArrayOfClusterDasVmConfigSpec(Box::new((**v).clone())),
+            Object::ArrayOfClusterDatastoreUpdateSpec(v) => Object::ArrayOfClusterDatastoreUpdateSpec(Box::new((**v).clone())),
+            Object::ArrayOfClusterDpmHostConfigInfo(v) => Object::ArrayOfClusterDpmHostConfigInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterDpmHostConfigSpec(v) => Object::ArrayOfClusterDpmHostConfigSpec(Box::new((**v).clone())),
+            Object::ArrayOfClusterDrsFaults(v) => Object::ArrayOfClusterDrsFaults(Box::new((**v).clone())),
+            Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => Object::ArrayOfClusterDrsFaultsFaultsByVm(Box::new((**v).clone())),
+            Object::ArrayOfClusterDrsMigration(v) => Object::ArrayOfClusterDrsMigration(Box::new((**v).clone())),
+            Object::ArrayOfClusterDrsRecommendation(v) => Object::ArrayOfClusterDrsRecommendation(Box::new((**v).clone())),
+            Object::ArrayOfClusterDrsVmConfigInfo(v) => Object::ArrayOfClusterDrsVmConfigInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterDrsVmConfigSpec(v) => Object::ArrayOfClusterDrsVmConfigSpec(Box::new((**v).clone())),
+            Object::ArrayOfClusterEVCManagerCheckResult(v) => Object::ArrayOfClusterEVCManagerCheckResult(Box::new((**v).clone())),
+            Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(Box::new((**v).clone())),
+            Object::ArrayOfClusterGroupInfo(v) => Object::ArrayOfClusterGroupInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterGroupSpec(v) => Object::ArrayOfClusterGroupSpec(Box::new((**v).clone())),
+            Object::ArrayOfClusterHostRecommendation(v) => Object::ArrayOfClusterHostRecommendation(Box::new((**v).clone())),
+            Object::ArrayOfClusterIoFilterInfo(v) => Object::ArrayOfClusterIoFilterInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterNotAttemptedVmInfo(v) => Object::ArrayOfClusterNotAttemptedVmInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterRecommendation(v) => Object::ArrayOfClusterRecommendation(Box::new((**v).clone())),
+            Object::ArrayOfClusterRuleInfo(v) => Object::ArrayOfClusterRuleInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterRuleSpec(v) => Object::ArrayOfClusterRuleSpec(Box::new((**v).clone())),
+            Object::ArrayOfClusterTagCategoryUpdateSpec(v) => Object::ArrayOfClusterTagCategoryUpdateSpec(Box::new((**v).clone())),
+            Object::ArrayOfClusterVmOrchestrationInfo(v) => Object::ArrayOfClusterVmOrchestrationInfo(Box::new((**v).clone())),
+            Object::ArrayOfClusterVmOrchestrationSpec(v) => Object::ArrayOfClusterVmOrchestrationSpec(Box::new((**v).clone())),
+            Object::ArrayOfComplianceFailure(v) => Object::ArrayOfComplianceFailure(Box::new((**v).clone())),
+            Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(Box::new((**v).clone())),
+            Object::ArrayOfComplianceLocator(v) => Object::ArrayOfComplianceLocator(Box::new((**v).clone())),
+            Object::ArrayOfComplianceResult(v) => Object::ArrayOfComplianceResult(Box::new((**v).clone())),
+            Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(Box::new((**v).clone())),
+            Object::ArrayOfConflictingConfigurationConfig(v) => Object::ArrayOfConflictingConfigurationConfig(Box::new((**v).clone())),
+            Object::ArrayOfCryptoKeyId(v) => Object::ArrayOfCryptoKeyId(Box::new((**v).clone())),
+            Object::ArrayOfCryptoKeyPlain(v) => Object::ArrayOfCryptoKeyPlain(Box::new((**v).clone())),
+            Object::ArrayOfCryptoKeyResult(v) => Object::ArrayOfCryptoKeyResult(Box::new((**v).clone())),
+            Object::ArrayOfCryptoManagerHostKeyStatus(v) => Object::ArrayOfCryptoManagerHostKeyStatus(Box::new((**v).clone())),
+            Object::ArrayOfCryptoManagerKmipClusterStatus(v) => Object::ArrayOfCryptoManagerKmipClusterStatus(Box::new((**v).clone())),
+            Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(Box::new((**v).clone())),
+            Object::ArrayOfCryptoManagerKmipServerStatus(v) => Object::ArrayOfCryptoManagerKmipServerStatus(Box::new((**v).clone())),
+            Object::ArrayOfCustomFieldDef(v) => Object::ArrayOfCustomFieldDef(Box::new((**v).clone())),
+            Object::ArrayOfCustomFieldValue(v) => Object::ArrayOfCustomFieldValue(Box::new((**v).clone())),
+            Object::ArrayOfCustomizationAdapterMapping(v) => Object::ArrayOfCustomizationAdapterMapping(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::ApplyHostProfileConfigurationResult(_) => "ApplyHostProfileConfigurationResult",
+            Object::ApplyHostProfileConfigurationResultStatus(_) => "ApplyHostProfileConfigurationResultStatus",
+            Object::ApplyHostProfileConfigurationSpec(_) => "ApplyHostProfileConfigurationSpec",
+            Object::ApplyProfile(_) => "ApplyProfile",
+            Object::ApplyStorageRecommendationResult(_) => "ApplyStorageRecommendationResult",
+            Object::ArrayOfAlarmAction(_) => "ArrayOfAlarmAction",
+            Object::ArrayOfAlarmExpression(_) => "ArrayOfAlarmExpression",
+            Object::ArrayOfAlarmState(_) => "ArrayOfAlarmState",
+            Object::ArrayOfAlarmTriggeringActionTransitionSpec(_) => "ArrayOfAlarmTriggeringActionTransitionSpec",
+            Object::ArrayOfAnswerFileStatusError(_) => "ArrayOfAnswerFileStatusError",
+            Object::ArrayOfAnswerFileStatusResult(_) => "ArrayOfAnswerFileStatusResult",
+            Object::ArrayOfAnswerFileUpdateFailure(_) => "ArrayOfAnswerFileUpdateFailure",
+            Object::ArrayOfApplyHostProfileConfigurationResult(_) => "ArrayOfApplyHostProfileConfigurationResult",
+            Object::ArrayOfApplyHostProfileConfigurationSpec(_) => "ArrayOfApplyHostProfileConfigurationSpec",
+            Object::ArrayOfApplyProfile(_) => "ArrayOfApplyProfile",
+            Object::ArrayOfAuthenticationRequiredChallenge(_) => "ArrayOfAuthenticationRequiredChallenge",
+            Object::ArrayOfAuthorizationPrivilege(_) => "ArrayOfAuthorizationPrivilege",
+            Object::ArrayOfAuthorizationRole(_) => "ArrayOfAuthorizationRole",
+            Object::ArrayOfAutoStartPowerInfo(_) => "ArrayOfAutoStartPowerInfo",
+            Object::ArrayOfChangesInfoEventArgument(_) => "ArrayOfChangesInfoEventArgument",
+            Object::ArrayOfCheckResult(_) => "ArrayOfCheckResult",
+            Object::ArrayOfClusterAction(_) => "ArrayOfClusterAction",
+            Object::ArrayOfClusterActionHistory(_) => "ArrayOfClusterActionHistory",
+            Object::ArrayOfClusterAttemptedVmInfo(_) => "ArrayOfClusterAttemptedVmInfo",
+            Object::ArrayOfClusterComputeResourceDVSSetting(_) => "ArrayOfClusterComputeResourceDVSSetting",
+            Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(_) => "ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
+            Object::ArrayOfClusterComputeResourceDvsProfile(_) => "ArrayOfClusterComputeResourceDvsProfile",
+            Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(_) => "ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
+            Object::ArrayOfClusterComputeResourceHostConfigurationInput(_) => "ArrayOfClusterComputeResourceHostConfigurationInput",
+            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(_) => "ArrayOfClusterComputeResourceHostEvacuationInfo",
+            Object::ArrayOfClusterComputeResourceHostVmkNicInfo(_) => "ArrayOfClusterComputeResourceHostVmkNicInfo",
+            Object::ArrayOfClusterComputeResourceValidationResultBase(_) => "ArrayOfClusterComputeResourceValidationResultBase",
+            Object::ArrayOfClusterComputeResourceVcsSlots(_) => "ArrayOfClusterComputeResourceVcsSlots",
+            Object::ArrayOfClusterDasAamNodeState(_) => "ArrayOfClusterDasAamNodeState",
+            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
+            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
+            Object::ArrayOfClusterDasVmConfigInfo(_) => "ArrayOfClusterDasVmConfigInfo",
+            Object::ArrayOfClusterDasVmConfigSpec(_) => "ArrayOfClusterDasVmConfigSpec",
+            Object::ArrayOfClusterDatastoreUpdateSpec(_) => "ArrayOfClusterDatastoreUpdateSpec",
+            Object::ArrayOfClusterDpmHostConfigInfo(_) => "ArrayOfClusterDpmHostConfigInfo",
+            Object::ArrayOfClusterDpmHostConfigSpec(_) => "ArrayOfClusterDpmHostConfigSpec",
+            Object::ArrayOfClusterDrsFaults(_) => "ArrayOfClusterDrsFaults",
+            Object::ArrayOfClusterDrsFaultsFaultsByVm(_) => "ArrayOfClusterDrsFaultsFaultsByVm",
+            Object::ArrayOfClusterDrsMigration(_) => "ArrayOfClusterDrsMigration",
+            Object::ArrayOfClusterDrsRecommendation(_) => "ArrayOfClusterDrsRecommendation",
+            Object::ArrayOfClusterDrsVmConfigInfo(_) => "ArrayOfClusterDrsVmConfigInfo",
+            Object::ArrayOfClusterDrsVmConfigSpec(_) => "ArrayOfClusterDrsVmConfigSpec",
+            Object::ArrayOfClusterEVCManagerCheckResult(_) => "ArrayOfClusterEVCManagerCheckResult",
+            Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(_) => "ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus",
+            Object::ArrayOfClusterGroupInfo(_) => "ArrayOfClusterGroupInfo",
+            Object::ArrayOfClusterGroupSpec(_) => "ArrayOfClusterGroupSpec",
+            Object::ArrayOfClusterHostRecommendation(_) => "ArrayOfClusterHostRecommendation",
+            Object::ArrayOfClusterIoFilterInfo(_) => "ArrayOfClusterIoFilterInfo",
+            Object::ArrayOfClusterNotAttemptedVmInfo(_) => "ArrayOfClusterNotAttemptedVmInfo",
+            Object::ArrayOfClusterRecommendation(_) => "ArrayOfClusterRecommendation",
+            Object::ArrayOfClusterRuleInfo(_) => "ArrayOfClusterRuleInfo",
+            Object::ArrayOfClusterRuleSpec(_) => "ArrayOfClusterRuleSpec",
+            Object::ArrayOfClusterTagCategoryUpdateSpec(_) => "ArrayOfClusterTagCategoryUpdateSpec",
+            Object::ArrayOfClusterVmOrchestrationInfo(_) => "ArrayOfClusterVmOrchestrationInfo",
+            Object::ArrayOfClusterVmOrchestrationSpec(_) => "ArrayOfClusterVmOrchestrationSpec",
+            Object::ArrayOfComplianceFailure(_) => "ArrayOfComplianceFailure",
+            Object::ArrayOfComplianceFailureComplianceFailureValues(_) => "ArrayOfComplianceFailureComplianceFailureValues",
+            Object::ArrayOfComplianceLocator(_) => "ArrayOfComplianceLocator",
+            Object::ArrayOfComplianceResult(_) => "ArrayOfComplianceResult",
+            Object::ArrayOfComputeResourceHostSPBMLicenseInfo(_) => "ArrayOfComputeResourceHostSPBMLicenseInfo",
+            Object::ArrayOfConflictingConfigurationConfig(_) => "ArrayOfConflictingConfigurationConfig",
+            Object::ArrayOfCryptoKeyId(_) => "ArrayOfCryptoKeyId",
+            Object::ArrayOfCryptoKeyPlain(_) => "ArrayOfCryptoKeyPlain",
+            Object::ArrayOfCryptoKeyResult(_) => "ArrayOfCryptoKeyResult",
+            Object::ArrayOfCryptoManagerHostKeyStatus(_) => "ArrayOfCryptoManagerHostKeyStatus",
+            Object::ArrayOfCryptoManagerKmipClusterStatus(_) => "ArrayOfCryptoManagerKmipClusterStatus",
+            Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(_) => "ArrayOfCryptoManagerKmipCryptoKeyStatus",
+            Object::ArrayOfCryptoManagerKmipServerStatus(_) => "ArrayOfCryptoManagerKmipServerStatus",
+            Object::ArrayOfCustomFieldDef(_) => "ArrayOfCustomFieldDef",
+            Object::ArrayOfCustomFieldValue(_) => "ArrayOfCustomFieldValue",
+            Object::ArrayOfCustomizationAdapterMapping(_) => "ArrayOfCustomizationAdapterMapping",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::ApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ApplyHostProfileConfigurationResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ApplyStorageRecommendationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAlarmAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAlarmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfAutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterActionHistory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceDVSSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceValidationResultBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterComputeResourceVcsSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDasAamNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDasVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDasVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDatastoreUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDpmHostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDpmHostConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDrsFaults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDrsMigration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDrsRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDrsVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterDrsVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterEVCManagerCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterGroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterHostRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterNotAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterRuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterTagCategoryUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterVmOrchestrationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfClusterVmOrchestrationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfComplianceFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfComplianceFailureComplianceFailureValues(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfComplianceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfComplianceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfConflictingConfigurationConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCryptoKeyId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCryptoKeyPlain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCryptoKeyResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCryptoManagerHostKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCryptoManagerKmipClusterStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCryptoManagerKmipServerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCustomFieldDef(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCustomFieldValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfCustomizationAdapterMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for ApplyHostProfileConfigurationResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ApplyHostProfileConfigurationResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ApplyHostProfileConfigurationResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ApplyHostProfileConfigurationResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ApplyHostProfileConfigurationResultStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ApplyHostProfileConfigurationResultStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ApplyHostProfileConfigurationSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ApplyHostProfileConfigurationSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ApplyHostProfileConfigurationSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ApplyHostProfileConfigurationSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ApplyProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ApplyProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ApplyProfile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ApplyProfile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ApplyStorageRecommendationResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ApplyStorageRecommendationResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ApplyStorageRecommendationResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ApplyStorageRecommendationResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyAlarmAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyAlarmAction>>) -> Object {
+        Object::ArrayOfAlarmAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyAlarmAction>> {
+        match object { Object::ArrayOfAlarmAction(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyAlarmAction>>, Object> {
+        match object { Object::ArrayOfAlarmAction(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyAlarmExpression {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyAlarmExpression>>) -> Object {
+        Object::ArrayOfAlarmExpression(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyAlarmExpression>> {
+        match object { Object::ArrayOfAlarmExpression(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyAlarmExpression>>, Object> {
+        match object { Object::ArrayOfAlarmExpression(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AlarmState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AlarmState>>) -> Object {
+        Object::ArrayOfAlarmState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AlarmState>> {
+        match object { Object::ArrayOfAlarmState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AlarmState>>, Object> {
+        match object { Object::ArrayOfAlarmState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AlarmTriggeringActionTransitionSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AlarmTriggeringActionTransitionSpec>>) -> Object {
+        Object::ArrayOfAlarmTriggeringActionTransitionSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AlarmTriggeringActionTransitionSpec>> {
+        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AlarmTriggeringActionTransitionSpec>>, Object> {
+        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnswerFileStatusError {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnswerFileStatusError>>) -> Object {
+        Object::ArrayOfAnswerFileStatusError(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnswerFileStatusError>> {
+        match object { Object::ArrayOfAnswerFileStatusError(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnswerFileStatusError>>, Object> {
+        match object { Object::ArrayOfAnswerFileStatusError(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnswerFileStatusResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnswerFileStatusResult>>) -> Object {
+        Object::ArrayOfAnswerFileStatusResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnswerFileStatusResult>> {
+        match object { Object::ArrayOfAnswerFileStatusResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnswerFileStatusResult>>, Object> {
+        match object { Object::ArrayOfAnswerFileStatusResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnswerFileUpdateFailure {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnswerFileUpdateFailure>>) -> Object {
+        Object::ArrayOfAnswerFileUpdateFailure(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnswerFileUpdateFailure>> {
+        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnswerFileUpdateFailure>>, Object> {
+        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ApplyHostProfileConfigurationResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ApplyHostProfileConfigurationResult>>) -> Object {
+        Object::ArrayOfApplyHostProfileConfigurationResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ApplyHostProfileConfigurationResult>> {
+        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ApplyHostProfileConfigurationResult>>, Object> {
+        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ApplyHostProfileConfigurationSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ApplyHostProfileConfigurationSpec>>) -> Object {
+        Object::ArrayOfApplyHostProfileConfigurationSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ApplyHostProfileConfigurationSpec>> {
+        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ApplyHostProfileConfigurationSpec>>, Object> {
+        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyApplyProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyApplyProfile>>) -> Object {
+        Object::ArrayOfApplyProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyApplyProfile>> {
+        match object { Object::ArrayOfApplyProfile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyApplyProfile>>, Object> {
+        match object { Object::ArrayOfApplyProfile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AuthenticationRequiredChallenge {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AuthenticationRequiredChallenge>>) -> Object {
+        Object::ArrayOfAuthenticationRequiredChallenge(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AuthenticationRequiredChallenge>> {
+        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AuthenticationRequiredChallenge>>, Object> {
+        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AuthorizationPrivilege {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AuthorizationPrivilege>>) -> Object {
+        Object::ArrayOfAuthorizationPrivilege(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AuthorizationPrivilege>> {
+        match object { Object::ArrayOfAuthorizationPrivilege(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AuthorizationPrivilege>>, Object> {
+        match object { Object::ArrayOfAuthorizationPrivilege(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AuthorizationRole {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AuthorizationRole>>) -> Object {
+        Object::ArrayOfAuthorizationRole(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AuthorizationRole>> {
+        match object { Object::ArrayOfAuthorizationRole(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AuthorizationRole>>, Object> {
+        match object { Object::ArrayOfAuthorizationRole(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AutoStartPowerInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AutoStartPowerInfo>>) -> Object {
+        Object::ArrayOfAutoStartPowerInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AutoStartPowerInfo>> {
+        match object { Object::ArrayOfAutoStartPowerInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AutoStartPowerInfo>>, Object> {
+        match object { Object::ArrayOfAutoStartPowerInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ChangesInfoEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ChangesInfoEventArgument>>) -> Object {
+        Object::ArrayOfChangesInfoEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ChangesInfoEventArgument>> {
+        match object { Object::ArrayOfChangesInfoEventArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ChangesInfoEventArgument>>, Object> {
+        match object { Object::ArrayOfChangesInfoEventArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CheckResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CheckResult>>) -> Object {
+        Object::ArrayOfCheckResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CheckResult>> {
+        match object { Object::ArrayOfCheckResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CheckResult>>, Object> {
+        match object { Object::ArrayOfCheckResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyClusterAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyClusterAction>>) -> Object {
+        Object::ArrayOfClusterAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyClusterAction>> {
+        match object { Object::ArrayOfClusterAction(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyClusterAction>>, Object> {
+        match object { Object::ArrayOfClusterAction(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterActionHistory {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterActionHistory>>) -> Object {
+        Object::ArrayOfClusterActionHistory(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterActionHistory>> {
+        match object { Object::ArrayOfClusterActionHistory(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterActionHistory>>, Object> {
+        match object { Object::ArrayOfClusterActionHistory(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterAttemptedVmInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterAttemptedVmInfo>>) -> Object {
+        Object::ArrayOfClusterAttemptedVmInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterAttemptedVmInfo>> {
+        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterAttemptedVmInfo>>, Object> {
+        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceDVSSetting {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceDVSSetting>>) -> Object {
+        Object::ArrayOfClusterComputeResourceDVSSetting(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDVSSetting>> {
+        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDVSSetting>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>) -> Object {
+        Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>> {
+        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceDvsProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceDvsProfile>>) -> Object {
+        Object::ArrayOfClusterComputeResourceDvsProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDvsProfile>> {
+        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDvsProfile>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>) -> Object {
+        Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>> {
+        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceHostConfigurationInput {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceHostConfigurationInput>>) -> Object {
+        Object::ArrayOfClusterComputeResourceHostConfigurationInput(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostConfigurationInput>> {
+        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostConfigurationInput>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceHostEvacuationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceHostEvacuationInfo>>) -> Object {
+        Object::ArrayOfClusterComputeResourceHostEvacuationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostEvacuationInfo>> {
+        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostEvacuationInfo>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceHostVmkNicInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceHostVmkNicInfo>>) -> Object {
+        Object::ArrayOfClusterComputeResourceHostVmkNicInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostVmkNicInfo>> {
+        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostVmkNicInfo>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyClusterComputeResourceValidationResultBase {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyClusterComputeResourceValidationResultBase>>) -> Object {
+        Object::ArrayOfClusterComputeResourceValidationResultBase(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyClusterComputeResourceValidationResultBase>> {
+        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyClusterComputeResourceValidationResultBase>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterComputeResourceVcsSlots {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterComputeResourceVcsSlots>>) -> Object {
+        Object::ArrayOfClusterComputeResourceVcsSlots(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceVcsSlots>> {
+        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceVcsSlots>>, Object> {
+        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDasAamNodeState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasAamNodeState>>) -> Object {
+        Object::ArrayOfClusterDasAamNodeState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasAamNodeState>> {
+        match object { Object::ArrayOfClusterDasAamNodeState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasAamNodeState>>, Object> {
+        match object { Object::ArrayOfClusterDasAamNodeState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>) -> Object {
+        Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>> {
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>, Object> {
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>) -> Object {
+        Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>> {
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>, Object> {
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDasVmConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasVmConfigInfo>>) -> Object {
+        Object::ArrayOfClusterDasVmConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasVmConfigInfo>> {
+        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasVmConfigInfo>>, Object> {
+        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDasVmConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDasVmConfigSpec>>) -> Object {
+        Object::ArrayOfClusterDasVmConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDasVmConfigSpec>> {
+        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDasVmConfigSpec>>, Object> {
+        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDatastoreUpdateSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDatastoreUpdateSpec>>) -> Object {
+        Object::ArrayOfClusterDatastoreUpdateSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDatastoreUpdateSpec>> {
+        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDatastoreUpdateSpec>>, Object> {
+        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDpmHostConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDpmHostConfigInfo>>) -> Object {
+        Object::ArrayOfClusterDpmHostConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDpmHostConfigInfo>> {
+        match object { Object::ArrayOfClusterDpmHostConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDpmHostConfigInfo>>, Object> {
+        match object { Object::ArrayOfClusterDpmHostConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDpmHostConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDpmHostConfigSpec>>) -> Object {
+        Object::ArrayOfClusterDpmHostConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDpmHostConfigSpec>> {
+        match object { Object::ArrayOfClusterDpmHostConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDpmHostConfigSpec>>, Object> {
+        match object { Object::ArrayOfClusterDpmHostConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDrsFaults {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDrsFaults>>) -> Object {
+        Object::ArrayOfClusterDrsFaults(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsFaults>> {
+        match object { Object::ArrayOfClusterDrsFaults(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsFaults>>, Object> {
+        match object { Object::ArrayOfClusterDrsFaults(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyClusterDrsFaultsFaultsByVm {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyClusterDrsFaultsFaultsByVm>>) -> Object {
+        Object::ArrayOfClusterDrsFaultsFaultsByVm(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyClusterDrsFaultsFaultsByVm>> {
+        match object { Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyClusterDrsFaultsFaultsByVm>>, Object> {
+        match object { Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDrsMigration {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDrsMigration>>) -> Object {
+        Object::ArrayOfClusterDrsMigration(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsMigration>> {
+        match object { Object::ArrayOfClusterDrsMigration(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsMigration>>, Object> {
+        match object { Object::ArrayOfClusterDrsMigration(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDrsRecommendation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDrsRecommendation>>) -> Object {
+        Object::ArrayOfClusterDrsRecommendation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsRecommendation>> {
+        match object { Object::ArrayOfClusterDrsRecommendation(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsRecommendation>>, Object> {
+        match object { Object::ArrayOfClusterDrsRecommendation(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDrsVmConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDrsVmConfigInfo>>) -> Object {
+        Object::ArrayOfClusterDrsVmConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsVmConfigInfo>> {
+        match object { Object::ArrayOfClusterDrsVmConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsVmConfigInfo>>, Object> {
+        match object { Object::ArrayOfClusterDrsVmConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterDrsVmConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterDrsVmConfigSpec>>) -> Object {
+        Object::ArrayOfClusterDrsVmConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsVmConfigSpec>> {
+        match object { Object::ArrayOfClusterDrsVmConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsVmConfigSpec>>, Object> {
+        match object { Object::ArrayOfClusterDrsVmConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterEVCManagerCheckResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterEVCManagerCheckResult>>) -> Object {
+        Object::ArrayOfClusterEVCManagerCheckResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterEVCManagerCheckResult>> {
+        match object { Object::ArrayOfClusterEVCManagerCheckResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterEVCManagerCheckResult>>, Object> {
+        match object { Object::ArrayOfClusterEVCManagerCheckResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterFailoverHostAdmissionControlInfoHostStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>>) -> Object {
+        Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>> {
+        match object { Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>>, Object> {
+        match object { Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyClusterGroupInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyClusterGroupInfo>>) -> Object {
+        Object::ArrayOfClusterGroupInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyClusterGroupInfo>> {
+        match object { Object::ArrayOfClusterGroupInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyClusterGroupInfo>>, Object> {
+        match object { Object::ArrayOfClusterGroupInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterGroupSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterGroupSpec>>) -> Object {
+        Object::ArrayOfClusterGroupSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterGroupSpec>> {
+        match object { Object::ArrayOfClusterGroupSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterGroupSpec>>, Object> {
+        match object { Object::ArrayOfClusterGroupSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterHostRecommendation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterHostRecommendation>>) -> Object {
+        Object::ArrayOfClusterHostRecommendation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterHostRecommendation>> {
+        match object { Object::ArrayOfClusterHostRecommendation(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterHostRecommendation>>, Object> {
+        match object { Object::ArrayOfClusterHostRecommendation(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterIoFilterInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterIoFilterInfo>>) -> Object {
+        Object::ArrayOfClusterIoFilterInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterIoFilterInfo>> {
+        match object { Object::ArrayOfClusterIoFilterInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterIoFilterInfo>>, Object> {
+        match object { Object::ArrayOfClusterIoFilterInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterNotAttemptedVmInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterNotAttemptedVmInfo>>) -> Object {
+        Object::ArrayOfClusterNotAttemptedVmInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterNotAttemptedVmInfo>> {
+        match object { Object::ArrayOfClusterNotAttemptedVmInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterNotAttemptedVmInfo>>, Object> {
+        match object { Object::ArrayOfClusterNotAttemptedVmInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterRecommendation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterRecommendation>>) -> Object {
+        Object::ArrayOfClusterRecommendation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterRecommendation>> {
+        match object { Object::ArrayOfClusterRecommendation(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterRecommendation>>, Object> {
+        match object { Object::ArrayOfClusterRecommendation(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyClusterRuleInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyClusterRuleInfo>>) -> Object {
+        Object::ArrayOfClusterRuleInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyClusterRuleInfo>> {
+        match object { Object::ArrayOfClusterRuleInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyClusterRuleInfo>>, Object> {
+        match object { Object::ArrayOfClusterRuleInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterRuleSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterRuleSpec>>) -> Object {
+        Object::ArrayOfClusterRuleSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterRuleSpec>> {
+        match object { Object::ArrayOfClusterRuleSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterRuleSpec>>, Object> {
+        match object { Object::ArrayOfClusterRuleSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterTagCategoryUpdateSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterTagCategoryUpdateSpec>>) -> Object {
+        Object::ArrayOfClusterTagCategoryUpdateSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterTagCategoryUpdateSpec>> {
+        match object { Object::ArrayOfClusterTagCategoryUpdateSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterTagCategoryUpdateSpec>>, Object> {
+        match object { Object::ArrayOfClusterTagCategoryUpdateSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterVmOrchestrationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterVmOrchestrationInfo>>) -> Object {
+        Object::ArrayOfClusterVmOrchestrationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterVmOrchestrationInfo>> {
+        match object { Object::ArrayOfClusterVmOrchestrationInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterVmOrchestrationInfo>>, Object> {
+        match object { Object::ArrayOfClusterVmOrchestrationInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ClusterVmOrchestrationSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ClusterVmOrchestrationSpec>>) -> Object {
+        Object::ArrayOfClusterVmOrchestrationSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ClusterVmOrchestrationSpec>> {
+        match object { Object::ArrayOfClusterVmOrchestrationSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ClusterVmOrchestrationSpec>>, Object> {
+        match object { Object::ArrayOfClusterVmOrchestrationSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ComplianceFailure {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ComplianceFailure>>) -> Object {
+        Object::ArrayOfComplianceFailure(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ComplianceFailure>> {
+        match object { Object::ArrayOfComplianceFailure(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ComplianceFailure>>, Object> {
+        match object { Object::ArrayOfComplianceFailure(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ComplianceFailureComplianceFailureValues {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ComplianceFailureComplianceFailureValues>>) -> Object {
+        Object::ArrayOfComplianceFailureComplianceFailureValues(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ComplianceFailureComplianceFailureValues>> {
+        match object { Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ComplianceFailureComplianceFailureValues>>, Object> {
+        match object { Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ComplianceLocator {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ComplianceLocator>>) -> Object {
+        Object::ArrayOfComplianceLocator(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ComplianceLocator>> {
+        match object { Object::ArrayOfComplianceLocator(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ComplianceLocator>>, Object> {
+        match object { Object::ArrayOfComplianceLocator(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ComplianceResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ComplianceResult>>) -> Object {
+        Object::ArrayOfComplianceResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ComplianceResult>> {
+        match object { Object::ArrayOfComplianceResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ComplianceResult>>, Object> {
+        match object { Object::ArrayOfComplianceResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ComputeResourceHostSPBMLicenseInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ComputeResourceHostSPBMLicenseInfo>>) -> Object {
+        Object::ArrayOfComputeResourceHostSPBMLicenseInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ComputeResourceHostSPBMLicenseInfo>> {
+        match object { Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ComputeResourceHostSPBMLicenseInfo>>, Object> {
+        match object { Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for ConflictingConfigurationConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<ConflictingConfigurationConfig>>) -> Object {
+        Object::ArrayOfConflictingConfigurationConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<ConflictingConfigurationConfig>> {
+        match object { Object::ArrayOfConflictingConfigurationConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<ConflictingConfigurationConfig>>, Object> {
+        match object { Object::ArrayOfConflictingConfigurationConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CryptoKeyId {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CryptoKeyId>>) -> Object {
+        Object::ArrayOfCryptoKeyId(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CryptoKeyId>> {
+        match object { Object::ArrayOfCryptoKeyId(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CryptoKeyId>>, Object> {
+        match object { Object::ArrayOfCryptoKeyId(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CryptoKeyPlain {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CryptoKeyPlain>>) -> Object {
+        Object::ArrayOfCryptoKeyPlain(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CryptoKeyPlain>> {
+        match object { Object::ArrayOfCryptoKeyPlain(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CryptoKeyPlain>>, Object> {
+        match object { Object::ArrayOfCryptoKeyPlain(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CryptoKeyResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CryptoKeyResult>>) -> Object {
+        Object::ArrayOfCryptoKeyResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CryptoKeyResult>> {
+        match object { Object::ArrayOfCryptoKeyResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CryptoKeyResult>>, Object> {
+        match object { Object::ArrayOfCryptoKeyResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CryptoManagerHostKeyStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CryptoManagerHostKeyStatus>>) -> Object {
+        Object::ArrayOfCryptoManagerHostKeyStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CryptoManagerHostKeyStatus>> {
+        match object { Object::ArrayOfCryptoManagerHostKeyStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CryptoManagerHostKeyStatus>>, Object> {
+        match object { Object::ArrayOfCryptoManagerHostKeyStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CryptoManagerKmipClusterStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CryptoManagerKmipClusterStatus>>) -> Object {
+        Object::ArrayOfCryptoManagerKmipClusterStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CryptoManagerKmipClusterStatus>> {
+        match object { Object::ArrayOfCryptoManagerKmipClusterStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CryptoManagerKmipClusterStatus>>, Object> {
+        match object { Object::ArrayOfCryptoManagerKmipClusterStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CryptoManagerKmipCryptoKeyStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CryptoManagerKmipCryptoKeyStatus>>) -> Object {
+        Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CryptoManagerKmipCryptoKeyStatus>> {
+        match object { Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CryptoManagerKmipCryptoKeyStatus>>, Object> {
+        match object { Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CryptoManagerKmipServerStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CryptoManagerKmipServerStatus>>) -> Object {
+        Object::ArrayOfCryptoManagerKmipServerStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CryptoManagerKmipServerStatus>> {
+        match object { Object::ArrayOfCryptoManagerKmipServerStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CryptoManagerKmipServerStatus>>, Object> {
+        match object { Object::ArrayOfCryptoManagerKmipServerStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CustomFieldDef {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CustomFieldDef>>) -> Object {
+        Object::ArrayOfCustomFieldDef(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CustomFieldDef>> {
+        match object { Object::ArrayOfCustomFieldDef(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CustomFieldDef>>, Object> {
+        match object { Object::ArrayOfCustomFieldDef(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyCustomFieldValue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyCustomFieldValue>>) -> Object {
+        Object::ArrayOfCustomFieldValue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyCustomFieldValue>> {
+        match object { Object::ArrayOfCustomFieldValue(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyCustomFieldValue>>, Object> {
+        match object { Object::ArrayOfCustomFieldValue(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for CustomizationAdapterMapping {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<CustomizationAdapterMapping>>) -> Object {
+        Object::ArrayOfCustomizationAdapterMapping(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<CustomizationAdapterMapping>> {
+        match object { Object::ArrayOfCustomizationAdapterMapping(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<CustomizationAdapterMapping>>, Object> {
+        match object { Object::ArrayOfCustomizationAdapterMapping(v) => Ok(v), other => Err(other), }
+    }
+}

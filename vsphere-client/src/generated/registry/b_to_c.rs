@@ -8,7 +8,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
         x::TypeEntry::structure(x::Name(0x5a4315), x::Name(0xb4eb08), 0, 3), // BackupBlobReadFailure: DvsFault
         x::TypeEntry::structure(x::Name(0x5a5916), x::Name(0xb4eb08), 3, 3), // BackupBlobWriteFailure: DvsFault
-        x::TypeEntry::structure(x::Name(0x5a7026), x::Name::NONE, 6, 1), // BackupFirmwareConfigurationRequestType
+        x::TypeEntry::request(x::Name(0x5a7026), 6, 1), // BackupFirmwareConfigurationRequestType
         x::TypeEntry::structure(x::Name(0x5a9717), x::Name(0x1a2e40c), 7, 1), // BadUsernameSessionEvent: SessionEvent
         x::TypeEntry::structure(x::Name(0x5aaf0e), x::Name(0xbb9c0b), 8, 11), // BaseConfigInfo: DynamicData
         x::TypeEntry::structure(x::Name(0x5abe19), x::Name(0xbb9c0b), 19, 1), // BaseConfigInfoBackingInfo: DynamicData
@@ -16,23 +16,23 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::enumeration(x::Name(0x5afa31), 0, 3), // BaseConfigInfoDiskFileBackingInfoProvisioningType
         x::TypeEntry::structure(x::Name(0x5b2c1d), x::Name(0x5abe19), 21, 6), // BaseConfigInfoFileBackingInfo: BaseConfigInfoBackingInfo
         x::TypeEntry::structure(x::Name(0x5b4a27), x::Name(0x5b2c1d), 27, 2), // BaseConfigInfoRawDiskMappingBackingInfo: BaseConfigInfoFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x5b7821), x::Name::NONE, 29, 6), // BatchAddHostsToClusterRequestType
-        x::TypeEntry::structure(x::Name(0x5b9a22), x::Name::NONE, 35, 4), // BatchAddStandaloneHostsRequestType
-        x::TypeEntry::structure(x::Name(0x5bbd20), x::Name::NONE, 39, 2), // BatchQueryConnectInfoRequestType
+        x::TypeEntry::request(x::Name(0x5b7821), 29, 6), // BatchAddHostsToClusterRequestType
+        x::TypeEntry::request(x::Name(0x5b9a22), 35, 4), // BatchAddStandaloneHostsRequestType
+        x::TypeEntry::request(x::Name(0x5bbd20), 39, 2), // BatchQueryConnectInfoRequestType
         x::TypeEntry::structure(x::Name(0x5bde0b), x::Name(0xbb9c0b), 41, 4), // BatchResult: DynamicData
         x::TypeEntry::enumeration(x::Name(0x5bea11), 3, 2), // BatchResultResult
-        x::TypeEntry::structure(x::Name(0x5c0313), x::Name::NONE, 45, 3), // BindVnicRequestType
+        x::TypeEntry::request(x::Name(0x5c0313), 45, 3), // BindVnicRequestType
         x::TypeEntry::structure(x::Name(0x5c1711), x::Name(0xe1b90f), 48, 0), // BlockedByFirewall: HostConfigFault
         x::TypeEntry::structure(x::Name(0x5c290a), x::Name(0x156580a), 48, 2), // BoolOption: OptionType
         x::TypeEntry::structure(x::Name(0x5c340a), x::Name(0x127c311), 50, 1), // BoolPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x5c3f1e), x::Name::NONE, 51, 5), // BrowseDiagnosticLogRequestType
+        x::TypeEntry::request(x::Name(0x5c3f1e), 51, 5), // BrowseDiagnosticLogRequestType
         x::TypeEntry::structure(x::Name(0x5c5e1a), x::Name(0x12c4610), 56, 0), // CAMServerRefusedConnection: InvalidCAMServer
-        x::TypeEntry::structure(x::Name(0x5d2c1e), x::Name::NONE, 56, 3), // CanProvisionObjectsRequestType
-        x::TypeEntry::structure(x::Name(0x5d4b1f), x::Name::NONE, 59, 2), // CancelRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0x5d6b25), x::Name::NONE, 61, 2), // CancelRetrievePropertiesExRequestType
-        x::TypeEntry::structure(x::Name(0x5d9129), x::Name::NONE, 63, 2), // CancelStorageDrsRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0x5dbb15), x::Name::NONE, 65, 1), // CancelTaskRequestType
-        x::TypeEntry::structure(x::Name(0x5dd11f), x::Name::NONE, 66, 1), // CancelWaitForUpdatesRequestType
+        x::TypeEntry::request(x::Name(0x5d2c1e), 56, 3), // CanProvisionObjectsRequestType
+        x::TypeEntry::request(x::Name(0x5d4b1f), 59, 2), // CancelRecommendationRequestType
+        x::TypeEntry::request(x::Name(0x5d6b25), 61, 2), // CancelRetrievePropertiesExRequestType
+        x::TypeEntry::request(x::Name(0x5d9129), 63, 2), // CancelStorageDrsRecommendationRequestType
+        x::TypeEntry::request(x::Name(0x5dbb15), 65, 1), // CancelTaskRequestType
+        x::TypeEntry::request(x::Name(0x5dd11f), 66, 1), // CancelWaitForUpdatesRequestType
         x::TypeEntry::structure(x::Name(0x5df11a), x::Name(0xea3c09), 67, 0), // CanceledHostOperationEvent: HostEvent
         x::TypeEntry::structure(x::Name(0x5e0c10), x::Name(0xcb3909), 67, 0), // CannotAccessFile: FileFault
         x::TypeEntry::structure(x::Name(0x5e1d17), x::Name(0x1d94808), 67, 0), // CannotAccessLocalSource: VimFault
@@ -71,448 +71,53 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x61de10), x::Name(0x210340d), 89, 5), // CannotUseNetwork: VmConfigFault
         x::TypeEntry::enumeration(x::Name(0x61ef16), 12, 8), // CannotUseNetworkReason
         x::TypeEntry::structure(x::Name(0x62060a), x::Name(0xbb9c0b), 94, 15), // Capability: DynamicData
-        x::TypeEntry::structure(x::Name(0x62112e), x::Name::NONE, 109, 2), // CertMgrRefreshCACertificatesAndCRLsRequestType
-        x::TypeEntry::structure(x::Name(0x624025), x::Name::NONE, 111, 2), // CertMgrRefreshCertificatesRequestType
-        x::TypeEntry::structure(x::Name(0x626624), x::Name::NONE, 113, 2), // CertMgrRevokeCertificatesRequestType
-        x::TypeEntry::structure(x::Name(0x628b1b), x::Name::NONE, 115, 4), // ChangeAccessModeRequestType
-        x::TypeEntry::structure(x::Name(0x62a726), x::Name::NONE, 119, 5), // ChangeFileAttributesInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x62ce14), x::Name::NONE, 124, 2), // ChangeKeyRequestType
-        x::TypeEntry::structure(x::Name(0x62e31d), x::Name::NONE, 126, 2), // ChangeLockdownModeRequestType
-        x::TypeEntry::structure(x::Name(0x630120), x::Name::NONE, 128, 2), // ChangeNFSUserPasswordRequestType
-        x::TypeEntry::structure(x::Name(0x632216), x::Name::NONE, 130, 4), // ChangeOwnerRequestType
-        x::TypeEntry::structure(x::Name(0x633919), x::Name::NONE, 134, 4), // ChangePasswordRequestType
+        x::TypeEntry::request(x::Name(0x62112e), 109, 2), // CertMgrRefreshCACertificatesAndCRLsRequestType
+        x::TypeEntry::request(x::Name(0x624025), 111, 2), // CertMgrRefreshCertificatesRequestType
+        x::TypeEntry::request(x::Name(0x626624), 113, 2), // CertMgrRevokeCertificatesRequestType
+        x::TypeEntry::request(x::Name(0x628b1b), 115, 4), // ChangeAccessModeRequestType
+        x::TypeEntry::request(x::Name(0x62a726), 119, 5), // ChangeFileAttributesInGuestRequestType
+        x::TypeEntry::request(x::Name(0x62ce14), 124, 2), // ChangeKeyRequestType
+        x::TypeEntry::request(x::Name(0x62e31d), 126, 2), // ChangeLockdownModeRequestType
+        x::TypeEntry::request(x::Name(0x630120), 128, 2), // ChangeNFSUserPasswordRequestType
+        x::TypeEntry::request(x::Name(0x632216), 130, 4), // ChangeOwnerRequestType
+        x::TypeEntry::request(x::Name(0x633919), 134, 4), // ChangePasswordRequestType
         x::TypeEntry::structure(x::Name(0x635318), x::Name(0xbb9c0b), 138, 3), // ChangesInfoEventArgument: DynamicData
-        x::TypeEntry::structure(x::Name(0x636c1a), x::Name::NONE, 141, 2), // CheckAddHostEvcRequestType
-        x::TypeEntry::structure(x::Name(0x638720), x::Name::NONE, 143, 2), // CheckAnswerFileStatusRequestType
-        x::TypeEntry::structure(x::Name(0x63a815), x::Name::NONE, 145, 6), // CheckCloneRequestType
-        x::TypeEntry::structure(x::Name(0x63be1d), x::Name::NONE, 151, 5), // CheckCompatibilityRequestType
-        x::TypeEntry::structure(x::Name(0x63dc1a), x::Name::NONE, 156, 3), // CheckComplianceRequestType
-        x::TypeEntry::structure(x::Name(0x63f720), x::Name::NONE, 159, 3), // CheckConfigureEvcModeRequestType
-        x::TypeEntry::structure(x::Name(0x641826), x::Name::NONE, 162, 2), // CheckCustomizationResourcesRequestType
-        x::TypeEntry::structure(x::Name(0x643f21), x::Name::NONE, 164, 2), // CheckCustomizationSpecRequestType
-        x::TypeEntry::structure(x::Name(0x64611a), x::Name::NONE, 166, 2), // CheckForUpdatesRequestType
-        x::TypeEntry::structure(x::Name(0x647c19), x::Name::NONE, 168, 4), // CheckHostPatchRequestType
-        x::TypeEntry::structure(x::Name(0x64961c), x::Name::NONE, 172, 4), // CheckInstantCloneRequestType
-        x::TypeEntry::structure(x::Name(0x64b31e), x::Name::NONE, 176, 3), // CheckLicenseFeatureRequestType
-        x::TypeEntry::structure(x::Name(0x64d217), x::Name::NONE, 179, 6), // CheckMigrateRequestType
-        x::TypeEntry::structure(x::Name(0x64ea17), x::Name::NONE, 185, 5), // CheckPowerOnRequestType
-        x::TypeEntry::structure(x::Name(0x650221), x::Name::NONE, 190, 2), // CheckProfileComplianceRequestType
-        x::TypeEntry::structure(x::Name(0x652418), x::Name::NONE, 192, 4), // CheckRelocateRequestType
+        x::TypeEntry::request(x::Name(0x636c1a), 141, 2), // CheckAddHostEvcRequestType
+        x::TypeEntry::request(x::Name(0x638720), 143, 2), // CheckAnswerFileStatusRequestType
+        x::TypeEntry::request(x::Name(0x63a815), 145, 6), // CheckCloneRequestType
+        x::TypeEntry::request(x::Name(0x63be1d), 151, 5), // CheckCompatibilityRequestType
+        x::TypeEntry::request(x::Name(0x63dc1a), 156, 3), // CheckComplianceRequestType
+        x::TypeEntry::request(x::Name(0x63f720), 159, 3), // CheckConfigureEvcModeRequestType
+        x::TypeEntry::request(x::Name(0x641826), 162, 2), // CheckCustomizationResourcesRequestType
+        x::TypeEntry::request(x::Name(0x643f21), 164, 2), // CheckCustomizationSpecRequestType
+        x::TypeEntry::request(x::Name(0x64611a), 166, 2), // CheckForUpdatesRequestType
+        x::TypeEntry::request(x::Name(0x647c19), 168, 4), // CheckHostPatchRequestType
+        x::TypeEntry::request(x::Name(0x64961c), 172, 4), // CheckInstantCloneRequestType
+        x::TypeEntry::request(x::Name(0x64b31e), 176, 3), // CheckLicenseFeatureRequestType
+        x::TypeEntry::request(x::Name(0x64d217), 179, 6), // CheckMigrateRequestType
+        x::TypeEntry::request(x::Name(0x64ea17), 185, 5), // CheckPowerOnRequestType
+        x::TypeEntry::request(x::Name(0x650221), 190, 2), // CheckProfileComplianceRequestType
+        x::TypeEntry::request(x::Name(0x652418), 192, 4), // CheckRelocateRequestType
         x::TypeEntry::structure(x::Name(0x653d0b), x::Name(0xbb9c0b), 196, 4), // CheckResult: DynamicData
         x::TypeEntry::enumeration(x::Name(0x65490d), 20, 5), // CheckTestType
-        x::TypeEntry::structure(x::Name(0x655718), x::Name::NONE, 200, 6), // CheckVmConfigRequestType
+        x::TypeEntry::request(x::Name(0x655718), 200, 6), // CheckVmConfigRequestType
         x::TypeEntry::structure(x::Name(0x65700c), x::Name(0x156580a), 206, 2), // ChoiceOption: OptionType
-        x::TypeEntry::structure(x::Name(0x657d20), x::Name::NONE, 208, 3), // ClearComplianceStatusRequestType
-        x::TypeEntry::structure(x::Name(0x659e17), x::Name::NONE, 211, 1), // ClearNFSUserRequestType
-        x::TypeEntry::structure(x::Name(0x65b61e), x::Name::NONE, 212, 1), // ClearSystemEventLogRequestType
-        x::TypeEntry::structure(x::Name(0x65d51f), x::Name::NONE, 213, 2), // ClearTriggeredAlarmsRequestType
-        x::TypeEntry::structure(x::Name(0x65f52a), x::Name::NONE, 215, 4), // ClearVStorageObjectControlFlagsRequestType
+        x::TypeEntry::request(x::Name(0x657d20), 208, 3), // ClearComplianceStatusRequestType
+        x::TypeEntry::request(x::Name(0x659e17), 211, 1), // ClearNFSUserRequestType
+        x::TypeEntry::request(x::Name(0x65b61e), 212, 1), // ClearSystemEventLogRequestType
+        x::TypeEntry::request(x::Name(0x65d51f), 213, 2), // ClearTriggeredAlarmsRequestType
+        x::TypeEntry::request(x::Name(0x65f52a), 215, 4), // ClearVStorageObjectControlFlagsRequestType
         x::TypeEntry::structure(x::Name(0x662009), x::Name(0xe1b90f), 219, 0), // ClockSkew: HostConfigFault
         x::TypeEntry::structure(x::Name(0x662a1d), x::Name(0x1431e0e), 219, 0), // CloneFromSnapshotNotSupported: MigrationFault
-        x::TypeEntry::structure(x::Name(0x664817), x::Name::NONE, 219, 2), // CloneSessionRequestType
-        x::TypeEntry::structure(x::Name(0x666014), x::Name::NONE, 221, 4), // CloneVAppRequestType
-        x::TypeEntry::structure(x::Name(0x667512), x::Name::NONE, 225, 4), // CloneVMRequestType
-        x::TypeEntry::structure(x::Name(0x66881e), x::Name::NONE, 229, 4), // CloneVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x66a723), x::Name::NONE, 233, 2), // CloseInventoryViewFolderRequestType
+        x::TypeEntry::request(x::Name(0x664817), 219, 2), // CloneSessionRequestType
+        x::TypeEntry::request(x::Name(0x666014), 221, 4), // CloneVAppRequestType
+        x::TypeEntry::request(x::Name(0x667512), 225, 4), // CloneVMRequestType
+        x::TypeEntry::request(x::Name(0x66881e), 229, 4), // CloneVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0x66a723), 233, 2), // CloseInventoryViewFolderRequestType
         x::TypeEntry::structure(x::Name(0x66cb0d), x::Name(0xbb9c0b), 235, 2), // ClusterAction: DynamicData
         x::TypeEntry::structure(x::Name(0x66d914), x::Name(0xbb9c0b), 237, 2), // ClusterActionHistory: DynamicData
-        x::TypeEntry::structure(x::Name(0x66ee17), x::Name(0x75640f), 239, 1), // ClusterAffinityRuleSpec: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x67061b), x::Name(0x75640f), 240, 1), // ClusterAntiAffinityRuleSpec: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x672216), x::Name(0xbb9c0b), 241, 2), // ClusterAttemptedVmInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x673924), x::Name(0x66cb0d), 243, 4), // ClusterClusterInitialPlacementAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x675e1d), x::Name(0x70950c), 247, 1), // ClusterComplianceCheckedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x679329), x::Name(0xbb9c0b), 248, 2), // ClusterComputeResourceClusterConfigResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x67bd26), x::Name(0xbb9c0b), 250, 2), // ClusterComputeResourceCryptoModePolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x67e430), x::Name(0x6a822a), 252, 2), // ClusterComputeResourceDVSConfigurationValidation: ClusterComputeResourceValidationResultBase
-        x::TypeEntry::structure(x::Name(0x681520), x::Name(0xbb9c0b), 254, 3), // ClusterComputeResourceDVSSetting: DynamicData
-        x::TypeEntry::structure(x::Name(0x68363b), x::Name(0xbb9c0b), 257, 2), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0x687220), x::Name(0xbb9c0b), 259, 4), // ClusterComputeResourceDvsProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x68933f), x::Name(0xbb9c0b), 263, 3), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0x68d323), x::Name(0xbb9c0b), 266, 4), // ClusterComputeResourceHCIConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x68f723), x::Name(0xbb9c0b), 270, 4), // ClusterComputeResourceHCIConfigSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x691b26), 25, 3), // ClusterComputeResourceHCIWorkflowState
-        x::TypeEntry::structure(x::Name(0x69422c), x::Name(0xbb9c0b), 274, 3), // ClusterComputeResourceHostConfigurationInput: DynamicData
-        x::TypeEntry::structure(x::Name(0x696f2e), x::Name(0xbb9c0b), 277, 2), // ClusterComputeResourceHostConfigurationProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x699e31), x::Name(0x6a822a), 279, 5), // ClusterComputeResourceHostConfigurationValidation: ClusterComputeResourceValidationResultBase
-        x::TypeEntry::structure(x::Name(0x69d028), x::Name(0xbb9c0b), 284, 2), // ClusterComputeResourceHostEvacuationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x69f924), x::Name(0xbb9c0b), 286, 2), // ClusterComputeResourceHostVmkNicInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6a1e25), x::Name(0xbb9c0b), 288, 2), // ClusterComputeResourceMaintenanceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6a441d), x::Name(0x79e516), 290, 14), // ClusterComputeResourceSummary: ComputeResourceSummary
-        x::TypeEntry::structure(x::Name(0x6a621f), x::Name(0xbb9c0b), 304, 3), // ClusterComputeResourceVCProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x6a822a), x::Name(0xbb9c0b), 307, 1), // ClusterComputeResourceValidationResultBase: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6aad25), 28, 3), // ClusterComputeResourceVcsHealthStatus
-        x::TypeEntry::structure(x::Name(0x6ad31e), x::Name(0xbb9c0b), 308, 4), // ClusterComputeResourceVcsSlots: DynamicData
-        x::TypeEntry::structure(x::Name(0x6af211), x::Name(0xbb9c0b), 312, 5), // ClusterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6b0413), x::Name(0x78d519), 317, 17), // ClusterConfigInfoEx: ComputeResourceConfigInfo
-        x::TypeEntry::structure(x::Name(0x6b1811), x::Name(0xbb9c0b), 334, 5), // ClusterConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x6b2a13), x::Name(0x78ef19), 339, 18), // ClusterConfigSpecEx: ComputeResourceConfigSpec
-        x::TypeEntry::structure(x::Name(0x6b3e13), x::Name(0x70950c), 357, 1), // ClusterCreatedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x6b5217), x::Name(0xbb9c0b), 358, 2), // ClusterCryptoConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6b6a21), 31, 2), // ClusterCryptoConfigInfoCryptoMode
-        x::TypeEntry::structure(x::Name(0x6b8c15), x::Name(0x6e0a12), 360, 2), // ClusterDasAamHostInfo: ClusterDasHostInfo
-        x::TypeEntry::structure(x::Name(0x6ba216), x::Name(0xbb9c0b), 362, 4), // ClusterDasAamNodeState: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6bb91e), 33, 8), // ClusterDasAamNodeStateDasState
-        x::TypeEntry::structure(x::Name(0x6bd81e), x::Name(0xbb9c0b), 366, 0), // ClusterDasAdmissionControlInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6bf720), x::Name(0xbb9c0b), 366, 2), // ClusterDasAdmissionControlPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x6c181d), x::Name(0xbb9c0b), 368, 3), // ClusterDasAdvancedRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6c362f), x::Name(0xbb9c0b), 371, 2), // ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6c6614), x::Name(0xbb9c0b), 373, 11), // ClusterDasConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6c7b28), 41, 3), // ClusterDasConfigInfoHBDatastoreCandidate
-        x::TypeEntry::enumeration(x::Name(0x6ca420), 44, 2), // ClusterDasConfigInfoServiceState
-        x::TypeEntry::enumeration(x::Name(0x6cc525), 46, 3), // ClusterDasConfigInfoVmMonitoringState
-        x::TypeEntry::structure(x::Name(0x6ceb0e), x::Name(0xbb9c0b), 384, 0), // ClusterDasData: DynamicData
-        x::TypeEntry::structure(x::Name(0x6cfa15), x::Name(0x6ceb0e), 384, 3), // ClusterDasDataSummary: ClusterDasData
-        x::TypeEntry::structure(x::Name(0x6d102a), x::Name(0x6c181d), 387, 9), // ClusterDasFailoverLevelAdvancedRuntimeInfo: ClusterDasAdvancedRuntimeInfo
-        x::TypeEntry::structure(x::Name(0x6d3b33), x::Name(0xbb9c0b), 396, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: DynamicData
-        x::TypeEntry::structure(x::Name(0x6d6f32), x::Name(0xbb9c0b), 398, 3), // ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6da231), x::Name(0xbb9c0b), 401, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6dd41e), 49, 11), // ClusterDasFdmAvailabilityState
-        x::TypeEntry::structure(x::Name(0x6df316), x::Name(0xbb9c0b), 403, 2), // ClusterDasFdmHostState: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e0a12), x::Name(0xbb9c0b), 405, 0), // ClusterDasHostInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e1d1c), x::Name(0xbb9c0b), 405, 2), // ClusterDasHostRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e3a16), x::Name(0xbb9c0b), 407, 4), // ClusterDasVmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e5116), x::Name(0x57b40f), 411, 1), // ClusterDasVmConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6e6814), x::Name(0xbb9c0b), 412, 5), // ClusterDasVmSettings: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6e7d25), 60, 4), // ClusterDasVmSettingsIsolationResponse
-        x::TypeEntry::enumeration(x::Name(0x6ea323), 64, 7), // ClusterDasVmSettingsRestartPriority
-        x::TypeEntry::structure(x::Name(0x6ec71a), x::Name(0x57b40f), 417, 1), // ClusterDatastoreUpdateSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6ee219), x::Name(0x75640f), 418, 2), // ClusterDependencyRuleInfo: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x6efc15), x::Name(0x70950c), 420, 0), // ClusterDestroyedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x6f1214), x::Name(0xbb9c0b), 420, 4), // ClusterDpmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6f2718), x::Name(0xbb9c0b), 424, 3), // ClusterDpmHostConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6f4018), x::Name(0x57b40f), 427, 1), // ClusterDpmHostConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6f5914), x::Name(0xbb9c0b), 428, 6), // ClusterDrsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6f6e10), x::Name(0xbb9c0b), 434, 2), // ClusterDrsFaults: DynamicData
-        x::TypeEntry::structure(x::Name(0x6f7f23), x::Name(0x6fa31a), 436, 1), // ClusterDrsFaultsFaultsByVirtualDisk: ClusterDrsFaultsFaultsByVm
-        x::TypeEntry::structure(x::Name(0x6fa31a), x::Name(0xbb9c0b), 437, 2), // ClusterDrsFaultsFaultsByVm: DynamicData
-        x::TypeEntry::structure(x::Name(0x6fbe13), x::Name(0xbb9c0b), 439, 11), // ClusterDrsMigration: DynamicData
-        x::TypeEntry::structure(x::Name(0x6fd218), x::Name(0xbb9c0b), 450, 5), // ClusterDrsRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x6feb16), x::Name(0xbb9c0b), 455, 3), // ClusterDrsVmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x700216), x::Name(0x57b40f), 458, 1), // ClusterDrsVmConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x70191c), x::Name(0xbb9c0b), 459, 3), // ClusterEVCManagerCheckResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x703619), x::Name(0xbb9c0b), 462, 6), // ClusterEVCManagerEVCState: DynamicData
-        x::TypeEntry::structure(x::Name(0x705026), x::Name::NONE, 468, 4), // ClusterEnterMaintenanceModeRequestType
-        x::TypeEntry::structure(x::Name(0x70771d), x::Name(0xbb9c0b), 472, 2), // ClusterEnterMaintenanceResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x70950c), x::Name(0xc19905), 474, 0), // ClusterEvent: Event
-        x::TypeEntry::structure(x::Name(0x70a227), x::Name(0x6bd81e), 474, 1), // ClusterFailoverHostAdmissionControlInfo: ClusterDasAdmissionControlInfo
-        x::TypeEntry::structure(x::Name(0x70ca31), x::Name(0xbb9c0b), 475, 2), // ClusterFailoverHostAdmissionControlInfoHostStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x70fc29), x::Name(0x6bf720), 477, 2), // ClusterFailoverHostAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::TypeEntry::structure(x::Name(0x712628), x::Name(0x6bd81e), 479, 1), // ClusterFailoverLevelAdmissionControlInfo: ClusterDasAdmissionControlInfo
-        x::TypeEntry::structure(x::Name(0x714f2a), x::Name(0x6bf720), 480, 2), // ClusterFailoverLevelAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::TypeEntry::structure(x::Name(0x717a2c), x::Name(0x6bd81e), 482, 3), // ClusterFailoverResourcesAdmissionControlInfo: ClusterDasAdmissionControlInfo
-        x::TypeEntry::structure(x::Name(0x71a72e), x::Name(0x6bf720), 485, 6), // ClusterFailoverResourcesAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::TypeEntry::structure(x::Name(0x71d61a), x::Name(0x758411), 491, 2), // ClusterFixedSizeSlotPolicy: ClusterSlotPolicy
-        x::TypeEntry::structure(x::Name(0x71f117), x::Name(0x75640f), 493, 2), // ClusterFtVmHostRuleInfo: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x720910), x::Name(0xbb9c0b), 495, 3), // ClusterGroupInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x721a10), x::Name(0x57b40f), 498, 1), // ClusterGroupSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x722b10), x::Name(0x720910), 499, 1), // ClusterHostGroup: ClusterGroupInfo
-        x::TypeEntry::structure(x::Name(0x723c22), x::Name(0x66cb0d), 500, 1), // ClusterHostInfraUpdateHaModeAction: ClusterAction
-        x::TypeEntry::enumeration(x::Name(0x725f2f), 71, 3), // ClusterHostInfraUpdateHaModeActionOperationType
-        x::TypeEntry::structure(x::Name(0x728f16), x::Name(0x66cb0d), 501, 4), // ClusterHostPowerAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x72a619), x::Name(0xbb9c0b), 505, 2), // ClusterHostRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x72c01e), x::Name(0xbb9c0b), 507, 5), // ClusterInfraUpdateHaConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x72df2a), 74, 2), // ClusterInfraUpdateHaConfigInfoBehaviorType
-        x::TypeEntry::enumeration(x::Name(0x730a2d), 76, 2), // ClusterInfraUpdateHaConfigInfoRemediationType
-        x::TypeEntry::structure(x::Name(0x73381d), x::Name(0x66cb0d), 512, 2), // ClusterInitialPlacementAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x735613), x::Name(0x130b50c), 514, 2), // ClusterIoFilterInfo: IoFilterInfo
-        x::TypeEntry::structure(x::Name(0x736a16), x::Name(0x66cb0d), 516, 1), // ClusterMigrationAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x738118), x::Name(0xbb9c0b), 517, 2), // ClusterNetworkConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x739a19), x::Name(0xbb9c0b), 519, 2), // ClusterNotAttemptedVmInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x73b418), x::Name(0xbb9c0b), 521, 1), // ClusterOrchestrationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x73cd19), x::Name(0x70950c), 522, 0), // ClusterOvercommittedEvent: ClusterEvent
-        x::TypeEntry::enumeration(x::Name(0x73e716), 78, 2), // ClusterPowerOnVmOption
-        x::TypeEntry::structure(x::Name(0x73fe16), x::Name(0xbb9c0b), 522, 3), // ClusterPowerOnVmResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x74151c), x::Name(0xbb9c0b), 525, 3), // ClusterPreemptibleVmPairInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x74321c), x::Name(0x57b40f), 528, 1), // ClusterPreemptibleVmPairSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x744f1d), x::Name(0xbb9c0b), 529, 1), // ClusterProactiveDrsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x746d20), x::Name(0x74cd18), 530, 1), // ClusterProfileCompleteConfigSpec: ClusterProfileConfigSpec
-        x::TypeEntry::structure(x::Name(0x748e18), x::Name(0x1698411), 531, 1), // ClusterProfileConfigInfo: ProfileConfigInfo
-        x::TypeEntry::structure(x::Name(0x74a725), x::Name(0x74cd18), 532, 1), // ClusterProfileConfigServiceCreateSpec: ClusterProfileConfigSpec
-        x::TypeEntry::structure(x::Name(0x74cd18), x::Name(0x74e618), 533, 0), // ClusterProfileConfigSpec: ClusterProfileCreateSpec
-        x::TypeEntry::structure(x::Name(0x74e618), x::Name(0x1699611), 533, 0), // ClusterProfileCreateSpec: ProfileCreateSpec
-        x::TypeEntry::enumeration(x::Name(0x74ff19), 80, 4), // ClusterProfileServiceType
-        x::TypeEntry::structure(x::Name(0x751915), x::Name(0xbb9c0b), 533, 11), // ClusterRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x752f18), x::Name(0x70950c), 544, 1), // ClusterReconfiguredEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x75481b), x::Name(0xbb9c0b), 545, 8), // ClusterResourceUsageSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x75640f), x::Name(0xbb9c0b), 553, 8), // ClusterRuleInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x75740f), x::Name(0x57b40f), 561, 1), // ClusterRuleSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x758411), x::Name(0xbb9c0b), 562, 0), // ClusterSlotPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x759619), x::Name(0x70950c), 562, 2), // ClusterStatusChangedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x75b01a), x::Name(0xbb9c0b), 564, 4), // ClusterSystemVMsConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x75cb28), 84, 2), // ClusterSystemVMsConfigInfoDeploymentMode
-        x::TypeEntry::structure(x::Name(0x75f41a), x::Name(0xbb9c0b), 568, 4), // ClusterSystemVMsConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x760f1c), x::Name(0x57b40f), 572, 1), // ClusterTagCategoryUpdateSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x762c13), x::Name(0xbb9c0b), 573, 16), // ClusterUsageSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x764024), x::Name(0xbb9c0b), 589, 5), // ClusterVmComponentProtectionSettings: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x766535), 86, 5), // ClusterVmComponentProtectionSettingsStorageVmReaction
-        x::TypeEntry::enumeration(x::Name(0x769b3a), 91, 3), // ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared
-        x::TypeEntry::structure(x::Name(0x76d60e), x::Name(0x720910), 594, 1), // ClusterVmGroup: ClusterGroupInfo
-        x::TypeEntry::structure(x::Name(0x76e515), x::Name(0x75640f), 595, 3), // ClusterVmHostRuleInfo: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x76fb1a), x::Name(0xbb9c0b), 598, 2), // ClusterVmOrchestrationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x77161a), x::Name(0x57b40f), 600, 1), // ClusterVmOrchestrationSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x773112), x::Name(0xbb9c0b), 601, 2), // ClusterVmReadiness: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x774420), 94, 5), // ClusterVmReadinessReadyCondition
-        x::TypeEntry::structure(x::Name(0x776520), x::Name(0xbb9c0b), 603, 7), // ClusterVmToolsMonitoringSettings: DynamicData
-        x::TypeEntry::structure(x::Name(0x778615), x::Name(0xb4eb08), 610, 0), // CollectorAddressUnset: DvsFault
-        x::TypeEntry::structure(x::Name(0x77af11), x::Name(0xbb9c0b), 610, 4), // ComplianceFailure: DynamicData
-        x::TypeEntry::structure(x::Name(0x77c128), x::Name(0xbb9c0b), 614, 4), // ComplianceFailureComplianceFailureValues: DynamicData
-        x::TypeEntry::structure(x::Name(0x77ea11), x::Name(0xbb9c0b), 618, 2), // ComplianceLocator: DynamicData
-        x::TypeEntry::structure(x::Name(0x77fc11), x::Name(0xbb9c0b), 620, 2), // ComplianceProfile: DynamicData
     ],
-    decoders: &[
-        Some(x::decode_boxed::<BackupBlobReadFailure>),
-        Some(x::decode_boxed::<BackupBlobWriteFailure>),
-        None, // BackupFirmwareConfigurationRequestType
-        Some(x::decode_boxed::<BadUsernameSessionEvent>),
-        Some(x::decode_boxed::<BaseConfigInfo>),
-        Some(x::decode_boxed::<BaseConfigInfoBackingInfo>),
-        Some(x::decode_boxed::<BaseConfigInfoDiskFileBackingInfo>),
-        Some(x::decode_boxed::<BaseConfigInfoDiskFileBackingInfoProvisioningType>),
-        Some(x::decode_boxed::<BaseConfigInfoFileBackingInfo>),
-        Some(x::decode_boxed::<BaseConfigInfoRawDiskMappingBackingInfo>),
-        None, // BatchAddHostsToClusterRequestType
-        None, // BatchAddStandaloneHostsRequestType
-        None, // BatchQueryConnectInfoRequestType
-        Some(x::decode_boxed::<BatchResult>),
-        Some(x::decode_boxed::<BatchResultResult>),
-        None, // BindVnicRequestType
-        Some(x::decode_boxed::<BlockedByFirewall>),
-        Some(x::decode_boxed::<BoolOption>),
-        Some(x::decode_boxed::<BoolPolicy>),
-        None, // BrowseDiagnosticLogRequestType
-        Some(x::decode_boxed::<CAMServerRefusedConnection>),
-        None, // CanProvisionObjectsRequestType
-        None, // CancelRecommendationRequestType
-        None, // CancelRetrievePropertiesExRequestType
-        None, // CancelStorageDrsRecommendationRequestType
-        None, // CancelTaskRequestType
-        None, // CancelWaitForUpdatesRequestType
-        Some(x::decode_boxed::<CanceledHostOperationEvent>),
-        Some(x::decode_boxed::<CannotAccessFile>),
-        Some(x::decode_boxed::<CannotAccessLocalSource>),
-        Some(x::decode_boxed::<CannotAccessNetwork>),
-        Some(x::decode_boxed::<CannotAccessVmComponent>),
-        Some(x::decode_boxed::<CannotAccessVmConfig>),
-        Some(x::decode_boxed::<CannotAccessVmDevice>),
-        Some(x::decode_boxed::<CannotAccessVmDisk>),
-        Some(x::decode_boxed::<CannotAddHostWithFTVmAsStandalone>),
-        Some(x::decode_boxed::<CannotAddHostWithFTVmToDifferentCluster>),
-        Some(x::decode_boxed::<CannotAddHostWithFTVmToNonHACluster>),
-        Some(x::decode_boxed::<CannotChangeDrsBehaviorForFtSecondary>),
-        Some(x::decode_boxed::<CannotChangeHaSettingsForFtSecondary>),
-        Some(x::decode_boxed::<CannotChangeVsanClusterUuid>),
-        Some(x::decode_boxed::<CannotChangeVsanNodeUuid>),
-        Some(x::decode_boxed::<CannotComputeFTCompatibleHosts>),
-        Some(x::decode_boxed::<CannotCreateFile>),
-        Some(x::decode_boxed::<CannotDecryptPasswords>),
-        Some(x::decode_boxed::<CannotDeleteFile>),
-        Some(x::decode_boxed::<CannotDisableDrsOnClustersWithVApps>),
-        Some(x::decode_boxed::<CannotDisableSnapshot>),
-        Some(x::decode_boxed::<CannotDisconnectHostWithFaultToleranceVm>),
-        Some(x::decode_boxed::<CannotEnableVmcpForCluster>),
-        Some(x::decode_boxed::<CannotEnableVmcpForClusterReason>),
-        Some(x::decode_boxed::<CannotModifyConfigCpuRequirements>),
-        Some(x::decode_boxed::<CannotMoveFaultToleranceVm>),
-        Some(x::decode_boxed::<CannotMoveFaultToleranceVmMoveType>),
-        Some(x::decode_boxed::<CannotMoveHostWithFaultToleranceVm>),
-        Some(x::decode_boxed::<CannotMoveVmWithDeltaDisk>),
-        Some(x::decode_boxed::<CannotMoveVmWithNativeDeltaDisk>),
-        Some(x::decode_boxed::<CannotMoveVsanEnabledHost>),
-        Some(x::decode_boxed::<CannotPlaceWithoutPrerequisiteMoves>),
-        Some(x::decode_boxed::<CannotPowerOffVmInCluster>),
-        Some(x::decode_boxed::<CannotPowerOffVmInClusterOperation>),
-        Some(x::decode_boxed::<CannotReconfigureVsanWhenHaEnabled>),
-        Some(x::decode_boxed::<CannotUseNetwork>),
-        Some(x::decode_boxed::<CannotUseNetworkReason>),
-        Some(x::decode_boxed::<Capability>),
-        None, // CertMgrRefreshCACertificatesAndCRLsRequestType
-        None, // CertMgrRefreshCertificatesRequestType
-        None, // CertMgrRevokeCertificatesRequestType
-        None, // ChangeAccessModeRequestType
-        None, // ChangeFileAttributesInGuestRequestType
-        None, // ChangeKeyRequestType
-        None, // ChangeLockdownModeRequestType
-        None, // ChangeNFSUserPasswordRequestType
-        None, // ChangeOwnerRequestType
-        None, // ChangePasswordRequestType
-        Some(x::decode_boxed::<ChangesInfoEventArgument>),
-        None, // CheckAddHostEvcRequestType
-        None, // CheckAnswerFileStatusRequestType
-        None, // CheckCloneRequestType
-        None, // CheckCompatibilityRequestType
-        None, // CheckComplianceRequestType
-        None, // CheckConfigureEvcModeRequestType
-        None, // CheckCustomizationResourcesRequestType
-        None, // CheckCustomizationSpecRequestType
-        None, // CheckForUpdatesRequestType
-        None, // CheckHostPatchRequestType
-        None, // CheckInstantCloneRequestType
-        None, // CheckLicenseFeatureRequestType
-        None, // CheckMigrateRequestType
-        None, // CheckPowerOnRequestType
-        None, // CheckProfileComplianceRequestType
-        None, // CheckRelocateRequestType
-        Some(x::decode_boxed::<CheckResult>),
-        Some(x::decode_boxed::<CheckTestType>),
-        None, // CheckVmConfigRequestType
-        Some(x::decode_boxed::<ChoiceOption>),
-        None, // ClearComplianceStatusRequestType
-        None, // ClearNFSUserRequestType
-        None, // ClearSystemEventLogRequestType
-        None, // ClearTriggeredAlarmsRequestType
-        None, // ClearVStorageObjectControlFlagsRequestType
-        Some(x::decode_boxed::<ClockSkew>),
-        Some(x::decode_boxed::<CloneFromSnapshotNotSupported>),
-        None, // CloneSessionRequestType
-        None, // CloneVAppRequestType
-        None, // CloneVMRequestType
-        None, // CloneVStorageObjectRequestType
-        None, // CloseInventoryViewFolderRequestType
-        Some(x::decode_boxed::<ClusterAction>),
-        Some(x::decode_boxed::<ClusterActionHistory>),
-        Some(x::decode_boxed::<ClusterAffinityRuleSpec>),
-        Some(x::decode_boxed::<ClusterAntiAffinityRuleSpec>),
-        Some(x::decode_boxed::<ClusterAttemptedVmInfo>),
-        Some(x::decode_boxed::<ClusterClusterInitialPlacementAction>),
-        Some(x::decode_boxed::<ClusterComplianceCheckedEvent>),
-        Some(x::decode_boxed::<ClusterComputeResourceClusterConfigResult>),
-        Some(x::decode_boxed::<ClusterComputeResourceCryptoModePolicy>),
-        Some(x::decode_boxed::<ClusterComputeResourceDVSConfigurationValidation>),
-        Some(x::decode_boxed::<ClusterComputeResourceDVSSetting>),
-        Some(x::decode_boxed::<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>),
-        Some(x::decode_boxed::<ClusterComputeResourceDvsProfile>),
-        Some(x::decode_boxed::<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>),
-        Some(x::decode_boxed::<ClusterComputeResourceHCIConfigInfo>),
-        Some(x::decode_boxed::<ClusterComputeResourceHCIConfigSpec>),
-        Some(x::decode_boxed::<ClusterComputeResourceHCIWorkflowState>),
-        Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationInput>),
-        Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationProfile>),
-        Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationValidation>),
-        Some(x::decode_boxed::<ClusterComputeResourceHostEvacuationInfo>),
-        Some(x::decode_boxed::<ClusterComputeResourceHostVmkNicInfo>),
-        Some(x::decode_boxed::<ClusterComputeResourceMaintenanceInfo>),
-        Some(x::decode_boxed::<ClusterComputeResourceSummary>),
-        Some(x::decode_boxed::<ClusterComputeResourceVCProfile>),
-        Some(x::decode_boxed::<ClusterComputeResourceValidationResultBase>),
-        Some(x::decode_boxed::<ClusterComputeResourceVcsHealthStatus>),
-        Some(x::decode_boxed::<ClusterComputeResourceVcsSlots>),
-        Some(x::decode_boxed::<ClusterConfigInfo>),
-        Some(x::decode_boxed::<ClusterConfigInfoEx>),
-        Some(x::decode_boxed::<ClusterConfigSpec>),
-        Some(x::decode_boxed::<ClusterConfigSpecEx>),
-        Some(x::decode_boxed::<ClusterCreatedEvent>),
-        Some(x::decode_boxed::<ClusterCryptoConfigInfo>),
-        Some(x::decode_boxed::<ClusterCryptoConfigInfoCryptoMode>),
-        Some(x::decode_boxed::<ClusterDasAamHostInfo>),
-        Some(x::decode_boxed::<ClusterDasAamNodeState>),
-        Some(x::decode_boxed::<ClusterDasAamNodeStateDasState>),
-        Some(x::decode_boxed::<ClusterDasAdmissionControlInfo>),
-        Some(x::decode_boxed::<ClusterDasAdmissionControlPolicy>),
-        Some(x::decode_boxed::<ClusterDasAdvancedRuntimeInfo>),
-        Some(x::decode_boxed::<ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo>),
-        Some(x::decode_boxed::<ClusterDasConfigInfo>),
-        Some(x::decode_boxed::<ClusterDasConfigInfoHBDatastoreCandidate>),
-        Some(x::decode_boxed::<ClusterDasConfigInfoServiceState>),
-        Some(x::decode_boxed::<ClusterDasConfigInfoVmMonitoringState>),
-        Some(x::decode_boxed::<ClusterDasData>),
-        Some(x::decode_boxed::<ClusterDasDataSummary>),
-        Some(x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfo>),
-        Some(x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>),
-        Some(x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo>),
-        Some(x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>),
-        Some(x::decode_boxed::<ClusterDasFdmAvailabilityState>),
-        Some(x::decode_boxed::<ClusterDasFdmHostState>),
-        Some(x::decode_boxed::<ClusterDasHostInfo>),
-        Some(x::decode_boxed::<ClusterDasHostRecommendation>),
-        Some(x::decode_boxed::<ClusterDasVmConfigInfo>),
-        Some(x::decode_boxed::<ClusterDasVmConfigSpec>),
-        Some(x::decode_boxed::<ClusterDasVmSettings>),
-        Some(x::decode_boxed::<ClusterDasVmSettingsIsolationResponse>),
-        Some(x::decode_boxed::<ClusterDasVmSettingsRestartPriority>),
-        Some(x::decode_boxed::<ClusterDatastoreUpdateSpec>),
-        Some(x::decode_boxed::<ClusterDependencyRuleInfo>),
-        Some(x::decode_boxed::<ClusterDestroyedEvent>),
-        Some(x::decode_boxed::<ClusterDpmConfigInfo>),
-        Some(x::decode_boxed::<ClusterDpmHostConfigInfo>),
-        Some(x::decode_boxed::<ClusterDpmHostConfigSpec>),
-        Some(x::decode_boxed::<ClusterDrsConfigInfo>),
-        Some(x::decode_boxed::<ClusterDrsFaults>),
-        Some(x::decode_boxed::<ClusterDrsFaultsFaultsByVirtualDisk>),
-        Some(x::decode_boxed::<ClusterDrsFaultsFaultsByVm>),
-        Some(x::decode_boxed::<ClusterDrsMigration>),
-        Some(x::decode_boxed::<ClusterDrsRecommendation>),
-        Some(x::decode_boxed::<ClusterDrsVmConfigInfo>),
-        Some(x::decode_boxed::<ClusterDrsVmConfigSpec>),
-        Some(x::decode_boxed::<ClusterEVCManagerCheckResult>),
-        Some(x::decode_boxed::<ClusterEVCManagerEVCState>),
-        None, // ClusterEnterMaintenanceModeRequestType
-        Some(x::decode_boxed::<ClusterEnterMaintenanceResult>),
-        Some(x::decode_boxed::<ClusterEvent>),
-        Some(x::decode_boxed::<ClusterFailoverHostAdmissionControlInfo>),
-        Some(x::decode_boxed::<ClusterFailoverHostAdmissionControlInfoHostStatus>),
-        Some(x::decode_boxed::<ClusterFailoverHostAdmissionControlPolicy>),
-        Some(x::decode_boxed::<ClusterFailoverLevelAdmissionControlInfo>),
-        Some(x::decode_boxed::<ClusterFailoverLevelAdmissionControlPolicy>),
-        Some(x::decode_boxed::<ClusterFailoverResourcesAdmissionControlInfo>),
-        Some(x::decode_boxed::<ClusterFailoverResourcesAdmissionControlPolicy>),
-        Some(x::decode_boxed::<ClusterFixedSizeSlotPolicy>),
-        Some(x::decode_boxed::<ClusterFtVmHostRuleInfo>),
-        Some(x::decode_boxed::<ClusterGroupInfo>),
-        Some(x::decode_boxed::<ClusterGroupSpec>),
-        Some(x::decode_boxed::<ClusterHostGroup>),
-        Some(x::decode_boxed::<ClusterHostInfraUpdateHaModeAction>),
-        Some(x::decode_boxed::<ClusterHostInfraUpdateHaModeActionOperationType>),
-        Some(x::decode_boxed::<ClusterHostPowerAction>),
-        Some(x::decode_boxed::<ClusterHostRecommendation>),
-        Some(x::decode_boxed::<ClusterInfraUpdateHaConfigInfo>),
-        Some(x::decode_boxed::<ClusterInfraUpdateHaConfigInfoBehaviorType>),
-        Some(x::decode_boxed::<ClusterInfraUpdateHaConfigInfoRemediationType>),
-        Some(x::decode_boxed::<ClusterInitialPlacementAction>),
-        Some(x::decode_boxed::<ClusterIoFilterInfo>),
-        Some(x::decode_boxed::<ClusterMigrationAction>),
-        Some(x::decode_boxed::<ClusterNetworkConfigSpec>),
-        Some(x::decode_boxed::<ClusterNotAttemptedVmInfo>),
-        Some(x::decode_boxed::<ClusterOrchestrationInfo>),
-        Some(x::decode_boxed::<ClusterOvercommittedEvent>),
-        Some(x::decode_boxed::<ClusterPowerOnVmOption>),
-        Some(x::decode_boxed::<ClusterPowerOnVmResult>),
-        Some(x::decode_boxed::<ClusterPreemptibleVmPairInfo>),
-        Some(x::decode_boxed::<ClusterPreemptibleVmPairSpec>),
-        Some(x::decode_boxed::<ClusterProactiveDrsConfigInfo>),
-        Some(x::decode_boxed::<ClusterProfileCompleteConfigSpec>),
-        Some(x::decode_boxed::<ClusterProfileConfigInfo>),
-        Some(x::decode_boxed::<ClusterProfileConfigServiceCreateSpec>),
-        Some(x::decode_boxed::<ClusterProfileConfigSpec>),
-        Some(x::decode_boxed::<ClusterProfileCreateSpec>),
-        Some(x::decode_boxed::<ClusterProfileServiceType>),
-        Some(x::decode_boxed::<ClusterRecommendation>),
-        Some(x::decode_boxed::<ClusterReconfiguredEvent>),
-        Some(x::decode_boxed::<ClusterResourceUsageSummary>),
-        Some(x::decode_boxed::<ClusterRuleInfo>),
-        Some(x::decode_boxed::<ClusterRuleSpec>),
-        Some(x::decode_boxed::<ClusterSlotPolicy>),
-        Some(x::decode_boxed::<ClusterStatusChangedEvent>),
-        Some(x::decode_boxed::<ClusterSystemVMsConfigInfo>),
-        Some(x::decode_boxed::<ClusterSystemVMsConfigInfoDeploymentMode>),
-        Some(x::decode_boxed::<ClusterSystemVMsConfigSpec>),
-        Some(x::decode_boxed::<ClusterTagCategoryUpdateSpec>),
-        Some(x::decode_boxed::<ClusterUsageSummary>),
-        Some(x::decode_boxed::<ClusterVmComponentProtectionSettings>),
-        Some(x::decode_boxed::<ClusterVmComponentProtectionSettingsStorageVmReaction>),
-        Some(x::decode_boxed::<ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared>),
-        Some(x::decode_boxed::<ClusterVmGroup>),
-        Some(x::decode_boxed::<ClusterVmHostRuleInfo>),
-        Some(x::decode_boxed::<ClusterVmOrchestrationInfo>),
-        Some(x::decode_boxed::<ClusterVmOrchestrationSpec>),
-        Some(x::decode_boxed::<ClusterVmReadiness>),
-        Some(x::decode_boxed::<ClusterVmReadinessReadyCondition>),
-        Some(x::decode_boxed::<ClusterVmToolsMonitoringSettings>),
-        Some(x::decode_boxed::<CollectorAddressUnset>),
-        Some(x::decode_boxed::<ComplianceFailure>),
-        Some(x::decode_boxed::<ComplianceFailureComplianceFailureValues>),
-        Some(x::decode_boxed::<ComplianceLocator>),
-        Some(x::decode_boxed::<ComplianceProfile>),
-    ],
+    decode,
     fields: &[
         x::FieldEntry::required(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
         x::FieldEntry::required(x::Name(0x27f800a), x::Name(0x3344606)), // entityType: string
@@ -753,389 +358,6 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::optional(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x66cb0d)), // action: ClusterAction
         x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x33e9904), x::Name(0x13ff016)), // task: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x33e240a), x::Name(0x13ff016)), // targetHost: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x23c0811), x::Name(0x13ff016)), // availableNetworks: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
-        x::FieldEntry::repeated(x::Name(0x2854c0b), x::Name(0xce8416)), // failedHosts: FolderFailedHostResult
-        x::FieldEntry::repeated(x::Name(0x250030f), x::Name(0x13ff016)), // configuredHosts: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x302dd0a), x::Name(0x134210d)), // providerId: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2b2860a), x::Name(0x2405e07)), // isDvsValid: boolean
-        x::FieldEntry::required(x::Name(0x2b2680b), x::Name(0x2405e07)), // isDvpgValid: boolean
-        x::FieldEntry::required(x::Name(0x2772508), x::Name(0x13ff016)), // dvSwitch: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f80e0b), x::Name(0x3344606)), // pnicDevices: string
-        x::FieldEntry::repeated(x::Name(0x2770212), x::Name(0x68363b)), // dvPortgroupSetting: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
-        x::FieldEntry::required(x::Name(0x276e30b), x::Name(0x13ff016)), // dvPortgroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
-        x::FieldEntry::optional(x::Name(0x2776d07), x::Name(0x3344606)), // dvsName: string
-        x::FieldEntry::optional(x::Name(0x2772508), x::Name(0x13ff016)), // dvSwitch: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f80e0b), x::Name(0x3344606)), // pnicDevices: string
-        x::FieldEntry::repeated(x::Name(0x276ef12), x::Name(0x68933f)), // dvPortgroupMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
-        x::FieldEntry::optional(x::Name(0x277150f), x::Name(0x8f0115)), // dvPortgroupSpec: DVPortgroupConfigSpec
-        x::FieldEntry::optional(x::Name(0x276e30b), x::Name(0x13ff016)), // dvPortgroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
-        x::FieldEntry::required(x::Name(0x36f7c0d), x::Name(0x3344606)), // workflowState: string
-        x::FieldEntry::repeated(x::Name(0x277b70a), x::Name(0x681520)), // dvsSetting: ClusterComputeResourceDVSSetting
-        x::FieldEntry::repeated(x::Name(0x250030f), x::Name(0x13ff016)), // configuredHosts: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29c4111), x::Name(0x696f2e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
-        x::FieldEntry::repeated(x::Name(0x2779a07), x::Name(0x687220)), // dvsProf: ClusterComputeResourceDvsProfile
-        x::FieldEntry::optional(x::Name(0x29c4111), x::Name(0x696f2e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
-        x::FieldEntry::optional(x::Name(0x353100e), x::Name(0x19b3e08)), // vSanConfigSpec: SDDCBase
-        x::FieldEntry::optional(x::Name(0x354ae06), x::Name(0x6a621f)), // vcProf: ClusterComputeResourceVCProfile
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a0360b), x::Name(0x69f924)), // hostVmkNics: ClusterComputeResourceHostVmkNicInfo
-        x::FieldEntry::optional(x::Name(0x233171b), x::Name(0x2405e07)), // allowedInNonMaintenanceMode: boolean
-        x::FieldEntry::optional(x::Name(0x2607f0e), x::Name(0xe59a12)), // dateTimeConfig: HostDateTimeConfig
-        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b27411), x::Name(0x2405e07)), // isDvsSettingValid: boolean
-        x::FieldEntry::optional(x::Name(0x2b38314), x::Name(0x2405e07)), // isVmknicSettingValid: boolean
-        x::FieldEntry::optional(x::Name(0x2b31c11), x::Name(0x2405e07)), // isNtpSettingValid: boolean
-        x::FieldEntry::optional(x::Name(0x2b2ef13), x::Name(0x2405e07)), // isLockdownModeValid: boolean
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x156630b)), // action: OptionValue
-        x::FieldEntry::required(x::Name(0x2d97d07), x::Name(0x11f0e12)), // nicSpec: HostVirtualNicSpec
-        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
-        x::FieldEntry::optional(x::Name(0x2f0960b), x::Name(0x3344606)), // partialMMId: string
-        x::FieldEntry::repeated(x::Name(0x29caa0c), x::Name(0x69d028)), // hostEvacInfo: ClusterComputeResourceHostEvacuationInfo
-        x::FieldEntry::required(x::Name(0x25a2014), x::Name(0x2a94603)), // currentFailoverLevel: int
-        x::FieldEntry::optional(x::Name(0x22ffa14), x::Name(0x6bd81e)), // admissionControlInfo: ClusterDasAdmissionControlInfo
-        x::FieldEntry::required(x::Name(0x2e3840b), x::Name(0x2a94603)), // numVmotions: int
-        x::FieldEntry::optional(x::Name(0x33d590d), x::Name(0x2a94603)), // targetBalance: int
-        x::FieldEntry::optional(x::Name(0x2596b0e), x::Name(0x2a94603)), // currentBalance: int
-        x::FieldEntry::optional(x::Name(0x2759a08), x::Name(0x2a94603)), // drsScore: int
-        x::FieldEntry::repeated(x::Name(0x2e39017), x::Name(0x2a94603)), // numVmsPerDrsScoreBucket: int
-        x::FieldEntry::optional(x::Name(0x34dc10c), x::Name(0x762c13)), // usageSummary: ClusterUsageSummary
-        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x259f419), x::Name(0x3344606)), // currentEVCGraphicsModeKey: string
-        x::FieldEntry::optional(x::Name(0x25d7907), x::Name(0x6ceb0e)), // dasData: ClusterDasData
-        x::FieldEntry::optional(x::Name(0x24a6b1c), x::Name(0x3344606)), // clusterMaintenanceModeStatus: string
-        x::FieldEntry::optional(x::Name(0x354de0f), x::Name(0x3344606)), // vcsHealthStatus: string
-        x::FieldEntry::repeated(x::Name(0x354ee08), x::Name(0x6ad31e)), // vcsSlots: ClusterComputeResourceVcsSlots
-        x::FieldEntry::optional(x::Name(0x24b0f0b), x::Name(0x6b2a13)), // clusterSpec: ClusterConfigSpecEx
-        x::FieldEntry::optional(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
-        x::FieldEntry::optional(x::Name(0x2817512), x::Name(0x3344606)), // evcGraphicsModeKey: string
-        x::FieldEntry::repeated(x::Name(0x2a6cb04), x::Name(0x13d2d12)), // info: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x343c10a), x::Name(0x2a94603)), // totalSlots: int
-        x::FieldEntry::required(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25db30b), x::Name(0x6e3a16)), // dasVmConfig: ClusterDasVmConfigInfo
-        x::FieldEntry::required(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x275a30b), x::Name(0x6feb16)), // drsVmConfig: ClusterDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0x75640f)), // rule: ClusterRuleInfo
-        x::FieldEntry::optional(x::Name(0x33d0c0f), x::Name(0x75b01a)), // systemVMsConfig: ClusterSystemVMsConfigInfo
-        x::FieldEntry::required(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25db30b), x::Name(0x6e3a16)), // dasVmConfig: ClusterDasVmConfigInfo
-        x::FieldEntry::required(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x275a30b), x::Name(0x6feb16)), // drsVmConfig: ClusterDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0x75640f)), // rule: ClusterRuleInfo
-        x::FieldEntry::optional(x::Name(0x2ea800d), x::Name(0x73b418)), // orchestration: ClusterOrchestrationInfo
-        x::FieldEntry::repeated(x::Name(0x360df0f), x::Name(0x76fb1a)), // vmOrchestration: ClusterVmOrchestrationInfo
-        x::FieldEntry::optional(x::Name(0x274dc0d), x::Name(0x6f1214)), // dpmConfigInfo: ClusterDpmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x274ea0d), x::Name(0x6f2718)), // dpmHostConfig: ClusterDpmHostConfigInfo
-        x::FieldEntry::optional(x::Name(0x367a80e), x::Name(0x2223b15)), // vsanConfigInfo: VsanClusterConfigInfo
-        x::FieldEntry::repeated(x::Name(0x3683e0e), x::Name(0x2235812)), // vsanHostConfig: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2930405), x::Name(0x720910)), // group: ClusterGroupInfo
-        x::FieldEntry::optional(x::Name(0x2a6f213), x::Name(0x72c01e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
-        x::FieldEntry::optional(x::Name(0x3001e12), x::Name(0x744f1d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
-        x::FieldEntry::optional(x::Name(0x258c40c), x::Name(0x6b5217)), // cryptoConfig: ClusterCryptoConfigInfo
-        x::FieldEntry::optional(x::Name(0x367b70e), x::Name(0x2227615)), // vsanCoreConfig: VsanClusterCoreConfig
-        x::FieldEntry::optional(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25dbf0f), x::Name(0x6e5116)), // dasVmConfigSpec: ClusterDasVmConfigSpec
-        x::FieldEntry::optional(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x275af0f), x::Name(0x700216)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x317cb09), x::Name(0x75740f)), // rulesSpec: ClusterRuleSpec
-        x::FieldEntry::optional(x::Name(0x33d0c0f), x::Name(0x75f41a)), // systemVMsConfig: ClusterSystemVMsConfigSpec
-        x::FieldEntry::optional(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25dbf0f), x::Name(0x6e5116)), // dasVmConfigSpec: ClusterDasVmConfigSpec
-        x::FieldEntry::optional(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x275af0f), x::Name(0x700216)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x317cb09), x::Name(0x75740f)), // rulesSpec: ClusterRuleSpec
-        x::FieldEntry::optional(x::Name(0x2ea800d), x::Name(0x73b418)), // orchestration: ClusterOrchestrationInfo
-        x::FieldEntry::repeated(x::Name(0x360ef13), x::Name(0x77161a)), // vmOrchestrationSpec: ClusterVmOrchestrationSpec
-        x::FieldEntry::optional(x::Name(0x274d209), x::Name(0x6f1214)), // dpmConfig: ClusterDpmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x274f811), x::Name(0x6f4018)), // dpmHostConfigSpec: ClusterDpmHostConfigSpec
-        x::FieldEntry::optional(x::Name(0x3679d0a), x::Name(0x2223b15)), // vsanConfig: VsanClusterConfigInfo
-        x::FieldEntry::repeated(x::Name(0x3684d12), x::Name(0x2235812)), // vsanHostConfigSpec: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2934209), x::Name(0x721a10)), // groupSpec: ClusterGroupSpec
-        x::FieldEntry::optional(x::Name(0x2a6f213), x::Name(0x72c01e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
-        x::FieldEntry::optional(x::Name(0x3001e12), x::Name(0x744f1d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
-        x::FieldEntry::optional(x::Name(0x2a4260d), x::Name(0x2405e07)), // inHciWorkflow: boolean
-        x::FieldEntry::optional(x::Name(0x258c40c), x::Name(0x6b5217)), // cryptoConfig: ClusterCryptoConfigInfo
-        x::FieldEntry::optional(x::Name(0x367c612), x::Name(0x2228c19)), // vsanCoreConfigSpec: VsanClusterCoreConfigSpec
-        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0xce2c13)), // parent: FolderEventArgument
-        x::FieldEntry::optional(x::Name(0x258eb0a), x::Name(0x3344606)), // cryptoMode: string
-        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x67bd26)), // policy: ClusterComputeResourceCryptoModePolicy
-        x::FieldEntry::repeated(x::Name(0x29c710c), x::Name(0x6ba216)), // hostDasState: ClusterDasAamNodeState
-        x::FieldEntry::repeated(x::Name(0x2fef30c), x::Name(0x3344606)), // primaryHosts: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x24f660b), x::Name(0x3344606)), // configState: string
-        x::FieldEntry::required(x::Name(0x318310c), x::Name(0x3344606)), // runtimeState: string
-        x::FieldEntry::optional(x::Name(0x313df22), x::Name(0x2a94603)), // resourceReductionToToleratePercent: int
-        x::FieldEntry::optional(x::Name(0x2ee081b), x::Name(0x2405e07)), // pMemAdmissionControlEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x25d810b), x::Name(0x6e0a12)), // dasHostInfo: ClusterDasHostInfo
-        x::FieldEntry::optional(x::Name(0x362e80d), x::Name(0x6c362f)), // vmcpSupported: ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo
-        x::FieldEntry::repeated(x::Name(0x29ad416), x::Name(0x951d19)), // heartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
-        x::FieldEntry::required(x::Name(0x331fc13), x::Name(0x2405e07)), // storageAPDSupported: boolean
-        x::FieldEntry::required(x::Name(0x332b113), x::Name(0x2405e07)), // storagePDLSupported: boolean
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x35e510c), x::Name(0x3344606)), // vmMonitoring: string
-        x::FieldEntry::optional(x::Name(0x29e2f0e), x::Name(0x3344606)), // hostMonitoring: string
-        x::FieldEntry::optional(x::Name(0x35bbf15), x::Name(0x3344606)), // vmComponentProtecting: string
-        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
-        x::FieldEntry::optional(x::Name(0x2300f16), x::Name(0x6bf720)), // admissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::FieldEntry::optional(x::Name(0x22fe217), x::Name(0x2405e07)), // admissionControlEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x264c711), x::Name(0x6e6814)), // defaultVmSettings: ClusterDasVmSettings
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::repeated(x::Name(0x29ac112), x::Name(0x13ff016)), // heartbeatDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2971f1a), x::Name(0x3344606)), // hBDatastoreCandidatePolicy: string
-        x::FieldEntry::required(x::Name(0x29d840f), x::Name(0x2be5304)), // hostListVersion: long
-        x::FieldEntry::required(x::Name(0x24a0614), x::Name(0x2be5304)), // clusterConfigVersion: long
-        x::FieldEntry::required(x::Name(0x24cb311), x::Name(0x2be5304)), // compatListVersion: long
-        x::FieldEntry::required(x::Name(0x3242608), x::Name(0x6d6f32)), // slotInfo: ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo
-        x::FieldEntry::required(x::Name(0x343c10a), x::Name(0x2a94603)), // totalSlots: int
-        x::FieldEntry::required(x::Name(0x34f0d09), x::Name(0x2a94603)), // usedSlots: int
-        x::FieldEntry::required(x::Name(0x34a730f), x::Name(0x2a94603)), // unreservedSlots: int
-        x::FieldEntry::required(x::Name(0x343e608), x::Name(0x2a94603)), // totalVms: int
-        x::FieldEntry::required(x::Name(0x3438a0a), x::Name(0x2a94603)), // totalHosts: int
-        x::FieldEntry::required(x::Name(0x3437b0e), x::Name(0x2a94603)), // totalGoodHosts: int
-        x::FieldEntry::repeated(x::Name(0x29f7f09), x::Name(0x6d3b33)), // hostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
-        x::FieldEntry::repeated(x::Name(0x3655819), x::Name(0x6da231)), // vmsRequiringMultipleSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3244505), x::Name(0x2a94603)), // slots: int
-        x::FieldEntry::required(x::Name(0x2e2ea08), x::Name(0x2a94603)), // numVcpus: int
-        x::FieldEntry::required(x::Name(0x2566d06), x::Name(0x2a94603)), // cpuMHz: int
-        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x2a94603)), // memoryMB: int
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3244505), x::Name(0x2a94603)), // slots: int
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::optional(x::Name(0x32fdd0d), x::Name(0x13ff016)), // stateReporter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2759009), x::Name(0x2a94603)), // drsRating: int
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x314640f), x::Name(0x957a0d)), // restartPriority: DasVmPriority
-        x::FieldEntry::optional(x::Name(0x2fb3b13), x::Name(0x2405e07)), // powerOffOnIsolation: boolean
-        x::FieldEntry::optional(x::Name(0x25da70b), x::Name(0x6e6814)), // dasSettings: ClusterDasVmSettings
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6e3a16)), // info: ClusterDasVmConfigInfo
-        x::FieldEntry::optional(x::Name(0x314640f), x::Name(0x3344606)), // restartPriority: string
-        x::FieldEntry::optional(x::Name(0x3147416), x::Name(0x2a94603)), // restartPriorityTimeout: int
-        x::FieldEntry::optional(x::Name(0x2b44c11), x::Name(0x3344606)), // isolationResponse: string
-        x::FieldEntry::optional(x::Name(0x3622e19), x::Name(0x776520)), // vmToolsMonitoringSettings: ClusterVmToolsMonitoringSettings
-        x::FieldEntry::optional(x::Name(0x35bd51d), x::Name(0x764024)), // vmComponentProtectionSettings: ClusterVmComponentProtectionSettings
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35dd907), x::Name(0x3344606)), // vmGroup: string
-        x::FieldEntry::required(x::Name(0x2660710), x::Name(0x3344606)), // dependsOnVmGroup: string
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x262ec12), x::Name(0xb11c0b)), // defaultDpmBehavior: DpmBehavior
-        x::FieldEntry::optional(x::Name(0x29efd13), x::Name(0x2a94603)), // hostPowerActionRate: int
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0xb11c0b)), // behavior: DpmBehavior
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6f2718)), // info: ClusterDpmHostConfigInfo
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x27ad819), x::Name(0x2405e07)), // enableVmBehaviorOverrides: boolean
-        x::FieldEntry::optional(x::Name(0x264a211), x::Name(0xb16e0b)), // defaultVmBehavior: DrsBehavior
-        x::FieldEntry::optional(x::Name(0x365060b), x::Name(0x2a94603)), // vmotionRate: int
-        x::FieldEntry::optional(x::Name(0x3194016), x::Name(0x3344606)), // scaleDescendantsShares: string
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::repeated(x::Name(0x287a00a), x::Name(0x6fa31a)), // faultsByVm: ClusterDrsFaultsFaultsByVm
-        x::FieldEntry::optional(x::Name(0x26fca04), x::Name(0x1e1190d)), // disk: VirtualDiskId
-        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2566507), x::Name(0x2a94603)), // cpuLoad: int
-        x::FieldEntry::optional(x::Name(0x2c7f50a), x::Name(0x2be5304)), // memoryLoad: long
-        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x328500d), x::Name(0x2a94603)), // sourceCpuLoad: int
-        x::FieldEntry::optional(x::Name(0x3291310), x::Name(0x2be5304)), // sourceMemoryLoad: long
-        x::FieldEntry::required(x::Name(0x267f70b), x::Name(0x13ff016)), // destination: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2684012), x::Name(0x2a94603)), // destinationCpuLoad: int
-        x::FieldEntry::optional(x::Name(0x2688a15), x::Name(0x2be5304)), // destinationMemoryLoad: long
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x307480a), x::Name(0x3344606)), // reasonText: string
-        x::FieldEntry::repeated(x::Name(0x2cb2d0d), x::Name(0x6fbe13)), // migrationList: ClusterDrsMigration
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0xb16e0b)), // behavior: DrsBehavior
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6feb16)), // info: ClusterDrsVmConfigInfo
-        x::FieldEntry::required(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
-        x::FieldEntry::required(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x336d810), x::Name(0xbcfe07)), // supportedEVCMode: EVCMode
-        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
-        x::FieldEntry::repeated(x::Name(0x2935d15), x::Name(0xe2ca0d)), // guaranteedCPUFeatures: HostCpuIdInfo
-        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0x288830b), x::Name(0xeacc0f)), // featureMask: HostFeatureMask
-        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6a1e25)), // info: ClusterComputeResourceMaintenanceInfo
-        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x6f6e10)), // fault: ClusterDrsFaults
-        x::FieldEntry::repeated(x::Name(0x29fac0a), x::Name(0x70ca31)), // hostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
-        x::FieldEntry::repeated(x::Name(0x285bb0d), x::Name(0x13ff016)), // failoverHosts: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
-        x::FieldEntry::required(x::Name(0x25a2014), x::Name(0x2a94603)), // currentFailoverLevel: int
-        x::FieldEntry::required(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
-        x::FieldEntry::optional(x::Name(0x3243a0a), x::Name(0x758411)), // slotPolicy: ClusterSlotPolicy
-        x::FieldEntry::required(x::Name(0x2599d22), x::Name(0x2a94603)), // currentCpuFailoverResourcesPercent: int
-        x::FieldEntry::required(x::Name(0x25a8c25), x::Name(0x2a94603)), // currentMemoryFailoverResourcesPercent: int
-        x::FieldEntry::optional(x::Name(0x25ac523), x::Name(0x2a94603)), // currentPMemFailoverResourcesPercent: int
-        x::FieldEntry::required(x::Name(0x2559f1b), x::Name(0x2a94603)), // cpuFailoverResourcesPercent: int
-        x::FieldEntry::required(x::Name(0x2c7ab1e), x::Name(0x2a94603)), // memoryFailoverResourcesPercent: int
-        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
-        x::FieldEntry::optional(x::Name(0x23a2316), x::Name(0x2405e07)), // autoComputePercentages: boolean
-        x::FieldEntry::optional(x::Name(0x2ee431c), x::Name(0x2a94603)), // pMemFailoverResourcesPercent: int
-        x::FieldEntry::optional(x::Name(0x239fb27), x::Name(0x2405e07)), // autoComputePMemFailoverResourcesPercent: boolean
-        x::FieldEntry::required(x::Name(0x2553a03), x::Name(0x2a94603)), // cpu: int
-        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x2a94603)), // memory: int
-        x::FieldEntry::required(x::Name(0x35de10b), x::Name(0x3344606)), // vmGroupName: string
-        x::FieldEntry::repeated(x::Name(0x29d050d), x::Name(0x3344606)), // hostGroupName: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x34f6b0b), x::Name(0x2405e07)), // userCreated: boolean
-        x::FieldEntry::optional(x::Name(0x3484108), x::Name(0x3344606)), // uniqueID: string
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x720910)), // info: ClusterGroupInfo
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e9070d), x::Name(0x3344606)), // operationType: string
-        x::FieldEntry::required(x::Name(0x2e9070d), x::Name(0x106ab16)), // operationType: HostPowerOperationType
-        x::FieldEntry::optional(x::Name(0x2fb1314), x::Name(0x2a94603)), // powerConsumptionWatt: int
-        x::FieldEntry::optional(x::Name(0x2556c0e), x::Name(0x2a94603)), // cpuCapacityMHz: int
-        x::FieldEntry::optional(x::Name(0x2c6f60d), x::Name(0x2a94603)), // memCapacityMB: int
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0x3344606)), // behavior: string
-        x::FieldEntry::optional(x::Name(0x2cd3413), x::Name(0x3344606)), // moderateRemediation: string
-        x::FieldEntry::optional(x::Name(0x320e711), x::Name(0x3344606)), // severeRemediation: string
-        x::FieldEntry::repeated(x::Name(0x302e809), x::Name(0x3344606)), // providers: string
-        x::FieldEntry::required(x::Name(0x33e240a), x::Name(0x13ff016)), // targetHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e82e06), x::Name(0x3344606)), // opType: string
-        x::FieldEntry::optional(x::Name(0x356bb06), x::Name(0x3344606)), // vibUrl: string
-        x::FieldEntry::optional(x::Name(0x2757a0c), x::Name(0x6fbe13)), // drsMigration: ClusterDrsMigration
-        x::FieldEntry::required(x::Name(0x2d58f10), x::Name(0x13ff016)), // networkPortGroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2aeca0a), x::Name(0x89dd17)), // ipSettings: CustomizationIPSettings
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x264b412), x::Name(0x773112)), // defaultVmReadiness: ClusterVmReadiness
-        x::FieldEntry::repeated(x::Name(0x2389c09), x::Name(0x672216)), // attempted: ClusterAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x2db7a0c), x::Name(0x739a19)), // notAttempted: ClusterNotAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
-        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x2cdec0b), x::Name(0x13ff016)), // monitoredVm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fd7b0d), x::Name(0x13ff016)), // preemptibleVm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x74151c)), // info: ClusterPreemptibleVmPairInfo
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x24dad0d), x::Name(0x77fc11)), // complyProfile: ComplianceProfile
-        x::FieldEntry::optional(x::Name(0x24dad0d), x::Name(0x77fc11)), // complyProfile: ComplianceProfile
-        x::FieldEntry::repeated(x::Name(0x31f8a0b), x::Name(0x3344606)), // serviceType: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
-        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x307480a), x::Name(0x3344606)), // reasonText: string
-        x::FieldEntry::optional(x::Name(0x36bd20b), x::Name(0x3344606)), // warningText: string
-        x::FieldEntry::optional(x::Name(0x36bc30e), x::Name(0x13d2d12)), // warningDetails: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x2fde90c), x::Name(0x3344606)), // prerequisite: string
-        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x66cb0d)), // action: ClusterAction
-        x::FieldEntry::optional(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x257110a), x::Name(0x2a94603)), // cpuUsedMHz: int
-        x::FieldEntry::required(x::Name(0x2556c0e), x::Name(0x2a94603)), // cpuCapacityMHz: int
-        x::FieldEntry::required(x::Name(0x2c72f09), x::Name(0x2a94603)), // memUsedMB: int
-        x::FieldEntry::required(x::Name(0x2c6f60d), x::Name(0x2a94603)), // memCapacityMB: int
-        x::FieldEntry::optional(x::Name(0x2ee240f), x::Name(0x2be5304)), // pMemAvailableMB: long
-        x::FieldEntry::optional(x::Name(0x2ee340e), x::Name(0x2be5304)), // pMemCapacityMB: long
-        x::FieldEntry::required(x::Name(0x333b40d), x::Name(0x2be5304)), // storageUsedMB: long
-        x::FieldEntry::required(x::Name(0x3324b11), x::Name(0x2be5304)), // storageCapacityMB: long
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2c0c009), x::Name(0x2405e07)), // mandatory: boolean
-        x::FieldEntry::optional(x::Name(0x34f6b0b), x::Name(0x2405e07)), // userCreated: boolean
-        x::FieldEntry::optional(x::Name(0x2a3fc0c), x::Name(0x2405e07)), // inCompliance: boolean
-        x::FieldEntry::optional(x::Name(0x317bc08), x::Name(0x3344606)), // ruleUuid: string
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x75640f)), // info: ClusterRuleInfo
-        x::FieldEntry::required(x::Name(0x2e77509), x::Name(0x3344606)), // oldStatus: string
-        x::FieldEntry::required(x::Name(0x2d82109), x::Name(0x3344606)), // newStatus: string
-        x::FieldEntry::repeated(x::Name(0x232ea11), x::Name(0x13ff016)), // allowedDatastores: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2db5714), x::Name(0x13ff016)), // notAllowedDatastores: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x275e018), x::Name(0x3344606)), // dsTagCategoriesToExclude: string
-        x::FieldEntry::optional(x::Name(0x2663d0e), x::Name(0x3344606)), // deploymentMode: string
-        x::FieldEntry::repeated(x::Name(0x232ea11), x::Name(0x6ec71a)), // allowedDatastores: ClusterDatastoreUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x2db5714), x::Name(0x6ec71a)), // notAllowedDatastores: ClusterDatastoreUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x275e018), x::Name(0x760f1c)), // dsTagCategoriesToExclude: ClusterTagCategoryUpdateSpec
-        x::FieldEntry::optional(x::Name(0x2663d0e), x::Name(0x3344606)), // deploymentMode: string
-        x::FieldEntry::optional(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
-        x::FieldEntry::required(x::Name(0x3434213), x::Name(0x2a94603)), // totalCpuCapacityMhz: int
-        x::FieldEntry::required(x::Name(0x3439512), x::Name(0x2a94603)), // totalMemCapacityMB: int
-        x::FieldEntry::required(x::Name(0x256e411), x::Name(0x2a94603)), // cpuReservationMhz: int
-        x::FieldEntry::required(x::Name(0x2c71e10), x::Name(0x2a94603)), // memReservationMB: int
-        x::FieldEntry::optional(x::Name(0x2fc0e1b), x::Name(0x2a94603)), // poweredOffCpuReservationMhz: int
-        x::FieldEntry::optional(x::Name(0x2fc2a1a), x::Name(0x2a94603)), // poweredOffMemReservationMB: int
-        x::FieldEntry::required(x::Name(0x255830c), x::Name(0x2a94603)), // cpuDemandMhz: int
-        x::FieldEntry::required(x::Name(0x2c7040b), x::Name(0x2a94603)), // memDemandMB: int
-        x::FieldEntry::required(x::Name(0x331600e), x::Name(0x2be5304)), // statsGenNumber: long
-        x::FieldEntry::required(x::Name(0x255900e), x::Name(0x2a94603)), // cpuEntitledMhz: int
-        x::FieldEntry::required(x::Name(0x2c7100d), x::Name(0x2a94603)), // memEntitledMB: int
-        x::FieldEntry::required(x::Name(0x2fc6211), x::Name(0x2a94603)), // poweredOffVmCount: int
-        x::FieldEntry::required(x::Name(0x343d90c), x::Name(0x2a94603)), // totalVmCount: int
-        x::FieldEntry::optional(x::Name(0x3409212), x::Name(0x2a94603)), // tier0MemCapacityMB: int
-        x::FieldEntry::optional(x::Name(0x3125712), x::Name(0x2a94603)), // reservedTier0MemMB: int
-        x::FieldEntry::optional(x::Name(0x34a8314), x::Name(0x2a94603)), // unreservedTier0MemMB: int
-        x::FieldEntry::optional(x::Name(0x361d019), x::Name(0x3344606)), // vmStorageProtectionForAPD: string
-        x::FieldEntry::optional(x::Name(0x27a2a18), x::Name(0x2405e07)), // enableAPDTimeoutForHosts: boolean
-        x::FieldEntry::optional(x::Name(0x3621419), x::Name(0x2a94603)), // vmTerminateDelayForAPDSec: int
-        x::FieldEntry::optional(x::Name(0x3616516), x::Name(0x3344606)), // vmReactionOnAPDCleared: string
-        x::FieldEntry::optional(x::Name(0x361ea19), x::Name(0x3344606)), // vmStorageProtectionForPDL: string
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x35de10b), x::Name(0x3344606)), // vmGroupName: string
-        x::FieldEntry::optional(x::Name(0x2306813), x::Name(0x3344606)), // affineHostGroupName: string
-        x::FieldEntry::optional(x::Name(0x2343717), x::Name(0x3344606)), // antiAffineHostGroupName: string
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3617c0b), x::Name(0x773112)), // vmReadiness: ClusterVmReadiness
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x76fb1a)), // info: ClusterVmOrchestrationInfo
-        x::FieldEntry::optional(x::Name(0x307050e), x::Name(0x3344606)), // readyCondition: string
-        x::FieldEntry::optional(x::Name(0x2fafe0e), x::Name(0x2a94603)), // postReadyDelay: int
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x35e510c), x::Name(0x3344606)), // vmMonitoring: string
-        x::FieldEntry::optional(x::Name(0x24aff0f), x::Name(0x2405e07)), // clusterSettings: boolean
-        x::FieldEntry::optional(x::Name(0x286500f), x::Name(0x2a94603)), // failureInterval: int
-        x::FieldEntry::optional(x::Name(0x2cbe209), x::Name(0x2a94603)), // minUpTime: int
-        x::FieldEntry::optional(x::Name(0x2c27c0b), x::Name(0x2a94603)), // maxFailures: int
-        x::FieldEntry::optional(x::Name(0x2c26b10), x::Name(0x2a94603)), // maxFailureWindow: int
-        x::FieldEntry::required(x::Name(0x2866e0b), x::Name(0x3344606)), // failureType: string
-        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x283fd0e), x::Name(0x3344606)), // expressionName: string
-        x::FieldEntry::repeated(x::Name(0x2867a0d), x::Name(0x77c128)), // failureValues: ComplianceFailureComplianceFailureValues
-        x::FieldEntry::required(x::Name(0x24c9214), x::Name(0x3344606)), // comparisonIdentifier: string
-        x::FieldEntry::optional(x::Name(0x301150f), x::Name(0x3344606)), // profileInstance: string
-        x::FieldEntry::optional(x::Name(0x2a02c09), x::Name(0x234a207)), // hostValue: anyType
-        x::FieldEntry::optional(x::Name(0x301760c), x::Name(0x234a207)), // profileValue: anyType
-        x::FieldEntry::required(x::Name(0x283fd0e), x::Name(0x3344606)), // expressionName: string
-        x::FieldEntry::required(x::Name(0x235b809), x::Name(0x16c0f13)), // applyPath: ProfilePropertyPath
-        x::FieldEntry::repeated(x::Name(0x283e50a), x::Name(0x16a8c11)), // expression: ProfileExpression
-        x::FieldEntry::required(x::Name(0x316f30e), x::Name(0x3344606)), // rootExpression: string
     ],
     values: &[
         x::Name(0x3403004), // thin
@@ -1163,79 +385,1480 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x313cd11), // resourcePoolTests
         x::Name(0x260050e), // datastoreTests
         x::Name(0x2d7260c), // networkTests
-        x::Name(0x2a4b70b), // in_progress
-        x::Name(0x2746a04), // done
-        x::Name(0x2aa9b07), // invalid
-        x::Name(0x29aaf07), // healthy
-        x::Name(0x2650108), // degraded
-        x::Name(0x2db040a), // nonhealthy
-        x::Name(0x2e79a08), // onDemand
-        x::Name(0x28cc60b), // forceEnable
-        x::Name(0x3481b0d), // uninitialized
-        x::Name(0x2a7b00b), // initialized
-        x::Name(0x250610b), // configuring
-        x::Name(0x347a70d), // unconfiguring
-        x::Name(0x3181507), // running
-        x::Name(0x2801305), // error
-        x::Name(0x230e30d), // agentShutdown
-        x::Name(0x2da3c0a), // nodeFailed
-        x::Name(0x3509a0e), // userSelectedDs
-        x::Name(0x231a10d), // allFeasibleDs
-        x::Name(0x231af1f), // allFeasibleDsWithUserPreference
-        x::Name(0x26e4608), // disabled
-        x::Name(0x27af207), // enabled
-        x::Name(0x35e5e14), // vmMonitoringDisabled
-        x::Name(0x35e7310), // vmMonitoringOnly
-        x::Name(0x35b7512), // vmAndAppMonitoring
-        x::Name(0x3481b0d), // uninitialized
-        x::Name(0x279b808), // election
-        x::Name(0x2c1b306), // master
-        x::Name(0x251ba11), // connectedToMaster
-        x::Name(0x2d5641c), // networkPartitionedFromMaster
-        x::Name(0x2d4de0f), // networkIsolated
-        x::Name(0x29c9608), // hostDown
-        x::Name(0x2a79c13), // initializationError
-        x::Name(0x3480515), // uninitializationError
-        x::Name(0x288130e), // fdmUnreachable
-        x::Name(0x314eb05), // retry
-        x::Name(0x2daff04), // none
-        x::Name(0x2fb3208), // powerOff
-        x::Name(0x322b008), // shutdown
-        x::Name(0x24a5218), // clusterIsolationResponse
-        x::Name(0x26e4608), // disabled
-        x::Name(0x2bec706), // lowest
-        x::Name(0x2be9703), // low
-        x::Name(0x2c6ba06), // medium
-        x::Name(0x29b0a04), // high
-        x::Name(0x29b3e07), // highest
-        x::Name(0x24ae816), // clusterRestartPriority
-        x::Name(0x27eaa0f), // enterQuarantine
-        x::Name(0x282b50e), // exitQuarantine
-        x::Name(0x27e9910), // enterMaintenance
-        x::Name(0x1400706), // Manual
-        x::Name(0x5a3409), // Automated
-        x::Name(0x16d6e0e), // QuarantineMode
-        x::Name(0x13f230f), // MaintenanceMode
-        x::Name(0x156a417), // OverrideAutomationLevel
-        x::Name(0x18f4310), // ReserveResources
-        x::Name(0x8e2903), // DRS
-        x::Name(0xd90a02), // HA
-        x::Name(0x8e2003), // DPM
-        x::Name(0xc73b02), // FT
-        x::Name(0x19bfa0e), // SYSTEM_MANAGED
-        x::Name(0x8806), // ABSENT
-        x::Name(0x26e4608), // disabled
-        x::Name(0x36bbb07), // warning
-        x::Name(0x3145013), // restartConservative
-        x::Name(0x3143e11), // restartAggressive
-        x::Name(0x24a1b0e), // clusterDefault
-        x::Name(0x2daff04), // none
-        x::Name(0x3126a05), // reset
-        x::Name(0x34e4311), // useClusterDefault
-        x::Name(0x2daff04), // none
-        x::Name(0x2fc7409), // poweredOn
-        x::Name(0x2942b12), // guestHbStatusGreen
-        x::Name(0x234c410), // appHbStatusGreen
-        x::Name(0x34e4311), // useClusterDefault
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    BackupBlobReadFailure(Box<BackupBlobReadFailure>),
+    BackupBlobWriteFailure(Box<BackupBlobWriteFailure>),
+    BadUsernameSessionEvent(Box<BadUsernameSessionEvent>),
+    BaseConfigInfo(Box<BaseConfigInfo>),
+    BaseConfigInfoBackingInfo(Box<BaseConfigInfoBackingInfo>),
+    BaseConfigInfoDiskFileBackingInfo(Box<BaseConfigInfoDiskFileBackingInfo>),
+    BaseConfigInfoDiskFileBackingInfoProvisioningType(Box<BaseConfigInfoDiskFileBackingInfoProvisioningType>),
+    BaseConfigInfoFileBackingInfo(Box<BaseConfigInfoFileBackingInfo>),
+    BaseConfigInfoRawDiskMappingBackingInfo(Box<BaseConfigInfoRawDiskMappingBackingInfo>),
+    BatchResult(Box<BatchResult>),
+    BatchResultResult(Box<BatchResultResult>),
+    BlockedByFirewall(Box<BlockedByFirewall>),
+    BoolOption(Box<BoolOption>),
+    BoolPolicy(Box<BoolPolicy>),
+    CAMServerRefusedConnection(Box<CAMServerRefusedConnection>),
+    CanceledHostOperationEvent(Box<CanceledHostOperationEvent>),
+    CannotAccessFile(Box<CannotAccessFile>),
+    CannotAccessLocalSource(Box<CannotAccessLocalSource>),
+    CannotAccessNetwork(Box<CannotAccessNetwork>),
+    CannotAccessVmComponent(Box<CannotAccessVmComponent>),
+    CannotAccessVmConfig(Box<CannotAccessVmConfig>),
+    CannotAccessVmDevice(Box<CannotAccessVmDevice>),
+    CannotAccessVmDisk(Box<CannotAccessVmDisk>),
+    CannotAddHostWithFTVmAsStandalone(Box<CannotAddHostWithFTVmAsStandalone>),
+    CannotAddHostWithFTVmToDifferentCluster(Box<CannotAddHostWithFTVmToDifferentCluster>),
+    CannotAddHostWithFTVmToNonHACluster(Box<CannotAddHostWithFTVmToNonHACluster>),
+    CannotChangeDrsBehaviorForFtSecondary(Box<CannotChangeDrsBehaviorForFtSecondary>),
+    CannotChangeHaSettingsForFtSecondary(Box<CannotChangeHaSettingsForFtSecondary>),
+    CannotChangeVsanClusterUuid(Box<CannotChangeVsanClusterUuid>),
+    CannotChangeVsanNodeUuid(Box<CannotChangeVsanNodeUuid>),
+    CannotComputeFTCompatibleHosts(Box<CannotComputeFTCompatibleHosts>),
+    CannotCreateFile(Box<CannotCreateFile>),
+    CannotDecryptPasswords(Box<CannotDecryptPasswords>),
+    CannotDeleteFile(Box<CannotDeleteFile>),
+    CannotDisableDrsOnClustersWithVApps(Box<CannotDisableDrsOnClustersWithVApps>),
+    CannotDisableSnapshot(Box<CannotDisableSnapshot>),
+    CannotDisconnectHostWithFaultToleranceVm(Box<CannotDisconnectHostWithFaultToleranceVm>),
+    CannotEnableVmcpForCluster(Box<CannotEnableVmcpForCluster>),
+    CannotEnableVmcpForClusterReason(Box<CannotEnableVmcpForClusterReason>),
+    CannotModifyConfigCpuRequirements(Box<CannotModifyConfigCpuRequirements>),
+    CannotMoveFaultToleranceVm(Box<CannotMoveFaultToleranceVm>),
+    CannotMoveFaultToleranceVmMoveType(Box<CannotMoveFaultToleranceVmMoveType>),
+    CannotMoveHostWithFaultToleranceVm(Box<CannotMoveHostWithFaultToleranceVm>),
+    CannotMoveVmWithDeltaDisk(Box<CannotMoveVmWithDeltaDisk>),
+    CannotMoveVmWithNativeDeltaDisk(Box<CannotMoveVmWithNativeDeltaDisk>),
+    CannotMoveVsanEnabledHost(Box<CannotMoveVsanEnabledHost>),
+    CannotPlaceWithoutPrerequisiteMoves(Box<CannotPlaceWithoutPrerequisiteMoves>),
+    CannotPowerOffVmInCluster(Box<CannotPowerOffVmInCluster>),
+    CannotPowerOffVmInClusterOperation(Box<CannotPowerOffVmInClusterOperation>),
+    CannotReconfigureVsanWhenHaEnabled(Box<CannotReconfigureVsanWhenHaEnabled>),
+    CannotUseNetwork(Box<CannotUseNetwork>),
+    CannotUseNetworkReason(Box<CannotUseNetworkReason>),
+    Capability(Box<Capability>),
+    ChangesInfoEventArgument(Box<ChangesInfoEventArgument>),
+    CheckResult(Box<CheckResult>),
+    CheckTestType(Box<CheckTestType>),
+    ChoiceOption(Box<ChoiceOption>),
+    ClockSkew(Box<ClockSkew>),
+    CloneFromSnapshotNotSupported(Box<CloneFromSnapshotNotSupported>),
+    ClusterAction(Box<ClusterAction>),
+    ClusterActionHistory(Box<ClusterActionHistory>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BackupBlobReadFailure(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BackupBlobWriteFailure(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BadUsernameSessionEvent(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfo(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfoBackingInfo(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfoDiskFileBackingInfo(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfoFileBackingInfo(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfoRawDiskMappingBackingInfo(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BatchResult(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BatchResultResult(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BlockedByFirewall(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BoolOption(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BoolPolicy(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CAMServerRefusedConnection(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CanceledHostOperationEvent(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessFile(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessLocalSource(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessNetwork(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmComponent(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmConfig(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmDevice(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmDisk(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAddHostWithFTVmAsStandalone(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAddHostWithFTVmToDifferentCluster(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAddHostWithFTVmToNonHACluster(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeDrsBehaviorForFtSecondary(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeHaSettingsForFtSecondary(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeVsanClusterUuid(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeVsanNodeUuid(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotComputeFTCompatibleHosts(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotCreateFile(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDecryptPasswords(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDeleteFile(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDisableDrsOnClustersWithVApps(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDisableSnapshot(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDisconnectHostWithFaultToleranceVm(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotEnableVmcpForCluster(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotEnableVmcpForClusterReason(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotModifyConfigCpuRequirements(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveFaultToleranceVm(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveFaultToleranceVmMoveType(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveHostWithFaultToleranceVm(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveVmWithDeltaDisk(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveVmWithNativeDeltaDisk(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveVsanEnabledHost(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotPlaceWithoutPrerequisiteMoves(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotPowerOffVmInCluster(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotPowerOffVmInClusterOperation(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotReconfigureVsanWhenHaEnabled(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotUseNetwork(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotUseNetworkReason(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Capability(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
+        92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CheckResult(v), Err(e) => return Some(Err(e)) },
+        93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CheckTestType(v), Err(e) => return Some(Err(e)) },
+        95 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ChoiceOption(v), Err(e) => return Some(Err(e)) },
+        101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClockSkew(v), Err(e) => return Some(Err(e)) },
+        102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CloneFromSnapshotNotSupported(v), Err(e) => return Some(Err(e)) },
+        108 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterAction(v), Err(e) => return Some(Err(e)) },
+        109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterActionHistory(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::BackupBlobReadFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BackupBlobWriteFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BadUsernameSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BaseConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BaseConfigInfoBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BaseConfigInfoDiskFileBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BaseConfigInfoFileBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BatchResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BatchResultResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BlockedByFirewall(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BoolOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::BoolPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CAMServerRefusedConnection(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CanceledHostOperationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAccessFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAccessLocalSource(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAccessNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAccessVmComponent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAccessVmConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAccessVmDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAccessVmDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAddHostWithFTVmAsStandalone(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAddHostWithFTVmToDifferentCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotAddHostWithFTVmToNonHACluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotChangeDrsBehaviorForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotChangeHaSettingsForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotChangeVsanClusterUuid(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotChangeVsanNodeUuid(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotComputeFTCompatibleHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotCreateFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotDecryptPasswords(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotDeleteFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotDisableDrsOnClustersWithVApps(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotDisableSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotDisconnectHostWithFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotEnableVmcpForCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotEnableVmcpForClusterReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotMoveFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotMoveFaultToleranceVmMoveType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotMoveHostWithFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotMoveVmWithDeltaDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotMoveVmWithNativeDeltaDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotMoveVsanEnabledHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotPlaceWithoutPrerequisiteMoves(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotPowerOffVmInCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotPowerOffVmInClusterOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotReconfigureVsanWhenHaEnabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotUseNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CannotUseNetworkReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Capability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CheckResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CheckTestType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ChoiceOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClockSkew(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::CloneFromSnapshotNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ClusterActionHistory(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::BackupBlobReadFailure(a), Object::BackupBlobReadFailure(b)) => **a == **b,
+            (Object::BackupBlobWriteFailure(a), Object::BackupBlobWriteFailure(b)) => **a == **b,
+            (Object::BadUsernameSessionEvent(a), Object::BadUsernameSessionEvent(b)) => **a == **b,
+            (Object::BaseConfigInfo(a), Object::BaseConfigInfo(b)) => **a == **b,
+            (Object::BaseConfigInfoBackingInfo(a), Object::BaseConfigInfoBackingInfo(b)) => **a == **b,
+            (Object::BaseConfigInfoDiskFileBackingInfo(a), Object::BaseConfigInfoDiskFileBackingInfo(b)) => **a == **b,
+            (Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(a), Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(b)) => **a == **b,
+            (Object::BaseConfigInfoFileBackingInfo(a), Object::BaseConfigInfoFileBackingInfo(b)) => **a == **b,
+            (Object::BaseConfigInfoRawDiskMappingBackingInfo(a), Object::BaseConfigInfoRawDiskMappingBackingInfo(b)) => **a == **b,
+            (Object::BatchResult(a), Object::BatchResult(b)) => **a == **b,
+            (Object::BatchResultResult(a), Object::BatchResultResult(b)) => **a == **b,
+            (Object::BlockedByFirewall(a), Object::BlockedByFirewall(b)) => **a == **b,
+            (Object::BoolOption(a), Object::BoolOption(b)) => **a == **b,
+            (Object::BoolPolicy(a), Object::BoolPolicy(b)) => **a == **b,
+            (Object::CAMServerRefusedConnection(a), Object::CAMServerRefusedConnection(b)) => **a == **b,
+            (Object::CanceledHostOperationEvent(a), Object::CanceledHostOperationEvent(b)) => **a == **b,
+            (Object::CannotAccessFile(a), Object::CannotAccessFile(b)) => **a == **b,
+            (Object::CannotAccessLocalSource(a), Object::CannotAccessLocalSource(b)) => **a == **b,
+            (Object::CannotAccessNetwork(a), Object::CannotAccessNetwork(b)) => **a == **b,
+            (Object::CannotAccessVmComponent(a), Object::CannotAccessVmComponent(b)) => **a == **b,
+            (Object::CannotAccessVmConfig(a), Object::CannotAccessVmConfig(b)) => **a == **b,
+            (Object::CannotAccessVmDevice(a), Object::CannotAccessVmDevice(b)) => **a == **b,
+            (Object::CannotAccessVmDisk(a), Object::CannotAccessVmDisk(b)) => **a == **b,
+            (Object::CannotAddHostWithFTVmAsStandalone(a), Object::CannotAddHostWithFTVmAsStandalone(b)) => **a == **b,
+            (Object::CannotAddHostWithFTVmToDifferentCluster(a), Object::CannotAddHostWithFTVmToDifferentCluster(b)) => **a == **b,
+            (Object::CannotAddHostWithFTVmToNonHACluster(a), Object::CannotAddHostWithFTVmToNonHACluster(b)) => **a == **b,
+            (Object::CannotChangeDrsBehaviorForFtSecondary(a), Object::CannotChangeDrsBehaviorForFtSecondary(b)) => **a == **b,
+            (Object::CannotChangeHaSettingsForFtSecondary(a), Object::CannotChangeHaSettingsForFtSecondary(b)) => **a == **b,
+            (Object::CannotChangeVsanClusterUuid(a), Object::CannotChangeVsanClusterUuid(b)) => **a == **b,
+            (Object::CannotChangeVsanNodeUuid(a), Object::CannotChangeVsanNodeUuid(b)) => **a == **b,
+            (Object::CannotComputeFTCompatibleHosts(a), Object::CannotComputeFTCompatibleHosts(b)) => **a == **b,
+            (Object::CannotCreateFile(a), Object::CannotCreateFile(b)) => **a == **b,
+            (Object::CannotDecryptPasswords(a), Object::CannotDecryptPasswords(b)) => **a == **b,
+            (Object::CannotDeleteFile(a), Object::CannotDeleteFile(b)) => **a == **b,
+            (Object::CannotDisableDrsOnClustersWithVApps(a), Object::CannotDisableDrsOnClustersWithVApps(b)) => **a == **b,
+            (Object::CannotDisableSnapshot(a), Object::CannotDisableSnapshot(b)) => **a == **b,
+            (Object::CannotDisconnectHostWithFaultToleranceVm(a), Object::CannotDisconnectHostWithFaultToleranceVm(b)) => **a == **b,
+            (Object::CannotEnableVmcpForCluster(a), Object::CannotEnableVmcpForCluster(b)) => **a == **b,
+            (Object::CannotEnableVmcpForClusterReason(a), Object::CannotEnableVmcpForClusterReason(b)) => **a == **b,
+            (Object::CannotModifyConfigCpuRequirements(a), Object::CannotModifyConfigCpuRequirements(b)) => **a == **b,
+            (Object::CannotMoveFaultToleranceVm(a), Object::CannotMoveFaultToleranceVm(b)) => **a == **b,
+            (Object::CannotMoveFaultToleranceVmMoveType(a), Object::CannotMoveFaultToleranceVmMoveType(b)) => **a == **b,
+            (Object::CannotMoveHostWithFaultToleranceVm(a), Object::CannotMoveHostWithFaultToleranceVm(b)) => **a == **b,
+            (Object::CannotMoveVmWithDeltaDisk(a), Object::CannotMoveVmWithDeltaDisk(b)) => **a == **b,
+            (Object::CannotMoveVmWithNativeDeltaDisk(a), Object::CannotMoveVmWithNativeDeltaDisk(b)) => **a == **b,
+            (Object::CannotMoveVsanEnabledHost(a), Object::CannotMoveVsanEnabledHost(b)) => **a == **b,
+            (Object::CannotPlaceWithoutPrerequisiteMoves(a), Object::CannotPlaceWithoutPrerequisiteMoves(b)) => **a == **b,
+            (Object::CannotPowerOffVmInCluster(a), Object::CannotPowerOffVmInCluster(b)) => **a == **b,
+            (Object::CannotPowerOffVmInClusterOperation(a), Object::CannotPowerOffVmInClusterOperation(b)) => **a == **b,
+            (Object::CannotReconfigureVsanWhenHaEnabled(a), Object::CannotReconfigureVsanWhenHaEnabled(b)) => **a == **b,
+            (Object::CannotUseNetwork(a), Object::CannotUseNetwork(b)) => **a == **b,
+            (Object::CannotUseNetworkReason(a), Object::CannotUseNetworkReason(b)) => **a == **b,
+            (Object::Capability(a), Object::Capability(b)) => **a == **b,
+            (Object::ChangesInfoEventArgument(a), Object::ChangesInfoEventArgument(b)) => **a == **b,
+            (Object::CheckResult(a), Object::CheckResult(b)) => **a == **b,
+            (Object::CheckTestType(a), Object::CheckTestType(b)) => **a == **b,
+            (Object::ChoiceOption(a), Object::ChoiceOption(b)) => **a == **b,
+            (Object::ClockSkew(a), Object::ClockSkew(b)) => **a == **b,
+            (Object::CloneFromSnapshotNotSupported(a), Object::CloneFromSnapshotNotSupported(b)) => **a == **b,
+            (Object::ClusterAction(a), Object::ClusterAction(b)) => **a == **b,
+            (Object::ClusterActionHistory(a), Object::ClusterActionHistory(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::BackupBlobReadFailure(v) => Object::BackupBlobReadFailure(Box::new((**v).clone())),
+            Object::BackupBlobWriteFailure(v) => Object::BackupBlobWriteFailure(Box::new((**v).clone())),
+            Object::BadUsernameSessionEvent(v) => Object::BadUsernameSessionEvent(Box::new((**v).clone())),
+            Object::BaseConfigInfo(v) => Object::BaseConfigInfo(Box::new((**v).clone())),
+            Object::BaseConfigInfoBackingInfo(v) => Object::BaseConfigInfoBackingInfo(Box::new((**v).clone())),
+            Object::BaseConfigInfoDiskFileBackingInfo(v) => Object::BaseConfigInfoDiskFileBackingInfo(Box::new((**v).clone())),
+            Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(Box::new((**v).clone())),
+            Object::BaseConfigInfoFileBackingInfo(v) => Object::BaseConfigInfoFileBackingInfo(Box::new((**v).clone())),
+            Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => Object::BaseConfigInfoRawDiskMappingBackingInfo(Box::new((**v).clone())),
+            Object::BatchResult(v) => Object::BatchResult(Box::new((**v).clone())),
+            Object::BatchResultResult(v) => Object::BatchResultResult(Box::new((**v).clone())),
+            Object::BlockedByFirewall(v) => Object::BlockedByFirewall(Box::new((**v).clone())),
+            Object::BoolOption(v) => Object::BoolOption(Box::new((**v).clone())),
+            Object::BoolPolicy(v) => Object::BoolPolicy(Box::new((**v).clone())),
+            Object::CAMServerRefusedConnection(v) => Object::CAMServerRefusedConnection(Box::new((**v).clone())),
+            Object::CanceledHostOperationEvent(v) => Object::CanceledHostOperationEvent(Box::new((**v).clone())),
+            Object::CannotAccessFile(v) => Object::CannotAccessFile(Box::new((**v).clone())),
+            Object::CannotAccessLocalSource(v) => Object::CannotAccessLocalSource(Box::new((**v).clone())),
+            Object::CannotAccessNetwork(v) => Object::CannotAccessNetwork(Box::new((**v).clone())),
+            Object::CannotAccessVmComponent(v) => Object::CannotAccessVmComponent(Box::new((**v).clone())),
+            Object::CannotAccessVmConfig(v) => Object::CannotAccessVmConfig(Box::new((**v).clone())),
+            Object::CannotAccessVmDevice(v) => Object::CannotAccessVmDevice(Box::new((**v).clone())),
+            Object::CannotAccessVmDisk(v) => Object::CannotAccessVmDisk(Box::new((**v).clone())),
+            Object::CannotAddHostWithFTVmAsStandalone(v) => Object::CannotAddHostWithFTVmAsStandalone(Box::new((**v).clone())),
+            Object::CannotAddHostWithFTVmToDifferentCluster(v) => Object::CannotAddHostWithFTVmToDifferentCluster(Box::new((**v).clone())),
+            Object::CannotAddHostWithFTVmToNonHACluster(v) => Object::CannotAddHostWithFTVmToNonHACluster(Box::new((**v).clone())),
+            Object::CannotChangeDrsBehaviorForFtSecondary(v) => Object::CannotChangeDrsBehaviorForFtSecondary(Box::new((**v).clone())),
+            Object::CannotChangeHaSettingsForFtSecondary(v) => Object::CannotChangeHaSettingsForFtSecondary(Box::new((**v).clone())),
+            Object::CannotChangeVsanClusterUuid(v) => Object::CannotChangeVsanClusterUuid(Box::new((**v).clone())),
+            Object::CannotChangeVsanNodeUuid(v) => Object::CannotChangeVsanNodeUuid(Box::new((**v).clone())),
+            Object::CannotComputeFTCompatibleHosts(v) => Object::CannotComputeFTCompatibleHosts(Box::new((**v).clone())),
+            Object::CannotCreateFile(v) => Object::CannotCreateFile(Box::new((**v).clone())),
+            Object::CannotDecryptPasswords(v) => Object::CannotDecryptPasswords(Box::new((**v).clone())),
+            Object::CannotDeleteFile(v) => Object::CannotDeleteFile(Box::new((**v).clone())),
+            Object::CannotDisableDrsOnClustersWithVApps(v) => Object::CannotDisableDrsOnClustersWithVApps(Box::new((**v).clone())),
+            Object::CannotDisableSnapshot(v) => Object::CannotDisableSnapshot(Box::new((**v).clone())),
+            Object::CannotDisconnectHostWithFaultToleranceVm(v) => Object::CannotDisconnectHostWithFaultToleranceVm(Box::new((**v).clone())),
+            Object::CannotEnableVmcpForCluster(v) => Object::CannotEnableVmcpForCluster(Box::new((**v).clone())),
+            Object::CannotEnableVmcpForClusterReason(v) => Object::CannotEnableVmcpForClusterReason(Box::new((**v).clone())),
+            Object::CannotModifyConfigCpuRequirements(v) => Object::CannotModifyConfigCpuRequirements(Box::new((**v).clone())),
+            Object::CannotMoveFaultToleranceVm(v) => Object::CannotMoveFaultToleranceVm(Box::new((**v).clone())),
+            Object::CannotMoveFaultToleranceVmMoveType(v) => Object::CannotMoveFaultToleranceVmMoveType(Box::new((**v).clone())),
+            Object::CannotMoveHostWithFaultToleranceVm(v) => Object::CannotMoveHostWithFaultToleranceVm(Box::new((**v).clone())),
+            Object::CannotMoveVmWithDeltaDisk(v) => Object::CannotMoveVmWithDeltaDisk(Box::new((**v).clone())),
+            Object::CannotMoveVmWithNativeDeltaDisk(v) => Object::CannotMoveVmWithNativeDeltaDisk(Box::new((**v).clone())),
+            Object::CannotMoveVsanEnabledHost(v) => Object::CannotMoveVsanEnabledHost(Box::new((**v).clone())),
+            Object::CannotPlaceWithoutPrerequisiteMoves(v) => Object::CannotPlaceWithoutPrerequisiteMoves(Box::new((**v).clone())),
+            Object::CannotPowerOffVmInCluster(v) => Object::CannotPowerOffVmInCluster(Box::new((**v).clone())),
+            Object::CannotPowerOffVmInClusterOperation(v) => Object::CannotPowerOffVmInClusterOperation(Box::new((**v).clone())),
+            Object::CannotReconfigureVsanWhenHaEnabled(v) => Object::CannotReconfigureVsanWhenHaEnabled(Box::new((**v).clone())),
+            Object::CannotUseNetwork(v) => Object::CannotUseNetwork(Box::new((**v).clone())),
+            Object::CannotUseNetworkReason(v) => Object::CannotUseNetworkReason(Box::new((**v).clone())),
+            Object::Capability(v) => Object::Capability(Box::new((**v).clone())),
+            Object::ChangesInfoEventArgument(v) => Object::ChangesInfoEventArgument(Box::new((**v).clone())),
+            Object::CheckResult(v) => Object::CheckResult(Box::new((**v).clone())),
+            Object::CheckTestType(v) => Object::CheckTestType(Box::new((**v).clone())),
+            Object::ChoiceOption(v) => Object::ChoiceOption(Box::new((**v).clone())),
+            Object::ClockSkew(v) => Object::ClockSkew(Box::new((**v).clone())),
+            Object::CloneFromSnapshotNotSupported(v) => Object::CloneFromSnapshotNotSupported(Box::new((**v).clone())),
+            Object::ClusterAction(v) => Object::ClusterAction(Box::new((**v).clone())),
+            Object::ClusterActionHistory(v) => Object::ClusterActionHistory(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::BackupBlobReadFailure(_) => "BackupBlobReadFailure",
+            Object::BackupBlobWriteFailure(_) => "BackupBlobWriteFailure",
+            Object::BadUsernameSessionEvent(_) => "BadUsernameSessionEvent",
+            Object::BaseConfigInfo(_) => "BaseConfigInfo",
+            Object::BaseConfigInfoBackingInfo(_) => "BaseConfigInfoBackingInfo",
+            Object::BaseConfigInfoDiskFileBackingInfo(_) => "BaseConfigInfoDiskFileBackingInfo",
+            Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(_) => "BaseConfigInfoDiskFileBackingInfoProvisioningType",
+            Object::BaseConfigInfoFileBackingInfo(_) => "BaseConfigInfoFileBackingInfo",
+            Object::BaseConfigInfoRawDiskMappingBackingInfo(_) => "BaseConfigInfoRawDiskMappingBackingInfo",
+            Object::BatchResult(_) => "BatchResult",
+            Object::BatchResultResult(_) => "BatchResultResult",
+            Object::BlockedByFirewall(_) => "BlockedByFirewall",
+            Object::BoolOption(_) => "BoolOption",
+            Object::BoolPolicy(_) => "BoolPolicy",
+            Object::CAMServerRefusedConnection(_) => "CAMServerRefusedConnection",
+            Object::CanceledHostOperationEvent(_) => "CanceledHostOperationEvent",
+            Object::CannotAccessFile(_) => "CannotAccessFile",
+            Object::CannotAccessLocalSource(_) => "CannotAccessLocalSource",
+            Object::CannotAccessNetwork(_) => "CannotAccessNetwork",
+            Object::CannotAccessVmComponent(_) => "CannotAccessVmComponent",
+            Object::CannotAccessVmConfig(_) => "CannotAccessVmConfig",
+            Object::CannotAccessVmDevice(_) => "CannotAccessVmDevice",
+            Object::CannotAccessVmDisk(_) => "CannotAccessVmDisk",
+            Object::CannotAddHostWithFTVmAsStandalone(_) => "CannotAddHostWithFTVmAsStandalone",
+            Object::CannotAddHostWithFTVmToDifferentCluster(_) => "CannotAddHostWithFTVmToDifferentCluster",
+            Object::CannotAddHostWithFTVmToNonHACluster(_) => "CannotAddHostWithFTVmToNonHACluster",
+            Object::CannotChangeDrsBehaviorForFtSecondary(_) => "CannotChangeDrsBehaviorForFtSecondary",
+            Object::CannotChangeHaSettingsForFtSecondary(_) => "CannotChangeHaSettingsForFtSecondary",
+            Object::CannotChangeVsanClusterUuid(_) => "CannotChangeVsanClusterUuid",
+            Object::CannotChangeVsanNodeUuid(_) => "CannotChangeVsanNodeUuid",
+            Object::CannotComputeFTCompatibleHosts(_) => "CannotComputeFTCompatibleHosts",
+            Object::CannotCreateFile(_) => "CannotCreateFile",
+            Object::CannotDecryptPasswords(_) => "CannotDecryptPasswords",
+            Object::CannotDeleteFile(_) => "CannotDeleteFile",
+            Object::CannotDisableDrsOnClustersWithVApps(_) => "CannotDisableDrsOnClustersWithVApps",
+            Object::CannotDisableSnapshot(_) => "CannotDisableSnapshot",
+            Object::CannotDisconnectHostWithFaultToleranceVm(_) => "CannotDisconnectHostWithFaultToleranceVm",
+            Object::CannotEnableVmcpForCluster(_) => "CannotEnableVmcpForCluster",
+            Object::CannotEnableVmcpForClusterReason(_) => "CannotEnableVmcpForClusterReason",
+            Object::CannotModifyConfigCpuRequirements(_) => "CannotModifyConfigCpuRequirements",
+            Object::CannotMoveFaultToleranceVm(_) => "CannotMoveFaultToleranceVm",
+            Object::CannotMoveFaultToleranceVmMoveType(_) => "CannotMoveFaultToleranceVmMoveType",
+            Object::CannotMoveHostWithFaultToleranceVm(_) => "CannotMoveHostWithFaultToleranceVm",
+            Object::CannotMoveVmWithDeltaDisk(_) => "CannotMoveVmWithDeltaDisk",
+            Object::CannotMoveVmWithNativeDeltaDisk(_) => "CannotMoveVmWithNativeDeltaDisk",
+            Object::CannotMoveVsanEnabledHost(_) => "CannotMoveVsanEnabledHost",
+            Object::CannotPlaceWithoutPrerequisiteMoves(_) => "CannotPlaceWithoutPrerequisiteMoves",
+            Object::CannotPowerOffVmInCluster(_) => "CannotPowerOffVmInCluster",
+            Object::CannotPowerOffVmInClusterOperation(_) => "CannotPowerOffVmInClusterOperation",
+            Object::CannotReconfigureVsanWhenHaEnabled(_) => "CannotReconfigureVsanWhenHaEnabled",
+            Object::CannotUseNetwork(_) => "CannotUseNetwork",
+            Object::CannotUseNetworkReason(_) => "CannotUseNetworkReason",
+            Object::Capability(_) => "Capability",
+            Object::ChangesInfoEventArgument(_) => "ChangesInfoEventArgument",
+            Object::CheckResult(_) => "CheckResult",
+            Object::CheckTestType(_) => "CheckTestType",
+            Object::ChoiceOption(_) => "ChoiceOption",
+            Object::ClockSkew(_) => "ClockSkew",
+            Object::CloneFromSnapshotNotSupported(_) => "CloneFromSnapshotNotSupported",
+            Object::ClusterAction(_) => "ClusterAction",
+            Object::ClusterActionHistory(_) => "ClusterActionHistory",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::BackupBlobReadFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BackupBlobWriteFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BadUsernameSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BaseConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BaseConfigInfoBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BaseConfigInfoDiskFileBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BaseConfigInfoFileBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BatchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BatchResultResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BlockedByFirewall(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BoolOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::BoolPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CAMServerRefusedConnection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CanceledHostOperationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAccessFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAccessLocalSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAccessNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAccessVmComponent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAccessVmConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAccessVmDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAccessVmDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAddHostWithFTVmAsStandalone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAddHostWithFTVmToDifferentCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotAddHostWithFTVmToNonHACluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotChangeDrsBehaviorForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotChangeHaSettingsForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotChangeVsanClusterUuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotChangeVsanNodeUuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotComputeFTCompatibleHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotCreateFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotDecryptPasswords(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotDeleteFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotDisableDrsOnClustersWithVApps(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotDisableSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotDisconnectHostWithFaultToleranceVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotEnableVmcpForCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotEnableVmcpForClusterReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotModifyConfigCpuRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotMoveFaultToleranceVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotMoveFaultToleranceVmMoveType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotMoveHostWithFaultToleranceVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotMoveVmWithDeltaDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotMoveVmWithNativeDeltaDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotMoveVsanEnabledHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotPlaceWithoutPrerequisiteMoves(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotPowerOffVmInCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotPowerOffVmInClusterOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotReconfigureVsanWhenHaEnabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotUseNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CannotUseNetworkReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Capability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CheckTestType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ChoiceOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClockSkew(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::CloneFromSnapshotNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ClusterActionHistory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for BackupBlobReadFailure {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BackupBlobReadFailure(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BackupBlobReadFailure(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BackupBlobReadFailure(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BackupBlobWriteFailure {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BackupBlobWriteFailure(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BackupBlobWriteFailure(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BackupBlobWriteFailure(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BadUsernameSessionEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BadUsernameSessionEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BadUsernameSessionEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BadUsernameSessionEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BaseConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BaseConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BaseConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BaseConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BaseConfigInfoBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BaseConfigInfoBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BaseConfigInfoBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BaseConfigInfoBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BaseConfigInfoDiskFileBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BaseConfigInfoDiskFileBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BaseConfigInfoDiskFileBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BaseConfigInfoDiskFileBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BaseConfigInfoDiskFileBackingInfoProvisioningType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BaseConfigInfoFileBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BaseConfigInfoFileBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BaseConfigInfoFileBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BaseConfigInfoFileBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BaseConfigInfoRawDiskMappingBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BaseConfigInfoRawDiskMappingBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BatchResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BatchResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BatchResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BatchResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BatchResultResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BatchResultResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BatchResultResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BatchResultResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BlockedByFirewall {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BlockedByFirewall(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BlockedByFirewall(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BlockedByFirewall(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BoolOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BoolOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BoolOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BoolOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for BoolPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::BoolPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::BoolPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::BoolPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CAMServerRefusedConnection {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CAMServerRefusedConnection(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CAMServerRefusedConnection(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CAMServerRefusedConnection(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CanceledHostOperationEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CanceledHostOperationEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CanceledHostOperationEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CanceledHostOperationEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAccessFile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAccessFile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAccessFile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAccessFile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAccessLocalSource {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAccessLocalSource(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAccessLocalSource(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAccessLocalSource(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAccessNetwork {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAccessNetwork(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAccessNetwork(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAccessNetwork(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAccessVmComponent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAccessVmComponent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAccessVmComponent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAccessVmComponent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAccessVmConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAccessVmConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAccessVmConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAccessVmConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAccessVmDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAccessVmDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAccessVmDevice(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAccessVmDevice(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAccessVmDisk {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAccessVmDisk(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAccessVmDisk(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAccessVmDisk(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAddHostWithFTVmAsStandalone {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAddHostWithFTVmAsStandalone(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAddHostWithFTVmAsStandalone(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAddHostWithFTVmAsStandalone(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAddHostWithFTVmToDifferentCluster {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAddHostWithFTVmToDifferentCluster(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAddHostWithFTVmToDifferentCluster(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAddHostWithFTVmToDifferentCluster(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotAddHostWithFTVmToNonHACluster {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotAddHostWithFTVmToNonHACluster(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotAddHostWithFTVmToNonHACluster(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotAddHostWithFTVmToNonHACluster(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotChangeDrsBehaviorForFtSecondary {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotChangeDrsBehaviorForFtSecondary(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotChangeDrsBehaviorForFtSecondary(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotChangeDrsBehaviorForFtSecondary(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotChangeHaSettingsForFtSecondary {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotChangeHaSettingsForFtSecondary(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotChangeHaSettingsForFtSecondary(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotChangeHaSettingsForFtSecondary(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotChangeVsanClusterUuid {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotChangeVsanClusterUuid(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotChangeVsanClusterUuid(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotChangeVsanClusterUuid(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotChangeVsanNodeUuid {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotChangeVsanNodeUuid(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotChangeVsanNodeUuid(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotChangeVsanNodeUuid(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotComputeFTCompatibleHosts {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotComputeFTCompatibleHosts(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotComputeFTCompatibleHosts(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotComputeFTCompatibleHosts(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotCreateFile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotCreateFile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotCreateFile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotCreateFile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotDecryptPasswords {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotDecryptPasswords(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotDecryptPasswords(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotDecryptPasswords(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotDeleteFile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotDeleteFile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotDeleteFile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotDeleteFile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotDisableDrsOnClustersWithVApps {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotDisableDrsOnClustersWithVApps(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotDisableDrsOnClustersWithVApps(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotDisableDrsOnClustersWithVApps(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotDisableSnapshot {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotDisableSnapshot(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotDisableSnapshot(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotDisableSnapshot(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotDisconnectHostWithFaultToleranceVm {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotDisconnectHostWithFaultToleranceVm(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotDisconnectHostWithFaultToleranceVm(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotDisconnectHostWithFaultToleranceVm(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotEnableVmcpForCluster {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotEnableVmcpForCluster(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotEnableVmcpForCluster(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotEnableVmcpForCluster(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotEnableVmcpForClusterReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotEnableVmcpForClusterReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotEnableVmcpForClusterReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotEnableVmcpForClusterReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotModifyConfigCpuRequirements {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotModifyConfigCpuRequirements(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotModifyConfigCpuRequirements(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotModifyConfigCpuRequirements(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotMoveFaultToleranceVm {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotMoveFaultToleranceVm(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotMoveFaultToleranceVm(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotMoveFaultToleranceVm(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotMoveFaultToleranceVmMoveType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotMoveFaultToleranceVmMoveType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotMoveFaultToleranceVmMoveType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotMoveFaultToleranceVmMoveType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotMoveHostWithFaultToleranceVm {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotMoveHostWithFaultToleranceVm(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotMoveHostWithFaultToleranceVm(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotMoveHostWithFaultToleranceVm(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotMoveVmWithDeltaDisk {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotMoveVmWithDeltaDisk(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotMoveVmWithDeltaDisk(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotMoveVmWithDeltaDisk(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotMoveVmWithNativeDeltaDisk {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotMoveVmWithNativeDeltaDisk(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotMoveVmWithNativeDeltaDisk(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotMoveVmWithNativeDeltaDisk(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotMoveVsanEnabledHost {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotMoveVsanEnabledHost(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotMoveVsanEnabledHost(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotMoveVsanEnabledHost(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotPlaceWithoutPrerequisiteMoves {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotPlaceWithoutPrerequisiteMoves(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotPlaceWithoutPrerequisiteMoves(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotPlaceWithoutPrerequisiteMoves(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotPowerOffVmInCluster {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotPowerOffVmInCluster(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotPowerOffVmInCluster(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotPowerOffVmInCluster(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotPowerOffVmInClusterOperation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotPowerOffVmInClusterOperation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotPowerOffVmInClusterOperation(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotPowerOffVmInClusterOperation(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotReconfigureVsanWhenHaEnabled {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotReconfigureVsanWhenHaEnabled(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotReconfigureVsanWhenHaEnabled(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotReconfigureVsanWhenHaEnabled(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotUseNetwork {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotUseNetwork(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotUseNetwork(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotUseNetwork(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CannotUseNetworkReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CannotUseNetworkReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CannotUseNetworkReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CannotUseNetworkReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Capability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Capability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Capability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Capability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ChangesInfoEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ChangesInfoEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ChangesInfoEventArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ChangesInfoEventArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CheckResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CheckResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CheckResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CheckResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CheckTestType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CheckTestType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CheckTestType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CheckTestType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ChoiceOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ChoiceOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ChoiceOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ChoiceOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ClockSkew {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ClockSkew(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ClockSkew(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ClockSkew(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for CloneFromSnapshotNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::CloneFromSnapshotNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::CloneFromSnapshotNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::CloneFromSnapshotNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ClusterAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ClusterAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ClusterAction(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ClusterAction(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ClusterActionHistory {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ClusterActionHistory(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ClusterActionHistory(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ClusterActionHistory(v) => Ok(v), other => Err(other), }
+    }
+}

@@ -24,7 +24,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x8f8f11), x::Name(0xbb9c0b), 79, 7), // DVPortgroupPolicy: DynamicData
         x::TypeEntry::structure(x::Name(0x8fa11c), x::Name(0x8f4910), 86, 2), // DVPortgroupReconfiguredEvent: DVPortgroupEvent
         x::TypeEntry::structure(x::Name(0x8fbe17), x::Name(0x8f4910), 88, 2), // DVPortgroupRenamedEvent: DVPortgroupEvent
-        x::TypeEntry::structure(x::Name(0x8fd61e), x::Name::NONE, 90, 2), // DVPortgroupRollbackRequestType
+        x::TypeEntry::request(x::Name(0x8fd61e), 90, 2), // DVPortgroupRollbackRequestType
         x::TypeEntry::structure(x::Name(0x8ff514), x::Name(0x1a1430c), 92, 2), // DVPortgroupSelection: SelectionSet
         x::TypeEntry::structure(x::Name(0x900a1a), x::Name(0xbb9c0b), 94, 1), // DVSBackupRestoreCapability: DynamicData
         x::TypeEntry::structure(x::Name(0x90250d), x::Name(0xbb9c0b), 95, 5), // DVSCapability: DynamicData
@@ -51,9 +51,9 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::enumeration(x::Name(0x91f315), 10, 2), // DVSMacLimitPolicyType
         x::TypeEntry::structure(x::Name(0x920916), x::Name(0x127c311), 183, 4), // DVSMacManagementPolicy: InheritablePolicy
         x::TypeEntry::structure(x::Name(0x922019), x::Name(0xbb9c0b), 187, 2), // DVSManagerDvsConfigTarget: DynamicData
-        x::TypeEntry::structure(x::Name(0x923a21), x::Name::NONE, 189, 2), // DVSManagerExportEntityRequestType
-        x::TypeEntry::structure(x::Name(0x925c21), x::Name::NONE, 191, 3), // DVSManagerImportEntityRequestType
-        x::TypeEntry::structure(x::Name(0x927e26), x::Name::NONE, 194, 3), // DVSManagerLookupDvPortGroupRequestType
+        x::TypeEntry::request(x::Name(0x923a21), 189, 2), // DVSManagerExportEntityRequestType
+        x::TypeEntry::request(x::Name(0x925c21), 191, 3), // DVSManagerImportEntityRequestType
+        x::TypeEntry::request(x::Name(0x927e26), 194, 3), // DVSManagerLookupDvPortGroupRequestType
         x::TypeEntry::structure(x::Name(0x92a51a), x::Name(0xbb9c0b), 197, 2), // DVSManagerPhysicalNicsList: DynamicData
         x::TypeEntry::structure(x::Name(0x92c01c), x::Name(0x93e913), 199, 1), // DVSNameArrayUplinkPortPolicy: DVSUplinkPortPolicy
         x::TypeEntry::structure(x::Name(0x92dd26), x::Name(0xbb9c0b), 200, 6), // DVSNetworkResourceManagementCapability: DynamicData
@@ -62,7 +62,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x934020), x::Name(0xbb9c0b), 214, 5), // DVSNetworkResourcePoolConfigSpec: DynamicData
         x::TypeEntry::structure(x::Name(0x936109), x::Name(0xbb9c0b), 219, 3), // DVSPolicy: DynamicData
         x::TypeEntry::structure(x::Name(0x936b15), x::Name(0xbb9c0b), 222, 1), // DVSRollbackCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x938116), x::Name::NONE, 223, 2), // DVSRollbackRequestType
+        x::TypeEntry::request(x::Name(0x938116), 223, 2), // DVSRollbackRequestType
         x::TypeEntry::structure(x::Name(0x93980e), x::Name(0xbb9c0b), 225, 2), // DVSRuntimeInfo: DynamicData
         x::TypeEntry::structure(x::Name(0x93a711), x::Name(0x127c311), 227, 3), // DVSSecurityPolicy: InheritablePolicy
         x::TypeEntry::structure(x::Name(0x93b90c), x::Name(0x1a1430c), 230, 1), // DVSSelection: SelectionSet
@@ -77,466 +77,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x948612), x::Name(0x70950c), 253, 0), // DasAgentFoundEvent: ClusterEvent
         x::TypeEntry::structure(x::Name(0x949918), x::Name(0x70950c), 253, 0), // DasAgentUnavailableEvent: ClusterEvent
         x::TypeEntry::structure(x::Name(0x94b217), x::Name(0x70950c), 253, 0), // DasClusterIsolatedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x94ca0e), x::Name(0x1d94808), 253, 3), // DasConfigFault: VimFault
-        x::TypeEntry::enumeration(x::Name(0x94d922), 12, 11), // DasConfigFaultDasConfigFaultReason
-        x::TypeEntry::structure(x::Name(0x94fc10), x::Name(0x70950c), 256, 0), // DasDisabledEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x950d0f), x::Name(0x70950c), 256, 0), // DasEnabledEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x951d19), x::Name(0xbb9c0b), 256, 2), // DasHeartbeatDatastoreInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x953712), x::Name(0x70950c), 258, 1), // DasHostFailedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x954a14), x::Name(0x70950c), 259, 1), // DasHostIsolatedEvent: ClusterEvent
-        x::TypeEntry::enumeration(x::Name(0x957a0d), 23, 4), // DasVmPriority
-        x::TypeEntry::structure(x::Name(0x95880d), x::Name(0x19b140c), 260, 0), // DatabaseError: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x959614), x::Name(0xbb9c0b), 260, 1), // DatabaseSizeEstimate: DynamicData
-        x::TypeEntry::structure(x::Name(0x95ab11), x::Name(0xbb9c0b), 261, 2), // DatabaseSizeParam: DynamicData
-        x::TypeEntry::structure(x::Name(0x95c81a), x::Name(0xbb9c0b), 263, 8), // DatacenterBasicConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x95e314), x::Name(0xbb9c0b), 271, 2), // DatacenterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x95f814), x::Name(0xbb9c0b), 273, 2), // DatacenterConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x960d16), x::Name(0x96240f), 275, 1), // DatacenterCreatedEvent: DatacenterEvent
-        x::TypeEntry::structure(x::Name(0x96240f), x::Name(0xc19905), 276, 0), // DatacenterEvent: Event
-        x::TypeEntry::structure(x::Name(0x963417), x::Name(0xc04213), 276, 1), // DatacenterEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x964c12), x::Name(0x1431e0e), 277, 2), // DatacenterMismatch: MigrationFault
-        x::TypeEntry::structure(x::Name(0x965f1a), x::Name(0xbb9c0b), 279, 2), // DatacenterMismatchArgument: DynamicData
-        x::TypeEntry::structure(x::Name(0x967a16), x::Name(0x96240f), 281, 2), // DatacenterRenamedEvent: DatacenterEvent
-        x::TypeEntry::enumeration(x::Name(0x969b13), 27, 2), // DatastoreAccessible
-        x::TypeEntry::structure(x::Name(0x96af13), x::Name(0xbb9c0b), 283, 12), // DatastoreCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x96c31f), x::Name(0x97560e), 295, 2), // DatastoreCapacityIncreasedEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x96e317), x::Name(0x97560e), 297, 0), // DatastoreDestroyedEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x96fb18), x::Name(0xea3c09), 297, 1), // DatastoreDiscoveredEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x971418), x::Name(0x97560e), 298, 0), // DatastoreDuplicatedEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x972d28), x::Name::NONE, 298, 1), // DatastoreEnterMaintenanceModeRequestType
-        x::TypeEntry::structure(x::Name(0x97560e), x::Name(0xc19905), 299, 1), // DatastoreEvent: Event
-        x::TypeEntry::structure(x::Name(0x976516), x::Name(0xc04213), 300, 1), // DatastoreEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x977c27), x::Name::NONE, 301, 1), // DatastoreExitMaintenanceModeRequestType
-        x::TypeEntry::structure(x::Name(0x97a418), x::Name(0x97d712), 302, 2), // DatastoreFileCopiedEvent: DatastoreFileEvent
-        x::TypeEntry::structure(x::Name(0x97bd19), x::Name(0x97d712), 304, 0), // DatastoreFileDeletedEvent: DatastoreFileEvent
-        x::TypeEntry::structure(x::Name(0x97d712), x::Name(0x97560e), 304, 3), // DatastoreFileEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x97ea17), x::Name(0x97d712), 307, 2), // DatastoreFileMovedEvent: DatastoreFileEvent
-        x::TypeEntry::structure(x::Name(0x980212), x::Name(0xbb9c0b), 309, 2), // DatastoreHostMount: DynamicData
-        x::TypeEntry::structure(x::Name(0x98151e), x::Name(0x97560e), 311, 0), // DatastoreIORMReconfiguredEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x98340d), x::Name(0xbb9c0b), 311, 12), // DatastoreInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x98421f), x::Name(0xbb9c0b), 323, 2), // DatastoreMountPathDatastorePair: DynamicData
-        x::TypeEntry::structure(x::Name(0x986226), x::Name(0xbb9c0b), 325, 2), // DatastoreNamespaceManagerDirectoryInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x98891a), x::Name(0x12d0410), 327, 1), // DatastoreNotWritableOnHost: InvalidDatastore
-        x::TypeEntry::structure(x::Name(0x98a40f), x::Name(0xbb9c0b), 328, 1), // DatastoreOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x98b41c), x::Name(0xea3c09), 329, 1), // DatastorePrincipalConfigured: HostEvent
-        x::TypeEntry::structure(x::Name(0x98d11b), x::Name(0xea3c09), 330, 1), // DatastoreRemovedOnHostEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x98ed15), x::Name(0x97560e), 331, 2), // DatastoreRenamedEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x99031b), x::Name(0xea3c09), 333, 2), // DatastoreRenamedOnHostEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0x991f15), 29, 3), // DatastoreSectorFormat
-        x::TypeEntry::structure(x::Name(0x993510), x::Name(0xbb9c0b), 335, 10), // DatastoreSummary: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x994624), 32, 3), // DatastoreSummaryMaintenanceModeState
-        x::TypeEntry::structure(x::Name(0x996b22), x::Name(0xbb9c0b), 345, 3), // DatastoreVVolContainerFailoverPair: DynamicData
-        x::TypeEntry::structure(x::Name(0x998e0f), x::Name(0xad70c), 348, 0), // DateTimeProfile: ApplyProfile
-        x::TypeEntry::enumeration(x::Name(0x999e09), 35, 7), // DayOfWeek
-        x::TypeEntry::structure(x::Name(0x99a818), x::Name::NONE, 348, 2), // DecodeLicenseRequestType
-        x::TypeEntry::structure(x::Name(0x99fa1d), x::Name::NONE, 350, 1), // DefragmentAllDisksRequestType
-        x::TypeEntry::structure(x::Name(0x9a1820), x::Name::NONE, 351, 3), // DefragmentVirtualDiskRequestType
-        x::TypeEntry::structure(x::Name(0x9a3922), x::Name::NONE, 354, 2), // DeleteCustomizationSpecRequestType
-        x::TypeEntry::structure(x::Name(0x9a5c1e), x::Name::NONE, 356, 3), // DeleteDatastoreFileRequestType
-        x::TypeEntry::structure(x::Name(0x9a7b21), x::Name::NONE, 359, 5), // DeleteDirectoryInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x9a9d1a), x::Name::NONE, 364, 3), // DeleteDirectoryRequestType
-        x::TypeEntry::structure(x::Name(0x9ab81c), x::Name::NONE, 367, 4), // DeleteFileInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x9ad515), x::Name::NONE, 371, 2), // DeleteFileRequestType
-        x::TypeEntry::structure(x::Name(0x9aeb22), x::Name::NONE, 373, 2), // DeleteHostSpecificationRequestType
-        x::TypeEntry::structure(x::Name(0x9b0e25), x::Name::NONE, 375, 3), // DeleteHostSubSpecificationRequestType
-        x::TypeEntry::structure(x::Name(0x9b3426), x::Name::NONE, 378, 1), // DeleteNvdimmBlockNamespacesRequestType
-        x::TypeEntry::structure(x::Name(0x9b5b20), x::Name::NONE, 379, 2), // DeleteNvdimmNamespaceRequestType
-        x::TypeEntry::structure(x::Name(0x9b7c23), x::Name::NONE, 381, 5), // DeleteRegistryKeyInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x9ba025), x::Name::NONE, 386, 4), // DeleteRegistryValueInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x9bc61d), x::Name::NONE, 390, 2), // DeleteScsiLunStateRequestType
-        x::TypeEntry::structure(x::Name(0x9be419), x::Name::NONE, 392, 4), // DeleteSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x9bfe21), x::Name::NONE, 396, 3), // DeleteVStorageObjectExRequestType
-        x::TypeEntry::structure(x::Name(0x9c201f), x::Name::NONE, 399, 3), // DeleteVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x9c4020), x::Name::NONE, 402, 2), // DeleteVffsVolumeStateRequestType
-        x::TypeEntry::structure(x::Name(0x9c611c), x::Name::NONE, 404, 3), // DeleteVirtualDiskRequestType
-        x::TypeEntry::structure(x::Name(0x9c7e20), x::Name::NONE, 407, 2), // DeleteVmfsVolumeStateRequestType
-        x::TypeEntry::structure(x::Name(0x9c9f1c), x::Name::NONE, 409, 3), // DeleteVsanObjectsRequestType
-        x::TypeEntry::structure(x::Name(0x9cbc1b), x::Name(0x210340d), 412, 2), // DeltaDiskFormatNotSupported: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x9cd80b), x::Name(0xbb9c0b), 414, 2), // Description: DynamicData
-        x::TypeEntry::structure(x::Name(0x9ce421), x::Name::NONE, 416, 3), // DeselectVnicForNicTypeRequestType
-        x::TypeEntry::structure(x::Name(0x9d0617), x::Name::NONE, 419, 1), // DeselectVnicRequestType
-        x::TypeEntry::structure(x::Name(0x9d1e13), x::Name(0xbb9c0b), 420, 4), // DesiredSoftwareSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x9d3220), x::Name(0xbb9c0b), 424, 1), // DesiredSoftwareSpecBaseImageSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x9d5320), x::Name(0xbb9c0b), 425, 2), // DesiredSoftwareSpecComponentSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x9d7422), x::Name(0xbb9c0b), 427, 2), // DesiredSoftwareSpecVendorAddOnSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x9d9715), x::Name(0x5e3513), 429, 0), // DestinationSwitchFull: CannotAccessNetwork
-        x::TypeEntry::structure(x::Name(0x9dad17), x::Name(0x614019), 429, 1), // DestinationVsanDisabled: CannotMoveVsanEnabledHost
-        x::TypeEntry::structure(x::Name(0x9dc51a), x::Name::NONE, 430, 1), // DestroyChildrenRequestType
-        x::TypeEntry::structure(x::Name(0x9de01b), x::Name::NONE, 431, 1), // DestroyCollectorRequestType
-        x::TypeEntry::structure(x::Name(0x9dfc1b), x::Name::NONE, 432, 1), // DestroyDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x9e1818), x::Name::NONE, 433, 4), // DestroyIpPoolRequestType
-        x::TypeEntry::structure(x::Name(0x9e3119), x::Name::NONE, 437, 1), // DestroyNetworkRequestType
-        x::TypeEntry::structure(x::Name(0x9e4b19), x::Name::NONE, 438, 1), // DestroyProfileRequestType
-        x::TypeEntry::structure(x::Name(0x9e6523), x::Name::NONE, 439, 1), // DestroyPropertyCollectorRequestType
-        x::TypeEntry::structure(x::Name(0x9e8920), x::Name::NONE, 440, 1), // DestroyPropertyFilterRequestType
-        x::TypeEntry::structure(x::Name(0x9eaa12), x::Name::NONE, 441, 1), // DestroyRequestType
-        x::TypeEntry::structure(x::Name(0x9ebd16), x::Name::NONE, 442, 2), // DestroyVffsRequestType
-        x::TypeEntry::structure(x::Name(0x9ed416), x::Name::NONE, 444, 1), // DestroyViewRequestType
-        x::TypeEntry::structure(x::Name(0x9eeb15), x::Name::NONE, 445, 2), // DetachDiskRequestType
-        x::TypeEntry::structure(x::Name(0x9f011a), x::Name::NONE, 447, 2), // DetachScsiLunExRequestType
-        x::TypeEntry::structure(x::Name(0x9f1c18), x::Name::NONE, 449, 2), // DetachScsiLunRequestType
-        x::TypeEntry::structure(x::Name(0x9f3526), x::Name::NONE, 451, 4), // DetachTagFromVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x9f5c1b), x::Name(0x1e3d10f), 455, 1), // DeviceBackedVirtualDiskSpec: VirtualDiskSpec
-        x::TypeEntry::structure(x::Name(0x9f7819), x::Name(0x9fe612), 456, 1), // DeviceBackingNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x9f921c), x::Name(0x9fe612), 457, 1), // DeviceControllerNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x9faf0d), x::Name(0xbb9c0b), 458, 1), // DeviceGroupId: DynamicData
-        x::TypeEntry::structure(x::Name(0x9fbd19), x::Name(0x12d6c11), 459, 0), // DeviceHotPlugNotSupported: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0x9fd70e), x::Name(0x12d6c11), 459, 0), // DeviceNotFound: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0x9fe612), x::Name(0x1e7f321), 459, 2), // DeviceNotSupported: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::enumeration(x::Name(0x9ff918), 42, 3), // DeviceNotSupportedReason
-        x::TypeEntry::enumeration(x::Name(0xa0120e), 45, 2), // DeviceProtocol
-        x::TypeEntry::structure(x::Name(0xa0211e), x::Name(0x12d6c11), 461, 0), // DeviceUnsupportedForVmPlatform: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0xa0401d), x::Name(0x12d6c11), 461, 2), // DeviceUnsupportedForVmVersion: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0xa05e22), x::Name(0xbb9c0b), 463, 2), // DiagnosticManagerAuditRecordResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xa0811b), x::Name(0xbb9c0b), 465, 2), // DiagnosticManagerBundleInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xa09d1b), 47, 7), // DiagnosticManagerLogCreator
-        x::TypeEntry::structure(x::Name(0xa0b91e), x::Name(0xbb9c0b), 467, 6), // DiagnosticManagerLogDescriptor: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xa0d81a), 54, 1), // DiagnosticManagerLogFormat
-        x::TypeEntry::structure(x::Name(0xa0f31a), x::Name(0xbb9c0b), 473, 3), // DiagnosticManagerLogHeader: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xa10e1e), 55, 2), // DiagnosticPartitionStorageType
-        x::TypeEntry::enumeration(x::Name(0xa12d17), 57, 2), // DiagnosticPartitionType
-        x::TypeEntry::structure(x::Name(0xa14512), x::Name(0x9fe612), 476, 0), // DigestNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0xa15815), x::Name(0xbb9c0b), 476, 5), // DirectPathProfileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xa16e24), x::Name(0xa24726), 481, 5), // DirectPathProfileManagerCapacityInfo: DirectPathProfileManagerCapacityResult
-        x::TypeEntry::structure(x::Name(0xa19333), x::Name(0xa21d29), 486, 1), // DirectPathProfileManagerCapacityQueryByDeviceConfig: DirectPathProfileManagerCapacityQuerySpec
-        x::TypeEntry::structure(x::Name(0xa1c729), x::Name(0xa21d29), 487, 1), // DirectPathProfileManagerCapacityQueryById: DirectPathProfileManagerCapacityQuerySpec
-        x::TypeEntry::structure(x::Name(0xa1f12b), x::Name(0xa21d29), 488, 1), // DirectPathProfileManagerCapacityQueryByName: DirectPathProfileManagerCapacityQuerySpec
-        x::TypeEntry::structure(x::Name(0xa21d29), x::Name(0xbb9c0b), 489, 0), // DirectPathProfileManagerCapacityQuerySpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xa24726), x::Name(0xbb9c0b), 489, 0), // DirectPathProfileManagerCapacityResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xa26e27), x::Name(0xa24726), 489, 2), // DirectPathProfileManagerCapacityUnknown: DirectPathProfileManagerCapacityResult
-        x::TypeEntry::structure(x::Name(0xa29629), x::Name::NONE, 491, 2), // DirectPathProfileManagerCreateRequestType
-        x::TypeEntry::structure(x::Name(0xa2c022), x::Name(0xbb9c0b), 493, 3), // DirectPathProfileManagerCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xa2e329), x::Name::NONE, 496, 2), // DirectPathProfileManagerDeleteRequestType
-        x::TypeEntry::structure(x::Name(0xa30d28), x::Name(0xbb9c0b), 498, 0), // DirectPathProfileManagerDirectPathConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xa3362b), x::Name(0xa30d28), 498, 1), // DirectPathProfileManagerDvxDirectPathConfig: DirectPathProfileManagerDirectPathConfig
-        x::TypeEntry::structure(x::Name(0xa3622f), x::Name(0xa30d28), 499, 1), // DirectPathProfileManagerDynamicDirectPathConfig: DirectPathProfileManagerDirectPathConfig
-        x::TypeEntry::structure(x::Name(0xa39222), x::Name(0xbb9c0b), 500, 3), // DirectPathProfileManagerFilterSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xa3b527), x::Name::NONE, 503, 2), // DirectPathProfileManagerListRequestType
-        x::TypeEntry::structure(x::Name(0xa3dd30), x::Name::NONE, 505, 3), // DirectPathProfileManagerQueryCapacityRequestType
-        x::TypeEntry::structure(x::Name(0xa40e25), x::Name(0xa43424), 508, 1), // DirectPathProfileManagerTargetCluster: DirectPathProfileManagerTargetEntity
-        x::TypeEntry::structure(x::Name(0xa43424), x::Name(0xbb9c0b), 509, 0), // DirectPathProfileManagerTargetEntity: DynamicData
-        x::TypeEntry::structure(x::Name(0xa45922), x::Name(0xa43424), 509, 1), // DirectPathProfileManagerTargetHost: DirectPathProfileManagerTargetEntity
-        x::TypeEntry::structure(x::Name(0xa47c29), x::Name::NONE, 510, 3), // DirectPathProfileManagerUpdateRequestType
-        x::TypeEntry::structure(x::Name(0xa4a622), x::Name(0xbb9c0b), 513, 2), // DirectPathProfileManagerUpdateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xa4c93a), x::Name(0xa30d28), 515, 1), // DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig: DirectPathProfileManagerDirectPathConfig
-        x::TypeEntry::structure(x::Name(0xa5042d), x::Name(0xa30d28), 516, 1), // DirectPathProfileManagerVmiopDirectPathConfig: DirectPathProfileManagerDirectPathConfig
-        x::TypeEntry::structure(x::Name(0xa53c11), x::Name(0xcb3909), 517, 0), // DirectoryNotEmpty: FileFault
-        x::TypeEntry::structure(x::Name(0xa54e18), x::Name(0xe1b90f), 517, 0), // DisableAdminNotSupported: HostConfigFault
-        x::TypeEntry::structure(x::Name(0xa56717), x::Name::NONE, 517, 3), // DisableAlarmRequestType
-        x::TypeEntry::structure(x::Name(0xa57f26), x::Name::NONE, 520, 2), // DisableClusteredVmdkSupportRequestType
-        x::TypeEntry::structure(x::Name(0xa5a619), x::Name::NONE, 522, 1), // DisableEvcModeRequestType
-        x::TypeEntry::structure(x::Name(0xa5c019), x::Name::NONE, 523, 3), // DisableFeatureRequestType
-        x::TypeEntry::structure(x::Name(0xa5da20), x::Name::NONE, 526, 1), // DisableHyperThreadingRequestType
-        x::TypeEntry::structure(x::Name(0xa5fb1f), x::Name::NONE, 527, 2), // DisableMultipathPathRequestType
-        x::TypeEntry::structure(x::Name(0xa61b1d), x::Name::NONE, 529, 1), // DisableNetworkBootRequestType
-        x::TypeEntry::structure(x::Name(0xa63919), x::Name::NONE, 530, 2), // DisableRulesetRequestType
-        x::TypeEntry::structure(x::Name(0xa6531d), x::Name::NONE, 532, 2), // DisableSecondaryVMRequestType
-        x::TypeEntry::structure(x::Name(0xa67129), x::Name::NONE, 534, 1), // DisableSmartCardAuthenticationRequestType
-        x::TypeEntry::structure(x::Name(0xa69b19), x::Name(0x19b140c), 535, 2), // DisallowedChangeByService: RuntimeFault
-        x::TypeEntry::enumeration(x::Name(0xa6b529), 59, 1), // DisallowedChangeByServiceDisallowedChange
-        x::TypeEntry::structure(x::Name(0xa6df18), x::Name(0x12d6c11), 537, 0), // DisallowedDiskModeChange: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0xa6f821), x::Name(0x1431e0e), 537, 1), // DisallowedMigrationDeviceAttached: MigrationFault
-        x::TypeEntry::structure(x::Name(0xa71a21), x::Name(0x19b140c), 538, 2), // DisallowedOperationOnFailoverHost: RuntimeFault
-        x::TypeEntry::structure(x::Name(0xa73c19), x::Name::NONE, 540, 1), // DisconnectHostRequestType
-        x::TypeEntry::structure(x::Name(0xa75625), x::Name::NONE, 541, 2), // DisconnectNvmeControllerExRequestType
-        x::TypeEntry::structure(x::Name(0xa77c23), x::Name::NONE, 543, 2), // DisconnectNvmeControllerRequestType
-        x::TypeEntry::structure(x::Name(0xa7a01c), x::Name(0xbcef0e), 545, 0), // DisconnectedHostsBlockingEVC: EVCConfigFault
-        x::TypeEntry::structure(x::Name(0xa7bd1b), x::Name::NONE, 545, 2), // DiscoverFcoeHbasRequestType
-        x::TypeEntry::structure(x::Name(0xa7d922), x::Name::NONE, 547, 2), // DiscoverNvmeControllersRequestType
-        x::TypeEntry::structure(x::Name(0xa7fc10), x::Name(0xbb9c0b), 549, 2), // DiskChangeExtent: DynamicData
-        x::TypeEntry::structure(x::Name(0xa80d0e), x::Name(0xbb9c0b), 551, 3), // DiskChangeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xa81c0e), x::Name(0xbb9c0b), 554, 2), // DiskCryptoSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xa82b11), x::Name(0x222d00d), 556, 0), // DiskHasPartitions: VsanDiskFault
-        x::TypeEntry::structure(x::Name(0xa83d19), x::Name(0x222d00d), 556, 0), // DiskIsLastRemainingNonSSD: VsanDiskFault
-        x::TypeEntry::structure(x::Name(0xa8570e), x::Name(0x222d00d), 556, 0), // DiskIsNonLocal: VsanDiskFault
-        x::TypeEntry::structure(x::Name(0xa86609), x::Name(0x222d00d), 556, 0), // DiskIsUSB: VsanDiskFault
-        x::TypeEntry::structure(x::Name(0xa87018), x::Name(0x1431e0e), 556, 0), // DiskMoveTypeNotSupported: MigrationFault
-        x::TypeEntry::structure(x::Name(0xa88910), x::Name(0x1e7f321), 556, 1), // DiskNotSupported: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0xa8af0c), x::Name(0x222d00d), 557, 0), // DiskTooSmall: VsanDiskFault
-        x::TypeEntry::structure(x::Name(0xa8bc1c), x::Name::NONE, 557, 2), // DissociateProfileRequestType
-        x::TypeEntry::structure(x::Name(0xa8d916), x::Name(0xbb9c0b), 559, 14), // DistributedVirtualPort: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xa90c26), 60, 2), // DistributedVirtualPortgroupBackingType
-        x::TypeEntry::structure(x::Name(0xa9331f), x::Name(0xbb9c0b), 573, 12), // DistributedVirtualPortgroupInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xa95326), 62, 3), // DistributedVirtualPortgroupMetaTagName
-        x::TypeEntry::structure(x::Name(0xa97a36), x::Name(0xbb9c0b), 585, 2), // DistributedVirtualPortgroupNsxPortgroupOperationResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xa9b128), 65, 3), // DistributedVirtualPortgroupPortgroupType
-        x::TypeEntry::structure(x::Name(0xa9da22), x::Name(0xbb9c0b), 587, 2), // DistributedVirtualPortgroupProblem: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xaa1636), 68, 13), // DistributedVirtualSwitchHostInfrastructureTrafficClass
-        x::TypeEntry::structure(x::Name(0xaa4d22), x::Name(0xbb9c0b), 589, 6), // DistributedVirtualSwitchHostMember: DynamicData
-        x::TypeEntry::structure(x::Name(0xaa7029), x::Name(0xbb9c0b), 595, 0), // DistributedVirtualSwitchHostMemberBacking: DynamicData
-        x::TypeEntry::structure(x::Name(0xaa9a2c), x::Name(0xbb9c0b), 595, 11), // DistributedVirtualSwitchHostMemberConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xaac72c), x::Name(0xbb9c0b), 606, 5), // DistributedVirtualSwitchHostMemberConfigSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xaaf434), 81, 6), // DistributedVirtualSwitchHostMemberHostComponentState
-        x::TypeEntry::structure(x::Name(0xab2939), x::Name(0xbb9c0b), 611, 3), // DistributedVirtualSwitchHostMemberHostPerfNicOffloadState: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xab633f), 87, 3), // DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus
-        x::TypeEntry::structure(x::Name(0xaba331), x::Name(0xbb9c0b), 614, 2), // DistributedVirtualSwitchHostMemberHostUplinkState: DynamicData
     ],
-    decoders: &[
-        Some(x::decode_boxed::<DVPortConfigInfo>),
-        Some(x::decode_boxed::<DVPortConfigSpec>),
-        Some(x::decode_boxed::<DVPortNotSupported>),
-        Some(x::decode_boxed::<DVPortSetting>),
-        Some(x::decode_boxed::<DVPortState>),
-        Some(x::decode_boxed::<DVPortStatus>),
-        Some(x::decode_boxed::<DVPortStatusVmDirectPathGen2InactiveReasonNetwork>),
-        Some(x::decode_boxed::<DVPortStatusVmDirectPathGen2InactiveReasonOther>),
-        Some(x::decode_boxed::<DVPortgroupConfigInfo>),
-        Some(x::decode_boxed::<DVPortgroupConfigSpec>),
-        Some(x::decode_boxed::<DVPortgroupCreatedEvent>),
-        Some(x::decode_boxed::<DVPortgroupDestroyedEvent>),
-        Some(x::decode_boxed::<DVPortgroupEvent>),
-        Some(x::decode_boxed::<DVPortgroupNsxConfig>),
-        Some(x::decode_boxed::<DVPortgroupNsxSubnetAddressInfo>),
-        Some(x::decode_boxed::<DVPortgroupPolicy>),
-        Some(x::decode_boxed::<DVPortgroupReconfiguredEvent>),
-        Some(x::decode_boxed::<DVPortgroupRenamedEvent>),
-        None, // DVPortgroupRollbackRequestType
-        Some(x::decode_boxed::<DVPortgroupSelection>),
-        Some(x::decode_boxed::<DVSBackupRestoreCapability>),
-        Some(x::decode_boxed::<DVSCapability>),
-        Some(x::decode_boxed::<DVSConfigInfo>),
-        Some(x::decode_boxed::<DVSConfigSpec>),
-        Some(x::decode_boxed::<DVSContactInfo>),
-        Some(x::decode_boxed::<DVSCreateSpec>),
-        Some(x::decode_boxed::<DVSFailureCriteria>),
-        Some(x::decode_boxed::<DVSFeatureCapability>),
-        Some(x::decode_boxed::<DVSFilterSpecConnecteeSpec>),
-        Some(x::decode_boxed::<DVSFilterSpecLinkConfig>),
-        Some(x::decode_boxed::<DVSFilterSpecLinkState>),
-        Some(x::decode_boxed::<DVSFilterSpecPnicConnecteeSpec>),
-        Some(x::decode_boxed::<DVSFilterSpecPvlanSpec>),
-        Some(x::decode_boxed::<DVSFilterSpecTrunkVlanSpec>),
-        Some(x::decode_boxed::<DVSFilterSpecVlanIdSpec>),
-        Some(x::decode_boxed::<DVSFilterSpecVlanSpec>),
-        Some(x::decode_boxed::<DVSFilterSpecVmConnecteeSpec>),
-        Some(x::decode_boxed::<DVSFilterSpecVmknicConnecteeSpec>),
-        Some(x::decode_boxed::<DVSHealthCheckCapability>),
-        Some(x::decode_boxed::<DVSHealthCheckConfig>),
-        Some(x::decode_boxed::<DVSHostLocalPortInfo>),
-        Some(x::decode_boxed::<DVSMacLearningPolicy>),
-        Some(x::decode_boxed::<DVSMacLimitPolicyType>),
-        Some(x::decode_boxed::<DVSMacManagementPolicy>),
-        Some(x::decode_boxed::<DVSManagerDvsConfigTarget>),
-        None, // DVSManagerExportEntityRequestType
-        None, // DVSManagerImportEntityRequestType
-        None, // DVSManagerLookupDvPortGroupRequestType
-        Some(x::decode_boxed::<DVSManagerPhysicalNicsList>),
-        Some(x::decode_boxed::<DVSNameArrayUplinkPortPolicy>),
-        Some(x::decode_boxed::<DVSNetworkResourceManagementCapability>),
-        Some(x::decode_boxed::<DVSNetworkResourcePool>),
-        Some(x::decode_boxed::<DVSNetworkResourcePoolAllocationInfo>),
-        Some(x::decode_boxed::<DVSNetworkResourcePoolConfigSpec>),
-        Some(x::decode_boxed::<DVSPolicy>),
-        Some(x::decode_boxed::<DVSRollbackCapability>),
-        None, // DVSRollbackRequestType
-        Some(x::decode_boxed::<DVSRuntimeInfo>),
-        Some(x::decode_boxed::<DVSSecurityPolicy>),
-        Some(x::decode_boxed::<DVSSelection>),
-        Some(x::decode_boxed::<DVSSummary>),
-        Some(x::decode_boxed::<DVSTrafficShapingPolicy>),
-        Some(x::decode_boxed::<DVSUplinkPortPolicy>),
-        Some(x::decode_boxed::<DVSVendorSpecificConfig>),
-        Some(x::decode_boxed::<DVSVmVnicNetworkResourcePool>),
-        Some(x::decode_boxed::<DailyTaskScheduler>),
-        Some(x::decode_boxed::<DasAdmissionControlDisabledEvent>),
-        Some(x::decode_boxed::<DasAdmissionControlEnabledEvent>),
-        Some(x::decode_boxed::<DasAgentFoundEvent>),
-        Some(x::decode_boxed::<DasAgentUnavailableEvent>),
-        Some(x::decode_boxed::<DasClusterIsolatedEvent>),
-        Some(x::decode_boxed::<DasConfigFault>),
-        Some(x::decode_boxed::<DasConfigFaultDasConfigFaultReason>),
-        Some(x::decode_boxed::<DasDisabledEvent>),
-        Some(x::decode_boxed::<DasEnabledEvent>),
-        Some(x::decode_boxed::<DasHeartbeatDatastoreInfo>),
-        Some(x::decode_boxed::<DasHostFailedEvent>),
-        Some(x::decode_boxed::<DasHostIsolatedEvent>),
-        Some(x::decode_boxed::<DasVmPriority>),
-        Some(x::decode_boxed::<DatabaseError>),
-        Some(x::decode_boxed::<DatabaseSizeEstimate>),
-        Some(x::decode_boxed::<DatabaseSizeParam>),
-        Some(x::decode_boxed::<DatacenterBasicConnectInfo>),
-        Some(x::decode_boxed::<DatacenterConfigInfo>),
-        Some(x::decode_boxed::<DatacenterConfigSpec>),
-        Some(x::decode_boxed::<DatacenterCreatedEvent>),
-        Some(x::decode_boxed::<DatacenterEvent>),
-        Some(x::decode_boxed::<DatacenterEventArgument>),
-        Some(x::decode_boxed::<DatacenterMismatch>),
-        Some(x::decode_boxed::<DatacenterMismatchArgument>),
-        Some(x::decode_boxed::<DatacenterRenamedEvent>),
-        Some(x::decode_boxed::<DatastoreAccessible>),
-        Some(x::decode_boxed::<DatastoreCapability>),
-        Some(x::decode_boxed::<DatastoreCapacityIncreasedEvent>),
-        Some(x::decode_boxed::<DatastoreDestroyedEvent>),
-        Some(x::decode_boxed::<DatastoreDiscoveredEvent>),
-        Some(x::decode_boxed::<DatastoreDuplicatedEvent>),
-        None, // DatastoreEnterMaintenanceModeRequestType
-        Some(x::decode_boxed::<DatastoreEvent>),
-        Some(x::decode_boxed::<DatastoreEventArgument>),
-        None, // DatastoreExitMaintenanceModeRequestType
-        Some(x::decode_boxed::<DatastoreFileCopiedEvent>),
-        Some(x::decode_boxed::<DatastoreFileDeletedEvent>),
-        Some(x::decode_boxed::<DatastoreFileEvent>),
-        Some(x::decode_boxed::<DatastoreFileMovedEvent>),
-        Some(x::decode_boxed::<DatastoreHostMount>),
-        Some(x::decode_boxed::<DatastoreIORMReconfiguredEvent>),
-        Some(x::decode_boxed::<DatastoreInfo>),
-        Some(x::decode_boxed::<DatastoreMountPathDatastorePair>),
-        Some(x::decode_boxed::<DatastoreNamespaceManagerDirectoryInfo>),
-        Some(x::decode_boxed::<DatastoreNotWritableOnHost>),
-        Some(x::decode_boxed::<DatastoreOption>),
-        Some(x::decode_boxed::<DatastorePrincipalConfigured>),
-        Some(x::decode_boxed::<DatastoreRemovedOnHostEvent>),
-        Some(x::decode_boxed::<DatastoreRenamedEvent>),
-        Some(x::decode_boxed::<DatastoreRenamedOnHostEvent>),
-        Some(x::decode_boxed::<DatastoreSectorFormat>),
-        Some(x::decode_boxed::<DatastoreSummary>),
-        Some(x::decode_boxed::<DatastoreSummaryMaintenanceModeState>),
-        Some(x::decode_boxed::<DatastoreVVolContainerFailoverPair>),
-        Some(x::decode_boxed::<DateTimeProfile>),
-        Some(x::decode_boxed::<DayOfWeek>),
-        None, // DecodeLicenseRequestType
-        None, // DefragmentAllDisksRequestType
-        None, // DefragmentVirtualDiskRequestType
-        None, // DeleteCustomizationSpecRequestType
-        None, // DeleteDatastoreFileRequestType
-        None, // DeleteDirectoryInGuestRequestType
-        None, // DeleteDirectoryRequestType
-        None, // DeleteFileInGuestRequestType
-        None, // DeleteFileRequestType
-        None, // DeleteHostSpecificationRequestType
-        None, // DeleteHostSubSpecificationRequestType
-        None, // DeleteNvdimmBlockNamespacesRequestType
-        None, // DeleteNvdimmNamespaceRequestType
-        None, // DeleteRegistryKeyInGuestRequestType
-        None, // DeleteRegistryValueInGuestRequestType
-        None, // DeleteScsiLunStateRequestType
-        None, // DeleteSnapshotRequestType
-        None, // DeleteVStorageObjectExRequestType
-        None, // DeleteVStorageObjectRequestType
-        None, // DeleteVffsVolumeStateRequestType
-        None, // DeleteVirtualDiskRequestType
-        None, // DeleteVmfsVolumeStateRequestType
-        None, // DeleteVsanObjectsRequestType
-        Some(x::decode_boxed::<DeltaDiskFormatNotSupported>),
-        Some(x::decode_boxed::<Description>),
-        None, // DeselectVnicForNicTypeRequestType
-        None, // DeselectVnicRequestType
-        Some(x::decode_boxed::<DesiredSoftwareSpec>),
-        Some(x::decode_boxed::<DesiredSoftwareSpecBaseImageSpec>),
-        Some(x::decode_boxed::<DesiredSoftwareSpecComponentSpec>),
-        Some(x::decode_boxed::<DesiredSoftwareSpecVendorAddOnSpec>),
-        Some(x::decode_boxed::<DestinationSwitchFull>),
-        Some(x::decode_boxed::<DestinationVsanDisabled>),
-        None, // DestroyChildrenRequestType
-        None, // DestroyCollectorRequestType
-        None, // DestroyDatastoreRequestType
-        None, // DestroyIpPoolRequestType
-        None, // DestroyNetworkRequestType
-        None, // DestroyProfileRequestType
-        None, // DestroyPropertyCollectorRequestType
-        None, // DestroyPropertyFilterRequestType
-        None, // DestroyRequestType
-        None, // DestroyVffsRequestType
-        None, // DestroyViewRequestType
-        None, // DetachDiskRequestType
-        None, // DetachScsiLunExRequestType
-        None, // DetachScsiLunRequestType
-        None, // DetachTagFromVStorageObjectRequestType
-        Some(x::decode_boxed::<DeviceBackedVirtualDiskSpec>),
-        Some(x::decode_boxed::<DeviceBackingNotSupported>),
-        Some(x::decode_boxed::<DeviceControllerNotSupported>),
-        Some(x::decode_boxed::<DeviceGroupId>),
-        Some(x::decode_boxed::<DeviceHotPlugNotSupported>),
-        Some(x::decode_boxed::<DeviceNotFound>),
-        Some(x::decode_boxed::<DeviceNotSupported>),
-        Some(x::decode_boxed::<DeviceNotSupportedReason>),
-        Some(x::decode_boxed::<DeviceProtocol>),
-        Some(x::decode_boxed::<DeviceUnsupportedForVmPlatform>),
-        Some(x::decode_boxed::<DeviceUnsupportedForVmVersion>),
-        Some(x::decode_boxed::<DiagnosticManagerAuditRecordResult>),
-        Some(x::decode_boxed::<DiagnosticManagerBundleInfo>),
-        Some(x::decode_boxed::<DiagnosticManagerLogCreator>),
-        Some(x::decode_boxed::<DiagnosticManagerLogDescriptor>),
-        Some(x::decode_boxed::<DiagnosticManagerLogFormat>),
-        Some(x::decode_boxed::<DiagnosticManagerLogHeader>),
-        Some(x::decode_boxed::<DiagnosticPartitionStorageType>),
-        Some(x::decode_boxed::<DiagnosticPartitionType>),
-        Some(x::decode_boxed::<DigestNotSupported>),
-        Some(x::decode_boxed::<DirectPathProfileInfo>),
-        Some(x::decode_boxed::<DirectPathProfileManagerCapacityInfo>),
-        Some(x::decode_boxed::<DirectPathProfileManagerCapacityQueryByDeviceConfig>),
-        Some(x::decode_boxed::<DirectPathProfileManagerCapacityQueryById>),
-        Some(x::decode_boxed::<DirectPathProfileManagerCapacityQueryByName>),
-        Some(x::decode_boxed::<DirectPathProfileManagerCapacityQuerySpec>),
-        Some(x::decode_boxed::<DirectPathProfileManagerCapacityResult>),
-        Some(x::decode_boxed::<DirectPathProfileManagerCapacityUnknown>),
-        None, // DirectPathProfileManagerCreateRequestType
-        Some(x::decode_boxed::<DirectPathProfileManagerCreateSpec>),
-        None, // DirectPathProfileManagerDeleteRequestType
-        Some(x::decode_boxed::<DirectPathProfileManagerDirectPathConfig>),
-        Some(x::decode_boxed::<DirectPathProfileManagerDvxDirectPathConfig>),
-        Some(x::decode_boxed::<DirectPathProfileManagerDynamicDirectPathConfig>),
-        Some(x::decode_boxed::<DirectPathProfileManagerFilterSpec>),
-        None, // DirectPathProfileManagerListRequestType
-        None, // DirectPathProfileManagerQueryCapacityRequestType
-        Some(x::decode_boxed::<DirectPathProfileManagerTargetCluster>),
-        Some(x::decode_boxed::<DirectPathProfileManagerTargetEntity>),
-        Some(x::decode_boxed::<DirectPathProfileManagerTargetHost>),
-        None, // DirectPathProfileManagerUpdateRequestType
-        Some(x::decode_boxed::<DirectPathProfileManagerUpdateSpec>),
-        Some(x::decode_boxed::<DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig>),
-        Some(x::decode_boxed::<DirectPathProfileManagerVmiopDirectPathConfig>),
-        Some(x::decode_boxed::<DirectoryNotEmpty>),
-        Some(x::decode_boxed::<DisableAdminNotSupported>),
-        None, // DisableAlarmRequestType
-        None, // DisableClusteredVmdkSupportRequestType
-        None, // DisableEvcModeRequestType
-        None, // DisableFeatureRequestType
-        None, // DisableHyperThreadingRequestType
-        None, // DisableMultipathPathRequestType
-        None, // DisableNetworkBootRequestType
-        None, // DisableRulesetRequestType
-        None, // DisableSecondaryVMRequestType
-        None, // DisableSmartCardAuthenticationRequestType
-        Some(x::decode_boxed::<DisallowedChangeByService>),
-        Some(x::decode_boxed::<DisallowedChangeByServiceDisallowedChange>),
-        Some(x::decode_boxed::<DisallowedDiskModeChange>),
-        Some(x::decode_boxed::<DisallowedMigrationDeviceAttached>),
-        Some(x::decode_boxed::<DisallowedOperationOnFailoverHost>),
-        None, // DisconnectHostRequestType
-        None, // DisconnectNvmeControllerExRequestType
-        None, // DisconnectNvmeControllerRequestType
-        Some(x::decode_boxed::<DisconnectedHostsBlockingEVC>),
-        None, // DiscoverFcoeHbasRequestType
-        None, // DiscoverNvmeControllersRequestType
-        Some(x::decode_boxed::<DiskChangeExtent>),
-        Some(x::decode_boxed::<DiskChangeInfo>),
-        Some(x::decode_boxed::<DiskCryptoSpec>),
-        Some(x::decode_boxed::<DiskHasPartitions>),
-        Some(x::decode_boxed::<DiskIsLastRemainingNonSSD>),
-        Some(x::decode_boxed::<DiskIsNonLocal>),
-        Some(x::decode_boxed::<DiskIsUSB>),
-        Some(x::decode_boxed::<DiskMoveTypeNotSupported>),
-        Some(x::decode_boxed::<DiskNotSupported>),
-        Some(x::decode_boxed::<DiskTooSmall>),
-        None, // DissociateProfileRequestType
-        Some(x::decode_boxed::<DistributedVirtualPort>),
-        Some(x::decode_boxed::<DistributedVirtualPortgroupBackingType>),
-        Some(x::decode_boxed::<DistributedVirtualPortgroupInfo>),
-        Some(x::decode_boxed::<DistributedVirtualPortgroupMetaTagName>),
-        Some(x::decode_boxed::<DistributedVirtualPortgroupNsxPortgroupOperationResult>),
-        Some(x::decode_boxed::<DistributedVirtualPortgroupPortgroupType>),
-        Some(x::decode_boxed::<DistributedVirtualPortgroupProblem>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostInfrastructureTrafficClass>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMember>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberBacking>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberConfigInfo>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberConfigSpec>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberHostComponentState>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberHostPerfNicOffloadState>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberHostUplinkState>),
-    ],
+    decode,
     fields: &[
         x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
         x::FieldEntry::repeated(x::Name(0x31a2f05), x::Name(0x13ff016)), // scope: ManagedObjectReference
@@ -791,369 +333,6 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x24f720d), x::Name(0x3344606)), // configVersion: string
         x::FieldEntry::optional(x::Name(0x2322c0e), x::Name(0xbb3a1b)), // allocationInfo: DvsVmVnicResourceAllocation
         x::FieldEntry::required(x::Name(0x2a16404), x::Name(0x2a94603)), // hour: int
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2eccd06), x::Name(0x3344606)), // output: string
-        x::FieldEntry::repeated(x::Name(0x2819b05), x::Name(0xc19905)), // event: Event
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x285210a), x::Name(0xea4611)), // failedHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x2b4180c), x::Name(0xea4611)), // isolatedHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
-        x::FieldEntry::required(x::Name(0x2ac090d), x::Name(0x1306f14)), // inventoryDesc: InventoryDescription
-        x::FieldEntry::optional(x::Name(0x2f4750d), x::Name(0x1632520)), // perfStatsDesc: PerformanceStatisticsDescription
-        x::FieldEntry::optional(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
-        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x31e4408), x::Name(0x3344606)), // serverIp: string
-        x::FieldEntry::optional(x::Name(0x2e35305), x::Name(0x2a94603)), // numVm: int
-        x::FieldEntry::optional(x::Name(0x2e0d80e), x::Name(0x2a94603)), // numPoweredOnVm: int
-        x::FieldEntry::optional(x::Name(0x29f1c0f), x::Name(0x10709)), // hostProductInfo: AboutInfo
-        x::FieldEntry::optional(x::Name(0x2980f0e), x::Name(0x3344606)), // hardwareVendor: string
-        x::FieldEntry::optional(x::Name(0x2977f0d), x::Name(0x3344606)), // hardwareModel: string
-        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
-        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
-        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
-        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
-        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0xce2c13)), // parent: FolderEventArgument
-        x::FieldEntry::required(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2aaa30f), x::Name(0x965f1a)), // invalidArgument: DatacenterMismatchArgument
-        x::FieldEntry::required(x::Name(0x2833412), x::Name(0x13ff016)), // expectedDatacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a7fc0f), x::Name(0x13ff016)), // inputDatacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
-        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::required(x::Name(0x26d8d1b), x::Name(0x2405e07)), // directoryHierarchySupported: boolean
-        x::FieldEntry::required(x::Name(0x3065018), x::Name(0x2405e07)), // rawDiskMappingsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2f35a20), x::Name(0x2405e07)), // perFileThinProvisioningSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3329014), x::Name(0x2405e07)), // storageIORMSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2d20417), x::Name(0x2405e07)), // nativeSnapshotSupported: boolean
-        x::FieldEntry::optional(x::Name(0x342ed20), x::Name(0x2405e07)), // topLevelDirectoryCreateSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31b3f11), x::Name(0x2405e07)), // seSparseSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3638c13), x::Name(0x2405e07)), // vmfsSparseSupported: boolean
-        x::FieldEntry::optional(x::Name(0x368c013), x::Name(0x2405e07)), // vsanSparseSupported: boolean
-        x::FieldEntry::optional(x::Name(0x34c4c0d), x::Name(0x2405e07)), // upitSupported: boolean
-        x::FieldEntry::optional(x::Name(0x362fb13), x::Name(0x2405e07)), // vmdkExpandSupported: boolean
-        x::FieldEntry::optional(x::Name(0x24b4516), x::Name(0x2405e07)), // clusteredVmdkSupported: boolean
-        x::FieldEntry::required(x::Name(0x2e6f30b), x::Name(0x2be5304)), // oldCapacity: long
-        x::FieldEntry::required(x::Name(0x2d7550b), x::Name(0x2be5304)), // newCapacity: long
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x328a10a), x::Name(0x3344606)), // sourceFile: string
-        x::FieldEntry::required(x::Name(0x33dfe0a), x::Name(0x3344606)), // targetFile: string
-        x::FieldEntry::optional(x::Name(0x3293d11), x::Name(0x3344606)), // sourceOfOperation: string
-        x::FieldEntry::optional(x::Name(0x3357009), x::Name(0x2405e07)), // succeeded: boolean
-        x::FieldEntry::required(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x328a10a), x::Name(0x3344606)), // sourceFile: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ce5109), x::Name(0xfafd0d)), // mountInfo: HostMountInfo
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
-        x::FieldEntry::required(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
-        x::FieldEntry::optional(x::Name(0x2c5ba16), x::Name(0x2be5304)), // maxVirtualDiskCapacity: long
-        x::FieldEntry::optional(x::Name(0x2c30d11), x::Name(0x2be5304)), // maxMemoryFileSize: long
-        x::FieldEntry::optional(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
-        x::FieldEntry::optional(x::Name(0x253760b), x::Name(0x3344606)), // containerId: string
-        x::FieldEntry::optional(x::Name(0x2318d07), x::Name(0x3344606)), // aliasOf: string
-        x::FieldEntry::repeated(x::Name(0x3385d15), x::Name(0x3344606)), // supportedVDiskFormats: string
-        x::FieldEntry::optional(x::Name(0x2bde411), x::Name(0x2a94603)), // logicalSectorSize: int
-        x::FieldEntry::optional(x::Name(0x2f6d212), x::Name(0x2a94603)), // physicalSectorSize: int
-        x::FieldEntry::required(x::Name(0x2e7290c), x::Name(0x3344606)), // oldMountPath: string
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::required(x::Name(0x34ec304), x::Name(0x2be5304)), // used: long
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x34b5112), x::Name(0x1ee3823)), // unsupportedVolumes: VirtualMachineDatastoreVolumeOption
-        x::FieldEntry::required(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
-        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
-        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
-        x::FieldEntry::optional(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
-        x::FieldEntry::required(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
-        x::FieldEntry::optional(x::Name(0x2d03512), x::Name(0x2405e07)), // multipleHostAccess: boolean
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x2bf9e0f), x::Name(0x3344606)), // maintenanceMode: string
-        x::FieldEntry::optional(x::Name(0x32bbe0c), x::Name(0x3344606)), // srcContainer: string
-        x::FieldEntry::required(x::Name(0x340100c), x::Name(0x3344606)), // tgtContainer: string
-        x::FieldEntry::repeated(x::Name(0x36ad50b), x::Name(0x134dd08)), // vvolMapping: KeyValue
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x26da90d), x::Name(0x3344606)), // directoryPath: string
-        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x289f608), x::Name(0x3344606)), // filePath: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3348d0b), x::Name(0x3344606)), // subSpecName: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x265400a), x::Name(0x153bb19)), // deleteSpec: NvdimmNamespaceDeleteSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
-        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x3546709), x::Name(0xd79515)), // valueName: GuestRegValueNameSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bee710), x::Name(0x3344606)), // lunCanonicalName: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3563508), x::Name(0x3344606)), // vffsUuid: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
-        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
-        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
-        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
-        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x23ea90d), x::Name(0x9d3220)), // baseImageSpec: DesiredSoftwareSpecBaseImageSpec
-        x::FieldEntry::optional(x::Name(0x355080f), x::Name(0x9d7422)), // vendorAddOnSpec: DesiredSoftwareSpecVendorAddOnSpec
-        x::FieldEntry::repeated(x::Name(0x24df70a), x::Name(0x9d5320)), // components: DesiredSoftwareSpecComponentSpec
-        x::FieldEntry::repeated(x::Name(0x30dc611), x::Name(0x3344606)), // removedComponents: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x2681612), x::Name(0x3344606)), // destinationCluster: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3562c08), x::Name(0x3344606)), // vffsPath: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x1243a02)), // diskId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
-        x::FieldEntry::required(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0x3344606)), // backing: string
-        x::FieldEntry::required(x::Name(0x254170a), x::Name(0x3344606)), // controller: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x25b360e), x::Name(0x3344606)), // currentVersion: string
-        x::FieldEntry::required(x::Name(0x283470f), x::Name(0x3344606)), // expectedVersion: string
-        x::FieldEntry::repeated(x::Name(0x30a3e07), x::Name(0x3344606)), // records: string
-        x::FieldEntry::required(x::Name(0x2d87709), x::Name(0x3344606)), // nextToken: string
-        x::FieldEntry::optional(x::Name(0x33bf506), x::Name(0x13ff016)), // system: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
-        x::FieldEntry::required(x::Name(0x2585f07), x::Name(0x3344606)), // creator: string
-        x::FieldEntry::required(x::Name(0x28d0d06), x::Name(0x3344606)), // format: string
-        x::FieldEntry::required(x::Name(0x2cb5708), x::Name(0x3344606)), // mimeType: string
-        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x9cd80b)), // info: Description
-        x::FieldEntry::required(x::Name(0x2baa909), x::Name(0x2a94603)), // lineStart: int
-        x::FieldEntry::required(x::Name(0x2ba9607), x::Name(0x2a94603)), // lineEnd: int
-        x::FieldEntry::repeated(x::Name(0x2bab308), x::Name(0x3344606)), // lineText: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x269810c), x::Name(0xa30d28)), // deviceConfig: DirectPathProfileManagerDirectPathConfig
-        x::FieldEntry::required(x::Name(0x300b507), x::Name(0xa15815)), // profile: DirectPathProfileInfo
-        x::FieldEntry::required(x::Name(0x2531f08), x::Name(0x2a94603)), // consumed: int
-        x::FieldEntry::required(x::Name(0x30c6909), x::Name(0x2a94603)), // remaining: int
-        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x2a94603)), // max: int
-        x::FieldEntry::required(x::Name(0x34b9611), x::Name(0x2a94603)), // unusedReservation: int
-        x::FieldEntry::required(x::Name(0x269810c), x::Name(0xa30d28)), // deviceConfig: DirectPathProfileManagerDirectPathConfig
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x304f909), x::Name(0xa21d29)), // querySpec: DirectPathProfileManagerCapacityQuerySpec
-        x::FieldEntry::repeated(x::Name(0x2870009), x::Name(0x13d6214)), // faultList: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xa2c022)), // spec: DirectPathProfileManagerCreateSpec
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x269810c), x::Name(0xa30d28)), // deviceConfig: DirectPathProfileManagerDirectPathConfig
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x277d70a), x::Name(0x2043823)), // dvxBacking: VirtualPCIPassthroughDvxBackingInfo
-        x::FieldEntry::required(x::Name(0x2781118), x::Name(0x2048227)), // dynamicDirectPathBacking: VirtualPCIPassthroughDynamicBackingInfo
-        x::FieldEntry::repeated(x::Name(0x2a35803), x::Name(0x3344606)), // ids: string
-        x::FieldEntry::repeated(x::Name(0x2d14f05), x::Name(0x3344606)), // names: string
-        x::FieldEntry::repeated(x::Name(0x24b5c08), x::Name(0x13ff016)), // clusters: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x28ae40a), x::Name(0xa39222)), // filterSpec: DirectPathProfileManagerFilterSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0xa43424)), // target: DirectPathProfileManagerTargetEntity
-        x::FieldEntry::repeated(x::Name(0x304f909), x::Name(0xa21d29)), // querySpec: DirectPathProfileManagerCapacityQuerySpec
-        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x13ff016)), // cluster: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xa4a622)), // spec: DirectPathProfileManagerUpdateSpec
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x269de0f), x::Name(0x3344606)), // deviceGroupName: string
-        x::FieldEntry::required(x::Name(0x356710b), x::Name(0x3344606)), // vgpuProfile: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2315c05), x::Name(0x13ff016)), // alarm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x288780a), x::Name(0x3344606)), // featureKey: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f21c08), x::Name(0x3344606)), // pathName: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31f3c0b), x::Name(0x3344606)), // serviceName: string
-        x::FieldEntry::optional(x::Name(0x26f3010), x::Name(0x3344606)), // disallowedChange: string
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26f4c0e), x::Name(0x1007616)), // disconnectSpec: HostNvmeDisconnectSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26f4c0e), x::Name(0x1007616)), // disconnectSpec: HostNvmeDisconnectSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2880608), x::Name(0xc9c41b)), // fcoeSpec: FcoeConfigFcoeSpecification
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26f680c), x::Name(0x1008d14)), // discoverSpec: HostNvmeDiscoverSpec
-        x::FieldEntry::required(x::Name(0x32e8f05), x::Name(0x2be5304)), // start: long
-        x::FieldEntry::required(x::Name(0x2b90d06), x::Name(0x2be5304)), // length: long
-        x::FieldEntry::required(x::Name(0x32f1e0b), x::Name(0x2be5304)), // startOffset: long
-        x::FieldEntry::required(x::Name(0x2b90d06), x::Name(0x2be5304)), // length: long
-        x::FieldEntry::repeated(x::Name(0x246870b), x::Name(0xa7fc10)), // changedArea: DiskChangeExtent
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0xa81c0e)), // parent: DiskCryptoSpec
-        x::FieldEntry::required(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
-        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x2a94603)), // disk: int
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x8e2d10)), // config: DVPortConfigInfo
-        x::FieldEntry::required(x::Name(0x277c207), x::Name(0x3344606)), // dvsUuid: string
-        x::FieldEntry::optional(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
-        x::FieldEntry::optional(x::Name(0x3036409), x::Name(0x13ff016)), // proxyHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x251cc09), x::Name(0xafa325)), // connectee: DistributedVirtualSwitchPortConnectee
-        x::FieldEntry::required(x::Name(0x2506d08), x::Name(0x2405e07)), // conflict: boolean
-        x::FieldEntry::optional(x::Name(0x250900f), x::Name(0x3344606)), // conflictPortKey: string
-        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x8e700b)), // state: DVPortState
-        x::FieldEntry::optional(x::Name(0x251d610), x::Name(0x2a94603)), // connectionCookie: int
-        x::FieldEntry::required(x::Name(0x2b7a310), x::Name(0x2607608)), // lastStatusChange: dateTime
-        x::FieldEntry::optional(x::Name(0x29d9e0d), x::Name(0x2405e07)), // hostLocalPort: boolean
-        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
-        x::FieldEntry::optional(x::Name(0x31cdd0d), x::Name(0x3344606)), // segmentPortId: string
-        x::FieldEntry::required(x::Name(0x33b5f0a), x::Name(0x3344606)), // switchName: string
-        x::FieldEntry::required(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
-        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
-        x::FieldEntry::required(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
-        x::FieldEntry::required(x::Name(0x2fac60d), x::Name(0x3344606)), // portgroupType: string
-        x::FieldEntry::required(x::Name(0x34cbf0f), x::Name(0x2405e07)), // uplinkPortgroup: boolean
-        x::FieldEntry::required(x::Name(0x2faa109), x::Name(0x13ff016)), // portgroup: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d5a01b), x::Name(0x2405e07)), // networkReservationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x23d550b), x::Name(0x3344606)), // backingType: string
-        x::FieldEntry::optional(x::Name(0x2bdf611), x::Name(0x3344606)), // logicalSwitchUuid: string
-        x::FieldEntry::optional(x::Name(0x31cd309), x::Name(0x3344606)), // segmentId: string
-        x::FieldEntry::optional(x::Name(0x3351908), x::Name(0x3344606)), // subnetId: string
-        x::FieldEntry::repeated(x::Name(0x2fad40a), x::Name(0x13ff016)), // portgroups: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3003108), x::Name(0xa9da22)), // problems: DistributedVirtualPortgroupProblem
-        x::FieldEntry::required(x::Name(0x2bdf611), x::Name(0x3344606)), // logicalSwitchUuid: string
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x318310c), x::Name(0xac652e)), // runtimeState: DistributedVirtualSwitchHostMemberRuntimeState
-        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xaa9a2c)), // config: DistributedVirtualSwitchHostMemberConfigInfo
-        x::FieldEntry::optional(x::Name(0x300690b), x::Name(0xb06f23)), // productInfo: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::repeated(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::optional(x::Name(0x3319d0c), x::Name(0x3344606)), // statusDetail: string
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c40f13), x::Name(0x2a94603)), // maxProxySwitchPorts: int
-        x::FieldEntry::repeated(x::Name(0x3557914), x::Name(0xad4127)), // vendorSpecificConfig: DistributedVirtualSwitchKeyedOpaqueBlob
-        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0xaa7029)), // backing: DistributedVirtualSwitchHostMemberBacking
-        x::FieldEntry::optional(x::Name(0x2dd8109), x::Name(0x2405e07)), // nsxSwitch: boolean
-        x::FieldEntry::optional(x::Name(0x27e140a), x::Name(0x2405e07)), // ensEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x27e2713), x::Name(0x2405e07)), // ensInterruptEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x345610e), x::Name(0xac9433)), // transportZones: DistributedVirtualSwitchHostMemberTransportZoneInfo
-        x::FieldEntry::repeated(x::Name(0x2ddd813), x::Name(0x3344606)), // nsxtUsedUplinkNames: string
-        x::FieldEntry::optional(x::Name(0x2d54b18), x::Name(0x2405e07)), // networkOffloadingEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x33fc20b), x::Name(0x2405e07)), // teplessMode: boolean
-        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0xaa7029)), // backing: DistributedVirtualSwitchHostMemberBacking
-        x::FieldEntry::optional(x::Name(0x2c40f13), x::Name(0x2a94603)), // maxProxySwitchPorts: int
-        x::FieldEntry::repeated(x::Name(0x3557914), x::Name(0xad4127)), // vendorSpecificConfig: DistributedVirtualSwitchKeyedOpaqueBlob
-        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x3183e0d), x::Name(0x3344606)), // runtimeStatus: string
-        x::FieldEntry::optional(x::Name(0x3318b11), x::Name(0x3344606)), // statusDescription: string
-        x::FieldEntry::required(x::Name(0x34c610a), x::Name(0x3344606)), // uplinkName: string
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
     ],
     values: &[
         x::Name(0x2fa0016), // portNptIncompatibleDvs
@@ -1168,83 +347,1595 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x34ba802), // up
         x::Name(0x2324c05), // allow
         x::Name(0x2755e04), // drop
-        x::Name(0xfe3c1b), // HostNetworkMisconfiguration
-        x::Name(0xfaaf14), // HostMisconfiguration
-        x::Name(0x12ac516), // InsufficientPrivileges
-        x::Name(0x14f4b17), // NoPrimaryAgentAvailable
-        x::Name(0x1568105), // Other
-        x::Name(0x14dc716), // NoDatastoresConfigured
-        x::Name(0x7e3316), // CreateConfigVvolFailed
-        x::Name(0x1d39616), // VSanNotSupportedOnHost
-        x::Name(0x955f1a), // DasNetworkMisconfiguration
-        x::Name(0x1a48d19), // SetDesiredImageSpecFailed
-        x::Name(0xa311a), // ApplyHAVibsOnClusterFailed
-        x::Name(0x26e4608), // disabled
-        x::Name(0x2be9703), // low
-        x::Name(0x2c6ba06), // medium
-        x::Name(0x29b0a04), // high
-        x::Name(0x1b89d04), // True
-        x::Name(0xc79905), // False
-        x::Name(0x2d2410a), // native_512
-        x::Name(0x27a060c), // emulated_512
-        x::Name(0x2d23709), // native_4k
-        x::Name(0x2db2606), // normal
-        x::Name(0x27ed013), // enteringMaintenance
-        x::Name(0x2a4340d), // inMaintenance
-        x::Name(0x335c206), // sunday
-        x::Name(0x2cdc506), // monday
-        x::Name(0x3465907), // tuesday
-        x::Name(0x36c1109), // wednesday
-        x::Name(0x3407708), // thursday
-        x::Name(0x28eb206), // friday
-        x::Name(0x3190208), // saturday
-        x::Name(0x29b4e04), // host
-        x::Name(0x2937305), // guest
-        x::Name(0x28ed802), // ft
-        x::Name(0x1483a04), // NVMe
-        x::Name(0x19b3904), // SCSI
-        x::Name(0x3675004), // vpxd
-        x::Name(0x3674b04), // vpxa
-        x::Name(0x2a05a05), // hostd
-        x::Name(0x31e8d07), // serverd
-        x::Name(0x2a82807), // install
-        x::Name(0x3673309), // vpxClient
-        x::Name(0x309c809), // recordLog
-        x::Name(0x2f77205), // plain
-        x::Name(0x26d040e), // directAttached
-        x::Name(0x2d4340f), // networkAttached
-        x::Name(0x3230d0a), // singleHost
-        x::Name(0x2cf5e09), // multiHost
-        x::Name(0x2a1090d), // hotExtendDisk
-        x::Name(0x32e1808), // standard
-        x::Name(0x2dd4603), // nsx
-        x::Name(0x2776d07), // dvsName
-        x::Name(0x2fab80d), // portgroupName
-        x::Name(0x2f9a209), // portIndex
-        x::Name(0x278cd0c), // earlyBinding
-        x::Name(0x2b7ed0b), // lateBinding
-        x::Name(0x27ff509), // ephemeral
-        x::Name(0x2c0450a), // management
-        x::Name(0x287210e), // faultTolerance
-        x::Name(0x364c307), // vmotion
-        x::Name(0x3589f0e), // virtualMachine
-        x::Name(0x2a24f05), // iSCSI
-        x::Name(0x2d88103), // nfs
-        x::Name(0x2990b03), // hbr
-        x::Name(0x3678b04), // vsan
-        x::Name(0x354fd03), // vdp
-        x::Name(0x23d7709), // backupNfc
-        x::Name(0x2e5b807), // nvmetcp
-        x::Name(0x302fb0c), // provisioning
-        x::Name(0x3530609), // vSANiSCSI
-        x::Name(0x34ba802), // up
-        x::Name(0x2f30b07), // pending
-        x::Name(0x2ec7b09), // outOfSync
-        x::Name(0x36bbb07), // warning
-        x::Name(0x26f5b0c), // disconnected
-        x::Name(0x2748804), // down
-        x::Name(0x19be509), // SUCCEEDED
-        x::Name(0x124510b), // IN_PROGRESS
-        x::Name(0xc73406), // FAILED
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    DVPortConfigInfo(Box<DVPortConfigInfo>),
+    DVPortConfigSpec(Box<DVPortConfigSpec>),
+    DVPortNotSupported(Box<DVPortNotSupported>),
+    DVPortSetting(Box<DVPortSetting>),
+    DVPortState(Box<DVPortState>),
+    DVPortStatus(Box<DVPortStatus>),
+    DVPortStatusVmDirectPathGen2InactiveReasonNetwork(Box<DVPortStatusVmDirectPathGen2InactiveReasonNetwork>),
+    DVPortStatusVmDirectPathGen2InactiveReasonOther(Box<DVPortStatusVmDirectPathGen2InactiveReasonOther>),
+    DVPortgroupConfigInfo(Box<DVPortgroupConfigInfo>),
+    DVPortgroupConfigSpec(Box<DVPortgroupConfigSpec>),
+    DVPortgroupCreatedEvent(Box<DVPortgroupCreatedEvent>),
+    DVPortgroupDestroyedEvent(Box<DVPortgroupDestroyedEvent>),
+    DVPortgroupEvent(Box<DVPortgroupEvent>),
+    DVPortgroupNsxConfig(Box<DVPortgroupNsxConfig>),
+    DVPortgroupNsxSubnetAddressInfo(Box<DVPortgroupNsxSubnetAddressInfo>),
+    DVPortgroupPolicy(Box<DVPortgroupPolicy>),
+    DVPortgroupReconfiguredEvent(Box<DVPortgroupReconfiguredEvent>),
+    DVPortgroupRenamedEvent(Box<DVPortgroupRenamedEvent>),
+    DVPortgroupSelection(Box<DVPortgroupSelection>),
+    DVSBackupRestoreCapability(Box<DVSBackupRestoreCapability>),
+    DVSCapability(Box<DVSCapability>),
+    DVSConfigInfo(Box<DVSConfigInfo>),
+    DVSConfigSpec(Box<DVSConfigSpec>),
+    DVSContactInfo(Box<DVSContactInfo>),
+    DVSCreateSpec(Box<DVSCreateSpec>),
+    DVSFailureCriteria(Box<DVSFailureCriteria>),
+    DVSFeatureCapability(Box<DVSFeatureCapability>),
+    DVSFilterSpecConnecteeSpec(Box<DVSFilterSpecConnecteeSpec>),
+    DVSFilterSpecLinkConfig(Box<DVSFilterSpecLinkConfig>),
+    DVSFilterSpecLinkState(Box<DVSFilterSpecLinkState>),
+    DVSFilterSpecPnicConnecteeSpec(Box<DVSFilterSpecPnicConnecteeSpec>),
+    DVSFilterSpecPvlanSpec(Box<DVSFilterSpecPvlanSpec>),
+    DVSFilterSpecTrunkVlanSpec(Box<DVSFilterSpecTrunkVlanSpec>),
+    DVSFilterSpecVlanIdSpec(Box<DVSFilterSpecVlanIdSpec>),
+    DVSFilterSpecVlanSpec(Box<DVSFilterSpecVlanSpec>),
+    DVSFilterSpecVmConnecteeSpec(Box<DVSFilterSpecVmConnecteeSpec>),
+    DVSFilterSpecVmknicConnecteeSpec(Box<DVSFilterSpecVmknicConnecteeSpec>),
+    DVSHealthCheckCapability(Box<DVSHealthCheckCapability>),
+    DVSHealthCheckConfig(Box<DVSHealthCheckConfig>),
+    DVSHostLocalPortInfo(Box<DVSHostLocalPortInfo>),
+    DVSMacLearningPolicy(Box<DVSMacLearningPolicy>),
+    DVSMacLimitPolicyType(Box<DVSMacLimitPolicyType>),
+    DVSMacManagementPolicy(Box<DVSMacManagementPolicy>),
+    DVSManagerDvsConfigTarget(Box<DVSManagerDvsConfigTarget>),
+    DVSManagerPhysicalNicsList(Box<DVSManagerPhysicalNicsList>),
+    DVSNameArrayUplinkPortPolicy(Box<DVSNameArrayUplinkPortPolicy>),
+    DVSNetworkResourceManagementCapability(Box<DVSNetworkResourceManagementCapability>),
+    DVSNetworkResourcePool(Box<DVSNetworkResourcePool>),
+    DVSNetworkResourcePoolAllocationInfo(Box<DVSNetworkResourcePoolAllocationInfo>),
+    DVSNetworkResourcePoolConfigSpec(Box<DVSNetworkResourcePoolConfigSpec>),
+    DVSPolicy(Box<DVSPolicy>),
+    DVSRollbackCapability(Box<DVSRollbackCapability>),
+    DVSRuntimeInfo(Box<DVSRuntimeInfo>),
+    DVSSecurityPolicy(Box<DVSSecurityPolicy>),
+    DVSSelection(Box<DVSSelection>),
+    DVSSummary(Box<DVSSummary>),
+    DVSTrafficShapingPolicy(Box<DVSTrafficShapingPolicy>),
+    DVSUplinkPortPolicy(Box<DVSUplinkPortPolicy>),
+    DVSVendorSpecificConfig(Box<DVSVendorSpecificConfig>),
+    DVSVmVnicNetworkResourcePool(Box<DVSVmVnicNetworkResourcePool>),
+    DailyTaskScheduler(Box<DailyTaskScheduler>),
+    DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
+    DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
+    DasAgentFoundEvent(Box<DasAgentFoundEvent>),
+    DasAgentUnavailableEvent(Box<DasAgentUnavailableEvent>),
+    DasClusterIsolatedEvent(Box<DasClusterIsolatedEvent>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortConfigInfo(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortConfigSpec(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortNotSupported(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortSetting(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortState(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatus(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupConfigInfo(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupConfigSpec(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupDestroyedEvent(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupEvent(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupNsxConfig(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupNsxSubnetAddressInfo(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupPolicy(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupRenamedEvent(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupSelection(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSBackupRestoreCapability(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSCapability(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSConfigInfo(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSConfigSpec(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSContactInfo(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSCreateSpec(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFailureCriteria(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFeatureCapability(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecConnecteeSpec(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecLinkConfig(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecLinkState(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecPnicConnecteeSpec(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecPvlanSpec(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecTrunkVlanSpec(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVlanIdSpec(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVlanSpec(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVmConnecteeSpec(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVmknicConnecteeSpec(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHealthCheckCapability(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHostLocalPortInfo(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacLearningPolicy(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacLimitPolicyType(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacManagementPolicy(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSManagerDvsConfigTarget(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSManagerPhysicalNicsList(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNameArrayUplinkPortPolicy(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourceManagementCapability(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePoolAllocationInfo(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSPolicy(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSRollbackCapability(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSSecurityPolicy(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSSelection(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSSummary(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSTrafficShapingPolicy(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSUplinkPortPolicy(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVendorSpecificConfig(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DailyTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlDisabledEvent(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentFoundEvent(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentUnavailableEvent(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasClusterIsolatedEvent(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::DVPortConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupNsxConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupNsxSubnetAddressInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVPortgroupSelection(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSBackupRestoreCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSContactInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFailureCriteria(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecLinkConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecLinkState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecPnicConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecPvlanSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecTrunkVlanSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecVlanIdSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecVlanSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecVmConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSFilterSpecVmknicConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSHealthCheckCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSHostLocalPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSMacLearningPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSMacLimitPolicyType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSMacManagementPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSManagerDvsConfigTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSManagerPhysicalNicsList(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSNameArrayUplinkPortPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSNetworkResourceManagementCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSNetworkResourcePoolAllocationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSNetworkResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSRollbackCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSSecurityPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSSelection(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSSummary(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSTrafficShapingPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSUplinkPortPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSVendorSpecificConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DailyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasAdmissionControlDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasAdmissionControlEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasAgentFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasAgentUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasClusterIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::DVPortConfigInfo(a), Object::DVPortConfigInfo(b)) => **a == **b,
+            (Object::DVPortConfigSpec(a), Object::DVPortConfigSpec(b)) => **a == **b,
+            (Object::DVPortNotSupported(a), Object::DVPortNotSupported(b)) => **a == **b,
+            (Object::DVPortSetting(a), Object::DVPortSetting(b)) => **a == **b,
+            (Object::DVPortState(a), Object::DVPortState(b)) => **a == **b,
+            (Object::DVPortStatus(a), Object::DVPortStatus(b)) => **a == **b,
+            (Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(a), Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(b)) => **a == **b,
+            (Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(a), Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(b)) => **a == **b,
+            (Object::DVPortgroupConfigInfo(a), Object::DVPortgroupConfigInfo(b)) => **a == **b,
+            (Object::DVPortgroupConfigSpec(a), Object::DVPortgroupConfigSpec(b)) => **a == **b,
+            (Object::DVPortgroupCreatedEvent(a), Object::DVPortgroupCreatedEvent(b)) => **a == **b,
+            (Object::DVPortgroupDestroyedEvent(a), Object::DVPortgroupDestroyedEvent(b)) => **a == **b,
+            (Object::DVPortgroupEvent(a), Object::DVPortgroupEvent(b)) => **a == **b,
+            (Object::DVPortgroupNsxConfig(a), Object::DVPortgroupNsxConfig(b)) => **a == **b,
+            (Object::DVPortgroupNsxSubnetAddressInfo(a), Object::DVPortgroupNsxSubnetAddressInfo(b)) => **a == **b,
+            (Object::DVPortgroupPolicy(a), Object::DVPortgroupPolicy(b)) => **a == **b,
+            (Object::DVPortgroupReconfiguredEvent(a), Object::DVPortgroupReconfiguredEvent(b)) => **a == **b,
+            (Object::DVPortgroupRenamedEvent(a), Object::DVPortgroupRenamedEvent(b)) => **a == **b,
+            (Object::DVPortgroupSelection(a), Object::DVPortgroupSelection(b)) => **a == **b,
+            (Object::DVSBackupRestoreCapability(a), Object::DVSBackupRestoreCapability(b)) => **a == **b,
+            (Object::DVSCapability(a), Object::DVSCapability(b)) => **a == **b,
+            (Object::DVSConfigInfo(a), Object::DVSConfigInfo(b)) => **a == **b,
+            (Object::DVSConfigSpec(a), Object::DVSConfigSpec(b)) => **a == **b,
+            (Object::DVSContactInfo(a), Object::DVSContactInfo(b)) => **a == **b,
+            (Object::DVSCreateSpec(a), Object::DVSCreateSpec(b)) => **a == **b,
+            (Object::DVSFailureCriteria(a), Object::DVSFailureCriteria(b)) => **a == **b,
+            (Object::DVSFeatureCapability(a), Object::DVSFeatureCapability(b)) => **a == **b,
+            (Object::DVSFilterSpecConnecteeSpec(a), Object::DVSFilterSpecConnecteeSpec(b)) => **a == **b,
+            (Object::DVSFilterSpecLinkConfig(a), Object::DVSFilterSpecLinkConfig(b)) => **a == **b,
+            (Object::DVSFilterSpecLinkState(a), Object::DVSFilterSpecLinkState(b)) => **a == **b,
+            (Object::DVSFilterSpecPnicConnecteeSpec(a), Object::DVSFilterSpecPnicConnecteeSpec(b)) => **a == **b,
+            (Object::DVSFilterSpecPvlanSpec(a), Object::DVSFilterSpecPvlanSpec(b)) => **a == **b,
+            (Object::DVSFilterSpecTrunkVlanSpec(a), Object::DVSFilterSpecTrunkVlanSpec(b)) => **a == **b,
+            (Object::DVSFilterSpecVlanIdSpec(a), Object::DVSFilterSpecVlanIdSpec(b)) => **a == **b,
+            (Object::DVSFilterSpecVlanSpec(a), Object::DVSFilterSpecVlanSpec(b)) => **a == **b,
+            (Object::DVSFilterSpecVmConnecteeSpec(a), Object::DVSFilterSpecVmConnecteeSpec(b)) => **a == **b,
+            (Object::DVSFilterSpecVmknicConnecteeSpec(a), Object::DVSFilterSpecVmknicConnecteeSpec(b)) => **a == **b,
+            (Object::DVSHealthCheckCapability(a), Object::DVSHealthCheckCapability(b)) => **a == **b,
+            (Object::DVSHealthCheckConfig(a), Object::DVSHealthCheckConfig(b)) => **a == **b,
+            (Object::DVSHostLocalPortInfo(a), Object::DVSHostLocalPortInfo(b)) => **a == **b,
+            (Object::DVSMacLearningPolicy(a), Object::DVSMacLearningPolicy(b)) => **a == **b,
+            (Object::DVSMacLimitPolicyType(a), Object::DVSMacLimitPolicyType(b)) => **a == **b,
+            (Object::DVSMacManagementPolicy(a), Object::DVSMacManagementPolicy(b)) => **a == **b,
+            (Object::DVSManagerDvsConfigTarget(a), Object::DVSManagerDvsConfigTarget(b)) => **a == **b,
+            (Object::DVSManagerPhysicalNicsList(a), Object::DVSManagerPhysicalNicsList(b)) => **a == **b,
+            (Object::DVSNameArrayUplinkPortPolicy(a), Object::DVSNameArrayUplinkPortPolicy(b)) => **a == **b,
+            (Object::DVSNetworkResourceManagementCapability(a), Object::DVSNetworkResourceManagementCapability(b)) => **a == **b,
+            (Object::DVSNetworkResourcePool(a), Object::DVSNetworkResourcePool(b)) => **a == **b,
+            (Object::DVSNetworkResourcePoolAllocationInfo(a), Object::DVSNetworkResourcePoolAllocationInfo(b)) => **a == **b,
+            (Object::DVSNetworkResourcePoolConfigSpec(a), Object::DVSNetworkResourcePoolConfigSpec(b)) => **a == **b,
+            (Object::DVSPolicy(a), Object::DVSPolicy(b)) => **a == **b,
+            (Object::DVSRollbackCapability(a), Object::DVSRollbackCapability(b)) => **a == **b,
+            (Object::DVSRuntimeInfo(a), Object::DVSRuntimeInfo(b)) => **a == **b,
+            (Object::DVSSecurityPolicy(a), Object::DVSSecurityPolicy(b)) => **a == **b,
+            (Object::DVSSelection(a), Object::DVSSelection(b)) => **a == **b,
+            (Object::DVSSummary(a), Object::DVSSummary(b)) => **a == **b,
+            (Object::DVSTrafficShapingPolicy(a), Object::DVSTrafficShapingPolicy(b)) => **a == **b,
+            (Object::DVSUplinkPortPolicy(a), Object::DVSUplinkPortPolicy(b)) => **a == **b,
+            (Object::DVSVendorSpecificConfig(a), Object::DVSVendorSpecificConfig(b)) => **a == **b,
+            (Object::DVSVmVnicNetworkResourcePool(a), Object::DVSVmVnicNetworkResourcePool(b)) => **a == **b,
+            (Object::DailyTaskScheduler(a), Object::DailyTaskScheduler(b)) => **a == **b,
+            (Object::DasAdmissionControlDisabledEvent(a), Object::DasAdmissionControlDisabledEvent(b)) => **a == **b,
+            (Object::DasAdmissionControlEnabledEvent(a), Object::DasAdmissionControlEnabledEvent(b)) => **a == **b,
+            (Object::DasAgentFoundEvent(a), Object::DasAgentFoundEvent(b)) => **a == **b,
+            (Object::DasAgentUnavailableEvent(a), Object::DasAgentUnavailableEvent(b)) => **a == **b,
+            (Object::DasClusterIsolatedEvent(a), Object::DasClusterIsolatedEvent(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::DVPortConfigInfo(v) => Object::DVPortConfigInfo(Box::new((**v).clone())),
+            Object::DVPortConfigSpec(v) => Object::DVPortConfigSpec(Box::new((**v).clone())),
+            Object::DVPortNotSupported(v) => Object::DVPortNotSupported(Box::new((**v).clone())),
+            Object::DVPortSetting(v) => Object::DVPortSetting(Box::new((**v).clone())),
+            Object::DVPortState(v) => Object::DVPortState(Box::new((**v).clone())),
+            Object::DVPortStatus(v) => Object::DVPortStatus(Box::new((**v).clone())),
+            Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(Box::new((**v).clone())),
+            Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(Box::new((**v).clone())),
+            Object::DVPortgroupConfigInfo(v) => Object::DVPortgroupConfigInfo(Box::new((**v).clone())),
+            Object::DVPortgroupConfigSpec(v) => Object::DVPortgroupConfigSpec(Box::new((**v).clone())),
+            Object::DVPortgroupCreatedEvent(v) => Object::DVPortgroupCreatedEvent(Box::new((**v).clone())),
+            Object::DVPortgroupDestroyedEvent(v) => Object::DVPortgroupDestroyedEvent(Box::new((**v).clone())),
+            Object::DVPortgroupEvent(v) => Object::DVPortgroupEvent(Box::new((**v).clone())),
+            Object::DVPortgroupNsxConfig(v) => Object::DVPortgroupNsxConfig(Box::new((**v).clone())),
+            Object::DVPortgroupNsxSubnetAddressInfo(v) => Object::DVPortgroupNsxSubnetAddressInfo(Box::new((**v).clone())),
+            Object::DVPortgroupPolicy(v) => Object::DVPortgroupPolicy(Box::new((**v).clone())),
+            Object::DVPortgroupReconfiguredEvent(v) => Object::DVPortgroupReconfiguredEvent(Box::new((**v).clone())),
+            Object::DVPortgroupRenamedEvent(v) => Object::DVPortgroupRenamedEvent(Box::new((**v).clone())),
+            Object::DVPortgroupSelection(v) => Object::DVPortgroupSelection(Box::new((**v).clone())),
+            Object::DVSBackupRestoreCapability(v) => Object::DVSBackupRestoreCapability(Box::new((**v).clone())),
+            Object::DVSCapability(v) => Object::DVSCapability(Box::new((**v).clone())),
+            Object::DVSConfigInfo(v) => Object::DVSConfigInfo(Box::new((**v).clone())),
+            Object::DVSConfigSpec(v) => Object::DVSConfigSpec(Box::new((**v).clone())),
+            Object::DVSContactInfo(v) => Object::DVSContactInfo(Box::new((**v).clone())),
+            Object::DVSCreateSpec(v) => Object::DVSCreateSpec(Box::new((**v).clone())),
+            Object::DVSFailureCriteria(v) => Object::DVSFailureCriteria(Box::new((**v).clone())),
+            Object::DVSFeatureCapability(v) => Object::DVSFeatureCapability(Box::new((**v).clone())),
+            Object::DVSFilterSpecConnecteeSpec(v) => Object::DVSFilterSpecConnecteeSpec(Box::new((**v).clone())),
+            Object::DVSFilterSpecLinkConfig(v) => Object::DVSFilterSpecLinkConfig(Box::new((**v).clone())),
+            Object::DVSFilterSpecLinkState(v) => Object::DVSFilterSpecLinkState(Box::new((**v).clone())),
+            Object::DVSFilterSpecPnicConnecteeSpec(v) => Object::DVSFilterSpecPnicConnecteeSpec(Box::new((**v).clone())),
+            Object::DVSFilterSpecPvlanSpec(v) => Object::DVSFilterSpecPvlanSpec(Box::new((**v).clone())),
+            Object::DVSFilterSpecTrunkVlanSpec(v) => Object::DVSFilterSpecTrunkVlanSpec(Box::new((**v).clone())),
+            Object::DVSFilterSpecVlanIdSpec(v) => Object::DVSFilterSpecVlanIdSpec(Box::new((**v).clone())),
+            Object::DVSFilterSpecVlanSpec(v) => Object::DVSFilterSpecVlanSpec(Box::new((**v).clone())),
+            Object::DVSFilterSpecVmConnecteeSpec(v) => Object::DVSFilterSpecVmConnecteeSpec(Box::new((**v).clone())),
+            Object::DVSFilterSpecVmknicConnecteeSpec(v) => Object::DVSFilterSpecVmknicConnecteeSpec(Box::new((**v).clone())),
+            Object::DVSHealthCheckCapability(v) => Object::DVSHealthCheckCapability(Box::new((**v).clone())),
+            Object::DVSHealthCheckConfig(v) => Object::DVSHealthCheckConfig(Box::new((**v).clone())),
+            Object::DVSHostLocalPortInfo(v) => Object::DVSHostLocalPortInfo(Box::new((**v).clone())),
+            Object::DVSMacLearningPolicy(v) => Object::DVSMacLearningPolicy(Box::new((**v).clone())),
+            Object::DVSMacLimitPolicyType(v) => Object::DVSMacLimitPolicyType(Box::new((**v).clone())),
+            Object::DVSMacManagementPolicy(v) => Object::DVSMacManagementPolicy(Box::new((**v).clone())),
+            Object::DVSManagerDvsConfigTarget(v) => Object::DVSManagerDvsConfigTarget(Box::new((**v).clone())),
+            Object::DVSManagerPhysicalNicsList(v) => Object::DVSManagerPhysicalNicsList(Box::new((**v).clone())),
+            Object::DVSNameArrayUplinkPortPolicy(v) => Object::DVSNameArrayUplinkPortPolicy(Box::new((**v).clone())),
+            Object::DVSNetworkResourceManagementCapability(v) => Object::DVSNetworkResourceManagementCapability(Box::new((**v).clone())),
+            Object::DVSNetworkResourcePool(v) => Object::DVSNetworkResourcePool(Box::new((**v).clone())),
+            Object::DVSNetworkResourcePoolAllocationInfo(v) => Object::DVSNetworkResourcePoolAllocationInfo(Box::new((**v).clone())),
+            Object::DVSNetworkResourcePoolConfigSpec(v) => Object::DVSNetworkResourcePoolConfigSpec(Box::new((**v).clone())),
+            Object::DVSPolicy(v) => Object::DVSPolicy(Box::new((**v).clone())),
+            Object::DVSRollbackCapability(v) => Object::DVSRollbackCapability(Box::new((**v).clone())),
+            Object::DVSRuntimeInfo(v) => Object::DVSRuntimeInfo(Box::new((**v).clone())),
+            Object::DVSSecurityPolicy(v) => Object::DVSSecurityPolicy(Box::new((**v).clone())),
+            Object::DVSSelection(v) => Object::DVSSelection(Box::new((**v).clone())),
+            Object::DVSSummary(v) => Object::DVSSummary(Box::new((**v).clone())),
+            Object::DVSTrafficShapingPolicy(v) => Object::DVSTrafficShapingPolicy(Box::new((**v).clone())),
+            Object::DVSUplinkPortPolicy(v) => Object::DVSUplinkPortPolicy(Box::new((**v).clone())),
+            Object::DVSVendorSpecificConfig(v) => Object::DVSVendorSpecificConfig(Box::new((**v).clone())),
+            Object::DVSVmVnicNetworkResourcePool(v) => Object::DVSVmVnicNetworkResourcePool(Box::new((**v).clone())),
+            Object::DailyTaskScheduler(v) => Object::DailyTaskScheduler(Box::new((**v).clone())),
+            Object::DasAdmissionControlDisabledEvent(v) => Object::DasAdmissionControlDisabledEvent(Box::new((**v).clone())),
+            Object::DasAdmissionControlEnabledEvent(v) => Object::DasAdmissionControlEnabledEvent(Box::new((**v).clone())),
+            Object::DasAgentFoundEvent(v) => Object::DasAgentFoundEvent(Box::new((**v).clone())),
+            Object::DasAgentUnavailableEvent(v) => Object::DasAgentUnavailableEvent(Box::new((**v).clone())),
+            Object::DasClusterIsolatedEvent(v) => Object::DasClusterIsolatedEvent(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::DVPortConfigInfo(_) => "DVPortConfigInfo",
+            Object::DVPortConfigSpec(_) => "DVPortConfigSpec",
+            Object::DVPortNotSupported(_) => "DVPortNotSupported",
+            Object::DVPortSetting(_) => "DVPortSetting",
+            Object::DVPortState(_) => "DVPortState",
+            Object::DVPortStatus(_) => "DVPortStatus",
+            Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(_) => "DVPortStatusVmDirectPathGen2InactiveReasonNetwork",
+            Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(_) => "DVPortStatusVmDirectPathGen2InactiveReasonOther",
+            Object::DVPortgroupConfigInfo(_) => "DVPortgroupConfigInfo",
+            Object::DVPortgroupConfigSpec(_) => "DVPortgroupConfigSpec",
+            Object::DVPortgroupCreatedEvent(_) => "DVPortgroupCreatedEvent",
+            Object::DVPortgroupDestroyedEvent(_) => "DVPortgroupDestroyedEvent",
+            Object::DVPortgroupEvent(_) => "DVPortgroupEvent",
+            Object::DVPortgroupNsxConfig(_) => "DVPortgroupNsxConfig",
+            Object::DVPortgroupNsxSubnetAddressInfo(_) => "DVPortgroupNsxSubnetAddressInfo",
+            Object::DVPortgroupPolicy(_) => "DVPortgroupPolicy",
+            Object::DVPortgroupReconfiguredEvent(_) => "DVPortgroupReconfiguredEvent",
+            Object::DVPortgroupRenamedEvent(_) => "DVPortgroupRenamedEvent",
+            Object::DVPortgroupSelection(_) => "DVPortgroupSelection",
+            Object::DVSBackupRestoreCapability(_) => "DVSBackupRestoreCapability",
+            Object::DVSCapability(_) => "DVSCapability",
+            Object::DVSConfigInfo(_) => "DVSConfigInfo",
+            Object::DVSConfigSpec(_) => "DVSConfigSpec",
+            Object::DVSContactInfo(_) => "DVSContactInfo",
+            Object::DVSCreateSpec(_) => "DVSCreateSpec",
+            Object::DVSFailureCriteria(_) => "DVSFailureCriteria",
+            Object::DVSFeatureCapability(_) => "DVSFeatureCapability",
+            Object::DVSFilterSpecConnecteeSpec(_) => "DVSFilterSpecConnecteeSpec",
+            Object::DVSFilterSpecLinkConfig(_) => "DVSFilterSpecLinkConfig",
+            Object::DVSFilterSpecLinkState(_) => "DVSFilterSpecLinkState",
+            Object::DVSFilterSpecPnicConnecteeSpec(_) => "DVSFilterSpecPnicConnecteeSpec",
+            Object::DVSFilterSpecPvlanSpec(_) => "DVSFilterSpecPvlanSpec",
+            Object::DVSFilterSpecTrunkVlanSpec(_) => "DVSFilterSpecTrunkVlanSpec",
+            Object::DVSFilterSpecVlanIdSpec(_) => "DVSFilterSpecVlanIdSpec",
+            Object::DVSFilterSpecVlanSpec(_) => "DVSFilterSpecVlanSpec",
+            Object::DVSFilterSpecVmConnecteeSpec(_) => "DVSFilterSpecVmConnecteeSpec",
+            Object::DVSFilterSpecVmknicConnecteeSpec(_) => "DVSFilterSpecVmknicConnecteeSpec",
+            Object::DVSHealthCheckCapability(_) => "DVSHealthCheckCapability",
+            Object::DVSHealthCheckConfig(_) => "DVSHealthCheckConfig",
+            Object::DVSHostLocalPortInfo(_) => "DVSHostLocalPortInfo",
+            Object::DVSMacLearningPolicy(_) => "DVSMacLearningPolicy",
+            Object::DVSMacLimitPolicyType(_) => "DVSMacLimitPolicyType",
+            Object::DVSMacManagementPolicy(_) => "DVSMacManagementPolicy",
+            Object::DVSManagerDvsConfigTarget(_) => "DVSManagerDvsConfigTarget",
+            Object::DVSManagerPhysicalNicsList(_) => "DVSManagerPhysicalNicsList",
+            Object::DVSNameArrayUplinkPortPolicy(_) => "DVSNameArrayUplinkPortPolicy",
+            Object::DVSNetworkResourceManagementCapability(_) => "DVSNetworkResourceManagementCapability",
+            Object::DVSNetworkResourcePool(_) => "DVSNetworkResourcePool",
+            Object::DVSNetworkResourcePoolAllocationInfo(_) => "DVSNetworkResourcePoolAllocationInfo",
+            Object::DVSNetworkResourcePoolConfigSpec(_) => "DVSNetworkResourcePoolConfigSpec",
+            Object::DVSPolicy(_) => "DVSPolicy",
+            Object::DVSRollbackCapability(_) => "DVSRollbackCapability",
+            Object::DVSRuntimeInfo(_) => "DVSRuntimeInfo",
+            Object::DVSSecurityPolicy(_) => "DVSSecurityPolicy",
+            Object::DVSSelection(_) => "DVSSelection",
+            Object::DVSSummary(_) => "DVSSummary",
+            Object::DVSTrafficShapingPolicy(_) => "DVSTrafficShapingPolicy",
+            Object::DVSUplinkPortPolicy(_) => "DVSUplinkPortPolicy",
+            Object::DVSVendorSpecificConfig(_) => "DVSVendorSpecificConfig",
+            Object::DVSVmVnicNetworkResourcePool(_) => "DVSVmVnicNetworkResourcePool",
+            Object::DailyTaskScheduler(_) => "DailyTaskScheduler",
+            Object::DasAdmissionControlDisabledEvent(_) => "DasAdmissionControlDisabledEvent",
+            Object::DasAdmissionControlEnabledEvent(_) => "DasAdmissionControlEnabledEvent",
+            Object::DasAgentFoundEvent(_) => "DasAgentFoundEvent",
+            Object::DasAgentUnavailableEvent(_) => "DasAgentUnavailableEvent",
+            Object::DasClusterIsolatedEvent(_) => "DasClusterIsolatedEvent",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::DVPortConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupNsxConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupNsxSubnetAddressInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVPortgroupSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSBackupRestoreCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSContactInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFailureCriteria(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecLinkConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecLinkState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecPnicConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecPvlanSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecTrunkVlanSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecVlanIdSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecVlanSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecVmConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSFilterSpecVmknicConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSHealthCheckCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSHostLocalPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSMacLearningPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSMacLimitPolicyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSMacManagementPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSManagerDvsConfigTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSManagerPhysicalNicsList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSNameArrayUplinkPortPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSNetworkResourceManagementCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSNetworkResourcePoolAllocationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSNetworkResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSRollbackCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSSecurityPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSTrafficShapingPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSUplinkPortPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSVendorSpecificConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DailyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasAdmissionControlDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasAdmissionControlEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasAgentFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasAgentUnavailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasClusterIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for DVPortConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortSetting {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortSetting(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortSetting(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortSetting(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortStatusVmDirectPathGen2InactiveReasonNetwork {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortStatusVmDirectPathGen2InactiveReasonOther {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupCreatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupCreatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupCreatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupCreatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupDestroyedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupDestroyedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupDestroyedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupDestroyedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupNsxConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupNsxConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupNsxConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupNsxConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupNsxSubnetAddressInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupNsxSubnetAddressInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupNsxSubnetAddressInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupNsxSubnetAddressInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupReconfiguredEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupReconfiguredEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupReconfiguredEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupReconfiguredEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupRenamedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupRenamedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupRenamedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupRenamedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVPortgroupSelection {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVPortgroupSelection(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVPortgroupSelection(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVPortgroupSelection(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSBackupRestoreCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSBackupRestoreCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSBackupRestoreCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSBackupRestoreCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSContactInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSContactInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSContactInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSContactInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSCreateSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSCreateSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSCreateSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSCreateSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFailureCriteria {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFailureCriteria(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFailureCriteria(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFailureCriteria(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFeatureCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFeatureCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFeatureCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFeatureCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecConnecteeSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecConnecteeSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecConnecteeSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecConnecteeSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecLinkConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecLinkConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecLinkConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecLinkConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecLinkState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecLinkState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecLinkState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecLinkState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecPnicConnecteeSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecPnicConnecteeSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecPnicConnecteeSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecPnicConnecteeSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecPvlanSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecPvlanSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecPvlanSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecPvlanSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecTrunkVlanSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecTrunkVlanSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecTrunkVlanSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecTrunkVlanSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecVlanIdSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecVlanIdSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecVlanIdSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecVlanIdSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecVlanSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecVlanSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecVlanSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecVlanSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecVmConnecteeSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecVmConnecteeSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecVmConnecteeSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecVmConnecteeSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSFilterSpecVmknicConnecteeSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSFilterSpecVmknicConnecteeSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSFilterSpecVmknicConnecteeSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSFilterSpecVmknicConnecteeSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSHealthCheckCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSHealthCheckCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSHealthCheckCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSHealthCheckCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSHealthCheckConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSHealthCheckConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSHealthCheckConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSHealthCheckConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSHostLocalPortInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSHostLocalPortInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSHostLocalPortInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSHostLocalPortInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSMacLearningPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSMacLearningPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSMacLearningPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSMacLearningPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSMacLimitPolicyType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSMacLimitPolicyType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSMacLimitPolicyType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSMacLimitPolicyType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSMacManagementPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSMacManagementPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSMacManagementPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSMacManagementPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSManagerDvsConfigTarget {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSManagerDvsConfigTarget(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSManagerDvsConfigTarget(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSManagerDvsConfigTarget(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSManagerPhysicalNicsList {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSManagerPhysicalNicsList(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSManagerPhysicalNicsList(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSManagerPhysicalNicsList(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSNameArrayUplinkPortPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSNameArrayUplinkPortPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSNameArrayUplinkPortPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSNameArrayUplinkPortPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSNetworkResourceManagementCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSNetworkResourceManagementCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSNetworkResourceManagementCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSNetworkResourceManagementCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSNetworkResourcePool {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSNetworkResourcePool(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSNetworkResourcePool(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSNetworkResourcePool(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSNetworkResourcePoolAllocationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSNetworkResourcePoolAllocationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSNetworkResourcePoolAllocationInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSNetworkResourcePoolAllocationInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSNetworkResourcePoolConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSNetworkResourcePoolConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSNetworkResourcePoolConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSNetworkResourcePoolConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSRollbackCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSRollbackCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSRollbackCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSRollbackCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSRuntimeInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSRuntimeInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSRuntimeInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSRuntimeInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSSecurityPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSSecurityPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSSecurityPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSSecurityPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSSelection {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSSelection(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSSelection(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSSelection(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSSummary {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSSummary(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSSummary(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSSummary(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSTrafficShapingPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSTrafficShapingPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSTrafficShapingPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSTrafficShapingPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSUplinkPortPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSUplinkPortPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSUplinkPortPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSUplinkPortPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSVendorSpecificConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSVendorSpecificConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSVendorSpecificConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSVendorSpecificConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DVSVmVnicNetworkResourcePool {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DVSVmVnicNetworkResourcePool(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DVSVmVnicNetworkResourcePool(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DVSVmVnicNetworkResourcePool(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DailyTaskScheduler {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DailyTaskScheduler(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DailyTaskScheduler(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DailyTaskScheduler(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasAdmissionControlDisabledEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasAdmissionControlDisabledEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasAdmissionControlDisabledEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasAdmissionControlDisabledEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasAdmissionControlEnabledEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasAdmissionControlEnabledEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasAdmissionControlEnabledEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasAdmissionControlEnabledEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasAgentFoundEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasAgentFoundEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasAgentFoundEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasAgentFoundEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasAgentUnavailableEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasAgentUnavailableEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasAgentUnavailableEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasAgentUnavailableEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasClusterIsolatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasClusterIsolatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasClusterIsolatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasClusterIsolatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}

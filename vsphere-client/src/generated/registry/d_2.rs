@@ -6,600 +6,1898 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::enumeration(x::Name(0xabd536), 0, 2), // DistributedVirtualSwitchHostMemberHostUplinkStateState
-        x::TypeEntry::structure(x::Name(0xac0c2d), x::Name(0xaa7029), 0, 1), // DistributedVirtualSwitchHostMemberPnicBacking: DistributedVirtualSwitchHostMemberBacking
-        x::TypeEntry::structure(x::Name(0xac3a2a), x::Name(0xbb9c0b), 1, 4), // DistributedVirtualSwitchHostMemberPnicSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xac652e), x::Name(0xbb9c0b), 5, 1), // DistributedVirtualSwitchHostMemberRuntimeState: DynamicData
-        x::TypeEntry::structure(x::Name(0xac9433), x::Name(0xbb9c0b), 6, 2), // DistributedVirtualSwitchHostMemberTransportZoneInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xacc833), 2, 2), // DistributedVirtualSwitchHostMemberTransportZoneType
-        x::TypeEntry::structure(x::Name(0xacfc27), x::Name(0xbb9c0b), 8, 2), // DistributedVirtualSwitchHostProductSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xad241c), x::Name(0xbb9c0b), 10, 4), // DistributedVirtualSwitchInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xad4127), x::Name(0xbb9c0b), 14, 2), // DistributedVirtualSwitchKeyedOpaqueBlob: DynamicData
-        x::TypeEntry::structure(x::Name(0xad6932), x::Name(0xbb9c0b), 16, 2), // DistributedVirtualSwitchManagerCompatibilityResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xad9c2d), x::Name(0xbb9c0b), 18, 2), // DistributedVirtualSwitchManagerDvsProductSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xadca2e), x::Name(0xae5930), 20, 1), // DistributedVirtualSwitchManagerHostArrayFilter: DistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::TypeEntry::structure(x::Name(0xadf92c), x::Name(0xbb9c0b), 21, 2), // DistributedVirtualSwitchManagerHostContainer: DynamicData
-        x::TypeEntry::structure(x::Name(0xae2632), x::Name(0xae5930), 23, 1), // DistributedVirtualSwitchManagerHostContainerFilter: DistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::TypeEntry::structure(x::Name(0xae5930), x::Name(0xbb9c0b), 24, 1), // DistributedVirtualSwitchManagerHostDvsFilterSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xae8a36), x::Name(0xae5930), 25, 1), // DistributedVirtualSwitchManagerHostDvsMembershipFilter: DistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::TypeEntry::structure(x::Name(0xaec12b), x::Name(0xbb9c0b), 26, 3), // DistributedVirtualSwitchManagerImportResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xaeed27), x::Name(0xbb9c0b), 29, 3), // DistributedVirtualSwitchManagerSpanInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xaf152a), x::Name(0xbb9c0b), 32, 4), // DistributedVirtualSwitchNetworkOffloadSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xaf4035), 4, 2), // DistributedVirtualSwitchNetworkResourceControlVersion
-        x::TypeEntry::enumeration(x::Name(0xaf762c), 6, 5), // DistributedVirtualSwitchNicTeamingPolicyMode
-        x::TypeEntry::structure(x::Name(0xafa325), x::Name(0xbb9c0b), 36, 4), // DistributedVirtualSwitchPortConnectee: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xafc932), 11, 5), // DistributedVirtualSwitchPortConnecteeConnecteeType
-        x::TypeEntry::structure(x::Name(0xaffc26), x::Name(0xbb9c0b), 40, 4), // DistributedVirtualSwitchPortConnection: DynamicData
-        x::TypeEntry::structure(x::Name(0xb02324), x::Name(0xbb9c0b), 44, 9), // DistributedVirtualSwitchPortCriteria: DynamicData
-        x::TypeEntry::structure(x::Name(0xb04826), x::Name(0xbb9c0b), 53, 18), // DistributedVirtualSwitchPortStatistics: DynamicData
-        x::TypeEntry::structure(x::Name(0xb06f23), x::Name(0xbb9c0b), 71, 7), // DistributedVirtualSwitchProductSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xb09330), 16, 5), // DistributedVirtualSwitchProductSpecOperationType
-        x::TypeEntry::structure(x::Name(0xb0c425), x::Name::NONE, 78, 2), // DoesCustomizationSpecExistRequestType
-        x::TypeEntry::structure(x::Name(0xb0ea0e), x::Name(0x26c14), 80, 1), // DomainNotFound: ActiveDirectoryFault
-        x::TypeEntry::structure(x::Name(0xb0f922), x::Name::NONE, 81, 1), // DownloadDescriptionTreeRequestType
-        x::TypeEntry::enumeration(x::Name(0xb11c0b), 21, 2), // DpmBehavior
-        x::TypeEntry::structure(x::Name(0xb1280d), x::Name(0xeefb17), 82, 3), // DpuStatusInfo: HostHardwareElementInfo
-        x::TypeEntry::structure(x::Name(0xb1361c), x::Name(0xbb9c0b), 85, 5), // DpuStatusInfoOperationalInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xb1531a), x::Name::NONE, 90, 2), // DropConnectionsRequestType
-        x::TypeEntry::enumeration(x::Name(0xb16e0b), 23, 3), // DrsBehavior
-        x::TypeEntry::structure(x::Name(0xb17a10), x::Name(0x70950c), 92, 0), // DrsDisabledEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0xb18b0f), x::Name(0x1d94808), 92, 0), // DrsDisabledOnVm: VimFault
-        x::TypeEntry::structure(x::Name(0xb19b0f), x::Name(0x70950c), 92, 1), // DrsEnabledEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0xb1ab1a), x::Name(0xbfd417), 93, 0), // DrsEnteredStandbyModeEvent: EnteredStandbyModeEvent
-        x::TypeEntry::structure(x::Name(0xb1c61b), x::Name(0xc00918), 93, 0), // DrsEnteringStandbyModeEvent: EnteringStandbyModeEvent
-        x::TypeEntry::structure(x::Name(0xb1e21d), x::Name(0xc3a81a), 93, 0), // DrsExitStandbyModeFailedEvent: ExitStandbyModeFailedEvent
-        x::TypeEntry::structure(x::Name(0xb20019), x::Name(0xc3c316), 93, 0), // DrsExitedStandbyModeEvent: ExitedStandbyModeEvent
-        x::TypeEntry::structure(x::Name(0xb21a1a), x::Name(0xc3da17), 93, 0), // DrsExitingStandbyModeEvent: ExitingStandbyModeEvent
-        x::TypeEntry::enumeration(x::Name(0xb23523), 26, 2), // DrsInjectorWorkloadCorrelationState
-        x::TypeEntry::structure(x::Name(0xb25918), x::Name(0x70950c), 93, 0), // DrsInvocationFailedEvent: ClusterEvent
-        x::TypeEntry::enumeration(x::Name(0xb2721b), 28, 5), // DrsRecommendationReasonCode
-        x::TypeEntry::structure(x::Name(0xb28e1c), x::Name(0x70950c), 93, 0), // DrsRecoveredFromFailureEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0xb2ab1f), x::Name(0xea3c09), 93, 1), // DrsResourceConfigureFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xb2cb1f), x::Name(0xea3c09), 94, 0), // DrsResourceConfigureSyncedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xb2eb16), x::Name(0x212ed07), 94, 0), // DrsRuleComplianceEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0xb30215), x::Name(0x212ed07), 94, 0), // DrsRuleViolationEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0xb31819), x::Name(0x212ed07), 94, 0), // DrsSoftRuleViolationEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0xb33212), x::Name(0x217e30f), 94, 0), // DrsVmMigratedEvent: VmMigratedEvent
-        x::TypeEntry::structure(x::Name(0xb34513), x::Name(0x2196410), 94, 0), // DrsVmPoweredOnEvent: VmPoweredOnEvent
-        x::TypeEntry::structure(x::Name(0xb3591b), x::Name(0x1e7f321), 94, 1), // DrsVmotionIncompatibleFault: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0xb37525), x::Name::NONE, 95, 3), // DuplicateCustomizationSpecRequestType
-        x::TypeEntry::structure(x::Name(0xb39b0e), x::Name(0x222d00d), 98, 0), // DuplicateDisks: VsanDiskFault
-        x::TypeEntry::structure(x::Name(0xb3aa18), x::Name(0xea3c09), 98, 2), // DuplicateIpDetectedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xb3c30d), x::Name(0x1d94808), 100, 2), // DuplicateName: VimFault
-        x::TypeEntry::structure(x::Name(0xb3d11d), x::Name(0x222f009), 102, 1), // DuplicateVsanNetworkInterface: VsanFault
-        x::TypeEntry::structure(x::Name(0xb3ef0f), x::Name(0x8f4910), 103, 1), // DvpgImportEvent: DVPortgroupEvent
-        x::TypeEntry::structure(x::Name(0xb3ff10), x::Name(0x8f4910), 104, 0), // DvpgRestoreEvent: DVPortgroupEvent
-        x::TypeEntry::structure(x::Name(0xb4101a), x::Name(0xb6fa14), 104, 0), // DvsAcceptNetworkRuleAction: DvsNetworkRuleAction
-        x::TypeEntry::structure(x::Name(0xb42b16), x::Name(0xb4eb08), 104, 1), // DvsApplyOperationFault: DvsFault
-        x::TypeEntry::structure(x::Name(0xb44223), x::Name(0xbb9c0b), 105, 3), // DvsApplyOperationFaultFaultOnObject: DynamicData
-        x::TypeEntry::structure(x::Name(0xb46618), x::Name(0xb6fa14), 108, 0), // DvsCopyNetworkRuleAction: DvsNetworkRuleAction
-        x::TypeEntry::structure(x::Name(0xb47f0f), x::Name(0xb4ba08), 108, 1), // DvsCreatedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb48f11), x::Name(0xb4ba08), 109, 0), // DvsDestroyedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb4a118), x::Name(0xb6fa14), 109, 0), // DvsDropNetworkRuleAction: DvsNetworkRuleAction
-        x::TypeEntry::structure(x::Name(0xb4ba08), x::Name(0xc19905), 109, 0), // DvsEvent: Event
-        x::TypeEntry::structure(x::Name(0xb4c310), x::Name(0xc04213), 109, 1), // DvsEventArgument: EntityEventArgument
-        x::TypeEntry::enumeration(x::Name(0xb4d416), 33, 4), // DvsEventPortBlockState
-        x::TypeEntry::structure(x::Name(0xb4eb08), x::Name(0x1d94808), 110, 0), // DvsFault: VimFault
-        x::TypeEntry::structure(x::Name(0xb4f40f), x::Name(0x127c311), 110, 5), // DvsFilterConfig: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0xb50413), x::Name(0xb4f40f), 115, 1), // DvsFilterConfigSpec: DvsFilterConfig
-        x::TypeEntry::enumeration(x::Name(0xb51812), 37, 2), // DvsFilterOnFailure
-        x::TypeEntry::structure(x::Name(0xb52b12), x::Name(0xbb9c0b), 116, 1), // DvsFilterParameter: DynamicData
-        x::TypeEntry::structure(x::Name(0xb53e0f), x::Name(0x127c311), 117, 1), // DvsFilterPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0xb54e1c), x::Name(0xb6fa14), 118, 1), // DvsGreEncapNetworkRuleAction: DvsNetworkRuleAction
-        x::TypeEntry::structure(x::Name(0xb56b1a), x::Name(0xea3c09), 119, 2), // DvsHealthStatusChangeEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xb58616), x::Name(0xb4ba08), 121, 1), // DvsHostBackInSyncEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb59d24), x::Name(0xbb9c0b), 122, 3), // DvsHostInfrastructureTrafficResource: DynamicData
-        x::TypeEntry::structure(x::Name(0xb5c22e), x::Name(0xbb9c0b), 125, 3), // DvsHostInfrastructureTrafficResourceAllocation: DynamicData
-        x::TypeEntry::structure(x::Name(0xb5f112), x::Name(0xb4ba08), 128, 1), // DvsHostJoinedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb60410), x::Name(0xb4ba08), 129, 1), // DvsHostLeftEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb61514), x::Name(0xb4ba08), 130, 5), // DvsHostStatusUpdated: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb62a12), x::Name(0xbb030e), 135, 0), // DvsHostVNicProfile: DvsVNicProfile
-        x::TypeEntry::structure(x::Name(0xb63d19), x::Name(0xb4ba08), 135, 1), // DvsHostWentOutOfSyncEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb6570e), x::Name(0xb4ba08), 136, 1), // DvsImportEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb66619), x::Name(0xb72b17), 137, 6), // DvsIpNetworkRuleQualifier: DvsNetworkRuleQualifier
-        x::TypeEntry::structure(x::Name(0xb68009), x::Name(0x1491313), 143, 0), // DvsIpPort: NegatableExpression
-        x::TypeEntry::structure(x::Name(0xb68a0e), x::Name(0xb68009), 143, 2), // DvsIpPortRange: DvsIpPort
-        x::TypeEntry::structure(x::Name(0xb69917), x::Name(0xb6fa14), 145, 0), // DvsLogNetworkRuleAction: DvsNetworkRuleAction
-        x::TypeEntry::structure(x::Name(0xb6b11a), x::Name(0xb72b17), 145, 4), // DvsMacNetworkRuleQualifier: DvsNetworkRuleQualifier
-        x::TypeEntry::structure(x::Name(0xb6cc1e), x::Name(0xb6fa14), 149, 1), // DvsMacRewriteNetworkRuleAction: DvsNetworkRuleAction
-        x::TypeEntry::structure(x::Name(0xb6eb0e), x::Name(0xb4ba08), 150, 2), // DvsMergedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb6fa14), x::Name(0xbb9c0b), 152, 0), // DvsNetworkRuleAction: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xb70f1b), 39, 3), // DvsNetworkRuleDirectionType
-        x::TypeEntry::structure(x::Name(0xb72b17), x::Name(0xbb9c0b), 152, 1), // DvsNetworkRuleQualifier: DynamicData
-        x::TypeEntry::structure(x::Name(0xb74310), x::Name(0xb4eb08), 153, 2), // DvsNotAuthorized: DvsFault
-        x::TypeEntry::structure(x::Name(0xb75415), x::Name(0xb4eb08), 155, 1), // DvsOperationBulkFault: DvsFault
-        x::TypeEntry::structure(x::Name(0xb76a20), x::Name(0xbb9c0b), 156, 2), // DvsOperationBulkFaultFaultOnHost: DynamicData
-        x::TypeEntry::structure(x::Name(0xb78b18), x::Name(0xbb9c0b), 158, 2), // DvsOutOfSyncHostArgument: DynamicData
-        x::TypeEntry::structure(x::Name(0xb7a413), x::Name(0xb4ba08), 160, 4), // DvsPortBlockedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb7b815), x::Name(0xb4ba08), 164, 2), // DvsPortConnectedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb7ce13), x::Name(0xb4ba08), 166, 1), // DvsPortCreatedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb7e213), x::Name(0xb4ba08), 167, 1), // DvsPortDeletedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb7f618), x::Name(0xb4ba08), 168, 2), // DvsPortDisconnectedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb80f1b), x::Name(0xb4ba08), 170, 2), // DvsPortEnteredPassthruEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb82b1a), x::Name(0xb4ba08), 172, 2), // DvsPortExitedPassthruEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb84619), x::Name(0xb4ba08), 174, 3), // DvsPortJoinPortgroupEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb8601a), x::Name(0xb4ba08), 177, 3), // DvsPortLeavePortgroupEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb87b14), x::Name(0xb4ba08), 180, 2), // DvsPortLinkDownEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb89012), x::Name(0xb4ba08), 182, 2), // DvsPortLinkUpEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb8a318), x::Name(0xb4ba08), 184, 2), // DvsPortReconfiguredEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb8bc19), x::Name(0xb4ba08), 186, 2), // DvsPortRuntimeChangeEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb8d615), x::Name(0xb4ba08), 188, 3), // DvsPortUnblockedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb8ec25), x::Name(0xb4ba08), 191, 1), // DvsPortVendorSpecificStateChangeEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb9120a), x::Name(0xad70c), 192, 3), // DvsProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xb91d18), x::Name(0xb6fa14), 195, 0), // DvsPuntNetworkRuleAction: DvsNetworkRuleAction
-        x::TypeEntry::structure(x::Name(0xb9361d), x::Name(0xb6fa14), 195, 1), // DvsRateLimitNetworkRuleAction: DvsNetworkRuleAction
-        x::TypeEntry::structure(x::Name(0xb95432), x::Name::NONE, 196, 2), // DvsReconfigureVmVnicNetworkResourcePoolRequestType
-        x::TypeEntry::structure(x::Name(0xb98714), x::Name(0xb4ba08), 198, 2), // DvsReconfiguredEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb99c0f), x::Name(0xb4ba08), 200, 2), // DvsRenamedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb9ac16), x::Name(0xbb9c0b), 202, 5), // DvsResourceRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xb9c30f), x::Name(0xb4ba08), 207, 0), // DvsRestoreEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xb9d310), x::Name(0xb4eb08), 207, 2), // DvsScopeViolated: DvsFault
-        x::TypeEntry::structure(x::Name(0xb9e41c), x::Name(0xbb030e), 209, 0), // DvsServiceConsoleVNicProfile: DvsVNicProfile
-        x::TypeEntry::structure(x::Name(0xba010f), x::Name(0xb68009), 209, 1), // DvsSingleIpPort: DvsIpPort
-        x::TypeEntry::structure(x::Name(0xba1124), x::Name(0xb72b17), 210, 1), // DvsSystemTrafficNetworkRuleQualifier: DvsNetworkRuleQualifier
-        x::TypeEntry::structure(x::Name(0xba3616), x::Name(0xb4f40f), 211, 1), // DvsTrafficFilterConfig: DvsFilterConfig
-        x::TypeEntry::structure(x::Name(0xba4d1a), x::Name(0xba3616), 212, 1), // DvsTrafficFilterConfigSpec: DvsTrafficFilterConfig
-        x::TypeEntry::structure(x::Name(0xba680e), x::Name(0xbb9c0b), 213, 6), // DvsTrafficRule: DynamicData
-        x::TypeEntry::structure(x::Name(0xba7711), x::Name(0xbb9c0b), 219, 4), // DvsTrafficRuleset: DynamicData
-        x::TypeEntry::structure(x::Name(0xba891d), x::Name(0xb6fa14), 223, 2), // DvsUpdateTagNetworkRuleAction: DvsNetworkRuleAction
-        x::TypeEntry::structure(x::Name(0xbaa718), x::Name(0xb4ba08), 225, 1), // DvsUpgradeAvailableEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xbac019), x::Name(0xb4ba08), 226, 1), // DvsUpgradeInProgressEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xbada17), x::Name(0xb4ba08), 227, 1), // DvsUpgradeRejectedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xbaf210), x::Name(0xb4ba08), 228, 1), // DvsUpgradedEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0xbb030e), x::Name(0xad70c), 229, 2), // DvsVNicProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xbb1227), x::Name(0xbb9c0b), 231, 7), // DvsVmVnicNetworkResourcePoolRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xbb3a1b), x::Name(0xbb9c0b), 238, 1), // DvsVmVnicResourceAllocation: DynamicData
-        x::TypeEntry::structure(x::Name(0xbb561f), x::Name(0xbb9c0b), 239, 6), // DvsVmVnicResourcePoolConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xbb7618), x::Name(0xbb9c0b), 245, 3), // DvsVnicAllocatedResource: DynamicData
-        x::TypeEntry::structure(x::Name(0xbb8f0c), x::Name::NONE, 248, 1), // DynamicArray
-        x::TypeEntry::structure(x::Name(0xbb9c0b), x::Name::NONE, 249, 0), // DynamicData
-        x::TypeEntry::structure(x::Name(0xbba80f), x::Name::NONE, 249, 2), // DynamicProperty
+        x::TypeEntry::structure(x::Name(0x94ca0e), x::Name(0x1d94808), 0, 3), // DasConfigFault: VimFault
+        x::TypeEntry::enumeration(x::Name(0x94d922), 0, 11), // DasConfigFaultDasConfigFaultReason
+        x::TypeEntry::structure(x::Name(0x94fc10), x::Name(0x70950c), 3, 0), // DasDisabledEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x950d0f), x::Name(0x70950c), 3, 0), // DasEnabledEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x951d19), x::Name(0xbb9c0b), 3, 2), // DasHeartbeatDatastoreInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x953712), x::Name(0x70950c), 5, 1), // DasHostFailedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x954a14), x::Name(0x70950c), 6, 1), // DasHostIsolatedEvent: ClusterEvent
+        x::TypeEntry::enumeration(x::Name(0x957a0d), 11, 4), // DasVmPriority
+        x::TypeEntry::structure(x::Name(0x95880d), x::Name(0x19b140c), 7, 0), // DatabaseError: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x959614), x::Name(0xbb9c0b), 7, 1), // DatabaseSizeEstimate: DynamicData
+        x::TypeEntry::structure(x::Name(0x95ab11), x::Name(0xbb9c0b), 8, 2), // DatabaseSizeParam: DynamicData
+        x::TypeEntry::structure(x::Name(0x95c81a), x::Name(0xbb9c0b), 10, 8), // DatacenterBasicConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x95e314), x::Name(0xbb9c0b), 18, 2), // DatacenterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x95f814), x::Name(0xbb9c0b), 20, 2), // DatacenterConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x960d16), x::Name(0x96240f), 22, 1), // DatacenterCreatedEvent: DatacenterEvent
+        x::TypeEntry::structure(x::Name(0x96240f), x::Name(0xc19905), 23, 0), // DatacenterEvent: Event
+        x::TypeEntry::structure(x::Name(0x963417), x::Name(0xc04213), 23, 1), // DatacenterEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x964c12), x::Name(0x1431e0e), 24, 2), // DatacenterMismatch: MigrationFault
+        x::TypeEntry::structure(x::Name(0x965f1a), x::Name(0xbb9c0b), 26, 2), // DatacenterMismatchArgument: DynamicData
+        x::TypeEntry::structure(x::Name(0x967a16), x::Name(0x96240f), 28, 2), // DatacenterRenamedEvent: DatacenterEvent
+        x::TypeEntry::enumeration(x::Name(0x969b13), 15, 2), // DatastoreAccessible
+        x::TypeEntry::structure(x::Name(0x96af13), x::Name(0xbb9c0b), 30, 12), // DatastoreCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x96c31f), x::Name(0x97560e), 42, 2), // DatastoreCapacityIncreasedEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x96e317), x::Name(0x97560e), 44, 0), // DatastoreDestroyedEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x96fb18), x::Name(0xea3c09), 44, 1), // DatastoreDiscoveredEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x971418), x::Name(0x97560e), 45, 0), // DatastoreDuplicatedEvent: DatastoreEvent
+        x::TypeEntry::request(x::Name(0x972d28), 45, 1), // DatastoreEnterMaintenanceModeRequestType
+        x::TypeEntry::structure(x::Name(0x97560e), x::Name(0xc19905), 46, 1), // DatastoreEvent: Event
+        x::TypeEntry::structure(x::Name(0x976516), x::Name(0xc04213), 47, 1), // DatastoreEventArgument: EntityEventArgument
+        x::TypeEntry::request(x::Name(0x977c27), 48, 1), // DatastoreExitMaintenanceModeRequestType
+        x::TypeEntry::structure(x::Name(0x97a418), x::Name(0x97d712), 49, 2), // DatastoreFileCopiedEvent: DatastoreFileEvent
+        x::TypeEntry::structure(x::Name(0x97bd19), x::Name(0x97d712), 51, 0), // DatastoreFileDeletedEvent: DatastoreFileEvent
+        x::TypeEntry::structure(x::Name(0x97d712), x::Name(0x97560e), 51, 3), // DatastoreFileEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x97ea17), x::Name(0x97d712), 54, 2), // DatastoreFileMovedEvent: DatastoreFileEvent
+        x::TypeEntry::structure(x::Name(0x980212), x::Name(0xbb9c0b), 56, 2), // DatastoreHostMount: DynamicData
+        x::TypeEntry::structure(x::Name(0x98151e), x::Name(0x97560e), 58, 0), // DatastoreIORMReconfiguredEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x98340d), x::Name(0xbb9c0b), 58, 12), // DatastoreInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x98421f), x::Name(0xbb9c0b), 70, 2), // DatastoreMountPathDatastorePair: DynamicData
+        x::TypeEntry::structure(x::Name(0x986226), x::Name(0xbb9c0b), 72, 2), // DatastoreNamespaceManagerDirectoryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x98891a), x::Name(0x12d0410), 74, 1), // DatastoreNotWritableOnHost: InvalidDatastore
+        x::TypeEntry::structure(x::Name(0x98a40f), x::Name(0xbb9c0b), 75, 1), // DatastoreOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x98b41c), x::Name(0xea3c09), 76, 1), // DatastorePrincipalConfigured: HostEvent
+        x::TypeEntry::structure(x::Name(0x98d11b), x::Name(0xea3c09), 77, 1), // DatastoreRemovedOnHostEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x98ed15), x::Name(0x97560e), 78, 2), // DatastoreRenamedEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x99031b), x::Name(0xea3c09), 80, 2), // DatastoreRenamedOnHostEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0x991f15), 17, 3), // DatastoreSectorFormat
+        x::TypeEntry::structure(x::Name(0x993510), x::Name(0xbb9c0b), 82, 10), // DatastoreSummary: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x994624), 20, 3), // DatastoreSummaryMaintenanceModeState
+        x::TypeEntry::structure(x::Name(0x996b22), x::Name(0xbb9c0b), 92, 3), // DatastoreVVolContainerFailoverPair: DynamicData
+        x::TypeEntry::structure(x::Name(0x998e0f), x::Name(0xad70c), 95, 0), // DateTimeProfile: ApplyProfile
+        x::TypeEntry::enumeration(x::Name(0x999e09), 23, 7), // DayOfWeek
+        x::TypeEntry::request(x::Name(0x99a818), 95, 2), // DecodeLicenseRequestType
+        x::TypeEntry::request(x::Name(0x99fa1d), 97, 1), // DefragmentAllDisksRequestType
+        x::TypeEntry::request(x::Name(0x9a1820), 98, 3), // DefragmentVirtualDiskRequestType
+        x::TypeEntry::request(x::Name(0x9a3922), 101, 2), // DeleteCustomizationSpecRequestType
+        x::TypeEntry::request(x::Name(0x9a5c1e), 103, 3), // DeleteDatastoreFileRequestType
+        x::TypeEntry::request(x::Name(0x9a7b21), 106, 5), // DeleteDirectoryInGuestRequestType
+        x::TypeEntry::request(x::Name(0x9a9d1a), 111, 3), // DeleteDirectoryRequestType
+        x::TypeEntry::request(x::Name(0x9ab81c), 114, 4), // DeleteFileInGuestRequestType
+        x::TypeEntry::request(x::Name(0x9ad515), 118, 2), // DeleteFileRequestType
+        x::TypeEntry::request(x::Name(0x9aeb22), 120, 2), // DeleteHostSpecificationRequestType
+        x::TypeEntry::request(x::Name(0x9b0e25), 122, 3), // DeleteHostSubSpecificationRequestType
+        x::TypeEntry::request(x::Name(0x9b3426), 125, 1), // DeleteNvdimmBlockNamespacesRequestType
+        x::TypeEntry::request(x::Name(0x9b5b20), 126, 2), // DeleteNvdimmNamespaceRequestType
+        x::TypeEntry::request(x::Name(0x9b7c23), 128, 5), // DeleteRegistryKeyInGuestRequestType
+        x::TypeEntry::request(x::Name(0x9ba025), 133, 4), // DeleteRegistryValueInGuestRequestType
+        x::TypeEntry::request(x::Name(0x9bc61d), 137, 2), // DeleteScsiLunStateRequestType
+        x::TypeEntry::request(x::Name(0x9be419), 139, 4), // DeleteSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x9bfe21), 143, 3), // DeleteVStorageObjectExRequestType
+        x::TypeEntry::request(x::Name(0x9c201f), 146, 3), // DeleteVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0x9c4020), 149, 2), // DeleteVffsVolumeStateRequestType
+        x::TypeEntry::request(x::Name(0x9c611c), 151, 3), // DeleteVirtualDiskRequestType
+        x::TypeEntry::request(x::Name(0x9c7e20), 154, 2), // DeleteVmfsVolumeStateRequestType
+        x::TypeEntry::request(x::Name(0x9c9f1c), 156, 3), // DeleteVsanObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x9cbc1b), x::Name(0x210340d), 159, 2), // DeltaDiskFormatNotSupported: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x9cd80b), x::Name(0xbb9c0b), 161, 2), // Description: DynamicData
+        x::TypeEntry::request(x::Name(0x9ce421), 163, 3), // DeselectVnicForNicTypeRequestType
+        x::TypeEntry::request(x::Name(0x9d0617), 166, 1), // DeselectVnicRequestType
+        x::TypeEntry::structure(x::Name(0x9d1e13), x::Name(0xbb9c0b), 167, 4), // DesiredSoftwareSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x9d3220), x::Name(0xbb9c0b), 171, 1), // DesiredSoftwareSpecBaseImageSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x9d5320), x::Name(0xbb9c0b), 172, 2), // DesiredSoftwareSpecComponentSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x9d7422), x::Name(0xbb9c0b), 174, 2), // DesiredSoftwareSpecVendorAddOnSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x9d9715), x::Name(0x5e3513), 176, 0), // DestinationSwitchFull: CannotAccessNetwork
+        x::TypeEntry::structure(x::Name(0x9dad17), x::Name(0x614019), 176, 1), // DestinationVsanDisabled: CannotMoveVsanEnabledHost
+        x::TypeEntry::request(x::Name(0x9dc51a), 177, 1), // DestroyChildrenRequestType
+        x::TypeEntry::request(x::Name(0x9de01b), 178, 1), // DestroyCollectorRequestType
+        x::TypeEntry::request(x::Name(0x9dfc1b), 179, 1), // DestroyDatastoreRequestType
+        x::TypeEntry::request(x::Name(0x9e1818), 180, 4), // DestroyIpPoolRequestType
+        x::TypeEntry::request(x::Name(0x9e3119), 184, 1), // DestroyNetworkRequestType
+        x::TypeEntry::request(x::Name(0x9e4b19), 185, 1), // DestroyProfileRequestType
+        x::TypeEntry::request(x::Name(0x9e6523), 186, 1), // DestroyPropertyCollectorRequestType
+        x::TypeEntry::request(x::Name(0x9e8920), 187, 1), // DestroyPropertyFilterRequestType
+        x::TypeEntry::request(x::Name(0x9eaa12), 188, 1), // DestroyRequestType
+        x::TypeEntry::request(x::Name(0x9ebd16), 189, 2), // DestroyVffsRequestType
+        x::TypeEntry::request(x::Name(0x9ed416), 191, 1), // DestroyViewRequestType
+        x::TypeEntry::request(x::Name(0x9eeb15), 192, 2), // DetachDiskRequestType
+        x::TypeEntry::request(x::Name(0x9f011a), 194, 2), // DetachScsiLunExRequestType
+        x::TypeEntry::request(x::Name(0x9f1c18), 196, 2), // DetachScsiLunRequestType
+        x::TypeEntry::request(x::Name(0x9f3526), 198, 4), // DetachTagFromVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x9f5c1b), x::Name(0x1e3d10f), 202, 1), // DeviceBackedVirtualDiskSpec: VirtualDiskSpec
+        x::TypeEntry::structure(x::Name(0x9f7819), x::Name(0x9fe612), 203, 1), // DeviceBackingNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x9f921c), x::Name(0x9fe612), 204, 1), // DeviceControllerNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x9faf0d), x::Name(0xbb9c0b), 205, 1), // DeviceGroupId: DynamicData
+        x::TypeEntry::structure(x::Name(0x9fbd19), x::Name(0x12d6c11), 206, 0), // DeviceHotPlugNotSupported: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0x9fd70e), x::Name(0x12d6c11), 206, 0), // DeviceNotFound: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0x9fe612), x::Name(0x1e7f321), 206, 2), // DeviceNotSupported: VirtualHardwareCompatibilityIssue
     ],
-    decoders: &[
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberHostUplinkStateState>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberPnicBacking>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberPnicSpec>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberRuntimeState>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberTransportZoneInfo>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostMemberTransportZoneType>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchHostProductSpec>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchInfo>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchKeyedOpaqueBlob>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchManagerCompatibilityResult>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchManagerDvsProductSpec>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchManagerHostArrayFilter>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchManagerHostContainer>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchManagerHostContainerFilter>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchManagerHostDvsFilterSpec>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchManagerHostDvsMembershipFilter>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchManagerImportResult>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchManagerSpanInfo>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchNetworkOffloadSpec>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchNetworkResourceControlVersion>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchNicTeamingPolicyMode>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchPortConnectee>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchPortConnecteeConnecteeType>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchPortConnection>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchPortCriteria>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchPortStatistics>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchProductSpec>),
-        Some(x::decode_boxed::<DistributedVirtualSwitchProductSpecOperationType>),
-        None, // DoesCustomizationSpecExistRequestType
-        Some(x::decode_boxed::<DomainNotFound>),
-        None, // DownloadDescriptionTreeRequestType
-        Some(x::decode_boxed::<DpmBehavior>),
-        Some(x::decode_boxed::<DpuStatusInfo>),
-        Some(x::decode_boxed::<DpuStatusInfoOperationalInfo>),
-        None, // DropConnectionsRequestType
-        Some(x::decode_boxed::<DrsBehavior>),
-        Some(x::decode_boxed::<DrsDisabledEvent>),
-        Some(x::decode_boxed::<DrsDisabledOnVm>),
-        Some(x::decode_boxed::<DrsEnabledEvent>),
-        Some(x::decode_boxed::<DrsEnteredStandbyModeEvent>),
-        Some(x::decode_boxed::<DrsEnteringStandbyModeEvent>),
-        Some(x::decode_boxed::<DrsExitStandbyModeFailedEvent>),
-        Some(x::decode_boxed::<DrsExitedStandbyModeEvent>),
-        Some(x::decode_boxed::<DrsExitingStandbyModeEvent>),
-        Some(x::decode_boxed::<DrsInjectorWorkloadCorrelationState>),
-        Some(x::decode_boxed::<DrsInvocationFailedEvent>),
-        Some(x::decode_boxed::<DrsRecommendationReasonCode>),
-        Some(x::decode_boxed::<DrsRecoveredFromFailureEvent>),
-        Some(x::decode_boxed::<DrsResourceConfigureFailedEvent>),
-        Some(x::decode_boxed::<DrsResourceConfigureSyncedEvent>),
-        Some(x::decode_boxed::<DrsRuleComplianceEvent>),
-        Some(x::decode_boxed::<DrsRuleViolationEvent>),
-        Some(x::decode_boxed::<DrsSoftRuleViolationEvent>),
-        Some(x::decode_boxed::<DrsVmMigratedEvent>),
-        Some(x::decode_boxed::<DrsVmPoweredOnEvent>),
-        Some(x::decode_boxed::<DrsVmotionIncompatibleFault>),
-        None, // DuplicateCustomizationSpecRequestType
-        Some(x::decode_boxed::<DuplicateDisks>),
-        Some(x::decode_boxed::<DuplicateIpDetectedEvent>),
-        Some(x::decode_boxed::<DuplicateName>),
-        Some(x::decode_boxed::<DuplicateVsanNetworkInterface>),
-        Some(x::decode_boxed::<DvpgImportEvent>),
-        Some(x::decode_boxed::<DvpgRestoreEvent>),
-        Some(x::decode_boxed::<DvsAcceptNetworkRuleAction>),
-        Some(x::decode_boxed::<DvsApplyOperationFault>),
-        Some(x::decode_boxed::<DvsApplyOperationFaultFaultOnObject>),
-        Some(x::decode_boxed::<DvsCopyNetworkRuleAction>),
-        Some(x::decode_boxed::<DvsCreatedEvent>),
-        Some(x::decode_boxed::<DvsDestroyedEvent>),
-        Some(x::decode_boxed::<DvsDropNetworkRuleAction>),
-        Some(x::decode_boxed::<DvsEvent>),
-        Some(x::decode_boxed::<DvsEventArgument>),
-        Some(x::decode_boxed::<DvsEventPortBlockState>),
-        Some(x::decode_boxed::<DvsFault>),
-        Some(x::decode_boxed::<DvsFilterConfig>),
-        Some(x::decode_boxed::<DvsFilterConfigSpec>),
-        Some(x::decode_boxed::<DvsFilterOnFailure>),
-        Some(x::decode_boxed::<DvsFilterParameter>),
-        Some(x::decode_boxed::<DvsFilterPolicy>),
-        Some(x::decode_boxed::<DvsGreEncapNetworkRuleAction>),
-        Some(x::decode_boxed::<DvsHealthStatusChangeEvent>),
-        Some(x::decode_boxed::<DvsHostBackInSyncEvent>),
-        Some(x::decode_boxed::<DvsHostInfrastructureTrafficResource>),
-        Some(x::decode_boxed::<DvsHostInfrastructureTrafficResourceAllocation>),
-        Some(x::decode_boxed::<DvsHostJoinedEvent>),
-        Some(x::decode_boxed::<DvsHostLeftEvent>),
-        Some(x::decode_boxed::<DvsHostStatusUpdated>),
-        Some(x::decode_boxed::<DvsHostVNicProfile>),
-        Some(x::decode_boxed::<DvsHostWentOutOfSyncEvent>),
-        Some(x::decode_boxed::<DvsImportEvent>),
-        Some(x::decode_boxed::<DvsIpNetworkRuleQualifier>),
-        Some(x::decode_boxed::<DvsIpPort>),
-        Some(x::decode_boxed::<DvsIpPortRange>),
-        Some(x::decode_boxed::<DvsLogNetworkRuleAction>),
-        Some(x::decode_boxed::<DvsMacNetworkRuleQualifier>),
-        Some(x::decode_boxed::<DvsMacRewriteNetworkRuleAction>),
-        Some(x::decode_boxed::<DvsMergedEvent>),
-        Some(x::decode_boxed::<DvsNetworkRuleAction>),
-        Some(x::decode_boxed::<DvsNetworkRuleDirectionType>),
-        Some(x::decode_boxed::<DvsNetworkRuleQualifier>),
-        Some(x::decode_boxed::<DvsNotAuthorized>),
-        Some(x::decode_boxed::<DvsOperationBulkFault>),
-        Some(x::decode_boxed::<DvsOperationBulkFaultFaultOnHost>),
-        Some(x::decode_boxed::<DvsOutOfSyncHostArgument>),
-        Some(x::decode_boxed::<DvsPortBlockedEvent>),
-        Some(x::decode_boxed::<DvsPortConnectedEvent>),
-        Some(x::decode_boxed::<DvsPortCreatedEvent>),
-        Some(x::decode_boxed::<DvsPortDeletedEvent>),
-        Some(x::decode_boxed::<DvsPortDisconnectedEvent>),
-        Some(x::decode_boxed::<DvsPortEnteredPassthruEvent>),
-        Some(x::decode_boxed::<DvsPortExitedPassthruEvent>),
-        Some(x::decode_boxed::<DvsPortJoinPortgroupEvent>),
-        Some(x::decode_boxed::<DvsPortLeavePortgroupEvent>),
-        Some(x::decode_boxed::<DvsPortLinkDownEvent>),
-        Some(x::decode_boxed::<DvsPortLinkUpEvent>),
-        Some(x::decode_boxed::<DvsPortReconfiguredEvent>),
-        Some(x::decode_boxed::<DvsPortRuntimeChangeEvent>),
-        Some(x::decode_boxed::<DvsPortUnblockedEvent>),
-        Some(x::decode_boxed::<DvsPortVendorSpecificStateChangeEvent>),
-        Some(x::decode_boxed::<DvsProfile>),
-        Some(x::decode_boxed::<DvsPuntNetworkRuleAction>),
-        Some(x::decode_boxed::<DvsRateLimitNetworkRuleAction>),
-        None, // DvsReconfigureVmVnicNetworkResourcePoolRequestType
-        Some(x::decode_boxed::<DvsReconfiguredEvent>),
-        Some(x::decode_boxed::<DvsRenamedEvent>),
-        Some(x::decode_boxed::<DvsResourceRuntimeInfo>),
-        Some(x::decode_boxed::<DvsRestoreEvent>),
-        Some(x::decode_boxed::<DvsScopeViolated>),
-        Some(x::decode_boxed::<DvsServiceConsoleVNicProfile>),
-        Some(x::decode_boxed::<DvsSingleIpPort>),
-        Some(x::decode_boxed::<DvsSystemTrafficNetworkRuleQualifier>),
-        Some(x::decode_boxed::<DvsTrafficFilterConfig>),
-        Some(x::decode_boxed::<DvsTrafficFilterConfigSpec>),
-        Some(x::decode_boxed::<DvsTrafficRule>),
-        Some(x::decode_boxed::<DvsTrafficRuleset>),
-        Some(x::decode_boxed::<DvsUpdateTagNetworkRuleAction>),
-        Some(x::decode_boxed::<DvsUpgradeAvailableEvent>),
-        Some(x::decode_boxed::<DvsUpgradeInProgressEvent>),
-        Some(x::decode_boxed::<DvsUpgradeRejectedEvent>),
-        Some(x::decode_boxed::<DvsUpgradedEvent>),
-        Some(x::decode_boxed::<DvsVNicProfile>),
-        Some(x::decode_boxed::<DvsVmVnicNetworkResourcePoolRuntimeInfo>),
-        Some(x::decode_boxed::<DvsVmVnicResourceAllocation>),
-        Some(x::decode_boxed::<DvsVmVnicResourcePoolConfigSpec>),
-        Some(x::decode_boxed::<DvsVnicAllocatedResource>),
-        Some(x::decode_boxed::<DynamicArray>),
-        Some(x::decode_boxed::<DynamicData>),
-        Some(x::decode_boxed::<DynamicProperty>),
-    ],
+    decode,
     fields: &[
-        x::FieldEntry::repeated(x::Name(0x2f83808), x::Name(0xac3a2a)), // pnicSpec: DistributedVirtualSwitchHostMemberPnicSpec
-        x::FieldEntry::required(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
-        x::FieldEntry::optional(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
-        x::FieldEntry::optional(x::Name(0x34ccf12), x::Name(0x3344606)), // uplinkPortgroupKey: string
-        x::FieldEntry::optional(x::Name(0x251d610), x::Name(0x2a94603)), // connectionCookie: int
-        x::FieldEntry::required(x::Name(0x25a621a), x::Name(0x2a94603)), // currentMaxProxySwitchPorts: int
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x300750d), x::Name(0x3344606)), // productLineId: string
-        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x33b5f0a), x::Name(0x3344606)), // switchName: string
-        x::FieldEntry::required(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
-        x::FieldEntry::required(x::Name(0x2732c18), x::Name(0x13ff016)), // distributedVirtualSwitch: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d5a01b), x::Name(0x2405e07)), // networkReservationSupported: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2e8350a), x::Name(0x3344606)), // opaqueData: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2d83b14), x::Name(0xb06f23)), // newSwitchProductSpec: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::optional(x::Name(0x2732c18), x::Name(0x13ff016)), // distributedVirtualSwitch: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2536c09), x::Name(0x13ff016)), // container: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
-        x::FieldEntry::required(x::Name(0x29c630d), x::Name(0xadf92c)), // hostContainer: DistributedVirtualSwitchManagerHostContainer
-        x::FieldEntry::required(x::Name(0x2a55309), x::Name(0x2405e07)), // inclusive: boolean
-        x::FieldEntry::required(x::Name(0x2732c18), x::Name(0x13ff016)), // distributedVirtualSwitch: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2732c18), x::Name(0x13ff016)), // distributedVirtualSwitch: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x273101b), x::Name(0x13ff016)), // distributedVirtualPortgroup: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a3b30b), x::Name(0x1251025)), // importFault: ImportOperationBulkFaultFaultOnImport
-        x::FieldEntry::required(x::Name(0x1243a02), x::Name(0x3344606)), // ID: string
-        x::FieldEntry::repeated(x::Name(0x24b5c08), x::Name(0x13ff016)), // clusters: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::repeated(x::Name(0x3473305), x::Name(0x3344606)), // types: string
-        x::FieldEntry::optional(x::Name(0x2750a0d), x::Name(0x1d16816)), // dpuCapability: VMwareDvsDpuCapability
-        x::FieldEntry::optional(x::Name(0x251960f), x::Name(0x13ff016)), // connectedEntity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d95f06), x::Name(0x3344606)), // nicKey: string
-        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x22f4d0b), x::Name(0x3344606)), // addressHint: string
-        x::FieldEntry::required(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
-        x::FieldEntry::optional(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
-        x::FieldEntry::optional(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x251d610), x::Name(0x2a94603)), // connectionCookie: int
-        x::FieldEntry::optional(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
-        x::FieldEntry::optional(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
-        x::FieldEntry::optional(x::Name(0x34c760a), x::Name(0x2405e07)), // uplinkPort: boolean
-        x::FieldEntry::optional(x::Name(0x2dd6c07), x::Name(0x2405e07)), // nsxPort: boolean
-        x::FieldEntry::optional(x::Name(0x31a2f05), x::Name(0x13ff016)), // scope: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
-        x::FieldEntry::optional(x::Name(0x2a81606), x::Name(0x2405e07)), // inside: boolean
-        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2eef212), x::Name(0x2be5304)), // packetsInMulticast: long
-        x::FieldEntry::required(x::Name(0x2ef5013), x::Name(0x2be5304)), // packetsOutMulticast: long
-        x::FieldEntry::required(x::Name(0x2423210), x::Name(0x2be5304)), // bytesInMulticast: long
-        x::FieldEntry::required(x::Name(0x2426411), x::Name(0x2be5304)), // bytesOutMulticast: long
-        x::FieldEntry::required(x::Name(0x2ef0510), x::Name(0x2be5304)), // packetsInUnicast: long
-        x::FieldEntry::required(x::Name(0x2ef6411), x::Name(0x2be5304)), // packetsOutUnicast: long
-        x::FieldEntry::required(x::Name(0x242430e), x::Name(0x2be5304)), // bytesInUnicast: long
-        x::FieldEntry::required(x::Name(0x242850f), x::Name(0x2be5304)), // bytesOutUnicast: long
-        x::FieldEntry::required(x::Name(0x2eebb12), x::Name(0x2be5304)), // packetsInBroadcast: long
-        x::FieldEntry::required(x::Name(0x2ef1613), x::Name(0x2be5304)), // packetsOutBroadcast: long
-        x::FieldEntry::required(x::Name(0x2421110), x::Name(0x2be5304)), // bytesInBroadcast: long
-        x::FieldEntry::required(x::Name(0x2425211), x::Name(0x2be5304)), // bytesOutBroadcast: long
-        x::FieldEntry::required(x::Name(0x2eece10), x::Name(0x2be5304)), // packetsInDropped: long
-        x::FieldEntry::required(x::Name(0x2ef2a11), x::Name(0x2be5304)), // packetsOutDropped: long
-        x::FieldEntry::required(x::Name(0x2eedf12), x::Name(0x2be5304)), // packetsInException: long
-        x::FieldEntry::required(x::Name(0x2ef3c13), x::Name(0x2be5304)), // packetsOutException: long
-        x::FieldEntry::optional(x::Name(0x242220f), x::Name(0x2be5304)), // bytesInFromPnic: long
-        x::FieldEntry::optional(x::Name(0x242760e), x::Name(0x2be5304)), // bytesOutToPnic: long
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::optional(x::Name(0x2418405), x::Name(0x3344606)), // build: string
-        x::FieldEntry::optional(x::Name(0x28d650f), x::Name(0x3344606)), // forwardingClass: string
-        x::FieldEntry::optional(x::Name(0x241a808), x::Name(0x3344606)), // bundleId: string
-        x::FieldEntry::optional(x::Name(0x241b109), x::Name(0x3344606)), // bundleUrl: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2752a05), x::Name(0x3344606)), // dpuId: string
-        x::FieldEntry::optional(x::Name(0x28ed403), x::Name(0xedaa07)), // fru: HostFru
-        x::FieldEntry::repeated(x::Name(0x31dc807), x::Name(0xb1361c)), // sensors: DpuStatusInfoOperationalInfo
-        x::FieldEntry::required(x::Name(0x31da708), x::Name(0x3344606)), // sensorId: string
-        x::FieldEntry::optional(x::Name(0x29a370b), x::Name(0xbdad12)), // healthState: ElementDescription
-        x::FieldEntry::required(x::Name(0x306f707), x::Name(0x3344606)), // reading: string
-        x::FieldEntry::optional(x::Name(0x3487605), x::Name(0x3344606)), // units: string
-        x::FieldEntry::optional(x::Name(0x340db09), x::Name(0x2607608)), // timeStamp: dateTime
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2bb7a11), x::Name(0x1ed6918)), // listOfConnections: VirtualMachineConnection
-        x::FieldEntry::required(x::Name(0x23f2208), x::Name(0x3344606)), // behavior: string
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::required(x::Name(0x276800b), x::Name(0x3344606)), // duplicateIP: string
-        x::FieldEntry::required(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2e5cd06), x::Name(0x13ff016)), // object: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x2a3ee0a), x::Name(0x3344606)), // importType: string
-        x::FieldEntry::repeated(x::Name(0x2e5ec0b), x::Name(0xb44223)), // objectFault: DvsApplyOperationFaultFaultOnObject
-        x::FieldEntry::required(x::Name(0x2e5f808), x::Name(0x3344606)), // objectId: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2eccd06), x::Name(0x3344606)), // output: string
+        x::FieldEntry::repeated(x::Name(0x2819b05), x::Name(0xc19905)), // event: Event
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x285210a), x::Name(0xea4611)), // failedHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2b4180c), x::Name(0xea4611)), // isolatedHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x2ac090d), x::Name(0x1306f14)), // inventoryDesc: InventoryDescription
+        x::FieldEntry::optional(x::Name(0x2f4750d), x::Name(0x1632520)), // perfStatsDesc: PerformanceStatisticsDescription
+        x::FieldEntry::optional(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x31e4408), x::Name(0x3344606)), // serverIp: string
+        x::FieldEntry::optional(x::Name(0x2e35305), x::Name(0x2a94603)), // numVm: int
+        x::FieldEntry::optional(x::Name(0x2e0d80e), x::Name(0x2a94603)), // numPoweredOnVm: int
+        x::FieldEntry::optional(x::Name(0x29f1c0f), x::Name(0x10709)), // hostProductInfo: AboutInfo
+        x::FieldEntry::optional(x::Name(0x2980f0e), x::Name(0x3344606)), // hardwareVendor: string
+        x::FieldEntry::optional(x::Name(0x2977f0d), x::Name(0x3344606)), // hardwareModel: string
+        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
         x::FieldEntry::required(x::Name(0x2f00106), x::Name(0xce2c13)), // parent: FolderEventArgument
-        x::FieldEntry::required(x::Name(0x2774e03), x::Name(0x13ff016)), // dvs: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x230ca09), x::Name(0x3344606)), // agentName: string
-        x::FieldEntry::optional(x::Name(0x3242f0a), x::Name(0x3344606)), // slotNumber: string
-        x::FieldEntry::optional(x::Name(0x2efe00a), x::Name(0xb52b12)), // parameters: DvsFilterParameter
-        x::FieldEntry::optional(x::Name(0x2e7a309), x::Name(0x3344606)), // onFailure: string
-        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::repeated(x::Name(0x2efe00a), x::Name(0x3344606)), // parameters: string
-        x::FieldEntry::repeated(x::Name(0x28a8b0c), x::Name(0xb4f40f)), // filterConfig: DvsFilterConfig
-        x::FieldEntry::required(x::Name(0x27b6d0f), x::Name(0x1a7ab08)), // encapsulationIp: SingleIp
-        x::FieldEntry::required(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
-        x::FieldEntry::optional(x::Name(0x29a2a0c), x::Name(0xf9ea1b)), // healthResult: HostMemberHealthCheckResult
-        x::FieldEntry::required(x::Name(0x29b8f0e), x::Name(0xea4611)), // hostBackInSync: HostEventArgument
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x2322c0e), x::Name(0xb5c22e)), // allocationInfo: DvsHostInfrastructureTrafficResourceAllocation
-        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
-        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
-        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
-        x::FieldEntry::required(x::Name(0x29d4e0a), x::Name(0xea4611)), // hostJoined: HostEventArgument
-        x::FieldEntry::required(x::Name(0x29d6908), x::Name(0xea4611)), // hostLeft: HostEventArgument
-        x::FieldEntry::required(x::Name(0x29dd90a), x::Name(0xea4611)), // hostMember: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x2e77509), x::Name(0x3344606)), // oldStatus: string
-        x::FieldEntry::optional(x::Name(0x2d82109), x::Name(0x3344606)), // newStatus: string
-        x::FieldEntry::optional(x::Name(0x2e77f0f), x::Name(0x3344606)), // oldStatusDetail: string
-        x::FieldEntry::optional(x::Name(0x2d82b0f), x::Name(0x3344606)), // newStatusDetail: string
-        x::FieldEntry::required(x::Name(0x29ea60d), x::Name(0xb78b18)), // hostOutOfSync: DvsOutOfSyncHostArgument
-        x::FieldEntry::required(x::Name(0x2a3ee0a), x::Name(0x3344606)), // importType: string
-        x::FieldEntry::optional(x::Name(0x328200d), x::Name(0x1311209)), // sourceAddress: IpAddress
-        x::FieldEntry::optional(x::Name(0x2680312), x::Name(0x1311209)), // destinationAddress: IpAddress
-        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x12ba60d)), // protocol: IntExpression
-        x::FieldEntry::optional(x::Name(0x328c00c), x::Name(0xb68009)), // sourceIpPort: DvsIpPort
-        x::FieldEntry::optional(x::Name(0x2687811), x::Name(0xb68009)), // destinationIpPort: DvsIpPort
-        x::FieldEntry::optional(x::Name(0x33f0108), x::Name(0x12ba60d)), // tcpFlags: IntExpression
-        x::FieldEntry::required(x::Name(0x32f350f), x::Name(0x2a94603)), // startPortNumber: int
-        x::FieldEntry::required(x::Name(0x27d520d), x::Name(0x2a94603)), // endPortNumber: int
-        x::FieldEntry::optional(x::Name(0x328200d), x::Name(0x13f070a)), // sourceAddress: MacAddress
-        x::FieldEntry::optional(x::Name(0x2680312), x::Name(0x13f070a)), // destinationAddress: MacAddress
-        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x12ba60d)), // protocol: IntExpression
-        x::FieldEntry::optional(x::Name(0x35ad506), x::Name(0x12ba60d)), // vlanId: IntExpression
-        x::FieldEntry::required(x::Name(0x3154c0a), x::Name(0x3344606)), // rewriteMac: string
-        x::FieldEntry::required(x::Name(0x3289709), x::Name(0xb4c310)), // sourceDvs: DvsEventArgument
-        x::FieldEntry::required(x::Name(0x268690e), x::Name(0xb4c310)), // destinationDvs: DvsEventArgument
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x31fb913), x::Name(0x3344606)), // sessionExtensionKey: string
-        x::FieldEntry::optional(x::Name(0x277520f), x::Name(0x3344606)), // dvsExtensionKey: string
-        x::FieldEntry::repeated(x::Name(0x29ccb09), x::Name(0xb76a20)), // hostFault: DvsOperationBulkFaultFaultOnHost
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2ec850d), x::Name(0xea4611)), // outOfSyncHost: HostEventArgument
-        x::FieldEntry::repeated(x::Name(0x24f290f), x::Name(0x3344606)), // configParamters: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x3319d0c), x::Name(0x3344606)), // statusDetail: string
-        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
-        x::FieldEntry::optional(x::Name(0x2fe270e), x::Name(0x3344606)), // prevBlockState: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x251cc09), x::Name(0xafa325)), // connectee: DistributedVirtualSwitchPortConnectee
-        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x251cc09), x::Name(0xafa325)), // connectee: DistributedVirtualSwitchPortConnectee
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
-        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
-        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
-        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::repeated(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x318250b), x::Name(0x8e7c0c)), // runtimeInfo: DVPortStatus
-        x::FieldEntry::optional(x::Name(0x2fe270e), x::Name(0x3344606)), // prevBlockState: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::repeated(x::Name(0x34c5a06), x::Name(0x1665e11)), // uplink: PnicUplinkProfile
-        x::FieldEntry::required(x::Name(0x2ef7610), x::Name(0x2a94603)), // packetsPerSecond: int
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24f5b0a), x::Name(0xbb561f)), // configSpec: DvsVmVnicResourcePoolConfigSpec
-        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x90410d)), // configSpec: DVSConfigSpec
-        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2aaa30f), x::Name(0x965f1a)), // invalidArgument: DatacenterMismatchArgument
+        x::FieldEntry::required(x::Name(0x2833412), x::Name(0x13ff016)), // expectedDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a7fc0f), x::Name(0x13ff016)), // inputDatacenter: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
         x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
-        x::FieldEntry::optional(x::Name(0x34dbb05), x::Name(0x2a94603)), // usage: int
-        x::FieldEntry::optional(x::Name(0x23b8f09), x::Name(0x2a94603)), // available: int
-        x::FieldEntry::repeated(x::Name(0x2320d11), x::Name(0xbb7618)), // allocatedResource: DvsVnicAllocatedResource
-        x::FieldEntry::repeated(x::Name(0x3628620), x::Name(0xbb1227)), // vmVnicNetworkResourcePoolRuntime: DvsVmVnicNetworkResourcePoolRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x31a2f05), x::Name(0x13ff016)), // scope: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fa6a0a), x::Name(0x2a94603)), // portNumber: int
-        x::FieldEntry::optional(x::Name(0x3470513), x::Name(0x1b11e10)), // typeOfSystemTraffic: StringExpression
-        x::FieldEntry::optional(x::Name(0x344940e), x::Name(0xba7711)), // trafficRuleset: DvsTrafficRuleset
-        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::optional(x::Name(0x31dd008), x::Name(0x2a94603)), // sequence: int
-        x::FieldEntry::repeated(x::Name(0x304a809), x::Name(0xb72b17)), // qualifier: DvsNetworkRuleQualifier
-        x::FieldEntry::optional(x::Name(0x22d7d06), x::Name(0xb6fa14)), // action: DvsNetworkRuleAction
-        x::FieldEntry::optional(x::Name(0x26d6e09), x::Name(0x3344606)), // direction: string
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2fce20a), x::Name(0x2a94603)), // precedence: int
-        x::FieldEntry::repeated(x::Name(0x317c505), x::Name(0xba680e)), // rules: DvsTrafficRule
-        x::FieldEntry::optional(x::Name(0x3046206), x::Name(0x2a94603)), // qosTag: int
-        x::FieldEntry::optional(x::Name(0x275f907), x::Name(0x2a94603)), // dscpTag: int
-        x::FieldEntry::required(x::Name(0x300690b), x::Name(0xb06f23)), // productInfo: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::required(x::Name(0x300690b), x::Name(0xb06f23)), // productInfo: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::required(x::Name(0x300690b), x::Name(0xb06f23)), // productInfo: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::required(x::Name(0x300690b), x::Name(0xb06f23)), // productInfo: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2adc808), x::Name(0x1311c10)), // ipConfig: IpAddressProfile
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
-        x::FieldEntry::optional(x::Name(0x34dbb05), x::Name(0x2a94603)), // usage: int
-        x::FieldEntry::optional(x::Name(0x23b8f09), x::Name(0x2a94603)), // available: int
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::repeated(x::Name(0x2320d11), x::Name(0xbb7618)), // allocatedResource: DvsVnicAllocatedResource
-        x::FieldEntry::optional(x::Name(0x311e910), x::Name(0x2be5304)), // reservationQuota: long
-        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x24f720d), x::Name(0x3344606)), // configVersion: string
-        x::FieldEntry::optional(x::Name(0x2322c0e), x::Name(0xbb3a1b)), // allocationInfo: DvsVmVnicResourceAllocation
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3665807), x::Name(0x3344606)), // vnicKey: string
-        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
-        x::FieldEntry::repeated(x::Name(0x353d903), x::Name(0x234a207)), // val: anyType
+        x::FieldEntry::required(x::Name(0x26d8d1b), x::Name(0x2405e07)), // directoryHierarchySupported: boolean
+        x::FieldEntry::required(x::Name(0x3065018), x::Name(0x2405e07)), // rawDiskMappingsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f35a20), x::Name(0x2405e07)), // perFileThinProvisioningSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3329014), x::Name(0x2405e07)), // storageIORMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d20417), x::Name(0x2405e07)), // nativeSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x342ed20), x::Name(0x2405e07)), // topLevelDirectoryCreateSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31b3f11), x::Name(0x2405e07)), // seSparseSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3638c13), x::Name(0x2405e07)), // vmfsSparseSupported: boolean
+        x::FieldEntry::optional(x::Name(0x368c013), x::Name(0x2405e07)), // vsanSparseSupported: boolean
+        x::FieldEntry::optional(x::Name(0x34c4c0d), x::Name(0x2405e07)), // upitSupported: boolean
+        x::FieldEntry::optional(x::Name(0x362fb13), x::Name(0x2405e07)), // vmdkExpandSupported: boolean
+        x::FieldEntry::optional(x::Name(0x24b4516), x::Name(0x2405e07)), // clusteredVmdkSupported: boolean
+        x::FieldEntry::required(x::Name(0x2e6f30b), x::Name(0x2be5304)), // oldCapacity: long
+        x::FieldEntry::required(x::Name(0x2d7550b), x::Name(0x2be5304)), // newCapacity: long
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x328a10a), x::Name(0x3344606)), // sourceFile: string
+        x::FieldEntry::required(x::Name(0x33dfe0a), x::Name(0x3344606)), // targetFile: string
+        x::FieldEntry::optional(x::Name(0x3293d11), x::Name(0x3344606)), // sourceOfOperation: string
+        x::FieldEntry::optional(x::Name(0x3357009), x::Name(0x2405e07)), // succeeded: boolean
+        x::FieldEntry::required(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x328a10a), x::Name(0x3344606)), // sourceFile: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ce5109), x::Name(0xfafd0d)), // mountInfo: HostMountInfo
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x353d903), x::Name(0x234a207)), // val: anyType
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
+        x::FieldEntry::required(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
+        x::FieldEntry::optional(x::Name(0x2c5ba16), x::Name(0x2be5304)), // maxVirtualDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x2c30d11), x::Name(0x2be5304)), // maxMemoryFileSize: long
+        x::FieldEntry::optional(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
+        x::FieldEntry::optional(x::Name(0x253760b), x::Name(0x3344606)), // containerId: string
+        x::FieldEntry::optional(x::Name(0x2318d07), x::Name(0x3344606)), // aliasOf: string
+        x::FieldEntry::repeated(x::Name(0x3385d15), x::Name(0x3344606)), // supportedVDiskFormats: string
+        x::FieldEntry::optional(x::Name(0x2bde411), x::Name(0x2a94603)), // logicalSectorSize: int
+        x::FieldEntry::optional(x::Name(0x2f6d212), x::Name(0x2a94603)), // physicalSectorSize: int
+        x::FieldEntry::required(x::Name(0x2e7290c), x::Name(0x3344606)), // oldMountPath: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::required(x::Name(0x34ec304), x::Name(0x2be5304)), // used: long
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x34b5112), x::Name(0x1ee3823)), // unsupportedVolumes: VirtualMachineDatastoreVolumeOption
+        x::FieldEntry::required(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
+        x::FieldEntry::optional(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
+        x::FieldEntry::required(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
+        x::FieldEntry::optional(x::Name(0x2d03512), x::Name(0x2405e07)), // multipleHostAccess: boolean
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2bf9e0f), x::Name(0x3344606)), // maintenanceMode: string
+        x::FieldEntry::optional(x::Name(0x32bbe0c), x::Name(0x3344606)), // srcContainer: string
+        x::FieldEntry::required(x::Name(0x340100c), x::Name(0x3344606)), // tgtContainer: string
+        x::FieldEntry::repeated(x::Name(0x36ad50b), x::Name(0x134dd08)), // vvolMapping: KeyValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x26da90d), x::Name(0x3344606)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x289f608), x::Name(0x3344606)), // filePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3348d0b), x::Name(0x3344606)), // subSpecName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x265400a), x::Name(0x153bb19)), // deleteSpec: NvdimmNamespaceDeleteSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x3546709), x::Name(0xd79515)), // valueName: GuestRegValueNameSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bee710), x::Name(0x3344606)), // lunCanonicalName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3563508), x::Name(0x3344606)), // vffsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x23ea90d), x::Name(0x9d3220)), // baseImageSpec: DesiredSoftwareSpecBaseImageSpec
+        x::FieldEntry::optional(x::Name(0x355080f), x::Name(0x9d7422)), // vendorAddOnSpec: DesiredSoftwareSpecVendorAddOnSpec
+        x::FieldEntry::repeated(x::Name(0x24df70a), x::Name(0x9d5320)), // components: DesiredSoftwareSpecComponentSpec
+        x::FieldEntry::repeated(x::Name(0x30dc611), x::Name(0x3344606)), // removedComponents: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x2681612), x::Name(0x3344606)), // destinationCluster: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3562c08), x::Name(0x3344606)), // vffsPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x1243a02)), // diskId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
+        x::FieldEntry::required(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0x3344606)), // backing: string
+        x::FieldEntry::required(x::Name(0x254170a), x::Name(0x3344606)), // controller: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
     ],
     values: &[
-        x::Name(0x22dba06), // active
-        x::Name(0x32e3107), // standby
-        x::Name(0x35ac704), // vlan
-        x::Name(0x2ed6a07), // overlay
-        x::Name(0x3560008), // version2
-        x::Name(0x3560908), // version3
-        x::Name(0x2bc160e), // loadbalance_ip
-        x::Name(0x2bc4d12), // loadbalance_srcmac
-        x::Name(0x2bc3b11), // loadbalance_srcid
-        x::Name(0x2862611), // failover_explicit
-        x::Name(0x2bc2515), // loadbalance_loadbased
-        x::Name(0x2f7de04), // pnic
-        x::Name(0x3624806), // vmVnic
-        x::Name(0x29c530f), // hostConsoleVnic
-        x::Name(0x2a0420b), // hostVmkVnic
-        x::Name(0x33c1c0d), // systemCrxVnic
-        x::Name(0x2fcca0a), // preInstall
-        x::Name(0x34c1107), // upgrade
-        x::Name(0x2dc2e16), // notifyAvailableUpgrade
-        x::Name(0x3003a12), // proceedWithUpgrade
-        x::Name(0x34bab10), // updateBundleInfo
-        x::Name(0x2c0ff06), // manual
-        x::Name(0x23b6709), // automated
-        x::Name(0x2c0ff06), // manual
-        x::Name(0x2f0de12), // partiallyAutomated
-        x::Name(0x2909f0e), // fullyAutomated
-        x::Name(0x7ce40a), // Correlated
-        x::Name(0x1b9ac0c), // Uncorrelated
-        x::Name(0x286910e), // fairnessCpuAvg
-        x::Name(0x286a00e), // fairnessMemAvg
-        x::Name(0x2b4b10a), // jointAffin
-        x::Name(0x2342d09), // antiAffin
-        x::Name(0x29dac09), // hostMaint
-        x::Name(0x34ab005), // unset
-        x::Name(0x2402607), // blocked
-        x::Name(0x3479109), // unblocked
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2851108), // failOpen
-        x::Name(0x284fb0a), // failClosed
-        x::Name(0x2a56d0f), // incomingPackets
-        x::Name(0x2ecbd0f), // outgoingPackets
-        x::Name(0x2414a04), // both
+        x::Name(0xfe3c1b), // HostNetworkMisconfiguration
+        x::Name(0xfaaf14), // HostMisconfiguration
+        x::Name(0x12ac516), // InsufficientPrivileges
+        x::Name(0x14f4b17), // NoPrimaryAgentAvailable
+        x::Name(0x1568105), // Other
+        x::Name(0x14dc716), // NoDatastoresConfigured
+        x::Name(0x7e3316), // CreateConfigVvolFailed
+        x::Name(0x1d39616), // VSanNotSupportedOnHost
+        x::Name(0x955f1a), // DasNetworkMisconfiguration
+        x::Name(0x1a48d19), // SetDesiredImageSpecFailed
+        x::Name(0xa311a), // ApplyHAVibsOnClusterFailed
+        x::Name(0x26e4608), // disabled
+        x::Name(0x2be9703), // low
+        x::Name(0x2c6ba06), // medium
+        x::Name(0x29b0a04), // high
+        x::Name(0x1b89d04), // True
+        x::Name(0xc79905), // False
+        x::Name(0x2d2410a), // native_512
+        x::Name(0x27a060c), // emulated_512
+        x::Name(0x2d23709), // native_4k
+        x::Name(0x2db2606), // normal
+        x::Name(0x27ed013), // enteringMaintenance
+        x::Name(0x2a4340d), // inMaintenance
+        x::Name(0x335c206), // sunday
+        x::Name(0x2cdc506), // monday
+        x::Name(0x3465907), // tuesday
+        x::Name(0x36c1109), // wednesday
+        x::Name(0x3407708), // thursday
+        x::Name(0x28eb206), // friday
+        x::Name(0x3190208), // saturday
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    DasConfigFault(Box<DasConfigFault>),
+    DasConfigFaultDasConfigFaultReason(Box<DasConfigFaultDasConfigFaultReason>),
+    DasDisabledEvent(Box<DasDisabledEvent>),
+    DasEnabledEvent(Box<DasEnabledEvent>),
+    DasHeartbeatDatastoreInfo(Box<DasHeartbeatDatastoreInfo>),
+    DasHostFailedEvent(Box<DasHostFailedEvent>),
+    DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
+    DasVmPriority(Box<DasVmPriority>),
+    DatabaseError(Box<DatabaseError>),
+    DatabaseSizeEstimate(Box<DatabaseSizeEstimate>),
+    DatabaseSizeParam(Box<DatabaseSizeParam>),
+    DatacenterBasicConnectInfo(Box<DatacenterBasicConnectInfo>),
+    DatacenterConfigInfo(Box<DatacenterConfigInfo>),
+    DatacenterConfigSpec(Box<DatacenterConfigSpec>),
+    DatacenterCreatedEvent(Box<DatacenterCreatedEvent>),
+    DatacenterEvent(Box<DatacenterEvent>),
+    DatacenterEventArgument(Box<DatacenterEventArgument>),
+    DatacenterMismatch(Box<DatacenterMismatch>),
+    DatacenterMismatchArgument(Box<DatacenterMismatchArgument>),
+    DatacenterRenamedEvent(Box<DatacenterRenamedEvent>),
+    DatastoreAccessible(Box<DatastoreAccessible>),
+    DatastoreCapability(Box<DatastoreCapability>),
+    DatastoreCapacityIncreasedEvent(Box<DatastoreCapacityIncreasedEvent>),
+    DatastoreDestroyedEvent(Box<DatastoreDestroyedEvent>),
+    DatastoreDiscoveredEvent(Box<DatastoreDiscoveredEvent>),
+    DatastoreDuplicatedEvent(Box<DatastoreDuplicatedEvent>),
+    DatastoreEvent(Box<DatastoreEvent>),
+    DatastoreEventArgument(Box<DatastoreEventArgument>),
+    DatastoreFileCopiedEvent(Box<DatastoreFileCopiedEvent>),
+    DatastoreFileDeletedEvent(Box<DatastoreFileDeletedEvent>),
+    DatastoreFileEvent(Box<DatastoreFileEvent>),
+    DatastoreFileMovedEvent(Box<DatastoreFileMovedEvent>),
+    DatastoreHostMount(Box<DatastoreHostMount>),
+    DatastoreIORMReconfiguredEvent(Box<DatastoreIORMReconfiguredEvent>),
+    DatastoreInfo(Box<DatastoreInfo>),
+    DatastoreMountPathDatastorePair(Box<DatastoreMountPathDatastorePair>),
+    DatastoreNamespaceManagerDirectoryInfo(Box<DatastoreNamespaceManagerDirectoryInfo>),
+    DatastoreNotWritableOnHost(Box<DatastoreNotWritableOnHost>),
+    DatastoreOption(Box<DatastoreOption>),
+    DatastorePrincipalConfigured(Box<DatastorePrincipalConfigured>),
+    DatastoreRemovedOnHostEvent(Box<DatastoreRemovedOnHostEvent>),
+    DatastoreRenamedEvent(Box<DatastoreRenamedEvent>),
+    DatastoreRenamedOnHostEvent(Box<DatastoreRenamedOnHostEvent>),
+    DatastoreSectorFormat(Box<DatastoreSectorFormat>),
+    DatastoreSummary(Box<DatastoreSummary>),
+    DatastoreSummaryMaintenanceModeState(Box<DatastoreSummaryMaintenanceModeState>),
+    DatastoreVVolContainerFailoverPair(Box<DatastoreVVolContainerFailoverPair>),
+    DateTimeProfile(Box<DateTimeProfile>),
+    DayOfWeek(Box<DayOfWeek>),
+    DeltaDiskFormatNotSupported(Box<DeltaDiskFormatNotSupported>),
+    Description(Box<Description>),
+    DesiredSoftwareSpec(Box<DesiredSoftwareSpec>),
+    DesiredSoftwareSpecBaseImageSpec(Box<DesiredSoftwareSpecBaseImageSpec>),
+    DesiredSoftwareSpecComponentSpec(Box<DesiredSoftwareSpecComponentSpec>),
+    DesiredSoftwareSpecVendorAddOnSpec(Box<DesiredSoftwareSpecVendorAddOnSpec>),
+    DestinationSwitchFull(Box<DestinationSwitchFull>),
+    DestinationVsanDisabled(Box<DestinationVsanDisabled>),
+    DeviceBackedVirtualDiskSpec(Box<DeviceBackedVirtualDiskSpec>),
+    DeviceBackingNotSupported(Box<DeviceBackingNotSupported>),
+    DeviceControllerNotSupported(Box<DeviceControllerNotSupported>),
+    DeviceGroupId(Box<DeviceGroupId>),
+    DeviceHotPlugNotSupported(Box<DeviceHotPlugNotSupported>),
+    DeviceNotFound(Box<DeviceNotFound>),
+    DeviceNotSupported(Box<DeviceNotSupported>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasConfigFault(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasConfigFaultDasConfigFaultReason(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasDisabledEvent(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostFailedEvent(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostIsolatedEvent(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasVmPriority(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseError(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeEstimate(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeParam(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterBasicConnectInfo(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigInfo(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigSpec(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterEvent(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterEventArgument(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterMismatch(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterMismatchArgument(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterRenamedEvent(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreAccessible(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreCapability(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreCapacityIncreasedEvent(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDestroyedEvent(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDiscoveredEvent(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDuplicatedEvent(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreEvent(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreEventArgument(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileCopiedEvent(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileDeletedEvent(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileEvent(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileMovedEvent(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreHostMount(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreIORMReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreInfo(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreMountPathDatastorePair(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreNamespaceManagerDirectoryInfo(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreNotWritableOnHost(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreOption(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastorePrincipalConfigured(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRemovedOnHostEvent(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRenamedEvent(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRenamedOnHostEvent(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSectorFormat(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSummary(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSummaryMaintenanceModeState(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreVVolContainerFailoverPair(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DateTimeProfile(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DayOfWeek(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeltaDiskFormatNotSupported(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Description(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpec(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpecBaseImageSpec(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpecComponentSpec(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpecVendorAddOnSpec(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DestinationSwitchFull(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DestinationVsanDisabled(v), Err(e) => return Some(Err(e)) },
+        99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceBackedVirtualDiskSpec(v), Err(e) => return Some(Err(e)) },
+        100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceBackingNotSupported(v), Err(e) => return Some(Err(e)) },
+        101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceControllerNotSupported(v), Err(e) => return Some(Err(e)) },
+        102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceGroupId(v), Err(e) => return Some(Err(e)) },
+        103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceHotPlugNotSupported(v), Err(e) => return Some(Err(e)) },
+        104 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotFound(v), Err(e) => return Some(Err(e)) },
+        105 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotSupported(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::DasConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasConfigFaultDasConfigFaultReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasHostFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasHostIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DasVmPriority(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatabaseError(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatabaseSizeEstimate(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatabaseSizeParam(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatacenterBasicConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatacenterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatacenterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatacenterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatacenterEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatacenterEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatacenterMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatacenterMismatchArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatacenterRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreAccessible(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreCapacityIncreasedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreDuplicatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreFileCopiedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreFileDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreFileEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreFileMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreHostMount(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreIORMReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreMountPathDatastorePair(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreNamespaceManagerDirectoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreNotWritableOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastorePrincipalConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreRemovedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreRenamedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreSectorFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreSummary(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreSummaryMaintenanceModeState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DatastoreVVolContainerFailoverPair(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DateTimeProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DayOfWeek(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeltaDiskFormatNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Description(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DesiredSoftwareSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DesiredSoftwareSpecBaseImageSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DesiredSoftwareSpecComponentSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DesiredSoftwareSpecVendorAddOnSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DestinationSwitchFull(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DestinationVsanDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeviceBackedVirtualDiskSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeviceBackingNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeviceControllerNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeviceGroupId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeviceHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeviceNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::DasConfigFault(a), Object::DasConfigFault(b)) => **a == **b,
+            (Object::DasConfigFaultDasConfigFaultReason(a), Object::DasConfigFaultDasConfigFaultReason(b)) => **a == **b,
+            (Object::DasDisabledEvent(a), Object::DasDisabledEvent(b)) => **a == **b,
+            (Object::DasEnabledEvent(a), Object::DasEnabledEvent(b)) => **a == **b,
+            (Object::DasHeartbeatDatastoreInfo(a), Object::DasHeartbeatDatastoreInfo(b)) => **a == **b,
+            (Object::DasHostFailedEvent(a), Object::DasHostFailedEvent(b)) => **a == **b,
+            (Object::DasHostIsolatedEvent(a), Object::DasHostIsolatedEvent(b)) => **a == **b,
+            (Object::DasVmPriority(a), Object::DasVmPriority(b)) => **a == **b,
+            (Object::DatabaseError(a), Object::DatabaseError(b)) => **a == **b,
+            (Object::DatabaseSizeEstimate(a), Object::DatabaseSizeEstimate(b)) => **a == **b,
+            (Object::DatabaseSizeParam(a), Object::DatabaseSizeParam(b)) => **a == **b,
+            (Object::DatacenterBasicConnectInfo(a), Object::DatacenterBasicConnectInfo(b)) => **a == **b,
+            (Object::DatacenterConfigInfo(a), Object::DatacenterConfigInfo(b)) => **a == **b,
+            (Object::DatacenterConfigSpec(a), Object::DatacenterConfigSpec(b)) => **a == **b,
+            (Object::DatacenterCreatedEvent(a), Object::DatacenterCreatedEvent(b)) => **a == **b,
+            (Object::DatacenterEvent(a), Object::DatacenterEvent(b)) => **a == **b,
+            (Object::DatacenterEventArgument(a), Object::DatacenterEventArgument(b)) => **a == **b,
+            (Object::DatacenterMismatch(a), Object::DatacenterMismatch(b)) => **a == **b,
+            (Object::DatacenterMismatchArgument(a), Object::DatacenterMismatchArgument(b)) => **a == **b,
+            (Object::DatacenterRenamedEvent(a), Object::DatacenterRenamedEvent(b)) => **a == **b,
+            (Object::DatastoreAccessible(a), Object::DatastoreAccessible(b)) => **a == **b,
+            (Object::DatastoreCapability(a), Object::DatastoreCapability(b)) => **a == **b,
+            (Object::DatastoreCapacityIncreasedEvent(a), Object::DatastoreCapacityIncreasedEvent(b)) => **a == **b,
+            (Object::DatastoreDestroyedEvent(a), Object::DatastoreDestroyedEvent(b)) => **a == **b,
+            (Object::DatastoreDiscoveredEvent(a), Object::DatastoreDiscoveredEvent(b)) => **a == **b,
+            (Object::DatastoreDuplicatedEvent(a), Object::DatastoreDuplicatedEvent(b)) => **a == **b,
+            (Object::DatastoreEvent(a), Object::DatastoreEvent(b)) => **a == **b,
+            (Object::DatastoreEventArgument(a), Object::DatastoreEventArgument(b)) => **a == **b,
+            (Object::DatastoreFileCopiedEvent(a), Object::DatastoreFileCopiedEvent(b)) => **a == **b,
+            (Object::DatastoreFileDeletedEvent(a), Object::DatastoreFileDeletedEvent(b)) => **a == **b,
+            (Object::DatastoreFileEvent(a), Object::DatastoreFileEvent(b)) => **a == **b,
+            (Object::DatastoreFileMovedEvent(a), Object::DatastoreFileMovedEvent(b)) => **a == **b,
+            (Object::DatastoreHostMount(a), Object::DatastoreHostMount(b)) => **a == **b,
+            (Object::DatastoreIORMReconfiguredEvent(a), Object::DatastoreIORMReconfiguredEvent(b)) => **a == **b,
+            (Object::DatastoreInfo(a), Object::DatastoreInfo(b)) => **a == **b,
+            (Object::DatastoreMountPathDatastorePair(a), Object::DatastoreMountPathDatastorePair(b)) => **a == **b,
+            (Object::DatastoreNamespaceManagerDirectoryInfo(a), Object::DatastoreNamespaceManagerDirectoryInfo(b)) => **a == **b,
+            (Object::DatastoreNotWritableOnHost(a), Object::DatastoreNotWritableOnHost(b)) => **a == **b,
+            (Object::DatastoreOption(a), Object::DatastoreOption(b)) => **a == **b,
+            (Object::DatastorePrincipalConfigured(a), Object::DatastorePrincipalConfigured(b)) => **a == **b,
+            (Object::DatastoreRemovedOnHostEvent(a), Object::DatastoreRemovedOnHostEvent(b)) => **a == **b,
+            (Object::DatastoreRenamedEvent(a), Object::DatastoreRenamedEvent(b)) => **a == **b,
+            (Object::DatastoreRenamedOnHostEvent(a), Object::DatastoreRenamedOnHostEvent(b)) => **a == **b,
+            (Object::DatastoreSectorFormat(a), Object::DatastoreSectorFormat(b)) => **a == **b,
+            (Object::DatastoreSummary(a), Object::DatastoreSummary(b)) => **a == **b,
+            (Object::DatastoreSummaryMaintenanceModeState(a), Object::DatastoreSummaryMaintenanceModeState(b)) => **a == **b,
+            (Object::DatastoreVVolContainerFailoverPair(a), Object::DatastoreVVolContainerFailoverPair(b)) => **a == **b,
+            (Object::DateTimeProfile(a), Object::DateTimeProfile(b)) => **a == **b,
+            (Object::DayOfWeek(a), Object::DayOfWeek(b)) => **a == **b,
+            (Object::DeltaDiskFormatNotSupported(a), Object::DeltaDiskFormatNotSupported(b)) => **a == **b,
+            (Object::Description(a), Object::Description(b)) => **a == **b,
+            (Object::DesiredSoftwareSpec(a), Object::DesiredSoftwareSpec(b)) => **a == **b,
+            (Object::DesiredSoftwareSpecBaseImageSpec(a), Object::DesiredSoftwareSpecBaseImageSpec(b)) => **a == **b,
+            (Object::DesiredSoftwareSpecComponentSpec(a), Object::DesiredSoftwareSpecComponentSpec(b)) => **a == **b,
+            (Object::DesiredSoftwareSpecVendorAddOnSpec(a), Object::DesiredSoftwareSpecVendorAddOnSpec(b)) => **a == **b,
+            (Object::DestinationSwitchFull(a), Object::DestinationSwitchFull(b)) => **a == **b,
+            (Object::DestinationVsanDisabled(a), Object::DestinationVsanDisabled(b)) => **a == **b,
+            (Object::DeviceBackedVirtualDiskSpec(a), Object::DeviceBackedVirtualDiskSpec(b)) => **a == **b,
+            (Object::DeviceBackingNotSupported(a), Object::DeviceBackingNotSupported(b)) => **a == **b,
+            (Object::DeviceControllerNotSupported(a), Object::DeviceControllerNotSupported(b)) => **a == **b,
+            (Object::DeviceGroupId(a), Object::DeviceGroupId(b)) => **a == **b,
+            (Object::DeviceHotPlugNotSupported(a), Object::DeviceHotPlugNotSupported(b)) => **a == **b,
+            (Object::DeviceNotFound(a), Object::DeviceNotFound(b)) => **a == **b,
+            (Object::DeviceNotSupported(a), Object::DeviceNotSupported(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::DasConfigFault(v) => Object::DasConfigFault(Box::new((**v).clone())),
+            Object::DasConfigFaultDasConfigFaultReason(v) => Object::DasConfigFaultDasConfigFaultReason(Box::new((**v).clone())),
+            Object::DasDisabledEvent(v) => Object::DasDisabledEvent(Box::new((**v).clone())),
+            Object::DasEnabledEvent(v) => Object::DasEnabledEvent(Box::new((**v).clone())),
+            Object::DasHeartbeatDatastoreInfo(v) => Object::DasHeartbeatDatastoreInfo(Box::new((**v).clone())),
+            Object::DasHostFailedEvent(v) => Object::DasHostFailedEvent(Box::new((**v).clone())),
+            Object::DasHostIsolatedEvent(v) => Object::DasHostIsolatedEvent(Box::new((**v).clone())),
+            Object::DasVmPriority(v) => Object::DasVmPriority(Box::new((**v).clone())),
+            Object::DatabaseError(v) => Object::DatabaseError(Box::new((**v).clone())),
+            Object::DatabaseSizeEstimate(v) => Object::DatabaseSizeEstimate(Box::new((**v).clone())),
+            Object::DatabaseSizeParam(v) => Object::DatabaseSizeParam(Box::new((**v).clone())),
+            Object::DatacenterBasicConnectInfo(v) => Object::DatacenterBasicConnectInfo(Box::new((**v).clone())),
+            Object::DatacenterConfigInfo(v) => Object::DatacenterConfigInfo(Box::new((**v).clone())),
+            Object::DatacenterConfigSpec(v) => Object::DatacenterConfigSpec(Box::new((**v).clone())),
+            Object::DatacenterCreatedEvent(v) => Object::DatacenterCreatedEvent(Box::new((**v).clone())),
+            Object::DatacenterEvent(v) => Object::DatacenterEvent(Box::new((**v).clone())),
+            Object::DatacenterEventArgument(v) => Object::DatacenterEventArgument(Box::new((**v).clone())),
+            Object::DatacenterMismatch(v) => Object::DatacenterMismatch(Box::new((**v).clone())),
+            Object::DatacenterMismatchArgument(v) => Object::DatacenterMismatchArgument(Box::new((**v).clone())),
+            Object::DatacenterRenamedEvent(v) => Object::DatacenterRenamedEvent(Box::new((**v).clone())),
+            Object::DatastoreAccessible(v) => Object::DatastoreAccessible(Box::new((**v).clone())),
+            Object::DatastoreCapability(v) => Object::DatastoreCapability(Box::new((**v).clone())),
+            Object::DatastoreCapacityIncreasedEvent(v) => Object::DatastoreCapacityIncreasedEvent(Box::new((**v).clone())),
+            Object::DatastoreDestroyedEvent(v) => Object::DatastoreDestroyedEvent(Box::new((**v).clone())),
+            Object::DatastoreDiscoveredEvent(v) => Object::DatastoreDiscoveredEvent(Box::new((**v).clone())),
+            Object::DatastoreDuplicatedEvent(v) => Object::DatastoreDuplicatedEvent(Box::new((**v).clone())),
+            Object::DatastoreEvent(v) => Object::DatastoreEvent(Box::new((**v).clone())),
+            Object::DatastoreEventArgument(v) => Object::DatastoreEventArgument(Box::new((**v).clone())),
+            Object::DatastoreFileCopiedEvent(v) => Object::DatastoreFileCopiedEvent(Box::new((**v).clone())),
+            Object::DatastoreFileDeletedEvent(v) => Object::DatastoreFileDeletedEvent(Box::new((**v).clone())),
+            Object::DatastoreFileEvent(v) => Object::DatastoreFileEvent(Box::new((**v).clone())),
+            Object::DatastoreFileMovedEvent(v) => Object::DatastoreFileMovedEvent(Box::new((**v).clone())),
+            Object::DatastoreHostMount(v) => Object::DatastoreHostMount(Box::new((**v).clone())),
+            Object::DatastoreIORMReconfiguredEvent(v) => Object::DatastoreIORMReconfiguredEvent(Box::new((**v).clone())),
+            Object::DatastoreInfo(v) => Object::DatastoreInfo(Box::new((**v).clone())),
+            Object::DatastoreMountPathDatastorePair(v) => Object::DatastoreMountPathDatastorePair(Box::new((**v).clone())),
+            Object::DatastoreNamespaceManagerDirectoryInfo(v) => Object::DatastoreNamespaceManagerDirectoryInfo(Box::new((**v).clone())),
+            Object::DatastoreNotWritableOnHost(v) => Object::DatastoreNotWritableOnHost(Box::new((**v).clone())),
+            Object::DatastoreOption(v) => Object::DatastoreOption(Box::new((**v).clone())),
+            Object::DatastorePrincipalConfigured(v) => Object::DatastorePrincipalConfigured(Box::new((**v).clone())),
+            Object::DatastoreRemovedOnHostEvent(v) => Object::DatastoreRemovedOnHostEvent(Box::new((**v).clone())),
+            Object::DatastoreRenamedEvent(v) => Object::DatastoreRenamedEvent(Box::new((**v).clone())),
+            Object::DatastoreRenamedOnHostEvent(v) => Object::DatastoreRenamedOnHostEvent(Box::new((**v).clone())),
+            Object::DatastoreSectorFormat(v) => Object::DatastoreSectorFormat(Box::new((**v).clone())),
+            Object::DatastoreSummary(v) => Object::DatastoreSummary(Box::new((**v).clone())),
+            Object::DatastoreSummaryMaintenanceModeState(v) => Object::DatastoreSummaryMaintenanceModeState(Box::new((**v).clone())),
+            Object::DatastoreVVolContainerFailoverPair(v) => Object::DatastoreVVolContainerFailoverPair(Box::new((**v).clone())),
+            Object::DateTimeProfile(v) => Object::DateTimeProfile(Box::new((**v).clone())),
+            Object::DayOfWeek(v) => Object::DayOfWeek(Box::new((**v).clone())),
+            Object::DeltaDiskFormatNotSupported(v) => Object::DeltaDiskFormatNotSupported(Box::new((**v).clone())),
+            Object::Description(v) => Object::Description(Box::new((**v).clone())),
+            Object::DesiredSoftwareSpec(v) => Object::DesiredSoftwareSpec(Box::new((**v).clone())),
+            Object::DesiredSoftwareSpecBaseImageSpec(v) => Object::DesiredSoftwareSpecBaseImageSpec(Box::new((**v).clone())),
+            Object::DesiredSoftwareSpecComponentSpec(v) => Object::DesiredSoftwareSpecComponentSpec(Box::new((**v).clone())),
+            Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Object::DesiredSoftwareSpecVendorAddOnSpec(Box::new((**v).clone())),
+            Object::DestinationSwitchFull(v) => Object::DestinationSwitchFull(Box::new((**v).clone())),
+            Object::DestinationVsanDisabled(v) => Object::DestinationVsanDisabled(Box::new((**v).clone())),
+            Object::DeviceBackedVirtualDiskSpec(v) => Object::DeviceBackedVirtualDiskSpec(Box::new((**v).clone())),
+            Object::DeviceBackingNotSupported(v) => Object::DeviceBackingNotSupported(Box::new((**v).clone())),
+            Object::DeviceControllerNotSupported(v) => Object::DeviceControllerNotSupported(Box::new((**v).clone())),
+            Object::DeviceGroupId(v) => Object::DeviceGroupId(Box::new((**v).clone())),
+            Object::DeviceHotPlugNotSupported(v) => Object::DeviceHotPlugNotSupported(Box::new((**v).clone())),
+            Object::DeviceNotFound(v) => Object::DeviceNotFound(Box::new((**v).clone())),
+            Object::DeviceNotSupported(v) => Object::DeviceNotSupported(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::DasConfigFault(_) => "DasConfigFault",
+            Object::DasConfigFaultDasConfigFaultReason(_) => "DasConfigFaultDasConfigFaultReason",
+            Object::DasDisabledEvent(_) => "DasDisabledEvent",
+            Object::DasEnabledEvent(_) => "DasEnabledEvent",
+            Object::DasHeartbeatDatastoreInfo(_) => "DasHeartbeatDatastoreInfo",
+            Object::DasHostFailedEvent(_) => "DasHostFailedEvent",
+            Object::DasHostIsolatedEvent(_) => "DasHostIsolatedEvent",
+            Object::DasVmPriority(_) => "DasVmPriority",
+            Object::DatabaseError(_) => "DatabaseError",
+            Object::DatabaseSizeEstimate(_) => "DatabaseSizeEstimate",
+            Object::DatabaseSizeParam(_) => "DatabaseSizeParam",
+            Object::DatacenterBasicConnectInfo(_) => "DatacenterBasicConnectInfo",
+            Object::DatacenterConfigInfo(_) => "DatacenterConfigInfo",
+            Object::DatacenterConfigSpec(_) => "DatacenterConfigSpec",
+            Object::DatacenterCreatedEvent(_) => "DatacenterCreatedEvent",
+            Object::DatacenterEvent(_) => "DatacenterEvent",
+            Object::DatacenterEventArgument(_) => "DatacenterEventArgument",
+            Object::DatacenterMismatch(_) => "DatacenterMismatch",
+            Object::DatacenterMismatchArgument(_) => "DatacenterMismatchArgument",
+            Object::DatacenterRenamedEvent(_) => "DatacenterRenamedEvent",
+            Object::DatastoreAccessible(_) => "DatastoreAccessible",
+            Object::DatastoreCapability(_) => "DatastoreCapability",
+            Object::DatastoreCapacityIncreasedEvent(_) => "DatastoreCapacityIncreasedEvent",
+            Object::DatastoreDestroyedEvent(_) => "DatastoreDestroyedEvent",
+            Object::DatastoreDiscoveredEvent(_) => "DatastoreDiscoveredEvent",
+            Object::DatastoreDuplicatedEvent(_) => "DatastoreDuplicatedEvent",
+            Object::DatastoreEvent(_) => "DatastoreEvent",
+            Object::DatastoreEventArgument(_) => "DatastoreEventArgument",
+            Object::DatastoreFileCopiedEvent(_) => "DatastoreFileCopiedEvent",
+            Object::DatastoreFileDeletedEvent(_) => "DatastoreFileDeletedEvent",
+            Object::DatastoreFileEvent(_) => "DatastoreFileEvent",
+            Object::DatastoreFileMovedEvent(_) => "DatastoreFileMovedEvent",
+            Object::DatastoreHostMount(_) => "DatastoreHostMount",
+            Object::DatastoreIORMReconfiguredEvent(_) => "DatastoreIORMReconfiguredEvent",
+            Object::DatastoreInfo(_) => "DatastoreInfo",
+            Object::DatastoreMountPathDatastorePair(_) => "DatastoreMountPathDatastorePair",
+            Object::DatastoreNamespaceManagerDirectoryInfo(_) => "DatastoreNamespaceManagerDirectoryInfo",
+            Object::DatastoreNotWritableOnHost(_) => "DatastoreNotWritableOnHost",
+            Object::DatastoreOption(_) => "DatastoreOption",
+            Object::DatastorePrincipalConfigured(_) => "DatastorePrincipalConfigured",
+            Object::DatastoreRemovedOnHostEvent(_) => "DatastoreRemovedOnHostEvent",
+            Object::DatastoreRenamedEvent(_) => "DatastoreRenamedEvent",
+            Object::DatastoreRenamedOnHostEvent(_) => "DatastoreRenamedOnHostEvent",
+            Object::DatastoreSectorFormat(_) => "DatastoreSectorFormat",
+            Object::DatastoreSummary(_) => "DatastoreSummary",
+            Object::DatastoreSummaryMaintenanceModeState(_) => "DatastoreSummaryMaintenanceModeState",
+            Object::DatastoreVVolContainerFailoverPair(_) => "DatastoreVVolContainerFailoverPair",
+            Object::DateTimeProfile(_) => "DateTimeProfile",
+            Object::DayOfWeek(_) => "DayOfWeek",
+            Object::DeltaDiskFormatNotSupported(_) => "DeltaDiskFormatNotSupported",
+            Object::Description(_) => "Description",
+            Object::DesiredSoftwareSpec(_) => "DesiredSoftwareSpec",
+            Object::DesiredSoftwareSpecBaseImageSpec(_) => "DesiredSoftwareSpecBaseImageSpec",
+            Object::DesiredSoftwareSpecComponentSpec(_) => "DesiredSoftwareSpecComponentSpec",
+            Object::DesiredSoftwareSpecVendorAddOnSpec(_) => "DesiredSoftwareSpecVendorAddOnSpec",
+            Object::DestinationSwitchFull(_) => "DestinationSwitchFull",
+            Object::DestinationVsanDisabled(_) => "DestinationVsanDisabled",
+            Object::DeviceBackedVirtualDiskSpec(_) => "DeviceBackedVirtualDiskSpec",
+            Object::DeviceBackingNotSupported(_) => "DeviceBackingNotSupported",
+            Object::DeviceControllerNotSupported(_) => "DeviceControllerNotSupported",
+            Object::DeviceGroupId(_) => "DeviceGroupId",
+            Object::DeviceHotPlugNotSupported(_) => "DeviceHotPlugNotSupported",
+            Object::DeviceNotFound(_) => "DeviceNotFound",
+            Object::DeviceNotSupported(_) => "DeviceNotSupported",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::DasConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasConfigFaultDasConfigFaultReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasHostFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasHostIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DasVmPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatabaseError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatabaseSizeEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatabaseSizeParam(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatacenterBasicConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatacenterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatacenterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatacenterCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatacenterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatacenterEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatacenterMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatacenterMismatchArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatacenterRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreAccessible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreCapacityIncreasedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreDiscoveredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreDuplicatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreFileCopiedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreFileDeletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreFileEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreFileMovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreHostMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreIORMReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreMountPathDatastorePair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreNamespaceManagerDirectoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreNotWritableOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastorePrincipalConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreRemovedOnHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreRenamedOnHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreSectorFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreSummaryMaintenanceModeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DatastoreVVolContainerFailoverPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DateTimeProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DayOfWeek(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeltaDiskFormatNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Description(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DesiredSoftwareSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DesiredSoftwareSpecBaseImageSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DesiredSoftwareSpecComponentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DesiredSoftwareSpecVendorAddOnSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DestinationSwitchFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DestinationVsanDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeviceBackedVirtualDiskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeviceBackingNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeviceControllerNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeviceGroupId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeviceHotPlugNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeviceNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DeviceNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for DasConfigFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasConfigFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasConfigFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasConfigFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasConfigFaultDasConfigFaultReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasConfigFaultDasConfigFaultReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasDisabledEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasDisabledEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasDisabledEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasDisabledEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasEnabledEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasEnabledEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasEnabledEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasEnabledEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasHeartbeatDatastoreInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasHeartbeatDatastoreInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasHeartbeatDatastoreInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasHeartbeatDatastoreInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasHostFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasHostFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasHostFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasHostFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasHostIsolatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasHostIsolatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasHostIsolatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasHostIsolatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DasVmPriority {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DasVmPriority(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DasVmPriority(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DasVmPriority(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatabaseError {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatabaseError(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatabaseError(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatabaseError(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatabaseSizeEstimate {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatabaseSizeEstimate(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatabaseSizeEstimate(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatabaseSizeEstimate(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatabaseSizeParam {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatabaseSizeParam(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatabaseSizeParam(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatabaseSizeParam(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatacenterBasicConnectInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatacenterBasicConnectInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatacenterBasicConnectInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatacenterBasicConnectInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatacenterConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatacenterConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatacenterConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatacenterConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatacenterConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatacenterConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatacenterConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatacenterConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatacenterCreatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatacenterCreatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatacenterCreatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatacenterCreatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatacenterEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatacenterEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatacenterEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatacenterEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatacenterEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatacenterEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatacenterEventArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatacenterEventArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatacenterMismatch {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatacenterMismatch(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatacenterMismatch(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatacenterMismatch(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatacenterMismatchArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatacenterMismatchArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatacenterMismatchArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatacenterMismatchArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatacenterRenamedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatacenterRenamedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatacenterRenamedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatacenterRenamedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreAccessible {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreAccessible(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreAccessible(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreAccessible(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreCapacityIncreasedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreCapacityIncreasedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreCapacityIncreasedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreCapacityIncreasedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreDestroyedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreDestroyedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreDestroyedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreDestroyedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreDiscoveredEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreDiscoveredEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreDiscoveredEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreDiscoveredEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreDuplicatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreDuplicatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreDuplicatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreDuplicatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreEventArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreEventArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreFileCopiedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreFileCopiedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreFileCopiedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreFileCopiedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreFileDeletedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreFileDeletedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreFileDeletedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreFileDeletedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreFileEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreFileEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreFileEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreFileEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreFileMovedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreFileMovedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreFileMovedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreFileMovedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreHostMount {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreHostMount(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreHostMount(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreHostMount(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreIORMReconfiguredEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreIORMReconfiguredEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreIORMReconfiguredEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreIORMReconfiguredEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreMountPathDatastorePair {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreMountPathDatastorePair(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreMountPathDatastorePair(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreMountPathDatastorePair(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreNamespaceManagerDirectoryInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreNamespaceManagerDirectoryInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreNamespaceManagerDirectoryInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreNamespaceManagerDirectoryInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreNotWritableOnHost {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreNotWritableOnHost(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreNotWritableOnHost(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreNotWritableOnHost(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastorePrincipalConfigured {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastorePrincipalConfigured(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastorePrincipalConfigured(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastorePrincipalConfigured(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreRemovedOnHostEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreRemovedOnHostEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreRemovedOnHostEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreRemovedOnHostEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreRenamedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreRenamedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreRenamedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreRenamedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreRenamedOnHostEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreRenamedOnHostEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreRenamedOnHostEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreRenamedOnHostEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreSectorFormat {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreSectorFormat(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreSectorFormat(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreSectorFormat(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreSummary {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreSummary(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreSummary(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreSummary(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreSummaryMaintenanceModeState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreSummaryMaintenanceModeState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DatastoreVVolContainerFailoverPair {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DatastoreVVolContainerFailoverPair(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DatastoreVVolContainerFailoverPair(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DatastoreVVolContainerFailoverPair(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DateTimeProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DateTimeProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DateTimeProfile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DateTimeProfile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DayOfWeek {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DayOfWeek(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DayOfWeek(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DayOfWeek(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DeltaDiskFormatNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DeltaDiskFormatNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DeltaDiskFormatNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DeltaDiskFormatNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Description {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Description(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Description(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Description(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DesiredSoftwareSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DesiredSoftwareSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DesiredSoftwareSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DesiredSoftwareSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DesiredSoftwareSpecBaseImageSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DesiredSoftwareSpecBaseImageSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DesiredSoftwareSpecBaseImageSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DesiredSoftwareSpecBaseImageSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DesiredSoftwareSpecComponentSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DesiredSoftwareSpecComponentSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DesiredSoftwareSpecComponentSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DesiredSoftwareSpecComponentSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DesiredSoftwareSpecVendorAddOnSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DesiredSoftwareSpecVendorAddOnSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DestinationSwitchFull {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DestinationSwitchFull(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DestinationSwitchFull(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DestinationSwitchFull(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DestinationVsanDisabled {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DestinationVsanDisabled(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DestinationVsanDisabled(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DestinationVsanDisabled(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DeviceBackedVirtualDiskSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DeviceBackedVirtualDiskSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DeviceBackedVirtualDiskSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DeviceBackedVirtualDiskSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DeviceBackingNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DeviceBackingNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DeviceBackingNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DeviceBackingNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DeviceControllerNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DeviceControllerNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DeviceControllerNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DeviceControllerNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DeviceGroupId {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DeviceGroupId(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DeviceGroupId(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DeviceGroupId(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DeviceHotPlugNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DeviceHotPlugNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DeviceHotPlugNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DeviceHotPlugNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DeviceNotFound {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DeviceNotFound(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DeviceNotFound(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DeviceNotFound(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DeviceNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DeviceNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DeviceNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DeviceNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}

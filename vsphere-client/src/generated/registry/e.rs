@@ -22,25 +22,25 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0xbd1d19), x::Name(0xbcef0e), 15, 3), // EVCModeUnsupportedByHosts: EVCConfigFault
         x::TypeEntry::structure(x::Name(0xbd371c), x::Name(0xbcef0e), 18, 2), // EVCUnsupportedByHostHardware: EVCConfigFault
         x::TypeEntry::structure(x::Name(0xbd541c), x::Name(0xbcef0e), 20, 2), // EVCUnsupportedByHostSoftware: EVCConfigFault
-        x::TypeEntry::structure(x::Name(0xbd711f), x::Name::NONE, 22, 3), // EagerZeroVirtualDiskRequestType
+        x::TypeEntry::request(x::Name(0xbd711f), 22, 3), // EagerZeroVirtualDiskRequestType
         x::TypeEntry::structure(x::Name(0xbd9616), x::Name(0x210340d), 25, 0), // EightHostLimitViolated: VmConfigFault
         x::TypeEntry::structure(x::Name(0xbdad12), x::Name(0x9cd80b), 25, 1), // ElementDescription: Description
-        x::TypeEntry::structure(x::Name(0xbdc019), x::Name::NONE, 26, 2), // EmitSyslogMarkRequestType
-        x::TypeEntry::structure(x::Name(0xbdda1d), x::Name::NONE, 28, 3), // EnableAlarmActionsRequestType
-        x::TypeEntry::structure(x::Name(0xbdf816), x::Name::NONE, 31, 3), // EnableAlarmRequestType
-        x::TypeEntry::structure(x::Name(0xbe0f25), x::Name::NONE, 34, 2), // EnableClusteredVmdkSupportRequestType
-        x::TypeEntry::structure(x::Name(0xbe3517), x::Name::NONE, 36, 2), // EnableCryptoRequestType
-        x::TypeEntry::structure(x::Name(0xbe4d18), x::Name::NONE, 38, 3), // EnableFeatureRequestType
-        x::TypeEntry::structure(x::Name(0xbe661f), x::Name::NONE, 41, 1), // EnableHyperThreadingRequestType
-        x::TypeEntry::structure(x::Name(0xbe861e), x::Name::NONE, 42, 2), // EnableMultipathPathRequestType
-        x::TypeEntry::structure(x::Name(0xbea51c), x::Name::NONE, 44, 2), // EnableNetworkBootRequestType
-        x::TypeEntry::structure(x::Name(0xbec22a), x::Name::NONE, 46, 2), // EnableNetworkResourceManagementRequestType
-        x::TypeEntry::structure(x::Name(0xbeed18), x::Name::NONE, 48, 2), // EnableRulesetRequestType
-        x::TypeEntry::structure(x::Name(0xbf061c), x::Name::NONE, 50, 3), // EnableSecondaryVMRequestType
-        x::TypeEntry::structure(x::Name(0xbf2328), x::Name::NONE, 53, 1), // EnableSmartCardAuthenticationRequestType
+        x::TypeEntry::request(x::Name(0xbdc019), 26, 2), // EmitSyslogMarkRequestType
+        x::TypeEntry::request(x::Name(0xbdda1d), 28, 3), // EnableAlarmActionsRequestType
+        x::TypeEntry::request(x::Name(0xbdf816), 31, 3), // EnableAlarmRequestType
+        x::TypeEntry::request(x::Name(0xbe0f25), 34, 2), // EnableClusteredVmdkSupportRequestType
+        x::TypeEntry::request(x::Name(0xbe3517), 36, 2), // EnableCryptoRequestType
+        x::TypeEntry::request(x::Name(0xbe4d18), 38, 3), // EnableFeatureRequestType
+        x::TypeEntry::request(x::Name(0xbe661f), 41, 1), // EnableHyperThreadingRequestType
+        x::TypeEntry::request(x::Name(0xbe861e), 42, 2), // EnableMultipathPathRequestType
+        x::TypeEntry::request(x::Name(0xbea51c), 44, 2), // EnableNetworkBootRequestType
+        x::TypeEntry::request(x::Name(0xbec22a), 46, 2), // EnableNetworkResourceManagementRequestType
+        x::TypeEntry::request(x::Name(0xbeed18), 48, 2), // EnableRulesetRequestType
+        x::TypeEntry::request(x::Name(0xbf061c), 50, 3), // EnableSecondaryVMRequestType
+        x::TypeEntry::request(x::Name(0xbf2328), 53, 1), // EnableSmartCardAuthenticationRequestType
         x::TypeEntry::structure(x::Name(0xbf6515), x::Name(0x1302a0c), 54, 1), // EncryptionKeyRequired: InvalidState
-        x::TypeEntry::structure(x::Name(0xbf7b1c), x::Name::NONE, 55, 1), // EnterLockdownModeRequestType
-        x::TypeEntry::structure(x::Name(0xbf981f), x::Name::NONE, 56, 4), // EnterMaintenanceModeRequestType
+        x::TypeEntry::request(x::Name(0xbf7b1c), 55, 1), // EnterLockdownModeRequestType
+        x::TypeEntry::request(x::Name(0xbf981f), 56, 4), // EnterMaintenanceModeRequestType
         x::TypeEntry::structure(x::Name(0xbfb81b), x::Name(0xea3c09), 60, 0), // EnteredMaintenanceModeEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xbfd417), x::Name(0xea3c09), 60, 0), // EnteredStandbyModeEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xbfec1c), x::Name(0xea3c09), 60, 0), // EnteringMaintenanceModeEvent: HostEvent
@@ -54,12 +54,12 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0xc0820f), x::Name(0xbb9c0b), 69, 2), // EnumDescription: DynamicData
         x::TypeEntry::structure(x::Name(0xc09227), x::Name(0xbb9c0b), 71, 3), // EnvironmentBrowserConfigOptionQuerySpec: DynamicData
         x::TypeEntry::structure(x::Name(0xc0c011), x::Name(0x1c8060c), 74, 0), // ErrorUpgradeEvent: UpgradeEvent
-        x::TypeEntry::structure(x::Name(0xc0d21f), x::Name::NONE, 74, 2), // EstimateDatabaseSizeRequestType
-        x::TypeEntry::structure(x::Name(0xc0f231), x::Name::NONE, 76, 1), // EstimateStorageForConsolidateSnapshotsRequestType
-        x::TypeEntry::structure(x::Name(0xc1242a), x::Name::NONE, 77, 2), // EsxAgentHostManagerUpdateConfigRequestType
-        x::TypeEntry::structure(x::Name(0xc14f1b), x::Name::NONE, 79, 3), // EvacuateVsanNodeRequestType
+        x::TypeEntry::request(x::Name(0xc0d21f), 74, 2), // EstimateDatabaseSizeRequestType
+        x::TypeEntry::request(x::Name(0xc0f231), 76, 1), // EstimateStorageForConsolidateSnapshotsRequestType
+        x::TypeEntry::request(x::Name(0xc1242a), 77, 2), // EsxAgentHostManagerUpdateConfigRequestType
+        x::TypeEntry::request(x::Name(0xc14f1b), 79, 3), // EvacuateVsanNodeRequestType
         x::TypeEntry::structure(x::Name(0xc16b17), x::Name(0x139ef0d), 82, 1), // EvaluationLicenseSource: LicenseSource
-        x::TypeEntry::structure(x::Name(0xc18315), x::Name::NONE, 83, 1), // EvcManagerRequestType
+        x::TypeEntry::request(x::Name(0xc18315), 83, 1), // EvcManagerRequestType
         x::TypeEntry::structure(x::Name(0xc19905), x::Name(0xbb9c0b), 84, 15), // Event: DynamicData
         x::TypeEntry::structure(x::Name(0xc19f14), x::Name(0x67b0f), 99, 5), // EventAlarmExpression: AlarmExpression
         x::TypeEntry::structure(x::Name(0xc1b41e), x::Name(0xbb9c0b), 104, 3), // EventAlarmExpressionComparison: DynamicData
@@ -78,169 +78,37 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::enumeration(x::Name(0xc2c31e), 19, 3), // EventFilterSpecRecursionOption
         x::TypeEntry::structure(x::Name(0xc2e219), x::Name(0xbb9c0b), 151, 0), // EventManagerEventViewSpec: DynamicData
         x::TypeEntry::structure(x::Name(0xc2fc19), x::Name(0xc2e219), 151, 2), // EventManagerViewByStartId: EventManagerEventViewSpec
-        x::TypeEntry::structure(x::Name(0xc3161d), x::Name::NONE, 153, 3), // ExecuteHostProfileRequestType
-        x::TypeEntry::structure(x::Name(0xc3341f), x::Name::NONE, 156, 2), // ExecuteSimpleCommandRequestType
-        x::TypeEntry::structure(x::Name(0xc3541b), x::Name::NONE, 158, 1), // ExitLockdownModeRequestType
+        x::TypeEntry::request(x::Name(0xc3161d), 153, 3), // ExecuteHostProfileRequestType
+        x::TypeEntry::request(x::Name(0xc3341f), 156, 2), // ExecuteSimpleCommandRequestType
+        x::TypeEntry::request(x::Name(0xc3541b), 158, 1), // ExitLockdownModeRequestType
         x::TypeEntry::structure(x::Name(0xc37018), x::Name(0xea3c09), 159, 0), // ExitMaintenanceModeEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xc3891e), x::Name::NONE, 159, 2), // ExitMaintenanceModeRequestType
+        x::TypeEntry::request(x::Name(0xc3891e), 159, 2), // ExitMaintenanceModeRequestType
         x::TypeEntry::structure(x::Name(0xc3a81a), x::Name(0xea3c09), 161, 0), // ExitStandbyModeFailedEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xc3c316), x::Name(0xea3c09), 161, 0), // ExitedStandbyModeEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xc3da17), x::Name(0xea3c09), 161, 0), // ExitingStandbyModeEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xc3f21e), x::Name::NONE, 161, 3), // ExpandVmfsDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0xc4111b), x::Name::NONE, 164, 3), // ExpandVmfsExtentRequestType
+        x::TypeEntry::request(x::Name(0xc3f21e), 161, 3), // ExpandVmfsDatastoreRequestType
+        x::TypeEntry::request(x::Name(0xc4111b), 164, 3), // ExpandVmfsExtentRequestType
         x::TypeEntry::structure(x::Name(0xc42d13), x::Name(0xc45715), 167, 0), // ExpiredAddonLicense: ExpiredFeatureLicense
         x::TypeEntry::structure(x::Name(0xc44115), x::Name(0xc45715), 167, 0), // ExpiredEditionLicense: ExpiredFeatureLicense
         x::TypeEntry::structure(x::Name(0xc45715), x::Name(0x1508f11), 167, 3), // ExpiredFeatureLicense: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0xc46d1b), x::Name::NONE, 170, 2), // ExportAnswerFileRequestType
-        x::TypeEntry::structure(x::Name(0xc48918), x::Name::NONE, 172, 1), // ExportProfileRequestType
-        x::TypeEntry::structure(x::Name(0xc4a219), x::Name::NONE, 173, 1), // ExportSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0xc4bc15), x::Name::NONE, 174, 1), // ExportVAppRequestType
-        x::TypeEntry::structure(x::Name(0xc4d213), x::Name::NONE, 175, 1), // ExportVmRequestType
+        x::TypeEntry::request(x::Name(0xc46d1b), 170, 2), // ExportAnswerFileRequestType
+        x::TypeEntry::request(x::Name(0xc48918), 172, 1), // ExportProfileRequestType
+        x::TypeEntry::request(x::Name(0xc4a219), 173, 1), // ExportSnapshotRequestType
+        x::TypeEntry::request(x::Name(0xc4bc15), 174, 1), // ExportVAppRequestType
+        x::TypeEntry::request(x::Name(0xc4d213), 175, 1), // ExportVmRequestType
         x::TypeEntry::structure(x::Name(0xc4e616), x::Name(0xbb9c0b), 176, 4), // ExtExtendedProductInfo: DynamicData
         x::TypeEntry::structure(x::Name(0xc4fd14), x::Name(0xbb9c0b), 180, 4), // ExtManagedEntityInfo: DynamicData
         x::TypeEntry::structure(x::Name(0xc51216), x::Name(0xbb9c0b), 184, 2), // ExtSolutionManagerInfo: DynamicData
         x::TypeEntry::structure(x::Name(0xc5291d), x::Name(0xbb9c0b), 186, 2), // ExtSolutionManagerInfoTabInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc54715), x::Name::NONE, 188, 4), // ExtendDiskRequestType
-        x::TypeEntry::structure(x::Name(0xc55d14), x::Name::NONE, 192, 3), // ExtendHCIRequestType
-        x::TypeEntry::structure(x::Name(0xc57215), x::Name::NONE, 195, 4), // ExtendVffsRequestType
-        x::TypeEntry::structure(x::Name(0xc5881c), x::Name::NONE, 199, 5), // ExtendVirtualDiskRequestType
-        x::TypeEntry::structure(x::Name(0xc5a51e), x::Name::NONE, 204, 3), // ExtendVmfsDatastoreRequestType
+        x::TypeEntry::request(x::Name(0xc54715), 188, 4), // ExtendDiskRequestType
+        x::TypeEntry::request(x::Name(0xc55d14), 192, 3), // ExtendHCIRequestType
+        x::TypeEntry::request(x::Name(0xc57215), 195, 4), // ExtendVffsRequestType
+        x::TypeEntry::request(x::Name(0xc5881c), 199, 5), // ExtendVirtualDiskRequestType
+        x::TypeEntry::request(x::Name(0xc5a51e), 204, 3), // ExtendVmfsDatastoreRequestType
         x::TypeEntry::structure(x::Name(0xc5c413), x::Name(0x9cd80b), 207, 2), // ExtendedDescription: Description
         x::TypeEntry::structure(x::Name(0xc5d81a), x::Name(0xbdad12), 209, 2), // ExtendedElementDescription: ElementDescription
-        x::TypeEntry::structure(x::Name(0xc5f30d), x::Name(0xd0130c), 211, 3), // ExtendedEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xc60111), x::Name(0xbb9c0b), 214, 2), // ExtendedEventPair: DynamicData
-        x::TypeEntry::structure(x::Name(0xc6130d), x::Name(0x1d94808), 216, 2), // ExtendedFault: VimFault
-        x::TypeEntry::structure(x::Name(0xc62109), x::Name(0xbb9c0b), 218, 20), // Extension: DynamicData
-        x::TypeEntry::structure(x::Name(0xc62b13), x::Name(0xbb9c0b), 238, 5), // ExtensionClientInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc63f16), x::Name(0xbb9c0b), 243, 2), // ExtensionEventTypeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc65616), x::Name(0xbb9c0b), 245, 1), // ExtensionFaultTypeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc66d13), x::Name(0xbb9c0b), 246, 1), // ExtensionHealthInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc68121), x::Name(0xbb9c0b), 247, 2), // ExtensionManagerIpAllocationUsage: DynamicData
-        x::TypeEntry::structure(x::Name(0xc6a318), x::Name(0xbb9c0b), 249, 2), // ExtensionOvfConsumerInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc6bc16), x::Name(0xbb9c0b), 251, 2), // ExtensionPrivilegeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc6d315), x::Name(0xbb9c0b), 253, 3), // ExtensionResourceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc6e913), x::Name(0xbb9c0b), 256, 7), // ExtensionServerInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc6fd15), x::Name(0xbb9c0b), 263, 1), // ExtensionTaskTypeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc71320), x::Name::NONE, 264, 1), // ExtractOvfEnvironmentRequestType
     ],
-    decoders: &[
-        Some(x::decode_boxed::<EVCAdmissionFailed>),
-        Some(x::decode_boxed::<EVCAdmissionFailedCPUFeaturesForMode>),
-        Some(x::decode_boxed::<EVCAdmissionFailedCPUModel>),
-        Some(x::decode_boxed::<EVCAdmissionFailedCPUModelForMode>),
-        Some(x::decode_boxed::<EVCAdmissionFailedCPUVendor>),
-        Some(x::decode_boxed::<EVCAdmissionFailedCPUVendorUnknown>),
-        Some(x::decode_boxed::<EVCAdmissionFailedHostDisconnected>),
-        Some(x::decode_boxed::<EVCAdmissionFailedHostSoftware>),
-        Some(x::decode_boxed::<EVCAdmissionFailedHostSoftwareForMode>),
-        Some(x::decode_boxed::<EVCAdmissionFailedVmActive>),
-        Some(x::decode_boxed::<EVCConfigFault>),
-        Some(x::decode_boxed::<EVCMode>),
-        Some(x::decode_boxed::<EVCModeIllegalByVendor>),
-        Some(x::decode_boxed::<EVCModeUnsupportedByHosts>),
-        Some(x::decode_boxed::<EVCUnsupportedByHostHardware>),
-        Some(x::decode_boxed::<EVCUnsupportedByHostSoftware>),
-        None, // EagerZeroVirtualDiskRequestType
-        Some(x::decode_boxed::<EightHostLimitViolated>),
-        Some(x::decode_boxed::<ElementDescription>),
-        None, // EmitSyslogMarkRequestType
-        None, // EnableAlarmActionsRequestType
-        None, // EnableAlarmRequestType
-        None, // EnableClusteredVmdkSupportRequestType
-        None, // EnableCryptoRequestType
-        None, // EnableFeatureRequestType
-        None, // EnableHyperThreadingRequestType
-        None, // EnableMultipathPathRequestType
-        None, // EnableNetworkBootRequestType
-        None, // EnableNetworkResourceManagementRequestType
-        None, // EnableRulesetRequestType
-        None, // EnableSecondaryVMRequestType
-        None, // EnableSmartCardAuthenticationRequestType
-        Some(x::decode_boxed::<EncryptionKeyRequired>),
-        None, // EnterLockdownModeRequestType
-        None, // EnterMaintenanceModeRequestType
-        Some(x::decode_boxed::<EnteredMaintenanceModeEvent>),
-        Some(x::decode_boxed::<EnteredStandbyModeEvent>),
-        Some(x::decode_boxed::<EnteringMaintenanceModeEvent>),
-        Some(x::decode_boxed::<EnteringStandbyModeEvent>),
-        Some(x::decode_boxed::<EntityBackup>),
-        Some(x::decode_boxed::<EntityBackupConfig>),
-        Some(x::decode_boxed::<EntityEventArgument>),
-        Some(x::decode_boxed::<EntityImportType>),
-        Some(x::decode_boxed::<EntityPrivilege>),
-        Some(x::decode_boxed::<EntityType>),
-        Some(x::decode_boxed::<EnumDescription>),
-        Some(x::decode_boxed::<EnvironmentBrowserConfigOptionQuerySpec>),
-        Some(x::decode_boxed::<ErrorUpgradeEvent>),
-        None, // EstimateDatabaseSizeRequestType
-        None, // EstimateStorageForConsolidateSnapshotsRequestType
-        None, // EsxAgentHostManagerUpdateConfigRequestType
-        None, // EvacuateVsanNodeRequestType
-        Some(x::decode_boxed::<EvaluationLicenseSource>),
-        None, // EvcManagerRequestType
-        Some(x::decode_boxed::<Event>),
-        Some(x::decode_boxed::<EventAlarmExpression>),
-        Some(x::decode_boxed::<EventAlarmExpressionComparison>),
-        Some(x::decode_boxed::<EventAlarmExpressionComparisonOperator>),
-        Some(x::decode_boxed::<EventArgDesc>),
-        Some(x::decode_boxed::<EventArgument>),
-        Some(x::decode_boxed::<EventCategory>),
-        Some(x::decode_boxed::<EventDescription>),
-        Some(x::decode_boxed::<EventDescriptionEventDetail>),
-        Some(x::decode_boxed::<EventEventSeverity>),
-        Some(x::decode_boxed::<EventEx>),
-        Some(x::decode_boxed::<EventFilterSpec>),
-        Some(x::decode_boxed::<EventFilterSpecByEntity>),
-        Some(x::decode_boxed::<EventFilterSpecByTime>),
-        Some(x::decode_boxed::<EventFilterSpecByUsername>),
-        Some(x::decode_boxed::<EventFilterSpecRecursionOption>),
-        Some(x::decode_boxed::<EventManagerEventViewSpec>),
-        Some(x::decode_boxed::<EventManagerViewByStartId>),
-        None, // ExecuteHostProfileRequestType
-        None, // ExecuteSimpleCommandRequestType
-        None, // ExitLockdownModeRequestType
-        Some(x::decode_boxed::<ExitMaintenanceModeEvent>),
-        None, // ExitMaintenanceModeRequestType
-        Some(x::decode_boxed::<ExitStandbyModeFailedEvent>),
-        Some(x::decode_boxed::<ExitedStandbyModeEvent>),
-        Some(x::decode_boxed::<ExitingStandbyModeEvent>),
-        None, // ExpandVmfsDatastoreRequestType
-        None, // ExpandVmfsExtentRequestType
-        Some(x::decode_boxed::<ExpiredAddonLicense>),
-        Some(x::decode_boxed::<ExpiredEditionLicense>),
-        Some(x::decode_boxed::<ExpiredFeatureLicense>),
-        None, // ExportAnswerFileRequestType
-        None, // ExportProfileRequestType
-        None, // ExportSnapshotRequestType
-        None, // ExportVAppRequestType
-        None, // ExportVmRequestType
-        Some(x::decode_boxed::<ExtExtendedProductInfo>),
-        Some(x::decode_boxed::<ExtManagedEntityInfo>),
-        Some(x::decode_boxed::<ExtSolutionManagerInfo>),
-        Some(x::decode_boxed::<ExtSolutionManagerInfoTabInfo>),
-        None, // ExtendDiskRequestType
-        None, // ExtendHCIRequestType
-        None, // ExtendVffsRequestType
-        None, // ExtendVirtualDiskRequestType
-        None, // ExtendVmfsDatastoreRequestType
-        Some(x::decode_boxed::<ExtendedDescription>),
-        Some(x::decode_boxed::<ExtendedElementDescription>),
-        Some(x::decode_boxed::<ExtendedEvent>),
-        Some(x::decode_boxed::<ExtendedEventPair>),
-        Some(x::decode_boxed::<ExtendedFault>),
-        Some(x::decode_boxed::<Extension>),
-        Some(x::decode_boxed::<ExtensionClientInfo>),
-        Some(x::decode_boxed::<ExtensionEventTypeInfo>),
-        Some(x::decode_boxed::<ExtensionFaultTypeInfo>),
-        Some(x::decode_boxed::<ExtensionHealthInfo>),
-        Some(x::decode_boxed::<ExtensionManagerIpAllocationUsage>),
-        Some(x::decode_boxed::<ExtensionOvfConsumerInfo>),
-        Some(x::decode_boxed::<ExtensionPrivilegeInfo>),
-        Some(x::decode_boxed::<ExtensionResourceInfo>),
-        Some(x::decode_boxed::<ExtensionServerInfo>),
-        Some(x::decode_boxed::<ExtensionTaskTypeInfo>),
-        None, // ExtractOvfEnvironmentRequestType
-    ],
+    decode,
     fields: &[
         x::FieldEntry::repeated(x::Name(0x2879906), x::Name(0x13d6214)), // faults: LocalizedMethodFault
         x::FieldEntry::required(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
@@ -453,60 +321,6 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::repeated(x::Name(0x2c9530a), x::Name(0x134090b)), // messageArg: KeyAnyValue
         x::FieldEntry::required(x::Name(0x2c99f17), x::Name(0x3344606)), // messageCatalogKeyPrefix: string
         x::FieldEntry::repeated(x::Name(0x2c9530a), x::Name(0x134090b)), // messageArg: KeyAnyValue
-        x::FieldEntry::required(x::Name(0x282140b), x::Name(0x3344606)), // eventTypeId: string
-        x::FieldEntry::required(x::Name(0x2c0250d), x::Name(0x13ff016)), // managedObject: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x25ddf04), x::Name(0xc60111)), // data: ExtendedEventPair
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x2878d0b), x::Name(0x3344606)), // faultTypeId: string
-        x::FieldEntry::repeated(x::Name(0x25ddf04), x::Name(0x134dd08)), // data: KeyValue
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x9cd80b)), // description: Description
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x24c6007), x::Name(0x3344606)), // company: string
-        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::optional(x::Name(0x334ce0b), x::Name(0x3344606)), // subjectName: string
-        x::FieldEntry::repeated(x::Name(0x31dff06), x::Name(0xc6e913)), // server: ExtensionServerInfo
-        x::FieldEntry::repeated(x::Name(0x2494a06), x::Name(0xc62b13)), // client: ExtensionClientInfo
-        x::FieldEntry::repeated(x::Name(0x33ebe08), x::Name(0xc6fd15)), // taskList: ExtensionTaskTypeInfo
-        x::FieldEntry::repeated(x::Name(0x281e709), x::Name(0xc63f16)), // eventList: ExtensionEventTypeInfo
-        x::FieldEntry::repeated(x::Name(0x2870009), x::Name(0xc65616)), // faultList: ExtensionFaultTypeInfo
-        x::FieldEntry::repeated(x::Name(0x2ffe30d), x::Name(0xc6bc16)), // privilegeList: ExtensionPrivilegeInfo
-        x::FieldEntry::repeated(x::Name(0x3133f0c), x::Name(0xc6d315)), // resourceList: ExtensionResourceInfo
-        x::FieldEntry::required(x::Name(0x2b71f11), x::Name(0x2607608)), // lastHeartbeatTime: dateTime
-        x::FieldEntry::optional(x::Name(0x299fe0a), x::Name(0xc66d13)), // healthInfo: ExtensionHealthInfo
-        x::FieldEntry::optional(x::Name(0x2ed7c0f), x::Name(0xc6a318)), // ovfConsumerInfo: ExtensionOvfConsumerInfo
-        x::FieldEntry::optional(x::Name(0x2843a13), x::Name(0xc4e616)), // extendedProductInfo: ExtExtendedProductInfo
-        x::FieldEntry::repeated(x::Name(0x2c01311), x::Name(0xc4fd14)), // managedEntityInfo: ExtManagedEntityInfo
-        x::FieldEntry::optional(x::Name(0x3228516), x::Name(0x2405e07)), // shownInSolutionManager: boolean
-        x::FieldEntry::optional(x::Name(0x327e513), x::Name(0xc51216)), // solutionManagerInfo: ExtSolutionManagerInfo
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x9cd80b)), // description: Description
-        x::FieldEntry::required(x::Name(0x24c6007), x::Name(0x3344606)), // company: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::required(x::Name(0x281cc07), x::Name(0x3344606)), // eventID: string
-        x::FieldEntry::optional(x::Name(0x282200f), x::Name(0x3344606)), // eventTypeSchema: string
-        x::FieldEntry::required(x::Name(0x286f807), x::Name(0x3344606)), // faultID: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x2de160c), x::Name(0x2a94603)), // numAddresses: int
-        x::FieldEntry::required(x::Name(0x243350b), x::Name(0x3344606)), // callbackUrl: string
-        x::FieldEntry::repeated(x::Name(0x31c100b), x::Name(0x3344606)), // sectionType: string
-        x::FieldEntry::required(x::Name(0x2ff8206), x::Name(0x3344606)), // privID: string
-        x::FieldEntry::required(x::Name(0x2ff740d), x::Name(0x3344606)), // privGroupName: string
-        x::FieldEntry::required(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
-        x::FieldEntry::required(x::Name(0x2cda006), x::Name(0x3344606)), // module: string
-        x::FieldEntry::repeated(x::Name(0x25ddf04), x::Name(0x134dd08)), // data: KeyValue
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x9cd80b)), // description: Description
-        x::FieldEntry::required(x::Name(0x24c6007), x::Name(0x3344606)), // company: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::repeated(x::Name(0x22f970a), x::Name(0x3344606)), // adminEmail: string
-        x::FieldEntry::optional(x::Name(0x31e5810), x::Name(0x3344606)), // serverThumbprint: string
-        x::FieldEntry::optional(x::Name(0x31e1711), x::Name(0x3344606)), // serverCertificate: string
-        x::FieldEntry::required(x::Name(0x33eae06), x::Name(0x3344606)), // taskID: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
     ],
     values: &[
         x::Name(0x257531d), // createEntityWithNewIdentifier
@@ -533,3 +347,1547 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x2319d03), // all
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    EVCAdmissionFailed(Box<EVCAdmissionFailed>),
+    EVCAdmissionFailedCPUFeaturesForMode(Box<EVCAdmissionFailedCPUFeaturesForMode>),
+    EVCAdmissionFailedCPUModel(Box<EVCAdmissionFailedCPUModel>),
+    EVCAdmissionFailedCPUModelForMode(Box<EVCAdmissionFailedCPUModelForMode>),
+    EVCAdmissionFailedCPUVendor(Box<EVCAdmissionFailedCPUVendor>),
+    EVCAdmissionFailedCPUVendorUnknown(Box<EVCAdmissionFailedCPUVendorUnknown>),
+    EVCAdmissionFailedHostDisconnected(Box<EVCAdmissionFailedHostDisconnected>),
+    EVCAdmissionFailedHostSoftware(Box<EVCAdmissionFailedHostSoftware>),
+    EVCAdmissionFailedHostSoftwareForMode(Box<EVCAdmissionFailedHostSoftwareForMode>),
+    EVCAdmissionFailedVmActive(Box<EVCAdmissionFailedVmActive>),
+    EVCConfigFault(Box<EVCConfigFault>),
+    EVCMode(Box<EVCMode>),
+    EVCModeIllegalByVendor(Box<EVCModeIllegalByVendor>),
+    EVCModeUnsupportedByHosts(Box<EVCModeUnsupportedByHosts>),
+    EVCUnsupportedByHostHardware(Box<EVCUnsupportedByHostHardware>),
+    EVCUnsupportedByHostSoftware(Box<EVCUnsupportedByHostSoftware>),
+    EightHostLimitViolated(Box<EightHostLimitViolated>),
+    ElementDescription(Box<ElementDescription>),
+    EncryptionKeyRequired(Box<EncryptionKeyRequired>),
+    EnteredMaintenanceModeEvent(Box<EnteredMaintenanceModeEvent>),
+    EnteredStandbyModeEvent(Box<EnteredStandbyModeEvent>),
+    EnteringMaintenanceModeEvent(Box<EnteringMaintenanceModeEvent>),
+    EnteringStandbyModeEvent(Box<EnteringStandbyModeEvent>),
+    EntityBackup(Box<EntityBackup>),
+    EntityBackupConfig(Box<EntityBackupConfig>),
+    EntityEventArgument(Box<EntityEventArgument>),
+    EntityImportType(Box<EntityImportType>),
+    EntityPrivilege(Box<EntityPrivilege>),
+    EntityType(Box<EntityType>),
+    EnumDescription(Box<EnumDescription>),
+    EnvironmentBrowserConfigOptionQuerySpec(Box<EnvironmentBrowserConfigOptionQuerySpec>),
+    ErrorUpgradeEvent(Box<ErrorUpgradeEvent>),
+    EvaluationLicenseSource(Box<EvaluationLicenseSource>),
+    Event(Box<Event>),
+    EventAlarmExpression(Box<EventAlarmExpression>),
+    EventAlarmExpressionComparison(Box<EventAlarmExpressionComparison>),
+    EventAlarmExpressionComparisonOperator(Box<EventAlarmExpressionComparisonOperator>),
+    EventArgDesc(Box<EventArgDesc>),
+    EventArgument(Box<EventArgument>),
+    EventCategory(Box<EventCategory>),
+    EventDescription(Box<EventDescription>),
+    EventDescriptionEventDetail(Box<EventDescriptionEventDetail>),
+    EventEventSeverity(Box<EventEventSeverity>),
+    EventEx(Box<EventEx>),
+    EventFilterSpec(Box<EventFilterSpec>),
+    EventFilterSpecByEntity(Box<EventFilterSpecByEntity>),
+    EventFilterSpecByTime(Box<EventFilterSpecByTime>),
+    EventFilterSpecByUsername(Box<EventFilterSpecByUsername>),
+    EventFilterSpecRecursionOption(Box<EventFilterSpecRecursionOption>),
+    EventManagerEventViewSpec(Box<EventManagerEventViewSpec>),
+    EventManagerViewByStartId(Box<EventManagerViewByStartId>),
+    ExitMaintenanceModeEvent(Box<ExitMaintenanceModeEvent>),
+    ExitStandbyModeFailedEvent(Box<ExitStandbyModeFailedEvent>),
+    ExitedStandbyModeEvent(Box<ExitedStandbyModeEvent>),
+    ExitingStandbyModeEvent(Box<ExitingStandbyModeEvent>),
+    ExpiredAddonLicense(Box<ExpiredAddonLicense>),
+    ExpiredEditionLicense(Box<ExpiredEditionLicense>),
+    ExpiredFeatureLicense(Box<ExpiredFeatureLicense>),
+    ExtExtendedProductInfo(Box<ExtExtendedProductInfo>),
+    ExtManagedEntityInfo(Box<ExtManagedEntityInfo>),
+    ExtSolutionManagerInfo(Box<ExtSolutionManagerInfo>),
+    ExtSolutionManagerInfoTabInfo(Box<ExtSolutionManagerInfoTabInfo>),
+    ExtendedDescription(Box<ExtendedDescription>),
+    ExtendedElementDescription(Box<ExtendedElementDescription>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailed(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUFeaturesForMode(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUModel(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUModelForMode(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUVendor(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUVendorUnknown(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedHostDisconnected(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedHostSoftware(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedHostSoftwareForMode(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedVmActive(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCConfigFault(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCMode(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCModeIllegalByVendor(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCModeUnsupportedByHosts(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCUnsupportedByHostHardware(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCUnsupportedByHostSoftware(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EightHostLimitViolated(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ElementDescription(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EncryptionKeyRequired(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteredMaintenanceModeEvent(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteredStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteringMaintenanceModeEvent(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteringStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityBackup(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityBackupConfig(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityEventArgument(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityImportType(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityPrivilege(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityType(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnumDescription(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnvironmentBrowserConfigOptionQuerySpec(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ErrorUpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EvaluationLicenseSource(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Event(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventAlarmExpression(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventAlarmExpressionComparison(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventAlarmExpressionComparisonOperator(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventArgDesc(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventArgument(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventCategory(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventDescription(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventDescriptionEventDetail(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventEventSeverity(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventEx(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventFilterSpec(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventFilterSpecByEntity(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventFilterSpecByTime(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventFilterSpecByUsername(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventFilterSpecRecursionOption(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventManagerEventViewSpec(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventManagerViewByStartId(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitMaintenanceModeEvent(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitStandbyModeFailedEvent(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitedStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitingStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredAddonLicense(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredEditionLicense(v), Err(e) => return Some(Err(e)) },
+        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredFeatureLicense(v), Err(e) => return Some(Err(e)) },
+        90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtExtendedProductInfo(v), Err(e) => return Some(Err(e)) },
+        91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtManagedEntityInfo(v), Err(e) => return Some(Err(e)) },
+        92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtSolutionManagerInfo(v), Err(e) => return Some(Err(e)) },
+        93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtSolutionManagerInfoTabInfo(v), Err(e) => return Some(Err(e)) },
+        99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedDescription(v), Err(e) => return Some(Err(e)) },
+        100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedElementDescription(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::EVCAdmissionFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCAdmissionFailedCPUFeaturesForMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCAdmissionFailedCPUModel(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCAdmissionFailedCPUModelForMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCAdmissionFailedCPUVendor(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCAdmissionFailedCPUVendorUnknown(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCAdmissionFailedHostDisconnected(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCAdmissionFailedHostSoftware(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCAdmissionFailedHostSoftwareForMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCAdmissionFailedVmActive(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCModeIllegalByVendor(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCModeUnsupportedByHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCUnsupportedByHostHardware(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EVCUnsupportedByHostSoftware(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EightHostLimitViolated(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ElementDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EncryptionKeyRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EnteredMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EnteredStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EnteringMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EnteringStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EntityBackup(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EntityBackupConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EntityEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EntityImportType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EntityPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EntityType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EnumDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EnvironmentBrowserConfigOptionQuerySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ErrorUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EvaluationLicenseSource(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Event(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventAlarmExpressionComparison(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventAlarmExpressionComparisonOperator(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventArgDesc(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventCategory(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventDescriptionEventDetail(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventEventSeverity(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventEx(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventFilterSpecByEntity(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventFilterSpecByTime(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventFilterSpecByUsername(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventFilterSpecRecursionOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventManagerEventViewSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::EventManagerViewByStartId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExitMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExitStandbyModeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExitedStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExitingStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExpiredAddonLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExpiredEditionLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExpiredFeatureLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExtExtendedProductInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExtManagedEntityInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExtSolutionManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExtSolutionManagerInfoTabInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExtendedDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ExtendedElementDescription(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::EVCAdmissionFailed(a), Object::EVCAdmissionFailed(b)) => **a == **b,
+            (Object::EVCAdmissionFailedCPUFeaturesForMode(a), Object::EVCAdmissionFailedCPUFeaturesForMode(b)) => **a == **b,
+            (Object::EVCAdmissionFailedCPUModel(a), Object::EVCAdmissionFailedCPUModel(b)) => **a == **b,
+            (Object::EVCAdmissionFailedCPUModelForMode(a), Object::EVCAdmissionFailedCPUModelForMode(b)) => **a == **b,
+            (Object::EVCAdmissionFailedCPUVendor(a), Object::EVCAdmissionFailedCPUVendor(b)) => **a == **b,
+            (Object::EVCAdmissionFailedCPUVendorUnknown(a), Object::EVCAdmissionFailedCPUVendorUnknown(b)) => **a == **b,
+            (Object::EVCAdmissionFailedHostDisconnected(a), Object::EVCAdmissionFailedHostDisconnected(b)) => **a == **b,
+            (Object::EVCAdmissionFailedHostSoftware(a), Object::EVCAdmissionFailedHostSoftware(b)) => **a == **b,
+            (Object::EVCAdmissionFailedHostSoftwareForMode(a), Object::EVCAdmissionFailedHostSoftwareForMode(b)) => **a == **b,
+            (Object::EVCAdmissionFailedVmActive(a), Object::EVCAdmissionFailedVmActive(b)) => **a == **b,
+            (Object::EVCConfigFault(a), Object::EVCConfigFault(b)) => **a == **b,
+            (Object::EVCMode(a), Object::EVCMode(b)) => **a == **b,
+            (Object::EVCModeIllegalByVendor(a), Object::EVCModeIllegalByVendor(b)) => **a == **b,
+            (Object::EVCModeUnsupportedByHosts(a), Object::EVCModeUnsupportedByHosts(b)) => **a == **b,
+            (Object::EVCUnsupportedByHostHardware(a), Object::EVCUnsupportedByHostHardware(b)) => **a == **b,
+            (Object::EVCUnsupportedByHostSoftware(a), Object::EVCUnsupportedByHostSoftware(b)) => **a == **b,
+            (Object::EightHostLimitViolated(a), Object::EightHostLimitViolated(b)) => **a == **b,
+            (Object::ElementDescription(a), Object::ElementDescription(b)) => **a == **b,
+            (Object::EncryptionKeyRequired(a), Object::EncryptionKeyRequired(b)) => **a == **b,
+            (Object::EnteredMaintenanceModeEvent(a), Object::EnteredMaintenanceModeEvent(b)) => **a == **b,
+            (Object::EnteredStandbyModeEvent(a), Object::EnteredStandbyModeEvent(b)) => **a == **b,
+            (Object::EnteringMaintenanceModeEvent(a), Object::EnteringMaintenanceModeEvent(b)) => **a == **b,
+            (Object::EnteringStandbyModeEvent(a), Object::EnteringStandbyModeEvent(b)) => **a == **b,
+            (Object::EntityBackup(a), Object::EntityBackup(b)) => **a == **b,
+            (Object::EntityBackupConfig(a), Object::EntityBackupConfig(b)) => **a == **b,
+            (Object::EntityEventArgument(a), Object::EntityEventArgument(b)) => **a == **b,
+            (Object::EntityImportType(a), Object::EntityImportType(b)) => **a == **b,
+            (Object::EntityPrivilege(a), Object::EntityPrivilege(b)) => **a == **b,
+            (Object::EntityType(a), Object::EntityType(b)) => **a == **b,
+            (Object::EnumDescription(a), Object::EnumDescription(b)) => **a == **b,
+            (Object::EnvironmentBrowserConfigOptionQuerySpec(a), Object::EnvironmentBrowserConfigOptionQuerySpec(b)) => **a == **b,
+            (Object::ErrorUpgradeEvent(a), Object::ErrorUpgradeEvent(b)) => **a == **b,
+            (Object::EvaluationLicenseSource(a), Object::EvaluationLicenseSource(b)) => **a == **b,
+            (Object::Event(a), Object::Event(b)) => **a == **b,
+            (Object::EventAlarmExpression(a), Object::EventAlarmExpression(b)) => **a == **b,
+            (Object::EventAlarmExpressionComparison(a), Object::EventAlarmExpressionComparison(b)) => **a == **b,
+            (Object::EventAlarmExpressionComparisonOperator(a), Object::EventAlarmExpressionComparisonOperator(b)) => **a == **b,
+            (Object::EventArgDesc(a), Object::EventArgDesc(b)) => **a == **b,
+            (Object::EventArgument(a), Object::EventArgument(b)) => **a == **b,
+            (Object::EventCategory(a), Object::EventCategory(b)) => **a == **b,
+            (Object::EventDescription(a), Object::EventDescription(b)) => **a == **b,
+            (Object::EventDescriptionEventDetail(a), Object::EventDescriptionEventDetail(b)) => **a == **b,
+            (Object::EventEventSeverity(a), Object::EventEventSeverity(b)) => **a == **b,
+            (Object::EventEx(a), Object::EventEx(b)) => **a == **b,
+            (Object::EventFilterSpec(a), Object::EventFilterSpec(b)) => **a == **b,
+            (Object::EventFilterSpecByEntity(a), Object::EventFilterSpecByEntity(b)) => **a == **b,
+            (Object::EventFilterSpecByTime(a), Object::EventFilterSpecByTime(b)) => **a == **b,
+            (Object::EventFilterSpecByUsername(a), Object::EventFilterSpecByUsername(b)) => **a == **b,
+            (Object::EventFilterSpecRecursionOption(a), Object::EventFilterSpecRecursionOption(b)) => **a == **b,
+            (Object::EventManagerEventViewSpec(a), Object::EventManagerEventViewSpec(b)) => **a == **b,
+            (Object::EventManagerViewByStartId(a), Object::EventManagerViewByStartId(b)) => **a == **b,
+            (Object::ExitMaintenanceModeEvent(a), Object::ExitMaintenanceModeEvent(b)) => **a == **b,
+            (Object::ExitStandbyModeFailedEvent(a), Object::ExitStandbyModeFailedEvent(b)) => **a == **b,
+            (Object::ExitedStandbyModeEvent(a), Object::ExitedStandbyModeEvent(b)) => **a == **b,
+            (Object::ExitingStandbyModeEvent(a), Object::ExitingStandbyModeEvent(b)) => **a == **b,
+            (Object::ExpiredAddonLicense(a), Object::ExpiredAddonLicense(b)) => **a == **b,
+            (Object::ExpiredEditionLicense(a), Object::ExpiredEditionLicense(b)) => **a == **b,
+            (Object::ExpiredFeatureLicense(a), Object::ExpiredFeatureLicense(b)) => **a == **b,
+            (Object::ExtExtendedProductInfo(a), Object::ExtExtendedProductInfo(b)) => **a == **b,
+            (Object::ExtManagedEntityInfo(a), Object::ExtManagedEntityInfo(b)) => **a == **b,
+            (Object::ExtSolutionManagerInfo(a), Object::ExtSolutionManagerInfo(b)) => **a == **b,
+            (Object::ExtSolutionManagerInfoTabInfo(a), Object::ExtSolutionManagerInfoTabInfo(b)) => **a == **b,
+            (Object::ExtendedDescription(a), Object::ExtendedDescription(b)) => **a == **b,
+            (Object::ExtendedElementDescription(a), Object::ExtendedElementDescription(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::EVCAdmissionFailed(v) => Object::EVCAdmissionFailed(Box::new((**v).clone())),
+            Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Object::EVCAdmissionFailedCPUFeaturesForMode(Box::new((**v).clone())),
+            Object::EVCAdmissionFailedCPUModel(v) => Object::EVCAdmissionFailedCPUModel(Box::new((**v).clone())),
+            Object::EVCAdmissionFailedCPUModelForMode(v) => Object::EVCAdmissionFailedCPUModelForMode(Box::new((**v).clone())),
+            Object::EVCAdmissionFailedCPUVendor(v) => Object::EVCAdmissionFailedCPUVendor(Box::new((**v).clone())),
+            Object::EVCAdmissionFailedCPUVendorUnknown(v) => Object::EVCAdmissionFailedCPUVendorUnknown(Box::new((**v).clone())),
+            Object::EVCAdmissionFailedHostDisconnected(v) => Object::EVCAdmissionFailedHostDisconnected(Box::new((**v).clone())),
+            Object::EVCAdmissionFailedHostSoftware(v) => Object::EVCAdmissionFailedHostSoftware(Box::new((**v).clone())),
+            Object::EVCAdmissionFailedHostSoftwareForMode(v) => Object::EVCAdmissionFailedHostSoftwareForMode(Box::new((**v).clone())),
+            Object::EVCAdmissionFailedVmActive(v) => Object::EVCAdmissionFailedVmActive(Box::new((**v).clone())),
+            Object::EVCConfigFault(v) => Object::EVCConfigFault(Box::new((**v).clone())),
+            Object::EVCMode(v) => Object::EVCMode(Box::new((**v).clone())),
+            Object::EVCModeIllegalByVendor(v) => Object::EVCModeIllegalByVendor(Box::new((**v).clone())),
+            Object::EVCModeUnsupportedByHosts(v) => Object::EVCModeUnsupportedByHosts(Box::new((**v).clone())),
+            Object::EVCUnsupportedByHostHardware(v) => Object::EVCUnsupportedByHostHardware(Box::new((**v).clone())),
+            Object::EVCUnsupportedByHostSoftware(v) => Object::EVCUnsupportedByHostSoftware(Box::new((**v).clone())),
+            Object::EightHostLimitViolated(v) => Object::EightHostLimitViolated(Box::new((**v).clone())),
+            Object::ElementDescription(v) => Object::ElementDescription(Box::new((**v).clone())),
+            Object::EncryptionKeyRequired(v) => Object::EncryptionKeyRequired(Box::new((**v).clone())),
+            Object::EnteredMaintenanceModeEvent(v) => Object::EnteredMaintenanceModeEvent(Box::new((**v).clone())),
+            Object::EnteredStandbyModeEvent(v) => Object::EnteredStandbyModeEvent(Box::new((**v).clone())),
+            Object::EnteringMaintenanceModeEvent(v) => Object::EnteringMaintenanceModeEvent(Box::new((**v).clone())),
+            Object::EnteringStandbyModeEvent(v) => Object::EnteringStandbyModeEvent(Box::new((**v).clone())),
+            Object::EntityBackup(v) => Object::EntityBackup(Box::new((**v).clone())),
+            Object::EntityBackupConfig(v) => Object::EntityBackupConfig(Box::new((**v).clone())),
+            Object::EntityEventArgument(v) => Object::EntityEventArgument(Box::new((**v).clone())),
+            Object::EntityImportType(v) => Object::EntityImportType(Box::new((**v).clone())),
+            Object::EntityPrivilege(v) => Object::EntityPrivilege(Box::new((**v).clone())),
+            Object::EntityType(v) => Object::EntityType(Box::new((**v).clone())),
+            Object::EnumDescription(v) => Object::EnumDescription(Box::new((**v).clone())),
+            Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Object::EnvironmentBrowserConfigOptionQuerySpec(Box::new((**v).clone())),
+            Object::ErrorUpgradeEvent(v) => Object::ErrorUpgradeEvent(Box::new((**v).clone())),
+            Object::EvaluationLicenseSource(v) => Object::EvaluationLicenseSource(Box::new((**v).clone())),
+            Object::Event(v) => Object::Event(Box::new((**v).clone())),
+            Object::EventAlarmExpression(v) => Object::EventAlarmExpression(Box::new((**v).clone())),
+            Object::EventAlarmExpressionComparison(v) => Object::EventAlarmExpressionComparison(Box::new((**v).clone())),
+            Object::EventAlarmExpressionComparisonOperator(v) => Object::EventAlarmExpressionComparisonOperator(Box::new((**v).clone())),
+            Object::EventArgDesc(v) => Object::EventArgDesc(Box::new((**v).clone())),
+            Object::EventArgument(v) => Object::EventArgument(Box::new((**v).clone())),
+            Object::EventCategory(v) => Object::EventCategory(Box::new((**v).clone())),
+            Object::EventDescription(v) => Object::EventDescription(Box::new((**v).clone())),
+            Object::EventDescriptionEventDetail(v) => Object::EventDescriptionEventDetail(Box::new((**v).clone())),
+            Object::EventEventSeverity(v) => Object::EventEventSeverity(Box::new((**v).clone())),
+            Object::EventEx(v) => Object::EventEx(Box::new((**v).clone())),
+            Object::EventFilterSpec(v) => Object::EventFilterSpec(Box::new((**v).clone())),
+            Object::EventFilterSpecByEntity(v) => Object::EventFilterSpecByEntity(Box::new((**v).clone())),
+            Object::EventFilterSpecByTime(v) => Object::EventFilterSpecByTime(Box::new((**v).clone())),
+            Object::EventFilterSpecByUsername(v) => Object::EventFilterSpecByUsername(Box::new((**v).clone())),
+            Object::EventFilterSpecRecursionOption(v) => Object::EventFilterSpecRecursionOption(Box::new((**v).clone())),
+            Object::EventManagerEventViewSpec(v) => Object::EventManagerEventViewSpec(Box::new((**v).clone())),
+            Object::EventManagerViewByStartId(v) => Object::EventManagerViewByStartId(Box::new((**v).clone())),
+            Object::ExitMaintenanceModeEvent(v) => Object::ExitMaintenanceModeEvent(Box::new((**v).clone())),
+            Object::ExitStandbyModeFailedEvent(v) => Object::ExitStandbyModeFailedEvent(Box::new((**v).clone())),
+            Object::ExitedStandbyModeEvent(v) => Object::ExitedStandbyModeEvent(Box::new((**v).clone())),
+            Object::ExitingStandbyModeEvent(v) => Object::ExitingStandbyModeEvent(Box::new((**v).clone())),
+            Object::ExpiredAddonLicense(v) => Object::ExpiredAddonLicense(Box::new((**v).clone())),
+            Object::ExpiredEditionLicense(v) => Object::ExpiredEditionLicense(Box::new((**v).clone())),
+            Object::ExpiredFeatureLicense(v) => Object::ExpiredFeatureLicense(Box::new((**v).clone())),
+            Object::ExtExtendedProductInfo(v) => Object::ExtExtendedProductInfo(Box::new((**v).clone())),
+            Object::ExtManagedEntityInfo(v) => Object::ExtManagedEntityInfo(Box::new((**v).clone())),
+            Object::ExtSolutionManagerInfo(v) => Object::ExtSolutionManagerInfo(Box::new((**v).clone())),
+            Object::ExtSolutionManagerInfoTabInfo(v) => Object::ExtSolutionManagerInfoTabInfo(Box::new((**v).clone())),
+            Object::ExtendedDescription(v) => Object::ExtendedDescription(Box::new((**v).clone())),
+            Object::ExtendedElementDescription(v) => Object::ExtendedElementDescription(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::EVCAdmissionFailed(_) => "EVCAdmissionFailed",
+            Object::EVCAdmissionFailedCPUFeaturesForMode(_) => "EVCAdmissionFailedCPUFeaturesForMode",
+            Object::EVCAdmissionFailedCPUModel(_) => "EVCAdmissionFailedCPUModel",
+            Object::EVCAdmissionFailedCPUModelForMode(_) => "EVCAdmissionFailedCPUModelForMode",
+            Object::EVCAdmissionFailedCPUVendor(_) => "EVCAdmissionFailedCPUVendor",
+            Object::EVCAdmissionFailedCPUVendorUnknown(_) => "EVCAdmissionFailedCPUVendorUnknown",
+            Object::EVCAdmissionFailedHostDisconnected(_) => "EVCAdmissionFailedHostDisconnected",
+            Object::EVCAdmissionFailedHostSoftware(_) => "EVCAdmissionFailedHostSoftware",
+            Object::EVCAdmissionFailedHostSoftwareForMode(_) => "EVCAdmissionFailedHostSoftwareForMode",
+            Object::EVCAdmissionFailedVmActive(_) => "EVCAdmissionFailedVmActive",
+            Object::EVCConfigFault(_) => "EVCConfigFault",
+            Object::EVCMode(_) => "EVCMode",
+            Object::EVCModeIllegalByVendor(_) => "EVCModeIllegalByVendor",
+            Object::EVCModeUnsupportedByHosts(_) => "EVCModeUnsupportedByHosts",
+            Object::EVCUnsupportedByHostHardware(_) => "EVCUnsupportedByHostHardware",
+            Object::EVCUnsupportedByHostSoftware(_) => "EVCUnsupportedByHostSoftware",
+            Object::EightHostLimitViolated(_) => "EightHostLimitViolated",
+            Object::ElementDescription(_) => "ElementDescription",
+            Object::EncryptionKeyRequired(_) => "EncryptionKeyRequired",
+            Object::EnteredMaintenanceModeEvent(_) => "EnteredMaintenanceModeEvent",
+            Object::EnteredStandbyModeEvent(_) => "EnteredStandbyModeEvent",
+            Object::EnteringMaintenanceModeEvent(_) => "EnteringMaintenanceModeEvent",
+            Object::EnteringStandbyModeEvent(_) => "EnteringStandbyModeEvent",
+            Object::EntityBackup(_) => "EntityBackup",
+            Object::EntityBackupConfig(_) => "EntityBackupConfig",
+            Object::EntityEventArgument(_) => "EntityEventArgument",
+            Object::EntityImportType(_) => "EntityImportType",
+            Object::EntityPrivilege(_) => "EntityPrivilege",
+            Object::EntityType(_) => "EntityType",
+            Object::EnumDescription(_) => "EnumDescription",
+            Object::EnvironmentBrowserConfigOptionQuerySpec(_) => "EnvironmentBrowserConfigOptionQuerySpec",
+            Object::ErrorUpgradeEvent(_) => "ErrorUpgradeEvent",
+            Object::EvaluationLicenseSource(_) => "EvaluationLicenseSource",
+            Object::Event(_) => "Event",
+            Object::EventAlarmExpression(_) => "EventAlarmExpression",
+            Object::EventAlarmExpressionComparison(_) => "EventAlarmExpressionComparison",
+            Object::EventAlarmExpressionComparisonOperator(_) => "EventAlarmExpressionComparisonOperator",
+            Object::EventArgDesc(_) => "EventArgDesc",
+            Object::EventArgument(_) => "EventArgument",
+            Object::EventCategory(_) => "EventCategory",
+            Object::EventDescription(_) => "EventDescription",
+            Object::EventDescriptionEventDetail(_) => "EventDescriptionEventDetail",
+            Object::EventEventSeverity(_) => "EventEventSeverity",
+            Object::EventEx(_) => "EventEx",
+            Object::EventFilterSpec(_) => "EventFilterSpec",
+            Object::EventFilterSpecByEntity(_) => "EventFilterSpecByEntity",
+            Object::EventFilterSpecByTime(_) => "EventFilterSpecByTime",
+            Object::EventFilterSpecByUsername(_) => "EventFilterSpecByUsername",
+            Object::EventFilterSpecRecursionOption(_) => "EventFilterSpecRecursionOption",
+            Object::EventManagerEventViewSpec(_) => "EventManagerEventViewSpec",
+            Object::EventManagerViewByStartId(_) => "EventManagerViewByStartId",
+            Object::ExitMaintenanceModeEvent(_) => "ExitMaintenanceModeEvent",
+            Object::ExitStandbyModeFailedEvent(_) => "ExitStandbyModeFailedEvent",
+            Object::ExitedStandbyModeEvent(_) => "ExitedStandbyModeEvent",
+            Object::ExitingStandbyModeEvent(_) => "ExitingStandbyModeEvent",
+            Object::ExpiredAddonLicense(_) => "ExpiredAddonLicense",
+            Object::ExpiredEditionLicense(_) => "ExpiredEditionLicense",
+            Object::ExpiredFeatureLicense(_) => "ExpiredFeatureLicense",
+            Object::ExtExtendedProductInfo(_) => "ExtExtendedProductInfo",
+            Object::ExtManagedEntityInfo(_) => "ExtManagedEntityInfo",
+            Object::ExtSolutionManagerInfo(_) => "ExtSolutionManagerInfo",
+            Object::ExtSolutionManagerInfoTabInfo(_) => "ExtSolutionManagerInfoTabInfo",
+            Object::ExtendedDescription(_) => "ExtendedDescription",
+            Object::ExtendedElementDescription(_) => "ExtendedElementDescription",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::EVCAdmissionFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCAdmissionFailedCPUFeaturesForMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCAdmissionFailedCPUModel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCAdmissionFailedCPUModelForMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCAdmissionFailedCPUVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCAdmissionFailedCPUVendorUnknown(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCAdmissionFailedHostDisconnected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCAdmissionFailedHostSoftware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCAdmissionFailedHostSoftwareForMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCAdmissionFailedVmActive(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCModeIllegalByVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCModeUnsupportedByHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCUnsupportedByHostHardware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EVCUnsupportedByHostSoftware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EightHostLimitViolated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ElementDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EncryptionKeyRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EnteredMaintenanceModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EnteredStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EnteringMaintenanceModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EnteringStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EntityBackup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EntityBackupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EntityEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EntityImportType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EntityPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EntityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EnumDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EnvironmentBrowserConfigOptionQuerySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ErrorUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EvaluationLicenseSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Event(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventAlarmExpressionComparison(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventAlarmExpressionComparisonOperator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventArgDesc(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventCategory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventDescriptionEventDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventEventSeverity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventFilterSpecByEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventFilterSpecByTime(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventFilterSpecByUsername(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventFilterSpecRecursionOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventManagerEventViewSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::EventManagerViewByStartId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExitMaintenanceModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExitStandbyModeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExitedStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExitingStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExpiredAddonLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExpiredEditionLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExpiredFeatureLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExtExtendedProductInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExtManagedEntityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExtSolutionManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExtSolutionManagerInfoTabInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExtendedDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ExtendedElementDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for EVCAdmissionFailed {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailed(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailed(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailed(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCAdmissionFailedCPUFeaturesForMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailedCPUFeaturesForMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCAdmissionFailedCPUModel {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailedCPUModel(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailedCPUModel(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailedCPUModel(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCAdmissionFailedCPUModelForMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailedCPUModelForMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailedCPUModelForMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailedCPUModelForMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCAdmissionFailedCPUVendor {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailedCPUVendor(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailedCPUVendor(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailedCPUVendor(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCAdmissionFailedCPUVendorUnknown {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailedCPUVendorUnknown(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailedCPUVendorUnknown(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailedCPUVendorUnknown(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCAdmissionFailedHostDisconnected {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailedHostDisconnected(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailedHostDisconnected(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailedHostDisconnected(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCAdmissionFailedHostSoftware {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailedHostSoftware(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailedHostSoftware(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailedHostSoftware(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCAdmissionFailedHostSoftwareForMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailedHostSoftwareForMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailedHostSoftwareForMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailedHostSoftwareForMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCAdmissionFailedVmActive {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCAdmissionFailedVmActive(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCAdmissionFailedVmActive(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCAdmissionFailedVmActive(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCConfigFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCConfigFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCConfigFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCConfigFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCModeIllegalByVendor {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCModeIllegalByVendor(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCModeIllegalByVendor(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCModeIllegalByVendor(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCModeUnsupportedByHosts {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCModeUnsupportedByHosts(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCModeUnsupportedByHosts(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCModeUnsupportedByHosts(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCUnsupportedByHostHardware {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCUnsupportedByHostHardware(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCUnsupportedByHostHardware(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCUnsupportedByHostHardware(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EVCUnsupportedByHostSoftware {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EVCUnsupportedByHostSoftware(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EVCUnsupportedByHostSoftware(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EVCUnsupportedByHostSoftware(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EightHostLimitViolated {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EightHostLimitViolated(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EightHostLimitViolated(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EightHostLimitViolated(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ElementDescription {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ElementDescription(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ElementDescription(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ElementDescription(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EncryptionKeyRequired {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EncryptionKeyRequired(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EncryptionKeyRequired(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EncryptionKeyRequired(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EnteredMaintenanceModeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EnteredMaintenanceModeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EnteredMaintenanceModeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EnteredMaintenanceModeEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EnteredStandbyModeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EnteredStandbyModeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EnteredStandbyModeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EnteredStandbyModeEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EnteringMaintenanceModeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EnteringMaintenanceModeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EnteringMaintenanceModeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EnteringMaintenanceModeEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EnteringStandbyModeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EnteringStandbyModeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EnteringStandbyModeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EnteringStandbyModeEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EntityBackup {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EntityBackup(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EntityBackup(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EntityBackup(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EntityBackupConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EntityBackupConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EntityBackupConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EntityBackupConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EntityEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EntityEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EntityEventArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EntityEventArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EntityImportType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EntityImportType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EntityImportType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EntityImportType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EntityPrivilege {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EntityPrivilege(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EntityPrivilege(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EntityPrivilege(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EntityType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EntityType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EntityType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EntityType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EnumDescription {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EnumDescription(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EnumDescription(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EnumDescription(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EnvironmentBrowserConfigOptionQuerySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EnvironmentBrowserConfigOptionQuerySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ErrorUpgradeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ErrorUpgradeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ErrorUpgradeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ErrorUpgradeEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EvaluationLicenseSource {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EvaluationLicenseSource(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EvaluationLicenseSource(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EvaluationLicenseSource(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Event {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Event(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Event(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Event(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventAlarmExpression {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventAlarmExpression(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventAlarmExpression(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventAlarmExpression(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventAlarmExpressionComparison {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventAlarmExpressionComparison(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventAlarmExpressionComparison(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventAlarmExpressionComparison(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventAlarmExpressionComparisonOperator {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventAlarmExpressionComparisonOperator(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventAlarmExpressionComparisonOperator(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventAlarmExpressionComparisonOperator(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventArgDesc {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventArgDesc(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventArgDesc(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventArgDesc(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventCategory {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventCategory(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventCategory(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventCategory(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventDescription {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventDescription(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventDescription(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventDescription(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventDescriptionEventDetail {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventDescriptionEventDetail(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventDescriptionEventDetail(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventDescriptionEventDetail(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventEventSeverity {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventEventSeverity(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventEventSeverity(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventEventSeverity(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventEx {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventEx(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventEx(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventEx(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventFilterSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventFilterSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventFilterSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventFilterSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventFilterSpecByEntity {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventFilterSpecByEntity(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventFilterSpecByEntity(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventFilterSpecByEntity(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventFilterSpecByTime {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventFilterSpecByTime(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventFilterSpecByTime(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventFilterSpecByTime(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventFilterSpecByUsername {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventFilterSpecByUsername(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventFilterSpecByUsername(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventFilterSpecByUsername(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventFilterSpecRecursionOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventFilterSpecRecursionOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventFilterSpecRecursionOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventFilterSpecRecursionOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventManagerEventViewSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventManagerEventViewSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventManagerEventViewSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventManagerEventViewSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for EventManagerViewByStartId {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::EventManagerViewByStartId(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::EventManagerViewByStartId(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::EventManagerViewByStartId(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExitMaintenanceModeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExitMaintenanceModeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExitMaintenanceModeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExitMaintenanceModeEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExitStandbyModeFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExitStandbyModeFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExitStandbyModeFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExitStandbyModeFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExitedStandbyModeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExitedStandbyModeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExitedStandbyModeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExitedStandbyModeEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExitingStandbyModeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExitingStandbyModeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExitingStandbyModeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExitingStandbyModeEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExpiredAddonLicense {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExpiredAddonLicense(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExpiredAddonLicense(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExpiredAddonLicense(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExpiredEditionLicense {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExpiredEditionLicense(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExpiredEditionLicense(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExpiredEditionLicense(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExpiredFeatureLicense {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExpiredFeatureLicense(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExpiredFeatureLicense(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExpiredFeatureLicense(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExtExtendedProductInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExtExtendedProductInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExtExtendedProductInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExtExtendedProductInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExtManagedEntityInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExtManagedEntityInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExtManagedEntityInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExtManagedEntityInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExtSolutionManagerInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExtSolutionManagerInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExtSolutionManagerInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExtSolutionManagerInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExtSolutionManagerInfoTabInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExtSolutionManagerInfoTabInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExtSolutionManagerInfoTabInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExtSolutionManagerInfoTabInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExtendedDescription {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExtendedDescription(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExtendedDescription(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExtendedDescription(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ExtendedElementDescription {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ExtendedElementDescription(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ExtendedElementDescription(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ExtendedElementDescription(v) => Ok(v), other => Err(other), }
+    }
+}

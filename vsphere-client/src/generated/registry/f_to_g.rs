@@ -6,543 +6,96 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xc73e10), x::Name(0x1508f11), 0, 3), // FailToEnableSPBM: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0xc74f1b), x::Name(0x19b140c), 3, 3), // FailToLockFaultToleranceVMs: RuntimeFault
-        x::TypeEntry::structure(x::Name(0xc77215), x::Name(0x70950c), 6, 0), // FailoverLevelRestored: ClusterEvent
-        x::TypeEntry::structure(x::Name(0xc78810), x::Name(0xbb9c0b), 6, 3), // FailoverNodeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc7a30d), x::Name(0xbb9c0b), 9, 1), // FaultDomainId: DynamicData
-        x::TypeEntry::structure(x::Name(0xc7b122), x::Name(0x1431e0e), 10, 2), // FaultToleranceAntiAffinityViolated: MigrationFault
-        x::TypeEntry::structure(x::Name(0xc7d41b), x::Name(0x210340d), 12, 2), // FaultToleranceCannotEditMem: VmConfigFault
-        x::TypeEntry::structure(x::Name(0xc7f018), x::Name(0xbb9c0b), 14, 4), // FaultToleranceConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc80918), x::Name(0xbb9c0b), 18, 4), // FaultToleranceConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc8221d), x::Name(0x7d1e0f), 22, 3), // FaultToleranceCpuIncompatible: CpuIncompatible
-        x::TypeEntry::structure(x::Name(0xc84016), x::Name(0xbb9c0b), 25, 2), // FaultToleranceDiskSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc85716), x::Name(0xbb9c0b), 27, 1), // FaultToleranceMetaSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc86e1c), x::Name(0x1431e0e), 28, 1), // FaultToleranceNeedsThickDisk: MigrationFault
-        x::TypeEntry::structure(x::Name(0xc88b19), x::Name(0x2153a15), 29, 1), // FaultToleranceNotLicensed: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0xc8a51a), x::Name(0x1431e0e), 30, 1), // FaultToleranceNotSameBuild: MigrationFault
-        x::TypeEntry::structure(x::Name(0xc8c01f), x::Name(0xc7f018), 31, 1), // FaultTolerancePrimaryConfigInfo: FaultToleranceConfigInfo
-        x::TypeEntry::structure(x::Name(0xc8e028), x::Name(0x2153a15), 32, 2), // FaultTolerancePrimaryPowerOnNotAttempted: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0xc90921), x::Name(0xc7f018), 34, 1), // FaultToleranceSecondaryConfigInfo: FaultToleranceConfigInfo
-        x::TypeEntry::structure(x::Name(0xc92b1f), x::Name(0xbb9c0b), 35, 3), // FaultToleranceSecondaryOpResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xc94b1a), x::Name(0xbb9c0b), 38, 2), // FaultToleranceVMConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9661f), x::Name(0x1d94808), 40, 2), // FaultToleranceVmNotDasProtected: VimFault
-        x::TypeEntry::structure(x::Name(0xc9860c), x::Name(0xbb9c0b), 42, 2), // FaultsByHost: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9930a), x::Name(0xbb9c0b), 44, 2), // FaultsByVM: DynamicData
-        x::TypeEntry::structure(x::Name(0xc99e0a), x::Name(0xbb9c0b), 46, 5), // FcoeConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9a91a), x::Name(0xbb9c0b), 51, 3), // FcoeConfigFcoeCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9c41b), x::Name(0xbb9c0b), 54, 4), // FcoeConfigFcoeSpecification: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9e013), x::Name(0xbb9c0b), 58, 2), // FcoeConfigVlanRange: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9f409), x::Name(0x1d94808), 60, 0), // FcoeFault: VimFault
-        x::TypeEntry::structure(x::Name(0xc9fe19), x::Name(0xc9f409), 60, 1), // FcoeFaultPnicHasNoPortSet: FcoeFault
-        x::TypeEntry::structure(x::Name(0xca180e), x::Name(0xbdad12), 61, 3), // FeatureEVCMode: ElementDescription
-        x::TypeEntry::structure(x::Name(0xca2719), x::Name(0x1e7f321), 64, 3), // FeatureRequirementsNotMet: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0xca411c), x::Name::NONE, 67, 2), // FetchAuditRecordsRequestType
-        x::TypeEntry::structure(x::Name(0xca5e1a), x::Name::NONE, 69, 2), // FetchDVPortKeysRequestType
-        x::TypeEntry::structure(x::Name(0xca7917), x::Name::NONE, 71, 2), // FetchDVPortsRequestType
-        x::TypeEntry::structure(x::Name(0xca911e), x::Name::NONE, 73, 1), // FetchSystemEventLogRequestType
-        x::TypeEntry::structure(x::Name(0xcab027), x::Name::NONE, 74, 3), // FetchUserPrivilegeOnEntitiesRequestType
-        x::TypeEntry::enumeration(x::Name(0xcad814), 0, 4), // FibreChannelPortType
-        x::TypeEntry::structure(x::Name(0xcaf211), x::Name(0xcb3909), 77, 0), // FileAlreadyExists: FileFault
-        x::TypeEntry::structure(x::Name(0xcb041a), x::Name(0x9fe612), 77, 0), // FileBackedPortNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0xcb1f19), x::Name(0x1e3d10f), 77, 4), // FileBackedVirtualDiskSpec: VirtualDiskSpec
-        x::TypeEntry::structure(x::Name(0xcb3909), x::Name(0x1d94808), 81, 1), // FileFault: VimFault
-        x::TypeEntry::structure(x::Name(0xcb4308), x::Name(0xbb9c0b), 82, 5), // FileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xcb4c0c), x::Name(0xbb9c0b), 87, 10), // FileLockInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xcb5912), x::Name(0xbb9c0b), 97, 2), // FileLockInfoResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xcb6c0a), x::Name(0xcb3909), 99, 0), // FileLocked: FileFault
-        x::TypeEntry::structure(x::Name(0xcb770f), x::Name(0xcb3909), 99, 0), // FileNameTooLong: FileFault
-        x::TypeEntry::structure(x::Name(0xcb870c), x::Name(0xcb3909), 99, 0), // FileNotFound: FileFault
-        x::TypeEntry::structure(x::Name(0xcb940f), x::Name(0xcb3909), 99, 0), // FileNotWritable: FileFault
-        x::TypeEntry::structure(x::Name(0xcba409), x::Name(0xbb9c0b), 99, 0), // FileQuery: DynamicData
-        x::TypeEntry::structure(x::Name(0xcbae0e), x::Name(0xbb9c0b), 99, 4), // FileQueryFlags: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xcbbd28), 4, 3), // FileSystemMountInfoVStorageSupportStatus
-        x::TypeEntry::structure(x::Name(0xcbe60c), x::Name(0xcb3909), 103, 3), // FileTooLarge: FileFault
-        x::TypeEntry::structure(x::Name(0xcbf317), x::Name(0xbb9c0b), 106, 3), // FileTransferInformation: DynamicData
-        x::TypeEntry::structure(x::Name(0xcc0b16), x::Name(0x1a81e0d), 109, 0), // FilesystemQuiesceFault: SnapshotFault
-        x::TypeEntry::structure(x::Name(0xcc220b), x::Name(0x191f50d), 109, 1), // FilterInUse: ResourceInUse
-        x::TypeEntry::structure(x::Name(0xcc2e1b), x::Name::NONE, 110, 4), // FindAllByDnsNameRequestType
-        x::TypeEntry::structure(x::Name(0xcc4a16), x::Name::NONE, 114, 4), // FindAllByIpRequestType
-        x::TypeEntry::structure(x::Name(0xcc6118), x::Name::NONE, 118, 5), // FindAllByUuidRequestType
-        x::TypeEntry::structure(x::Name(0xcc7a20), x::Name::NONE, 123, 2), // FindAssociatedProfileRequestType
-        x::TypeEntry::structure(x::Name(0xcc9b1e), x::Name::NONE, 125, 3), // FindByDatastorePathRequestType
-        x::TypeEntry::structure(x::Name(0xccba18), x::Name::NONE, 128, 4), // FindByDnsNameRequestType
-        x::TypeEntry::structure(x::Name(0xccd31e), x::Name::NONE, 132, 2), // FindByInventoryPathRequestType
-        x::TypeEntry::structure(x::Name(0xccf213), x::Name::NONE, 134, 4), // FindByIpRequestType
-        x::TypeEntry::structure(x::Name(0xcd0615), x::Name::NONE, 138, 5), // FindByUuidRequestType
-        x::TypeEntry::structure(x::Name(0xcd1c14), x::Name::NONE, 143, 3), // FindChildRequestType
-        x::TypeEntry::structure(x::Name(0xcd3118), x::Name::NONE, 146, 2), // FindExtensionRequestType
-        x::TypeEntry::structure(x::Name(0xcd4a19), x::Name::NONE, 148, 2), // FindRulesForVmRequestType
-        x::TypeEntry::structure(x::Name(0xcd640f), x::Name(0xad70c), 150, 1), // FirewallProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xcd741d), x::Name(0xad70c), 151, 1), // FirewallProfileRulesetProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xcd920b), x::Name(0x156580a), 152, 3), // FloatOption: OptionType
-        x::TypeEntry::structure(x::Name(0xcd9e13), x::Name(0xcb4308), 155, 0), // FloppyImageFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0xcdb214), x::Name(0xcba409), 155, 0), // FloppyImageFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0xcdce22), x::Name(0xbb9c0b), 155, 3), // FolderBatchAddHostsToClusterResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xcdf123), x::Name(0xbb9c0b), 158, 2), // FolderBatchAddStandaloneHostsResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xce1516), 7, 2), // FolderDesiredHostState
-        x::TypeEntry::structure(x::Name(0xce2c13), x::Name(0xc04213), 160, 1), // FolderEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0xce4021), x::Name(0xbb9c0b), 161, 2), // FolderExternallyManagedFolderInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xce6221), 9, 8), // FolderExternallyManagedFolderType
-        x::TypeEntry::structure(x::Name(0xce8416), x::Name(0xbb9c0b), 163, 4), // FolderFailedHostResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xce9b0e), x::Name(0xcb4308), 167, 0), // FolderFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0xceaa0f), x::Name(0xcba409), 167, 0), // FolderFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0xceba11), x::Name(0xbb9c0b), 167, 2), // FolderNewHostSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xcecc15), x::Name::NONE, 169, 2), // FormatVffsRequestType
-        x::TypeEntry::structure(x::Name(0xcee215), x::Name::NONE, 171, 2), // FormatVmfsRequestType
-        x::TypeEntry::structure(x::Name(0xcef80e), x::Name(0x2153a15), 173, 3), // FtIssuesOnHost: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0xcf071f), 17, 3), // FtIssuesOnHostHostSelectionType
-        x::TypeEntry::structure(x::Name(0xcf2715), x::Name(0x210340d), 176, 3), // FtVmHostRuleViolation: VmConfigFault
-        x::TypeEntry::structure(x::Name(0xcf3d1e), x::Name(0x1432d1c), 179, 0), // FullStorageVMotionNotSupported: MigrationFeatureNotSupported
-        x::TypeEntry::structure(x::Name(0xcf5c13), x::Name(0xe25310), 179, 4), // GatewayConnectFault: HostConnectFault
-        x::TypeEntry::structure(x::Name(0xcf7017), x::Name(0xcfdb19), 183, 0), // GatewayHostNotReachable: GatewayToHostConnectFault
-        x::TypeEntry::structure(x::Name(0xcf880f), x::Name(0xcf5c13), 183, 0), // GatewayNotFound: GatewayConnectFault
-        x::TypeEntry::structure(x::Name(0xcf9813), x::Name(0xcf5c13), 183, 0), // GatewayNotReachable: GatewayConnectFault
-        x::TypeEntry::structure(x::Name(0xcfac17), x::Name(0xcf5c13), 183, 0), // GatewayOperationRefused: GatewayConnectFault
-        x::TypeEntry::structure(x::Name(0xcfc416), x::Name(0xcfdb19), 183, 2), // GatewayToHostAuthFault: GatewayToHostConnectFault
-        x::TypeEntry::structure(x::Name(0xcfdb19), x::Name(0xcf5c13), 185, 2), // GatewayToHostConnectFault: GatewayConnectFault
-        x::TypeEntry::structure(x::Name(0xcff51d), x::Name(0xcfdb19), 187, 2), // GatewayToHostTrustVerifyFault: GatewayToHostConnectFault
-        x::TypeEntry::structure(x::Name(0xd0130c), x::Name(0xc19905), 189, 1), // GeneralEvent: Event
-        x::TypeEntry::structure(x::Name(0xd02015), x::Name(0xd0130c), 190, 0), // GeneralHostErrorEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xd03614), x::Name(0xd0130c), 190, 0), // GeneralHostInfoEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xd04b17), x::Name(0xd0130c), 190, 0), // GeneralHostWarningEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xd06310), x::Name(0xd0130c), 190, 1), // GeneralUserEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xd07413), x::Name(0xd0130c), 191, 0), // GeneralVmErrorEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xd08812), x::Name(0xd0130c), 191, 0), // GeneralVmInfoEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xd09b15), x::Name(0xd0130c), 191, 0), // GeneralVmWarningEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xd0b130), x::Name::NONE, 191, 3), // GenerateCertificateSigningRequestByDnRequestType
-        x::TypeEntry::structure(x::Name(0xd0e22c), x::Name::NONE, 194, 3), // GenerateCertificateSigningRequestRequestType
-        x::TypeEntry::structure(x::Name(0xd10f1c), x::Name::NONE, 197, 3), // GenerateClientCsrRequestType
-        x::TypeEntry::structure(x::Name(0xd12c21), x::Name::NONE, 200, 3), // GenerateConfigTaskListRequestType
-        x::TypeEntry::structure(x::Name(0xd14e25), x::Name::NONE, 203, 2), // GenerateHostConfigTaskSpecRequestType
-        x::TypeEntry::structure(x::Name(0xd17426), x::Name::NONE, 205, 3), // GenerateHostProfileTaskListRequestType
-        x::TypeEntry::structure(x::Name(0xd19b16), x::Name::NONE, 208, 4), // GenerateKeyRequestType
-        x::TypeEntry::structure(x::Name(0xd1b21d), x::Name::NONE, 212, 3), // GenerateLogBundlesRequestType
-        x::TypeEntry::structure(x::Name(0xd1d027), x::Name::NONE, 215, 3), // GenerateSelfSignedClientCertRequestType
-        x::TypeEntry::structure(x::Name(0xd1f80f), x::Name(0x1d94808), 218, 1), // GenericDrsFault: VimFault
-        x::TypeEntry::structure(x::Name(0xd20814), x::Name(0x210340d), 219, 1), // GenericVmConfigFault: VmConfigFault
-        x::TypeEntry::structure(x::Name(0xd21d13), x::Name::NONE, 220, 2), // GetAlarmRequestType
-        x::TypeEntry::structure(x::Name(0xd23118), x::Name::NONE, 222, 2), // GetAlarmStateRequestType
-        x::TypeEntry::structure(x::Name(0xd24a1d), x::Name::NONE, 224, 2), // GetCryptoKeyStatusRequestType
-        x::TypeEntry::structure(x::Name(0xd2681f), x::Name::NONE, 226, 2), // GetCustomizationSpecRequestType
-        x::TypeEntry::structure(x::Name(0xd2881f), x::Name::NONE, 228, 3), // GetDefaultKmsClusterRequestType
-        x::TypeEntry::structure(x::Name(0xd2a817), x::Name::NONE, 231, 1), // GetPublicKeyRequestType
-        x::TypeEntry::structure(x::Name(0xd2c01b), x::Name::NONE, 232, 1), // GetResourceUsageRequestType
-        x::TypeEntry::structure(x::Name(0xd2dc16), x::Name::NONE, 233, 1), // GetSiteInfoRequestType
-        x::TypeEntry::structure(x::Name(0xd2f32b), x::Name::NONE, 234, 1), // GetSystemVMsRestrictedDatastoresRequestType
-        x::TypeEntry::structure(x::Name(0xd31f1f), x::Name::NONE, 235, 1), // GetVchaClusterHealthRequestType
-        x::TypeEntry::structure(x::Name(0xd33f1c), x::Name::NONE, 236, 2), // GetVpcNetworkSpanRequestType
-        x::TypeEntry::structure(x::Name(0xd35c1d), x::Name::NONE, 238, 2), // GetVsanObjExtAttrsRequestType
-        x::TypeEntry::structure(x::Name(0xd37a20), x::Name(0xea3c09), 240, 1), // GhostDvsProxySwitchDetectedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xd39b1f), x::Name(0xea3c09), 241, 1), // GhostDvsProxySwitchRemovedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xd3bb19), x::Name(0x1a2e40c), 242, 2), // GlobalMessageChangedEvent: SessionEvent
-        x::TypeEntry::structure(x::Name(0xd3f210), x::Name(0x5d30b), 244, 1), // GroupAlarmAction: AlarmAction
-        x::TypeEntry::structure(x::Name(0xd4030c), x::Name(0xbb9c0b), 245, 2), // GuestAliases: DynamicData
-        x::TypeEntry::structure(x::Name(0xd41012), x::Name(0xbb9c0b), 247, 2), // GuestAuthAliasInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd42313), x::Name(0xd44d10), 249, 0), // GuestAuthAnySubject: GuestAuthSubject
-        x::TypeEntry::structure(x::Name(0xd43715), x::Name(0xd44d10), 249, 1), // GuestAuthNamedSubject: GuestAuthSubject
-        x::TypeEntry::structure(x::Name(0xd44d10), x::Name(0xbb9c0b), 250, 0), // GuestAuthSubject: DynamicData
-        x::TypeEntry::structure(x::Name(0xd45e13), x::Name(0xbb9c0b), 250, 1), // GuestAuthentication: DynamicData
-        x::TypeEntry::structure(x::Name(0xd4721c), x::Name(0xd5c314), 251, 2), // GuestAuthenticationChallenge: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd48f18), x::Name(0xd5c314), 253, 0), // GuestComponentsOutOfDate: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd4a80d), x::Name(0xbb9c0b), 253, 5), // GuestDiskInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd4b613), x::Name(0xbb9c0b), 258, 3), // GuestFileAttributes: DynamicData
-        x::TypeEntry::structure(x::Name(0xd4ca0d), x::Name(0xbb9c0b), 261, 4), // GuestFileInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd4d80d), 20, 3), // GuestFileType
-        x::TypeEntry::structure(x::Name(0xd4e609), x::Name(0xbb9c0b), 265, 27), // GuestInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd4f015), 23, 3), // GuestInfoAppStateType
-        x::TypeEntry::structure(x::Name(0xd5061a), x::Name(0xbb9c0b), 292, 4), // GuestInfoCustomizationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd5211c), 26, 5), // GuestInfoCustomizationStatus
-        x::TypeEntry::structure(x::Name(0xd53e20), x::Name(0xbb9c0b), 296, 2), // GuestInfoNamespaceGenerationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd55f1b), x::Name(0xbb9c0b), 298, 1), // GuestInfoVirtualDiskMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0xd57b11), x::Name(0xbb9c0b), 299, 2), // GuestListFileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd58d12), x::Name(0xbb9c0b), 301, 3), // GuestMappedAliases: DynamicData
-        x::TypeEntry::structure(x::Name(0xd5a015), x::Name(0xd5c314), 304, 0), // GuestMultipleMappings: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd5b60c), x::Name(0xbb9c0b), 304, 8), // GuestNicInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd5c314), x::Name(0x1d94808), 312, 0), // GuestOperationsFault: VimFault
-        x::TypeEntry::structure(x::Name(0xd5d81a), x::Name(0xd5c314), 312, 0), // GuestOperationsUnavailable: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd5f311), x::Name(0xbb9c0b), 312, 64), // GuestOsDescriptor: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd6051d), 31, 3), // GuestOsDescriptorFirmwareType
-        x::TypeEntry::enumeration(x::Name(0xd6231d), 34, 7), // GuestOsDescriptorSupportLevel
-        x::TypeEntry::structure(x::Name(0xd64115), x::Name(0xd5c314), 376, 0), // GuestPermissionDenied: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd65718), x::Name(0xd4b613), 376, 3), // GuestPosixFileAttributes: GuestFileAttributes
-        x::TypeEntry::structure(x::Name(0xd67010), x::Name(0xbb9c0b), 379, 7), // GuestProcessInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd68114), x::Name(0xd5c314), 386, 1), // GuestProcessNotFound: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd69610), x::Name(0xbb9c0b), 387, 4), // GuestProgramSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd6a720), 41, 1), // GuestQuiesceEndGuestQuiesceError
-        x::TypeEntry::structure(x::Name(0xd6c813), x::Name(0xbb9c0b), 391, 2), // GuestRegKeyNameSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd6dc15), x::Name(0xbb9c0b), 393, 2), // GuestRegKeyRecordSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd6f20f), x::Name(0xbb9c0b), 395, 3), // GuestRegKeySpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd70212), 42, 3), // GuestRegKeyWowSpec
-        x::TypeEntry::structure(x::Name(0xd71517), x::Name(0xd72d15), 398, 1), // GuestRegValueBinarySpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd72d15), x::Name(0xbb9c0b), 399, 0), // GuestRegValueDataSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd74316), x::Name(0xd72d15), 399, 1), // GuestRegValueDwordSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd75a1d), x::Name(0xd72d15), 400, 1), // GuestRegValueExpandStringSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd7781c), x::Name(0xd72d15), 401, 1), // GuestRegValueMultiStringSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd79515), x::Name(0xbb9c0b), 402, 2), // GuestRegValueNameSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd7ab16), x::Name(0xd72d15), 404, 1), // GuestRegValueQwordSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd7c211), x::Name(0xbb9c0b), 405, 2), // GuestRegValueSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd7d417), x::Name(0xd72d15), 407, 1), // GuestRegValueStringSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xd7ec12), x::Name(0xd5c314), 408, 1), // GuestRegistryFault: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xd7ff1d), x::Name(0xd81d15), 409, 0), // GuestRegistryKeyAlreadyExists: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xd81d15), x::Name(0xd7ec12), 409, 1), // GuestRegistryKeyFault: GuestRegistryFault
-        x::TypeEntry::structure(x::Name(0xd8331a), x::Name(0xd81d15), 410, 0), // GuestRegistryKeyHasSubkeys: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xd84e17), x::Name(0xd81d15), 410, 0), // GuestRegistryKeyInvalid: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xd8661e), x::Name(0xd81d15), 410, 0), // GuestRegistryKeyParentVolatile: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xd88517), x::Name(0xd7ec12), 410, 2), // GuestRegistryValueFault: GuestRegistryFault
-        x::TypeEntry::structure(x::Name(0xd89d1a), x::Name(0xd88517), 412, 0), // GuestRegistryValueNotFound: GuestRegistryValueFault
-        x::TypeEntry::structure(x::Name(0xd8b80f), x::Name(0xbb9c0b), 412, 2), // GuestScreenInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd8c80e), x::Name(0xbb9c0b), 414, 4), // GuestStackInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd8d71a), x::Name(0xd4b613), 418, 3), // GuestWindowsFileAttributes: GuestFileAttributes
-        x::TypeEntry::structure(x::Name(0xd8f217), x::Name(0xd69610), 421, 1), // GuestWindowsProgramSpec: GuestProgramSpec
+        x::TypeEntry::structure(x::Name(0xcdb214), x::Name(0xcba409), 0, 0), // FloppyImageFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0xcdce22), x::Name(0xbb9c0b), 0, 3), // FolderBatchAddHostsToClusterResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xcdf123), x::Name(0xbb9c0b), 3, 2), // FolderBatchAddStandaloneHostsResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xce1516), 0, 2), // FolderDesiredHostState
+        x::TypeEntry::structure(x::Name(0xce2c13), x::Name(0xc04213), 5, 1), // FolderEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0xce4021), x::Name(0xbb9c0b), 6, 2), // FolderExternallyManagedFolderInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xce6221), 2, 8), // FolderExternallyManagedFolderType
+        x::TypeEntry::structure(x::Name(0xce8416), x::Name(0xbb9c0b), 8, 4), // FolderFailedHostResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xce9b0e), x::Name(0xcb4308), 12, 0), // FolderFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0xceaa0f), x::Name(0xcba409), 12, 0), // FolderFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0xceba11), x::Name(0xbb9c0b), 12, 2), // FolderNewHostSpec: DynamicData
+        x::TypeEntry::request(x::Name(0xcecc15), 14, 2), // FormatVffsRequestType
+        x::TypeEntry::request(x::Name(0xcee215), 16, 2), // FormatVmfsRequestType
+        x::TypeEntry::structure(x::Name(0xcef80e), x::Name(0x2153a15), 18, 3), // FtIssuesOnHost: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0xcf071f), 10, 3), // FtIssuesOnHostHostSelectionType
+        x::TypeEntry::structure(x::Name(0xcf2715), x::Name(0x210340d), 21, 3), // FtVmHostRuleViolation: VmConfigFault
+        x::TypeEntry::structure(x::Name(0xcf3d1e), x::Name(0x1432d1c), 24, 0), // FullStorageVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0xcf5c13), x::Name(0xe25310), 24, 4), // GatewayConnectFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0xcf7017), x::Name(0xcfdb19), 28, 0), // GatewayHostNotReachable: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xcf880f), x::Name(0xcf5c13), 28, 0), // GatewayNotFound: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcf9813), x::Name(0xcf5c13), 28, 0), // GatewayNotReachable: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcfac17), x::Name(0xcf5c13), 28, 0), // GatewayOperationRefused: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcfc416), x::Name(0xcfdb19), 28, 2), // GatewayToHostAuthFault: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xcfdb19), x::Name(0xcf5c13), 30, 2), // GatewayToHostConnectFault: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcff51d), x::Name(0xcfdb19), 32, 2), // GatewayToHostTrustVerifyFault: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xd0130c), x::Name(0xc19905), 34, 1), // GeneralEvent: Event
+        x::TypeEntry::structure(x::Name(0xd02015), x::Name(0xd0130c), 35, 0), // GeneralHostErrorEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd03614), x::Name(0xd0130c), 35, 0), // GeneralHostInfoEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd04b17), x::Name(0xd0130c), 35, 0), // GeneralHostWarningEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd06310), x::Name(0xd0130c), 35, 1), // GeneralUserEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd07413), x::Name(0xd0130c), 36, 0), // GeneralVmErrorEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd08812), x::Name(0xd0130c), 36, 0), // GeneralVmInfoEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd09b15), x::Name(0xd0130c), 36, 0), // GeneralVmWarningEvent: GeneralEvent
+        x::TypeEntry::request(x::Name(0xd0b130), 36, 3), // GenerateCertificateSigningRequestByDnRequestType
+        x::TypeEntry::request(x::Name(0xd0e22c), 39, 3), // GenerateCertificateSigningRequestRequestType
+        x::TypeEntry::request(x::Name(0xd10f1c), 42, 3), // GenerateClientCsrRequestType
+        x::TypeEntry::request(x::Name(0xd12c21), 45, 3), // GenerateConfigTaskListRequestType
+        x::TypeEntry::request(x::Name(0xd14e25), 48, 2), // GenerateHostConfigTaskSpecRequestType
+        x::TypeEntry::request(x::Name(0xd17426), 50, 3), // GenerateHostProfileTaskListRequestType
+        x::TypeEntry::request(x::Name(0xd19b16), 53, 4), // GenerateKeyRequestType
+        x::TypeEntry::request(x::Name(0xd1b21d), 57, 3), // GenerateLogBundlesRequestType
+        x::TypeEntry::request(x::Name(0xd1d027), 60, 3), // GenerateSelfSignedClientCertRequestType
+        x::TypeEntry::structure(x::Name(0xd1f80f), x::Name(0x1d94808), 63, 1), // GenericDrsFault: VimFault
+        x::TypeEntry::structure(x::Name(0xd20814), x::Name(0x210340d), 64, 1), // GenericVmConfigFault: VmConfigFault
+        x::TypeEntry::request(x::Name(0xd21d13), 65, 2), // GetAlarmRequestType
+        x::TypeEntry::request(x::Name(0xd23118), 67, 2), // GetAlarmStateRequestType
+        x::TypeEntry::request(x::Name(0xd24a1d), 69, 2), // GetCryptoKeyStatusRequestType
+        x::TypeEntry::request(x::Name(0xd2681f), 71, 2), // GetCustomizationSpecRequestType
+        x::TypeEntry::request(x::Name(0xd2881f), 73, 3), // GetDefaultKmsClusterRequestType
+        x::TypeEntry::request(x::Name(0xd2a817), 76, 1), // GetPublicKeyRequestType
+        x::TypeEntry::request(x::Name(0xd2c01b), 77, 1), // GetResourceUsageRequestType
+        x::TypeEntry::request(x::Name(0xd2dc16), 78, 1), // GetSiteInfoRequestType
+        x::TypeEntry::request(x::Name(0xd2f32b), 79, 1), // GetSystemVMsRestrictedDatastoresRequestType
+        x::TypeEntry::request(x::Name(0xd31f1f), 80, 1), // GetVchaClusterHealthRequestType
+        x::TypeEntry::request(x::Name(0xd33f1c), 81, 2), // GetVpcNetworkSpanRequestType
+        x::TypeEntry::request(x::Name(0xd35c1d), 83, 2), // GetVsanObjExtAttrsRequestType
+        x::TypeEntry::structure(x::Name(0xd37a20), x::Name(0xea3c09), 85, 1), // GhostDvsProxySwitchDetectedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd39b1f), x::Name(0xea3c09), 86, 1), // GhostDvsProxySwitchRemovedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd3bb19), x::Name(0x1a2e40c), 87, 2), // GlobalMessageChangedEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0xd3f210), x::Name(0x5d30b), 89, 1), // GroupAlarmAction: AlarmAction
+        x::TypeEntry::structure(x::Name(0xd4030c), x::Name(0xbb9c0b), 90, 2), // GuestAliases: DynamicData
+        x::TypeEntry::structure(x::Name(0xd41012), x::Name(0xbb9c0b), 92, 2), // GuestAuthAliasInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd42313), x::Name(0xd44d10), 94, 0), // GuestAuthAnySubject: GuestAuthSubject
+        x::TypeEntry::structure(x::Name(0xd43715), x::Name(0xd44d10), 94, 1), // GuestAuthNamedSubject: GuestAuthSubject
+        x::TypeEntry::structure(x::Name(0xd44d10), x::Name(0xbb9c0b), 95, 0), // GuestAuthSubject: DynamicData
+        x::TypeEntry::structure(x::Name(0xd45e13), x::Name(0xbb9c0b), 95, 1), // GuestAuthentication: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4721c), x::Name(0xd5c314), 96, 2), // GuestAuthenticationChallenge: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd48f18), x::Name(0xd5c314), 98, 0), // GuestComponentsOutOfDate: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd4a80d), x::Name(0xbb9c0b), 98, 5), // GuestDiskInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4b613), x::Name(0xbb9c0b), 103, 3), // GuestFileAttributes: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4ca0d), x::Name(0xbb9c0b), 106, 4), // GuestFileInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd4d80d), 13, 3), // GuestFileType
+        x::TypeEntry::structure(x::Name(0xd4e609), x::Name(0xbb9c0b), 110, 27), // GuestInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd4f015), 16, 3), // GuestInfoAppStateType
+        x::TypeEntry::structure(x::Name(0xd5061a), x::Name(0xbb9c0b), 137, 4), // GuestInfoCustomizationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd5211c), 19, 5), // GuestInfoCustomizationStatus
+        x::TypeEntry::structure(x::Name(0xd53e20), x::Name(0xbb9c0b), 141, 2), // GuestInfoNamespaceGenerationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd55f1b), x::Name(0xbb9c0b), 143, 1), // GuestInfoVirtualDiskMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0xd57b11), x::Name(0xbb9c0b), 144, 2), // GuestListFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd58d12), x::Name(0xbb9c0b), 146, 3), // GuestMappedAliases: DynamicData
+        x::TypeEntry::structure(x::Name(0xd5a015), x::Name(0xd5c314), 149, 0), // GuestMultipleMappings: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd5b60c), x::Name(0xbb9c0b), 149, 8), // GuestNicInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd5c314), x::Name(0x1d94808), 157, 0), // GuestOperationsFault: VimFault
+        x::TypeEntry::structure(x::Name(0xd5d81a), x::Name(0xd5c314), 157, 0), // GuestOperationsUnavailable: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd5f311), x::Name(0xbb9c0b), 157, 64), // GuestOsDescriptor: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd6051d), 24, 3), // GuestOsDescriptorFirmwareType
+        x::TypeEntry::enumeration(x::Name(0xd6231d), 27, 7), // GuestOsDescriptorSupportLevel
     ],
-    decoders: &[
-        Some(x::decode_boxed::<FailToEnableSPBM>),
-        Some(x::decode_boxed::<FailToLockFaultToleranceVMs>),
-        Some(x::decode_boxed::<FailoverLevelRestored>),
-        Some(x::decode_boxed::<FailoverNodeInfo>),
-        Some(x::decode_boxed::<FaultDomainId>),
-        Some(x::decode_boxed::<FaultToleranceAntiAffinityViolated>),
-        Some(x::decode_boxed::<FaultToleranceCannotEditMem>),
-        Some(x::decode_boxed::<FaultToleranceConfigInfo>),
-        Some(x::decode_boxed::<FaultToleranceConfigSpec>),
-        Some(x::decode_boxed::<FaultToleranceCpuIncompatible>),
-        Some(x::decode_boxed::<FaultToleranceDiskSpec>),
-        Some(x::decode_boxed::<FaultToleranceMetaSpec>),
-        Some(x::decode_boxed::<FaultToleranceNeedsThickDisk>),
-        Some(x::decode_boxed::<FaultToleranceNotLicensed>),
-        Some(x::decode_boxed::<FaultToleranceNotSameBuild>),
-        Some(x::decode_boxed::<FaultTolerancePrimaryConfigInfo>),
-        Some(x::decode_boxed::<FaultTolerancePrimaryPowerOnNotAttempted>),
-        Some(x::decode_boxed::<FaultToleranceSecondaryConfigInfo>),
-        Some(x::decode_boxed::<FaultToleranceSecondaryOpResult>),
-        Some(x::decode_boxed::<FaultToleranceVMConfigSpec>),
-        Some(x::decode_boxed::<FaultToleranceVmNotDasProtected>),
-        Some(x::decode_boxed::<FaultsByHost>),
-        Some(x::decode_boxed::<FaultsByVM>),
-        Some(x::decode_boxed::<FcoeConfig>),
-        Some(x::decode_boxed::<FcoeConfigFcoeCapabilities>),
-        Some(x::decode_boxed::<FcoeConfigFcoeSpecification>),
-        Some(x::decode_boxed::<FcoeConfigVlanRange>),
-        Some(x::decode_boxed::<FcoeFault>),
-        Some(x::decode_boxed::<FcoeFaultPnicHasNoPortSet>),
-        Some(x::decode_boxed::<FeatureEVCMode>),
-        Some(x::decode_boxed::<FeatureRequirementsNotMet>),
-        None, // FetchAuditRecordsRequestType
-        None, // FetchDVPortKeysRequestType
-        None, // FetchDVPortsRequestType
-        None, // FetchSystemEventLogRequestType
-        None, // FetchUserPrivilegeOnEntitiesRequestType
-        Some(x::decode_boxed::<FibreChannelPortType>),
-        Some(x::decode_boxed::<FileAlreadyExists>),
-        Some(x::decode_boxed::<FileBackedPortNotSupported>),
-        Some(x::decode_boxed::<FileBackedVirtualDiskSpec>),
-        Some(x::decode_boxed::<FileFault>),
-        Some(x::decode_boxed::<FileInfo>),
-        Some(x::decode_boxed::<FileLockInfo>),
-        Some(x::decode_boxed::<FileLockInfoResult>),
-        Some(x::decode_boxed::<FileLocked>),
-        Some(x::decode_boxed::<FileNameTooLong>),
-        Some(x::decode_boxed::<FileNotFound>),
-        Some(x::decode_boxed::<FileNotWritable>),
-        Some(x::decode_boxed::<FileQuery>),
-        Some(x::decode_boxed::<FileQueryFlags>),
-        Some(x::decode_boxed::<FileSystemMountInfoVStorageSupportStatus>),
-        Some(x::decode_boxed::<FileTooLarge>),
-        Some(x::decode_boxed::<FileTransferInformation>),
-        Some(x::decode_boxed::<FilesystemQuiesceFault>),
-        Some(x::decode_boxed::<FilterInUse>),
-        None, // FindAllByDnsNameRequestType
-        None, // FindAllByIpRequestType
-        None, // FindAllByUuidRequestType
-        None, // FindAssociatedProfileRequestType
-        None, // FindByDatastorePathRequestType
-        None, // FindByDnsNameRequestType
-        None, // FindByInventoryPathRequestType
-        None, // FindByIpRequestType
-        None, // FindByUuidRequestType
-        None, // FindChildRequestType
-        None, // FindExtensionRequestType
-        None, // FindRulesForVmRequestType
-        Some(x::decode_boxed::<FirewallProfile>),
-        Some(x::decode_boxed::<FirewallProfileRulesetProfile>),
-        Some(x::decode_boxed::<FloatOption>),
-        Some(x::decode_boxed::<FloppyImageFileInfo>),
-        Some(x::decode_boxed::<FloppyImageFileQuery>),
-        Some(x::decode_boxed::<FolderBatchAddHostsToClusterResult>),
-        Some(x::decode_boxed::<FolderBatchAddStandaloneHostsResult>),
-        Some(x::decode_boxed::<FolderDesiredHostState>),
-        Some(x::decode_boxed::<FolderEventArgument>),
-        Some(x::decode_boxed::<FolderExternallyManagedFolderInfo>),
-        Some(x::decode_boxed::<FolderExternallyManagedFolderType>),
-        Some(x::decode_boxed::<FolderFailedHostResult>),
-        Some(x::decode_boxed::<FolderFileInfo>),
-        Some(x::decode_boxed::<FolderFileQuery>),
-        Some(x::decode_boxed::<FolderNewHostSpec>),
-        None, // FormatVffsRequestType
-        None, // FormatVmfsRequestType
-        Some(x::decode_boxed::<FtIssuesOnHost>),
-        Some(x::decode_boxed::<FtIssuesOnHostHostSelectionType>),
-        Some(x::decode_boxed::<FtVmHostRuleViolation>),
-        Some(x::decode_boxed::<FullStorageVMotionNotSupported>),
-        Some(x::decode_boxed::<GatewayConnectFault>),
-        Some(x::decode_boxed::<GatewayHostNotReachable>),
-        Some(x::decode_boxed::<GatewayNotFound>),
-        Some(x::decode_boxed::<GatewayNotReachable>),
-        Some(x::decode_boxed::<GatewayOperationRefused>),
-        Some(x::decode_boxed::<GatewayToHostAuthFault>),
-        Some(x::decode_boxed::<GatewayToHostConnectFault>),
-        Some(x::decode_boxed::<GatewayToHostTrustVerifyFault>),
-        Some(x::decode_boxed::<GeneralEvent>),
-        Some(x::decode_boxed::<GeneralHostErrorEvent>),
-        Some(x::decode_boxed::<GeneralHostInfoEvent>),
-        Some(x::decode_boxed::<GeneralHostWarningEvent>),
-        Some(x::decode_boxed::<GeneralUserEvent>),
-        Some(x::decode_boxed::<GeneralVmErrorEvent>),
-        Some(x::decode_boxed::<GeneralVmInfoEvent>),
-        Some(x::decode_boxed::<GeneralVmWarningEvent>),
-        None, // GenerateCertificateSigningRequestByDnRequestType
-        None, // GenerateCertificateSigningRequestRequestType
-        None, // GenerateClientCsrRequestType
-        None, // GenerateConfigTaskListRequestType
-        None, // GenerateHostConfigTaskSpecRequestType
-        None, // GenerateHostProfileTaskListRequestType
-        None, // GenerateKeyRequestType
-        None, // GenerateLogBundlesRequestType
-        None, // GenerateSelfSignedClientCertRequestType
-        Some(x::decode_boxed::<GenericDrsFault>),
-        Some(x::decode_boxed::<GenericVmConfigFault>),
-        None, // GetAlarmRequestType
-        None, // GetAlarmStateRequestType
-        None, // GetCryptoKeyStatusRequestType
-        None, // GetCustomizationSpecRequestType
-        None, // GetDefaultKmsClusterRequestType
-        None, // GetPublicKeyRequestType
-        None, // GetResourceUsageRequestType
-        None, // GetSiteInfoRequestType
-        None, // GetSystemVMsRestrictedDatastoresRequestType
-        None, // GetVchaClusterHealthRequestType
-        None, // GetVpcNetworkSpanRequestType
-        None, // GetVsanObjExtAttrsRequestType
-        Some(x::decode_boxed::<GhostDvsProxySwitchDetectedEvent>),
-        Some(x::decode_boxed::<GhostDvsProxySwitchRemovedEvent>),
-        Some(x::decode_boxed::<GlobalMessageChangedEvent>),
-        Some(x::decode_boxed::<GroupAlarmAction>),
-        Some(x::decode_boxed::<GuestAliases>),
-        Some(x::decode_boxed::<GuestAuthAliasInfo>),
-        Some(x::decode_boxed::<GuestAuthAnySubject>),
-        Some(x::decode_boxed::<GuestAuthNamedSubject>),
-        Some(x::decode_boxed::<GuestAuthSubject>),
-        Some(x::decode_boxed::<GuestAuthentication>),
-        Some(x::decode_boxed::<GuestAuthenticationChallenge>),
-        Some(x::decode_boxed::<GuestComponentsOutOfDate>),
-        Some(x::decode_boxed::<GuestDiskInfo>),
-        Some(x::decode_boxed::<GuestFileAttributes>),
-        Some(x::decode_boxed::<GuestFileInfo>),
-        Some(x::decode_boxed::<GuestFileType>),
-        Some(x::decode_boxed::<GuestInfo>),
-        Some(x::decode_boxed::<GuestInfoAppStateType>),
-        Some(x::decode_boxed::<GuestInfoCustomizationInfo>),
-        Some(x::decode_boxed::<GuestInfoCustomizationStatus>),
-        Some(x::decode_boxed::<GuestInfoNamespaceGenerationInfo>),
-        Some(x::decode_boxed::<GuestInfoVirtualDiskMapping>),
-        Some(x::decode_boxed::<GuestListFileInfo>),
-        Some(x::decode_boxed::<GuestMappedAliases>),
-        Some(x::decode_boxed::<GuestMultipleMappings>),
-        Some(x::decode_boxed::<GuestNicInfo>),
-        Some(x::decode_boxed::<GuestOperationsFault>),
-        Some(x::decode_boxed::<GuestOperationsUnavailable>),
-        Some(x::decode_boxed::<GuestOsDescriptor>),
-        Some(x::decode_boxed::<GuestOsDescriptorFirmwareType>),
-        Some(x::decode_boxed::<GuestOsDescriptorSupportLevel>),
-        Some(x::decode_boxed::<GuestPermissionDenied>),
-        Some(x::decode_boxed::<GuestPosixFileAttributes>),
-        Some(x::decode_boxed::<GuestProcessInfo>),
-        Some(x::decode_boxed::<GuestProcessNotFound>),
-        Some(x::decode_boxed::<GuestProgramSpec>),
-        Some(x::decode_boxed::<GuestQuiesceEndGuestQuiesceError>),
-        Some(x::decode_boxed::<GuestRegKeyNameSpec>),
-        Some(x::decode_boxed::<GuestRegKeyRecordSpec>),
-        Some(x::decode_boxed::<GuestRegKeySpec>),
-        Some(x::decode_boxed::<GuestRegKeyWowSpec>),
-        Some(x::decode_boxed::<GuestRegValueBinarySpec>),
-        Some(x::decode_boxed::<GuestRegValueDataSpec>),
-        Some(x::decode_boxed::<GuestRegValueDwordSpec>),
-        Some(x::decode_boxed::<GuestRegValueExpandStringSpec>),
-        Some(x::decode_boxed::<GuestRegValueMultiStringSpec>),
-        Some(x::decode_boxed::<GuestRegValueNameSpec>),
-        Some(x::decode_boxed::<GuestRegValueQwordSpec>),
-        Some(x::decode_boxed::<GuestRegValueSpec>),
-        Some(x::decode_boxed::<GuestRegValueStringSpec>),
-        Some(x::decode_boxed::<GuestRegistryFault>),
-        Some(x::decode_boxed::<GuestRegistryKeyAlreadyExists>),
-        Some(x::decode_boxed::<GuestRegistryKeyFault>),
-        Some(x::decode_boxed::<GuestRegistryKeyHasSubkeys>),
-        Some(x::decode_boxed::<GuestRegistryKeyInvalid>),
-        Some(x::decode_boxed::<GuestRegistryKeyParentVolatile>),
-        Some(x::decode_boxed::<GuestRegistryValueFault>),
-        Some(x::decode_boxed::<GuestRegistryValueNotFound>),
-        Some(x::decode_boxed::<GuestScreenInfo>),
-        Some(x::decode_boxed::<GuestStackInfo>),
-        Some(x::decode_boxed::<GuestWindowsFileAttributes>),
-        Some(x::decode_boxed::<GuestWindowsProgramSpec>),
-    ],
+    decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x2591d02), x::Name(0x13ff016)), // cs: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2592006), x::Name(0x3344606)), // csName: string
-        x::FieldEntry::repeated(x::Name(0x29d7211), x::Name(0x792622)), // hostLicenseStates: ComputeResourceHostSPBMLicenseInfo
-        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x233450f), x::Name(0x13ff016)), // alreadyLockedVm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24a4011), x::Name(0x89dd17)), // clusterIpSettings: CustomizationIPSettings
-        x::FieldEntry::optional(x::Name(0x285c90a), x::Name(0x89dd17)), // failoverIp: CustomizationIPSettings
-        x::FieldEntry::optional(x::Name(0x23f7b08), x::Name(0x3344606)), // biosUuid: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3167d04), x::Name(0x2a94603)), // role: int
-        x::FieldEntry::repeated(x::Name(0x2a8d60d), x::Name(0x3344606)), // instanceUuids: string
-        x::FieldEntry::repeated(x::Name(0x24f440b), x::Name(0x3344606)), // configPaths: string
-        x::FieldEntry::optional(x::Name(0x2eac308), x::Name(0x2405e07)), // orphaned: boolean
-        x::FieldEntry::optional(x::Name(0x2c9fa0c), x::Name(0xc85716)), // metaDataPath: FaultToleranceMetaSpec
-        x::FieldEntry::optional(x::Name(0x31bc40f), x::Name(0xc94b1a)), // secondaryVmSpec: FaultToleranceVMConfigSpec
-        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
-        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x2405e07)), // model: boolean
-        x::FieldEntry::required(x::Name(0x286af06), x::Name(0x2405e07)), // family: boolean
-        x::FieldEntry::required(x::Name(0x331c508), x::Name(0x2405e07)), // stepping: boolean
-        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x1dc1a0d)), // disk: VirtualDevice
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c9e811), x::Name(0x13ff016)), // metaDataDatastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2418405), x::Name(0x3344606)), // build: string
-        x::FieldEntry::repeated(x::Name(0x31b9c0b), x::Name(0x13ff016)), // secondaries: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31bb80b), x::Name(0x13ff016)), // secondaryVm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ff1809), x::Name(0x13ff016)), // primaryVm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ff0009), x::Name(0x13ff016)), // primaryVM: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fb6410), x::Name(0x2405e07)), // powerOnAttempted: boolean
-        x::FieldEntry::optional(x::Name(0x2fb750d), x::Name(0x73fe16)), // powerOnResult: ClusterPowerOnVmResult
-        x::FieldEntry::optional(x::Name(0x35bf308), x::Name(0x13ff016)), // vmConfig: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2724c05), x::Name(0xc84016)), // disks: FaultToleranceDiskSpec
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2879906), x::Name(0x13d6214)), // faults: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2879906), x::Name(0x13d6214)), // faults: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2ff490d), x::Name(0x2a94603)), // priorityClass: int
-        x::FieldEntry::required(x::Name(0x328f809), x::Name(0x3344606)), // sourceMac: string
-        x::FieldEntry::repeated(x::Name(0x35b3809), x::Name(0xc9e013)), // vlanRange: FcoeConfigVlanRange
-        x::FieldEntry::required(x::Name(0x243e10c), x::Name(0xc9a91a)), // capabilities: FcoeConfigFcoeCapabilities
-        x::FieldEntry::required(x::Name(0x287e90a), x::Name(0x2405e07)), // fcoeActive: boolean
-        x::FieldEntry::required(x::Name(0x2ff490d), x::Name(0x2405e07)), // priorityClass: boolean
-        x::FieldEntry::required(x::Name(0x3290210), x::Name(0x2405e07)), // sourceMacAddress: boolean
-        x::FieldEntry::required(x::Name(0x35b3809), x::Name(0x2405e07)), // vlanRange: boolean
-        x::FieldEntry::required(x::Name(0x347e30e), x::Name(0x3344606)), // underlyingPnic: string
-        x::FieldEntry::optional(x::Name(0x2ff490d), x::Name(0x2a94603)), // priorityClass: int
-        x::FieldEntry::optional(x::Name(0x328f809), x::Name(0x3344606)), // sourceMac: string
-        x::FieldEntry::repeated(x::Name(0x35b3809), x::Name(0xc9e013)), // vlanRange: FcoeConfigVlanRange
-        x::FieldEntry::required(x::Name(0x35af307), x::Name(0x2a94603)), // vlanLow: int
-        x::FieldEntry::required(x::Name(0x35acc08), x::Name(0x2a94603)), // vlanHigh: int
-        x::FieldEntry::required(x::Name(0x2d95509), x::Name(0x3344606)), // nicDevice: string
-        x::FieldEntry::repeated(x::Name(0x2c19604), x::Name(0xeacc0f)), // mask: HostFeatureMask
-        x::FieldEntry::repeated(x::Name(0x243ee0a), x::Name(0xeab615)), // capability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0x310d00b), x::Name(0x1f11720)), // requirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x341ab05), x::Name(0x3344606)), // token: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2587208), x::Name(0xb02324)), // criteria: DistributedVirtualSwitchPortCriteria
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2587208), x::Name(0xb02324)), // criteria: DistributedVirtualSwitchPortCriteria
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27f0e08), x::Name(0x13ff016)), // entities: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::required(x::Name(0x2445d0a), x::Name(0x2be5304)), // capacityKb: long
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
-        x::FieldEntry::optional(x::Name(0x31c230c), x::Name(0x3344606)), // sectorFormat: string
-        x::FieldEntry::required(x::Name(0x2899104), x::Name(0x3344606)), // file: string
-        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::optional(x::Name(0x28eb90c), x::Name(0x3344606)), // friendlyName: string
-        x::FieldEntry::optional(x::Name(0x289ff08), x::Name(0x2be5304)), // fileSize: long
-        x::FieldEntry::optional(x::Name(0x2cd480c), x::Name(0x2607608)), // modification: dateTime
-        x::FieldEntry::optional(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
-        x::FieldEntry::required(x::Name(0x289f608), x::Name(0x3344606)), // filePath: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
-        x::FieldEntry::required(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x36fc909), x::Name(0x3344606)), // worldName: string
-        x::FieldEntry::optional(x::Name(0x2edf707), x::Name(0x3344606)), // ownerId: string
-        x::FieldEntry::required(x::Name(0x2bd5408), x::Name(0x3344606)), // lockMode: string
-        x::FieldEntry::optional(x::Name(0x22d7408), x::Name(0x2607608)), // acquired: dateTime
-        x::FieldEntry::optional(x::Name(0x29ab709), x::Name(0x2607608)), // heartbeat: dateTime
-        x::FieldEntry::optional(x::Name(0x30ae108), x::Name(0x2a94603)), // refCount: int
-        x::FieldEntry::repeated(x::Name(0x2bd4b08), x::Name(0xcb4c0c)), // lockInfo: FileLockInfo
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x2405e07)), // fileType: boolean
-        x::FieldEntry::required(x::Name(0x289ff08), x::Name(0x2405e07)), // fileSize: boolean
-        x::FieldEntry::required(x::Name(0x2cd480c), x::Name(0x2405e07)), // modification: boolean
-        x::FieldEntry::optional(x::Name(0x289ec09), x::Name(0x2405e07)), // fileOwner: boolean
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x3344606)), // datastore: string
-        x::FieldEntry::required(x::Name(0x289ff08), x::Name(0x2be5304)), // fileSize: long
-        x::FieldEntry::optional(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
-        x::FieldEntry::required(x::Name(0x238fa0a), x::Name(0xd4b613)), // attributes: GuestFileAttributes
-        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1e1190d)), // disk: VirtualDiskId
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2738d07), x::Name(0x3344606)), // dnsName: string
-        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ad6e02), x::Name(0x3344606)), // ip: string
-        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
-        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x2405e07)), // instanceUuid: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2738d07), x::Name(0x3344606)), // dnsName: string
-        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ac3d0d), x::Name(0x3344606)), // inventoryPath: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ad6e02), x::Name(0x3344606)), // ip: string
-        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
-        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x2405e07)), // instanceUuid: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0xcd741d)), // ruleset: FirewallProfileRulesetProfile
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2cb6003), x::Name(0x28c9105)), // min: float
-        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x28c9105)), // max: float
-        x::FieldEntry::required(x::Name(0x264950c), x::Name(0x28c9105)), // defaultValue: float
         x::FieldEntry::repeated(x::Name(0x2a07813), x::Name(0x13ff016)), // hostsAddedToCluster: ManagedObjectReference
         x::FieldEntry::repeated(x::Name(0x2a08c17), x::Name(0xce8416)), // hostsFailedInventoryAdd: FolderFailedHostResult
         x::FieldEntry::repeated(x::Name(0x2a0a418), x::Name(0xce8416)), // hostsFailedMoveToCluster: FolderFailedHostResult
@@ -764,61 +317,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::optional(x::Name(0x339650d), x::Name(0x2405e07)), // supportsTPM20: boolean
         x::FieldEntry::optional(x::Name(0x308ee10), x::Name(0x2405e07)), // recommendedTPM20: boolean
         x::FieldEntry::optional(x::Name(0x36b410d), x::Name(0x2405e07)), // vwdtSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2edf707), x::Name(0x2a94603)), // ownerId: int
-        x::FieldEntry::optional(x::Name(0x2931507), x::Name(0x2a94603)), // groupId: int
-        x::FieldEntry::optional(x::Name(0x2f4af0b), x::Name(0x2be5304)), // permissions: long
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2f71503), x::Name(0x2be5304)), // pid: long
-        x::FieldEntry::required(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
-        x::FieldEntry::required(x::Name(0x24b6507), x::Name(0x3344606)), // cmdLine: string
-        x::FieldEntry::required(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
-        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2607608)), // endTime: dateTime
-        x::FieldEntry::optional(x::Name(0x282ac08), x::Name(0x2a94603)), // exitCode: int
-        x::FieldEntry::required(x::Name(0x2f71503), x::Name(0x2be5304)), // pid: long
-        x::FieldEntry::required(x::Name(0x301920b), x::Name(0x3344606)), // programPath: string
-        x::FieldEntry::required(x::Name(0x2365609), x::Name(0x3344606)), // arguments: string
-        x::FieldEntry::optional(x::Name(0x36f9210), x::Name(0x3344606)), // workingDirectory: string
-        x::FieldEntry::repeated(x::Name(0x27fcb0c), x::Name(0x3344606)), // envVariables: string
-        x::FieldEntry::required(x::Name(0x30bb80c), x::Name(0x3344606)), // registryPath: string
-        x::FieldEntry::required(x::Name(0x36fd80a), x::Name(0x3344606)), // wowBitness: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0xd6f20f)), // key: GuestRegKeySpec
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
-        x::FieldEntry::required(x::Name(0x2493209), x::Name(0x3344606)), // classType: string
-        x::FieldEntry::required(x::Name(0x2b7e10b), x::Name(0x2607608)), // lastWritten: dateTime
-        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x23e790c)), // value: base64Binary
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x2a94603)), // value: int
-        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::repeated(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x2be5304)), // value: long
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0xd79515)), // name: GuestRegValueNameSpec
-        x::FieldEntry::required(x::Name(0x25ddf04), x::Name(0xd72d15)), // data: GuestRegValueDataSpec
-        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x36f1116), x::Name(0x2be5304)), // windowsSystemErrorCode: long
-        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0x3344606)), // keyName: string
-        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0x3344606)), // keyName: string
-        x::FieldEntry::required(x::Name(0x3546709), x::Name(0x3344606)), // valueName: string
-        x::FieldEntry::required(x::Name(0x36c3d05), x::Name(0x2a94603)), // width: int
-        x::FieldEntry::required(x::Name(0x29aeb06), x::Name(0x2a94603)), // height: int
-        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0x149b110)), // dnsConfig: NetDnsConfigInfo
-        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0x14a6714)), // ipRouteConfig: NetIpRouteConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2aedd0d), x::Name(0x134dd08)), // ipStackConfig: KeyValue
-        x::FieldEntry::optional(x::Name(0x26b290a), x::Name(0x1494f11)), // dhcpConfig: NetDhcpConfigInfo
-        x::FieldEntry::optional(x::Name(0x29b0306), x::Name(0x2405e07)), // hidden: boolean
-        x::FieldEntry::optional(x::Name(0x306b208), x::Name(0x2405e07)), // readOnly: boolean
-        x::FieldEntry::optional(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
-        x::FieldEntry::required(x::Name(0x32f0f0e), x::Name(0x2405e07)), // startMinimized: boolean
     ],
     values: &[
-        x::Name(0x284ef06), // fabric
-        x::Name(0x2be6804), // loop
-        x::Name(0x2f8d00c), // pointToPoint
-        x::Name(0x3488b07), // unknown
-        x::Name(0x353a311), // vStorageSupported
-        x::Name(0x353c513), // vStorageUnsupported
-        x::Name(0x353b50f), // vStorageUnknown
         x::Name(0x2bf920b), // maintenance
         x::Name(0x2daef0f), // non_maintenance
         x::Name(0x15fc70c), // PROJECT_ROOT
@@ -853,9 +353,1549 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x34adc0b), // unsupported
         x::Name(0x2666c0a), // deprecated
         x::Name(0x33f620b), // techPreview
-        x::Name(0x2863807), // failure
-        x::Name(0x22a6509), // WOWNative
-        x::Name(0x22a5905), // WOW32
-        x::Name(0x22a5f05), // WOW64
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    FloppyImageFileQuery(Box<FloppyImageFileQuery>),
+    FolderBatchAddHostsToClusterResult(Box<FolderBatchAddHostsToClusterResult>),
+    FolderBatchAddStandaloneHostsResult(Box<FolderBatchAddStandaloneHostsResult>),
+    FolderDesiredHostState(Box<FolderDesiredHostState>),
+    FolderEventArgument(Box<FolderEventArgument>),
+    FolderExternallyManagedFolderInfo(Box<FolderExternallyManagedFolderInfo>),
+    FolderExternallyManagedFolderType(Box<FolderExternallyManagedFolderType>),
+    FolderFailedHostResult(Box<FolderFailedHostResult>),
+    FolderFileInfo(Box<FolderFileInfo>),
+    FolderFileQuery(Box<FolderFileQuery>),
+    FolderNewHostSpec(Box<FolderNewHostSpec>),
+    FtIssuesOnHost(Box<FtIssuesOnHost>),
+    FtIssuesOnHostHostSelectionType(Box<FtIssuesOnHostHostSelectionType>),
+    FtVmHostRuleViolation(Box<FtVmHostRuleViolation>),
+    FullStorageVMotionNotSupported(Box<FullStorageVMotionNotSupported>),
+    GatewayConnectFault(Box<GatewayConnectFault>),
+    GatewayHostNotReachable(Box<GatewayHostNotReachable>),
+    GatewayNotFound(Box<GatewayNotFound>),
+    GatewayNotReachable(Box<GatewayNotReachable>),
+    GatewayOperationRefused(Box<GatewayOperationRefused>),
+    GatewayToHostAuthFault(Box<GatewayToHostAuthFault>),
+    GatewayToHostConnectFault(Box<GatewayToHostConnectFault>),
+    GatewayToHostTrustVerifyFault(Box<GatewayToHostTrustVerifyFault>),
+    GeneralEvent(Box<GeneralEvent>),
+    GeneralHostErrorEvent(Box<GeneralHostErrorEvent>),
+    GeneralHostInfoEvent(Box<GeneralHostInfoEvent>),
+    GeneralHostWarningEvent(Box<GeneralHostWarningEvent>),
+    GeneralUserEvent(Box<GeneralUserEvent>),
+    GeneralVmErrorEvent(Box<GeneralVmErrorEvent>),
+    GeneralVmInfoEvent(Box<GeneralVmInfoEvent>),
+    GeneralVmWarningEvent(Box<GeneralVmWarningEvent>),
+    GenericDrsFault(Box<GenericDrsFault>),
+    GenericVmConfigFault(Box<GenericVmConfigFault>),
+    GhostDvsProxySwitchDetectedEvent(Box<GhostDvsProxySwitchDetectedEvent>),
+    GhostDvsProxySwitchRemovedEvent(Box<GhostDvsProxySwitchRemovedEvent>),
+    GlobalMessageChangedEvent(Box<GlobalMessageChangedEvent>),
+    GroupAlarmAction(Box<GroupAlarmAction>),
+    GuestAliases(Box<GuestAliases>),
+    GuestAuthAliasInfo(Box<GuestAuthAliasInfo>),
+    GuestAuthAnySubject(Box<GuestAuthAnySubject>),
+    GuestAuthNamedSubject(Box<GuestAuthNamedSubject>),
+    GuestAuthSubject(Box<GuestAuthSubject>),
+    GuestAuthentication(Box<GuestAuthentication>),
+    GuestAuthenticationChallenge(Box<GuestAuthenticationChallenge>),
+    GuestComponentsOutOfDate(Box<GuestComponentsOutOfDate>),
+    GuestDiskInfo(Box<GuestDiskInfo>),
+    GuestFileAttributes(Box<GuestFileAttributes>),
+    GuestFileInfo(Box<GuestFileInfo>),
+    GuestFileType(Box<GuestFileType>),
+    GuestInfo(Box<GuestInfo>),
+    GuestInfoAppStateType(Box<GuestInfoAppStateType>),
+    GuestInfoCustomizationInfo(Box<GuestInfoCustomizationInfo>),
+    GuestInfoCustomizationStatus(Box<GuestInfoCustomizationStatus>),
+    GuestInfoNamespaceGenerationInfo(Box<GuestInfoNamespaceGenerationInfo>),
+    GuestInfoVirtualDiskMapping(Box<GuestInfoVirtualDiskMapping>),
+    GuestListFileInfo(Box<GuestListFileInfo>),
+    GuestMappedAliases(Box<GuestMappedAliases>),
+    GuestMultipleMappings(Box<GuestMultipleMappings>),
+    GuestNicInfo(Box<GuestNicInfo>),
+    GuestOperationsFault(Box<GuestOperationsFault>),
+    GuestOperationsUnavailable(Box<GuestOperationsUnavailable>),
+    GuestOsDescriptor(Box<GuestOsDescriptor>),
+    GuestOsDescriptorFirmwareType(Box<GuestOsDescriptorFirmwareType>),
+    GuestOsDescriptorSupportLevel(Box<GuestOsDescriptorSupportLevel>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FloppyImageFileQuery(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderBatchAddHostsToClusterResult(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderBatchAddStandaloneHostsResult(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderDesiredHostState(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderEventArgument(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderExternallyManagedFolderInfo(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderExternallyManagedFolderType(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderFailedHostResult(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderFileInfo(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderFileQuery(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderNewHostSpec(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FtIssuesOnHost(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FtIssuesOnHostHostSelectionType(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FtVmHostRuleViolation(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FullStorageVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayConnectFault(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayHostNotReachable(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayNotFound(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayNotReachable(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayOperationRefused(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayToHostAuthFault(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayToHostConnectFault(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayToHostTrustVerifyFault(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralEvent(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralHostErrorEvent(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralHostInfoEvent(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralHostWarningEvent(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralUserEvent(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralVmErrorEvent(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralVmInfoEvent(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralVmWarningEvent(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GenericDrsFault(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GenericVmConfigFault(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GhostDvsProxySwitchDetectedEvent(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GhostDvsProxySwitchRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GlobalMessageChangedEvent(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GroupAlarmAction(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAliases(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthAliasInfo(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthAnySubject(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthNamedSubject(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthSubject(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthentication(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthenticationChallenge(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestComponentsOutOfDate(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestDiskInfo(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestFileAttributes(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestFileInfo(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestFileType(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestInfo(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestInfoAppStateType(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestInfoCustomizationInfo(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestInfoCustomizationStatus(v), Err(e) => return Some(Err(e)) },
+        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestInfoNamespaceGenerationInfo(v), Err(e) => return Some(Err(e)) },
+        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestInfoVirtualDiskMapping(v), Err(e) => return Some(Err(e)) },
+        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestListFileInfo(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestMappedAliases(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestMultipleMappings(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestNicInfo(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestOperationsFault(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestOperationsUnavailable(v), Err(e) => return Some(Err(e)) },
+        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestOsDescriptor(v), Err(e) => return Some(Err(e)) },
+        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestOsDescriptorFirmwareType(v), Err(e) => return Some(Err(e)) },
+        86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestOsDescriptorSupportLevel(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::FloppyImageFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderBatchAddHostsToClusterResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderBatchAddStandaloneHostsResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderDesiredHostState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderExternallyManagedFolderInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderExternallyManagedFolderType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderFailedHostResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FolderNewHostSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FtIssuesOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FtIssuesOnHostHostSelectionType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FtVmHostRuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::FullStorageVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GatewayConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GatewayHostNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GatewayNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GatewayNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GatewayOperationRefused(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GatewayToHostAuthFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GatewayToHostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GatewayToHostTrustVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GeneralEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GeneralHostErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GeneralHostInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GeneralHostWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GeneralUserEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GeneralVmErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GeneralVmInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GeneralVmWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GenericDrsFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GenericVmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GhostDvsProxySwitchDetectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GhostDvsProxySwitchRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GlobalMessageChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GroupAlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestAliases(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestAuthAliasInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestAuthAnySubject(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestAuthNamedSubject(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestAuthSubject(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestAuthentication(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestAuthenticationChallenge(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestComponentsOutOfDate(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestDiskInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestFileAttributes(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestFileType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestInfoAppStateType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestInfoCustomizationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestInfoCustomizationStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestInfoNamespaceGenerationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestInfoVirtualDiskMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestListFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestMappedAliases(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestMultipleMappings(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestOperationsFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestOperationsUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestOsDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestOsDescriptorFirmwareType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::GuestOsDescriptorSupportLevel(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::FloppyImageFileQuery(a), Object::FloppyImageFileQuery(b)) => **a == **b,
+            (Object::FolderBatchAddHostsToClusterResult(a), Object::FolderBatchAddHostsToClusterResult(b)) => **a == **b,
+            (Object::FolderBatchAddStandaloneHostsResult(a), Object::FolderBatchAddStandaloneHostsResult(b)) => **a == **b,
+            (Object::FolderDesiredHostState(a), Object::FolderDesiredHostState(b)) => **a == **b,
+            (Object::FolderEventArgument(a), Object::FolderEventArgument(b)) => **a == **b,
+            (Object::FolderExternallyManagedFolderInfo(a), Object::FolderExternallyManagedFolderInfo(b)) => **a == **b,
+            (Object::FolderExternallyManagedFolderType(a), Object::FolderExternallyManagedFolderType(b)) => **a == **b,
+            (Object::FolderFailedHostResult(a), Object::FolderFailedHostResult(b)) => **a == **b,
+            (Object::FolderFileInfo(a), Object::FolderFileInfo(b)) => **a == **b,
+            (Object::FolderFileQuery(a), Object::FolderFileQuery(b)) => **a == **b,
+            (Object::FolderNewHostSpec(a), Object::FolderNewHostSpec(b)) => **a == **b,
+            (Object::FtIssuesOnHost(a), Object::FtIssuesOnHost(b)) => **a == **b,
+            (Object::FtIssuesOnHostHostSelectionType(a), Object::FtIssuesOnHostHostSelectionType(b)) => **a == **b,
+            (Object::FtVmHostRuleViolation(a), Object::FtVmHostRuleViolation(b)) => **a == **b,
+            (Object::FullStorageVMotionNotSupported(a), Object::FullStorageVMotionNotSupported(b)) => **a == **b,
+            (Object::GatewayConnectFault(a), Object::GatewayConnectFault(b)) => **a == **b,
+            (Object::GatewayHostNotReachable(a), Object::GatewayHostNotReachable(b)) => **a == **b,
+            (Object::GatewayNotFound(a), Object::GatewayNotFound(b)) => **a == **b,
+            (Object::GatewayNotReachable(a), Object::GatewayNotReachable(b)) => **a == **b,
+            (Object::GatewayOperationRefused(a), Object::GatewayOperationRefused(b)) => **a == **b,
+            (Object::GatewayToHostAuthFault(a), Object::GatewayToHostAuthFault(b)) => **a == **b,
+            (Object::GatewayToHostConnectFault(a), Object::GatewayToHostConnectFault(b)) => **a == **b,
+            (Object::GatewayToHostTrustVerifyFault(a), Object::GatewayToHostTrustVerifyFault(b)) => **a == **b,
+            (Object::GeneralEvent(a), Object::GeneralEvent(b)) => **a == **b,
+            (Object::GeneralHostErrorEvent(a), Object::GeneralHostErrorEvent(b)) => **a == **b,
+            (Object::GeneralHostInfoEvent(a), Object::GeneralHostInfoEvent(b)) => **a == **b,
+            (Object::GeneralHostWarningEvent(a), Object::GeneralHostWarningEvent(b)) => **a == **b,
+            (Object::GeneralUserEvent(a), Object::GeneralUserEvent(b)) => **a == **b,
+            (Object::GeneralVmErrorEvent(a), Object::GeneralVmErrorEvent(b)) => **a == **b,
+            (Object::GeneralVmInfoEvent(a), Object::GeneralVmInfoEvent(b)) => **a == **b,
+            (Object::GeneralVmWarningEvent(a), Object::GeneralVmWarningEvent(b)) => **a == **b,
+            (Object::GenericDrsFault(a), Object::GenericDrsFault(b)) => **a == **b,
+            (Object::GenericVmConfigFault(a), Object::GenericVmConfigFault(b)) => **a == **b,
+            (Object::GhostDvsProxySwitchDetectedEvent(a), Object::GhostDvsProxySwitchDetectedEvent(b)) => **a == **b,
+            (Object::GhostDvsProxySwitchRemovedEvent(a), Object::GhostDvsProxySwitchRemovedEvent(b)) => **a == **b,
+            (Object::GlobalMessageChangedEvent(a), Object::GlobalMessageChangedEvent(b)) => **a == **b,
+            (Object::GroupAlarmAction(a), Object::GroupAlarmAction(b)) => **a == **b,
+            (Object::GuestAliases(a), Object::GuestAliases(b)) => **a == **b,
+            (Object::GuestAuthAliasInfo(a), Object::GuestAuthAliasInfo(b)) => **a == **b,
+            (Object::GuestAuthAnySubject(a), Object::GuestAuthAnySubject(b)) => **a == **b,
+            (Object::GuestAuthNamedSubject(a), Object::GuestAuthNamedSubject(b)) => **a == **b,
+            (Object::GuestAuthSubject(a), Object::GuestAuthSubject(b)) => **a == **b,
+            (Object::GuestAuthentication(a), Object::GuestAuthentication(b)) => **a == **b,
+            (Object::GuestAuthenticationChallenge(a), Object::GuestAuthenticationChallenge(b)) => **a == **b,
+            (Object::GuestComponentsOutOfDate(a), Object::GuestComponentsOutOfDate(b)) => **a == **b,
+            (Object::GuestDiskInfo(a), Object::GuestDiskInfo(b)) => **a == **b,
+            (Object::GuestFileAttributes(a), Object::GuestFileAttributes(b)) => **a == **b,
+            (Object::GuestFileInfo(a), Object::GuestFileInfo(b)) => **a == **b,
+            (Object::GuestFileType(a), Object::GuestFileType(b)) => **a == **b,
+            (Object::GuestInfo(a), Object::GuestInfo(b)) => **a == **b,
+            (Object::GuestInfoAppStateType(a), Object::GuestInfoAppStateType(b)) => **a == **b,
+            (Object::GuestInfoCustomizationInfo(a), Object::GuestInfoCustomizationInfo(b)) => **a == **b,
+            (Object::GuestInfoCustomizationStatus(a), Object::GuestInfoCustomizationStatus(b)) => **a == **b,
+            (Object::GuestInfoNamespaceGenerationInfo(a), Object::GuestInfoNamespaceGenerationInfo(b)) => **a == **b,
+            (Object::GuestInfoVirtualDiskMapping(a), Object::GuestInfoVirtualDiskMapping(b)) => **a == **b,
+            (Object::GuestListFileInfo(a), Object::GuestListFileInfo(b)) => **a == **b,
+            (Object::GuestMappedAliases(a), Object::GuestMappedAliases(b)) => **a == **b,
+            (Object::GuestMultipleMappings(a), Object::GuestMultipleMappings(b)) => **a == **b,
+            (Object::GuestNicInfo(a), Object::GuestNicInfo(b)) => **a == **b,
+            (Object::GuestOperationsFault(a), Object::GuestOperationsFault(b)) => **a == **b,
+            (Object::GuestOperationsUnavailable(a), Object::GuestOperationsUnavailable(b)) => **a == **b,
+            (Object::GuestOsDescriptor(a), Object::GuestOsDescriptor(b)) => **a == **b,
+            (Object::GuestOsDescriptorFirmwareType(a), Object::GuestOsDescriptorFirmwareType(b)) => **a == **b,
+            (Object::GuestOsDescriptorSupportLevel(a), Object::GuestOsDescriptorSupportLevel(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::FloppyImageFileQuery(v) => Object::FloppyImageFileQuery(Box::new((**v).clone())),
+            Object::FolderBatchAddHostsToClusterResult(v) => Object::FolderBatchAddHostsToClusterResult(Box::new((**v).clone())),
+            Object::FolderBatchAddStandaloneHostsResult(v) => Object::FolderBatchAddStandaloneHostsResult(Box::new((**v).clone())),
+            Object::FolderDesiredHostState(v) => Object::FolderDesiredHostState(Box::new((**v).clone())),
+            Object::FolderEventArgument(v) => Object::FolderEventArgument(Box::new((**v).clone())),
+            Object::FolderExternallyManagedFolderInfo(v) => Object::FolderExternallyManagedFolderInfo(Box::new((**v).clone())),
+            Object::FolderExternallyManagedFolderType(v) => Object::FolderExternallyManagedFolderType(Box::new((**v).clone())),
+            Object::FolderFailedHostResult(v) => Object::FolderFailedHostResult(Box::new((**v).clone())),
+            Object::FolderFileInfo(v) => Object::FolderFileInfo(Box::new((**v).clone())),
+            Object::FolderFileQuery(v) => Object::FolderFileQuery(Box::new((**v).clone())),
+            Object::FolderNewHostSpec(v) => Object::FolderNewHostSpec(Box::new((**v).clone())),
+            Object::FtIssuesOnHost(v) => Object::FtIssuesOnHost(Box::new((**v).clone())),
+            Object::FtIssuesOnHostHostSelectionType(v) => Object::FtIssuesOnHostHostSelectionType(Box::new((**v).clone())),
+            Object::FtVmHostRuleViolation(v) => Object::FtVmHostRuleViolation(Box::new((**v).clone())),
+            Object::FullStorageVMotionNotSupported(v) => Object::FullStorageVMotionNotSupported(Box::new((**v).clone())),
+            Object::GatewayConnectFault(v) => Object::GatewayConnectFault(Box::new((**v).clone())),
+            Object::GatewayHostNotReachable(v) => Object::GatewayHostNotReachable(Box::new((**v).clone())),
+            Object::GatewayNotFound(v) => Object::GatewayNotFound(Box::new((**v).clone())),
+            Object::GatewayNotReachable(v) => Object::GatewayNotReachable(Box::new((**v).clone())),
+            Object::GatewayOperationRefused(v) => Object::GatewayOperationRefused(Box::new((**v).clone())),
+            Object::GatewayToHostAuthFault(v) => Object::GatewayToHostAuthFault(Box::new((**v).clone())),
+            Object::GatewayToHostConnectFault(v) => Object::GatewayToHostConnectFault(Box::new((**v).clone())),
+            Object::GatewayToHostTrustVerifyFault(v) => Object::GatewayToHostTrustVerifyFault(Box::new((**v).clone())),
+            Object::GeneralEvent(v) => Object::GeneralEvent(Box::new((**v).clone())),
+            Object::GeneralHostErrorEvent(v) => Object::GeneralHostErrorEvent(Box::new((**v).clone())),
+            Object::GeneralHostInfoEvent(v) => Object::GeneralHostInfoEvent(Box::new((**v).clone())),
+            Object::GeneralHostWarningEvent(v) => Object::GeneralHostWarningEvent(Box::new((**v).clone())),
+            Object::GeneralUserEvent(v) => Object::GeneralUserEvent(Box::new((**v).clone())),
+            Object::GeneralVmErrorEvent(v) => Object::GeneralVmErrorEvent(Box::new((**v).clone())),
+            Object::GeneralVmInfoEvent(v) => Object::GeneralVmInfoEvent(Box::new((**v).clone())),
+            Object::GeneralVmWarningEvent(v) => Object::GeneralVmWarningEvent(Box::new((**v).clone())),
+            Object::GenericDrsFault(v) => Object::GenericDrsFault(Box::new((**v).clone())),
+            Object::GenericVmConfigFault(v) => Object::GenericVmConfigFault(Box::new((**v).clone())),
+            Object::GhostDvsProxySwitchDetectedEvent(v) => Object::GhostDvsProxySwitchDetectedEvent(Box::new((**v).clone())),
+            Object::GhostDvsProxySwitchRemovedEvent(v) => Object::GhostDvsProxySwitchRemovedEvent(Box::new((**v).clone())),
+            Object::GlobalMessageChangedEvent(v) => Object::GlobalMessageChangedEvent(Box::new((**v).clone())),
+            Object::GroupAlarmAction(v) => Object::GroupAlarmAction(Box::new((**v).clone())),
+            Object::GuestAliases(v) => Object::GuestAliases(Box::new((**v).clone())),
+            Object::GuestAuthAliasInfo(v) => Object::GuestAuthAliasInfo(Box::new((**v).clone())),
+            Object::GuestAuthAnySubject(v) => Object::GuestAuthAnySubject(Box::new((**v).clone())),
+            Object::GuestAuthNamedSubject(v) => Object::GuestAuthNamedSubject(Box::new((**v).clone())),
+            Object::GuestAuthSubject(v) => Object::GuestAuthSubject(Box::new((**v).clone())),
+            Object::GuestAuthentication(v) => Object::GuestAuthentication(Box::new((**v).clone())),
+            Object::GuestAuthenticationChallenge(v) => Object::GuestAuthenticationChallenge(Box::new((**v).clone())),
+            Object::GuestComponentsOutOfDate(v) => Object::GuestComponentsOutOfDate(Box::new((**v).clone())),
+            Object::GuestDiskInfo(v) => Object::GuestDiskInfo(Box::new((**v).clone())),
+            Object::GuestFileAttributes(v) => Object::GuestFileAttributes(Box::new((**v).clone())),
+            Object::GuestFileInfo(v) => Object::GuestFileInfo(Box::new((**v).clone())),
+            Object::GuestFileType(v) => Object::GuestFileType(Box::new((**v).clone())),
+            Object::GuestInfo(v) => Object::GuestInfo(Box::new((**v).clone())),
+            Object::GuestInfoAppStateType(v) => Object::GuestInfoAppStateType(Box::new((**v).clone())),
+            Object::GuestInfoCustomizationInfo(v) => Object::GuestInfoCustomizationInfo(Box::new((**v).clone())),
+            Object::GuestInfoCustomizationStatus(v) => Object::GuestInfoCustomizationStatus(Box::new((**v).clone())),
+            Object::GuestInfoNamespaceGenerationInfo(v) => Object::GuestInfoNamespaceGenerationInfo(Box::new((**v).clone())),
+            Object::GuestInfoVirtualDiskMapping(v) => Object::GuestInfoVirtualDiskMapping(Box::new((**v).clone())),
+            Object::GuestListFileInfo(v) => Object::GuestListFileInfo(Box::new((**v).clone())),
+            Object::GuestMappedAliases(v) => Object::GuestMappedAliases(Box::new((**v).clone())),
+            Object::GuestMultipleMappings(v) => Object::GuestMultipleMappings(Box::new((**v).clone())),
+            Object::GuestNicInfo(v) => Object::GuestNicInfo(Box::new((**v).clone())),
+            Object::GuestOperationsFault(v) => Object::GuestOperationsFault(Box::new((**v).clone())),
+            Object::GuestOperationsUnavailable(v) => Object::GuestOperationsUnavailable(Box::new((**v).clone())),
+            Object::GuestOsDescriptor(v) => Object::GuestOsDescriptor(Box::new((**v).clone())),
+            Object::GuestOsDescriptorFirmwareType(v) => Object::GuestOsDescriptorFirmwareType(Box::new((**v).clone())),
+            Object::GuestOsDescriptorSupportLevel(v) => Object::GuestOsDescriptorSupportLevel(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::FloppyImageFileQuery(_) => "FloppyImageFileQuery",
+            Object::FolderBatchAddHostsToClusterResult(_) => "FolderBatchAddHostsToClusterResult",
+            Object::FolderBatchAddStandaloneHostsResult(_) => "FolderBatchAddStandaloneHostsResult",
+            Object::FolderDesiredHostState(_) => "FolderDesiredHostState",
+            Object::FolderEventArgument(_) => "FolderEventArgument",
+            Object::FolderExternallyManagedFolderInfo(_) => "FolderExternallyManagedFolderInfo",
+            Object::FolderExternallyManagedFolderType(_) => "FolderExternallyManagedFolderType",
+            Object::FolderFailedHostResult(_) => "FolderFailedHostResult",
+            Object::FolderFileInfo(_) => "FolderFileInfo",
+            Object::FolderFileQuery(_) => "FolderFileQuery",
+            Object::FolderNewHostSpec(_) => "FolderNewHostSpec",
+            Object::FtIssuesOnHost(_) => "FtIssuesOnHost",
+            Object::FtIssuesOnHostHostSelectionType(_) => "FtIssuesOnHostHostSelectionType",
+            Object::FtVmHostRuleViolation(_) => "FtVmHostRuleViolation",
+            Object::FullStorageVMotionNotSupported(_) => "FullStorageVMotionNotSupported",
+            Object::GatewayConnectFault(_) => "GatewayConnectFault",
+            Object::GatewayHostNotReachable(_) => "GatewayHostNotReachable",
+            Object::GatewayNotFound(_) => "GatewayNotFound",
+            Object::GatewayNotReachable(_) => "GatewayNotReachable",
+            Object::GatewayOperationRefused(_) => "GatewayOperationRefused",
+            Object::GatewayToHostAuthFault(_) => "GatewayToHostAuthFault",
+            Object::GatewayToHostConnectFault(_) => "GatewayToHostConnectFault",
+            Object::GatewayToHostTrustVerifyFault(_) => "GatewayToHostTrustVerifyFault",
+            Object::GeneralEvent(_) => "GeneralEvent",
+            Object::GeneralHostErrorEvent(_) => "GeneralHostErrorEvent",
+            Object::GeneralHostInfoEvent(_) => "GeneralHostInfoEvent",
+            Object::GeneralHostWarningEvent(_) => "GeneralHostWarningEvent",
+            Object::GeneralUserEvent(_) => "GeneralUserEvent",
+            Object::GeneralVmErrorEvent(_) => "GeneralVmErrorEvent",
+            Object::GeneralVmInfoEvent(_) => "GeneralVmInfoEvent",
+            Object::GeneralVmWarningEvent(_) => "GeneralVmWarningEvent",
+            Object::GenericDrsFault(_) => "GenericDrsFault",
+            Object::GenericVmConfigFault(_) => "GenericVmConfigFault",
+            Object::GhostDvsProxySwitchDetectedEvent(_) => "GhostDvsProxySwitchDetectedEvent",
+            Object::GhostDvsProxySwitchRemovedEvent(_) => "GhostDvsProxySwitchRemovedEvent",
+            Object::GlobalMessageChangedEvent(_) => "GlobalMessageChangedEvent",
+            Object::GroupAlarmAction(_) => "GroupAlarmAction",
+            Object::GuestAliases(_) => "GuestAliases",
+            Object::GuestAuthAliasInfo(_) => "GuestAuthAliasInfo",
+            Object::GuestAuthAnySubject(_) => "GuestAuthAnySubject",
+            Object::GuestAuthNamedSubject(_) => "GuestAuthNamedSubject",
+            Object::GuestAuthSubject(_) => "GuestAuthSubject",
+            Object::GuestAuthentication(_) => "GuestAuthentication",
+            Object::GuestAuthenticationChallenge(_) => "GuestAuthenticationChallenge",
+            Object::GuestComponentsOutOfDate(_) => "GuestComponentsOutOfDate",
+            Object::GuestDiskInfo(_) => "GuestDiskInfo",
+            Object::GuestFileAttributes(_) => "GuestFileAttributes",
+            Object::GuestFileInfo(_) => "GuestFileInfo",
+            Object::GuestFileType(_) => "GuestFileType",
+            Object::GuestInfo(_) => "GuestInfo",
+            Object::GuestInfoAppStateType(_) => "GuestInfoAppStateType",
+            Object::GuestInfoCustomizationInfo(_) => "GuestInfoCustomizationInfo",
+            Object::GuestInfoCustomizationStatus(_) => "GuestInfoCustomizationStatus",
+            Object::GuestInfoNamespaceGenerationInfo(_) => "GuestInfoNamespaceGenerationInfo",
+            Object::GuestInfoVirtualDiskMapping(_) => "GuestInfoVirtualDiskMapping",
+            Object::GuestListFileInfo(_) => "GuestListFileInfo",
+            Object::GuestMappedAliases(_) => "GuestMappedAliases",
+            Object::GuestMultipleMappings(_) => "GuestMultipleMappings",
+            Object::GuestNicInfo(_) => "GuestNicInfo",
+            Object::GuestOperationsFault(_) => "GuestOperationsFault",
+            Object::GuestOperationsUnavailable(_) => "GuestOperationsUnavailable",
+            Object::GuestOsDescriptor(_) => "GuestOsDescriptor",
+            Object::GuestOsDescriptorFirmwareType(_) => "GuestOsDescriptorFirmwareType",
+            Object::GuestOsDescriptorSupportLevel(_) => "GuestOsDescriptorSupportLevel",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::FloppyImageFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderBatchAddHostsToClusterResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderBatchAddStandaloneHostsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderDesiredHostState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderExternallyManagedFolderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderExternallyManagedFolderType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderFailedHostResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FolderNewHostSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FtIssuesOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FtIssuesOnHostHostSelectionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FtVmHostRuleViolation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::FullStorageVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GatewayConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GatewayHostNotReachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GatewayNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GatewayNotReachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GatewayOperationRefused(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GatewayToHostAuthFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GatewayToHostConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GatewayToHostTrustVerifyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GeneralEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GeneralHostErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GeneralHostInfoEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GeneralHostWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GeneralUserEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GeneralVmErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GeneralVmInfoEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GeneralVmWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GenericDrsFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GenericVmConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GhostDvsProxySwitchDetectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GhostDvsProxySwitchRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GlobalMessageChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GroupAlarmAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestAliases(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestAuthAliasInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestAuthAnySubject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestAuthNamedSubject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestAuthSubject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestAuthentication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestAuthenticationChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestComponentsOutOfDate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestDiskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestFileAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestFileType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestInfoAppStateType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestInfoCustomizationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestInfoCustomizationStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestInfoNamespaceGenerationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestInfoVirtualDiskMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestListFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestMappedAliases(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestMultipleMappings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestOperationsFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestOperationsUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestOsDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestOsDescriptorFirmwareType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::GuestOsDescriptorSupportLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for FloppyImageFileQuery {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FloppyImageFileQuery(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FloppyImageFileQuery(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FloppyImageFileQuery(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderBatchAddHostsToClusterResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderBatchAddHostsToClusterResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderBatchAddHostsToClusterResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderBatchAddHostsToClusterResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderBatchAddStandaloneHostsResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderBatchAddStandaloneHostsResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderBatchAddStandaloneHostsResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderBatchAddStandaloneHostsResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderDesiredHostState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderDesiredHostState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderDesiredHostState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderDesiredHostState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderEventArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderEventArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderExternallyManagedFolderInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderExternallyManagedFolderInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderExternallyManagedFolderInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderExternallyManagedFolderInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderExternallyManagedFolderType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderExternallyManagedFolderType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderExternallyManagedFolderType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderExternallyManagedFolderType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderFailedHostResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderFailedHostResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderFailedHostResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderFailedHostResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderFileInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderFileInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderFileInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderFileInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderFileQuery {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderFileQuery(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderFileQuery(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderFileQuery(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FolderNewHostSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FolderNewHostSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FolderNewHostSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FolderNewHostSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FtIssuesOnHost {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FtIssuesOnHost(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FtIssuesOnHost(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FtIssuesOnHost(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FtIssuesOnHostHostSelectionType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FtIssuesOnHostHostSelectionType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FtIssuesOnHostHostSelectionType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FtIssuesOnHostHostSelectionType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FtVmHostRuleViolation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FtVmHostRuleViolation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FtVmHostRuleViolation(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FtVmHostRuleViolation(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for FullStorageVMotionNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::FullStorageVMotionNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::FullStorageVMotionNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::FullStorageVMotionNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GatewayConnectFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GatewayConnectFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GatewayConnectFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GatewayConnectFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GatewayHostNotReachable {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GatewayHostNotReachable(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GatewayHostNotReachable(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GatewayHostNotReachable(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GatewayNotFound {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GatewayNotFound(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GatewayNotFound(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GatewayNotFound(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GatewayNotReachable {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GatewayNotReachable(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GatewayNotReachable(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GatewayNotReachable(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GatewayOperationRefused {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GatewayOperationRefused(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GatewayOperationRefused(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GatewayOperationRefused(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GatewayToHostAuthFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GatewayToHostAuthFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GatewayToHostAuthFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GatewayToHostAuthFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GatewayToHostConnectFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GatewayToHostConnectFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GatewayToHostConnectFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GatewayToHostConnectFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GatewayToHostTrustVerifyFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GatewayToHostTrustVerifyFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GatewayToHostTrustVerifyFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GatewayToHostTrustVerifyFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GeneralEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GeneralEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GeneralEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GeneralEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GeneralHostErrorEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GeneralHostErrorEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GeneralHostErrorEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GeneralHostErrorEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GeneralHostInfoEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GeneralHostInfoEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GeneralHostInfoEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GeneralHostInfoEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GeneralHostWarningEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GeneralHostWarningEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GeneralHostWarningEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GeneralHostWarningEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GeneralUserEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GeneralUserEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GeneralUserEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GeneralUserEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GeneralVmErrorEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GeneralVmErrorEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GeneralVmErrorEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GeneralVmErrorEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GeneralVmInfoEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GeneralVmInfoEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GeneralVmInfoEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GeneralVmInfoEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GeneralVmWarningEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GeneralVmWarningEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GeneralVmWarningEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GeneralVmWarningEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GenericDrsFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GenericDrsFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GenericDrsFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GenericDrsFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GenericVmConfigFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GenericVmConfigFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GenericVmConfigFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GenericVmConfigFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GhostDvsProxySwitchDetectedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GhostDvsProxySwitchDetectedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GhostDvsProxySwitchDetectedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GhostDvsProxySwitchDetectedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GhostDvsProxySwitchRemovedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GhostDvsProxySwitchRemovedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GhostDvsProxySwitchRemovedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GhostDvsProxySwitchRemovedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GlobalMessageChangedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GlobalMessageChangedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GlobalMessageChangedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GlobalMessageChangedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GroupAlarmAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GroupAlarmAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GroupAlarmAction(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GroupAlarmAction(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestAliases {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestAliases(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestAliases(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestAliases(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestAuthAliasInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestAuthAliasInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestAuthAliasInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestAuthAliasInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestAuthAnySubject {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestAuthAnySubject(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestAuthAnySubject(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestAuthAnySubject(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestAuthNamedSubject {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestAuthNamedSubject(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestAuthNamedSubject(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestAuthNamedSubject(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestAuthSubject {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestAuthSubject(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestAuthSubject(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestAuthSubject(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestAuthentication {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestAuthentication(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestAuthentication(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestAuthentication(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestAuthenticationChallenge {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestAuthenticationChallenge(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestAuthenticationChallenge(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestAuthenticationChallenge(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestComponentsOutOfDate {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestComponentsOutOfDate(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestComponentsOutOfDate(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestComponentsOutOfDate(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestDiskInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestDiskInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestDiskInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestDiskInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestFileAttributes {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestFileAttributes(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestFileAttributes(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestFileAttributes(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestFileInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestFileInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestFileInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestFileInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestFileType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestFileType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestFileType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestFileType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestInfoAppStateType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestInfoAppStateType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestInfoAppStateType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestInfoAppStateType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestInfoCustomizationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestInfoCustomizationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestInfoCustomizationInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestInfoCustomizationInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestInfoCustomizationStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestInfoCustomizationStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestInfoCustomizationStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestInfoCustomizationStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestInfoNamespaceGenerationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestInfoNamespaceGenerationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestInfoNamespaceGenerationInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestInfoNamespaceGenerationInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestInfoVirtualDiskMapping {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestInfoVirtualDiskMapping(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestInfoVirtualDiskMapping(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestInfoVirtualDiskMapping(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestListFileInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestListFileInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestListFileInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestListFileInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestMappedAliases {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestMappedAliases(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestMappedAliases(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestMappedAliases(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestMultipleMappings {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestMultipleMappings(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestMultipleMappings(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestMultipleMappings(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestNicInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestNicInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestNicInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestNicInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestOperationsFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestOperationsFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestOperationsFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestOperationsFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestOperationsUnavailable {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestOperationsUnavailable(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestOperationsUnavailable(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestOperationsUnavailable(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestOsDescriptor {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestOsDescriptor(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestOsDescriptor(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestOsDescriptor(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestOsDescriptorFirmwareType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestOsDescriptorFirmwareType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestOsDescriptorFirmwareType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestOsDescriptorFirmwareType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for GuestOsDescriptorSupportLevel {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::GuestOsDescriptorSupportLevel(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::GuestOsDescriptorSupportLevel(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::GuestOsDescriptorSupportLevel(v) => Ok(v), other => Err(other), }
+    }
+}

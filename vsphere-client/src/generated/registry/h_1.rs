@@ -7,11 +7,11 @@ use crate::xml as x;
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
         x::TypeEntry::structure(x::Name(0xd90d0e), x::Name(0x1431e0e), 0, 0), // HAErrorsAtDest: MigrationFault
-        x::TypeEntry::structure(x::Name(0xd9201d), x::Name::NONE, 0, 3), // HasMonitoredEntityRequestType
-        x::TypeEntry::structure(x::Name(0xd93e21), x::Name::NONE, 3, 4), // HasPrivilegeOnEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0xd9601f), x::Name::NONE, 7, 4), // HasPrivilegeOnEntityRequestType
-        x::TypeEntry::structure(x::Name(0xd98016), x::Name::NONE, 11, 2), // HasProviderRequestType
-        x::TypeEntry::structure(x::Name(0xd99725), x::Name::NONE, 13, 4), // HasUserPrivilegeOnEntitiesRequestType
+        x::TypeEntry::request(x::Name(0xd9201d), 0, 3), // HasMonitoredEntityRequestType
+        x::TypeEntry::request(x::Name(0xd93e21), 3, 4), // HasPrivilegeOnEntitiesRequestType
+        x::TypeEntry::request(x::Name(0xd9601f), 7, 4), // HasPrivilegeOnEntityRequestType
+        x::TypeEntry::request(x::Name(0xd98016), 11, 2), // HasProviderRequestType
+        x::TypeEntry::request(x::Name(0xd99725), 13, 4), // HasUserPrivilegeOnEntitiesRequestType
         x::TypeEntry::structure(x::Name(0xd9bd16), x::Name(0x66cb0d), 17, 12), // HbrDiskMigrationAction: ClusterAction
         x::TypeEntry::structure(x::Name(0xd9d41b), x::Name(0xbb9c0b), 29, 4), // HbrManagerReplicationVmInfo: DynamicData
         x::TypeEntry::structure(x::Name(0xd9f021), x::Name(0xbb9c0b), 33, 6), // HbrManagerVmReplicationCapability: DynamicData
@@ -63,328 +63,16 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::enumeration(x::Name(0xdec025), 44, 2), // HostCertificateManagerCertificateKind
         x::TypeEntry::structure(x::Name(0xdee625), x::Name(0xbb9c0b), 293, 3), // HostCertificateManagerCertificateSpec: DynamicData
         x::TypeEntry::enumeration(x::Name(0xdf0c25), 46, 3), // HostCertificateManagerCryptoAlgorithm
-        x::TypeEntry::structure(x::Name(0xdf322e), x::Name::NONE, 296, 4), // HostClearVStorageObjectControlFlagsRequestType
-        x::TypeEntry::structure(x::Name(0xdf6122), x::Name::NONE, 300, 4), // HostCloneVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0xdf322e), 296, 4), // HostClearVStorageObjectControlFlagsRequestType
+        x::TypeEntry::request(x::Name(0xdf6122), 300, 4), // HostCloneVStorageObjectRequestType
         x::TypeEntry::structure(x::Name(0xdf841f), x::Name(0xea3c09), 304, 0), // HostCnxFailedAccountFailedEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xdfa420), x::Name(0xea3c09), 304, 1), // HostCnxFailedAlreadyManagedEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xdfc51c), x::Name(0xea3c09), 305, 0), // HostCnxFailedBadCcagentEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xdfe21d), x::Name(0xea3c09), 305, 0), // HostCnxFailedBadUsernameEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xe0001c), x::Name(0xea3c09), 305, 0), // HostCnxFailedBadVersionEvent: HostEvent
         x::TypeEntry::structure(x::Name(0xe01d20), x::Name(0xea3c09), 305, 0), // HostCnxFailedCcagentUpgradeEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe03e12), x::Name(0xea3c09), 305, 0), // HostCnxFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0511e), x::Name(0xea3c09), 305, 0), // HostCnxFailedNetworkErrorEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0701a), x::Name(0xea3c09), 305, 0), // HostCnxFailedNoAccessEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe08b1e), x::Name(0xea3c09), 305, 0), // HostCnxFailedNoConnectionEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0aa1b), x::Name(0xea3c09), 305, 0), // HostCnxFailedNoLicenseEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0c61a), x::Name(0xea3c09), 305, 0), // HostCnxFailedNotFoundEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0e119), x::Name(0xea3c09), 305, 0), // HostCnxFailedTimeoutEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe0fb11), x::Name(0x19b140c), 305, 0), // HostCommunication: RuntimeFault
-        x::TypeEntry::structure(x::Name(0xe10d1a), x::Name(0xea3c09), 305, 1), // HostComplianceCheckedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe12812), x::Name(0xea3c09), 306, 0), // HostCompliantEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe13b16), x::Name(0xea3c09), 306, 0), // HostConfigAppliedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe15210), x::Name(0xbb9c0b), 306, 0), // HostConfigChange: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe16314), 49, 2), // HostConfigChangeMode
-        x::TypeEntry::enumeration(x::Name(0xe17819), 51, 4), // HostConfigChangeOperation
-        x::TypeEntry::enumeration(x::Name(0xe19215), 55, 2), // HostConfigChangeOwner
-        x::TypeEntry::structure(x::Name(0xe1a810), x::Name(0xe1b90f), 306, 1), // HostConfigFailed: HostConfigFault
-        x::TypeEntry::structure(x::Name(0xe1b90f), x::Name(0x1d94808), 307, 0), // HostConfigFault: VimFault
-        x::TypeEntry::structure(x::Name(0xe1c90e), x::Name(0xbb9c0b), 307, 59), // HostConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1d811), x::Name(0xbb9c0b), 366, 39), // HostConfigManager: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1ea0e), x::Name(0xbb9c0b), 405, 19), // HostConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1f911), x::Name(0xbb9c0b), 424, 10), // HostConfigSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xe20b20), x::Name::NONE, 434, 2), // HostConfigVFlashCacheRequestType
-        x::TypeEntry::structure(x::Name(0xe22c26), x::Name::NONE, 436, 2), // HostConfigureVFlashResourceRequestType
-        x::TypeEntry::structure(x::Name(0xe25310), x::Name(0x1d94808), 438, 0), // HostConnectFault: VimFault
-        x::TypeEntry::structure(x::Name(0xe2640f), x::Name(0xbb9c0b), 438, 10), // HostConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe2741a), x::Name(0xbb9c0b), 448, 1), // HostConnectInfoNetworkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe28f0f), x::Name(0xbb9c0b), 449, 13), // HostConnectSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe29f12), x::Name(0xea3c09), 462, 0), // HostConnectedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe2b217), x::Name(0xea3c09), 462, 0), // HostConnectionLostEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe2ca0d), x::Name(0xbb9c0b), 462, 6), // HostCpuIdInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe2d80b), x::Name(0xbb9c0b), 468, 4), // HostCpuInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe2e40e), x::Name(0xbb9c0b), 472, 10), // HostCpuPackage: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe2f314), 57, 5), // HostCpuPackageVendor
-        x::TypeEntry::structure(x::Name(0xe3081a), x::Name(0xbb9c0b), 482, 2), // HostCpuPowerManagementInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe32324), 62, 3), // HostCpuPowerManagementInfoPolicyType
-        x::TypeEntry::structure(x::Name(0xe34814), x::Name(0xbb9c0b), 484, 1), // HostCpuSchedulerInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe35d2a), 65, 3), // HostCpuSchedulerInfoCpuSchedulerPolicyInfo
-        x::TypeEntry::structure(x::Name(0xe38819), x::Name::NONE, 485, 2), // HostCreateDiskRequestType
-        x::TypeEntry::enumeration(x::Name(0xe3a20f), 68, 4), // HostCryptoState
-        x::TypeEntry::enumeration(x::Name(0xe3b21b), 72, 2), // HostDVSConfigSpecSwitchMode
-        x::TypeEntry::structure(x::Name(0xe3ce14), x::Name(0xea3c09), 487, 0), // HostDasDisabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe3e315), x::Name(0xea3c09), 487, 0), // HostDasDisablingEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe3f913), x::Name(0xea3c09), 487, 0), // HostDasEnabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe40d14), x::Name(0xea3c09), 487, 0), // HostDasEnablingEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe42211), x::Name(0xea3c09), 487, 2), // HostDasErrorEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0xe43423), 74, 8), // HostDasErrorEventHostDasErrorReason
-        x::TypeEntry::structure(x::Name(0xe4580c), x::Name(0xea3c09), 489, 0), // HostDasEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe4650e), x::Name(0xea3c09), 489, 0), // HostDasOkEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe4741f), x::Name(0xbb9c0b), 489, 1), // HostDataTransportConnectionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe49421), x::Name(0xbb9c0b), 490, 3), // HostDatastoreBrowserSearchResults: DynamicData
-        x::TypeEntry::structure(x::Name(0xe4b61e), x::Name(0xbb9c0b), 493, 5), // HostDatastoreBrowserSearchSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe4d518), x::Name(0xbb9c0b), 498, 1), // HostDatastoreConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe4ee1e), x::Name(0xe4d518), 499, 1), // HostDatastoreExistsConnectInfo: HostDatastoreConnectInfo
-        x::TypeEntry::structure(x::Name(0xe50d24), x::Name(0xe4d518), 500, 1), // HostDatastoreNameConflictConnectInfo: HostDatastoreConnectInfo
-        x::TypeEntry::structure(x::Name(0xe5321f), x::Name(0xbb9c0b), 501, 4), // HostDatastoreSystemCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xe55222), x::Name(0xbb9c0b), 505, 2), // HostDatastoreSystemDatastoreResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe57524), x::Name(0xbb9c0b), 507, 2), // HostDatastoreSystemVvolDatastoreSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe59a12), x::Name(0xbb9c0b), 509, 8), // HostDateTimeConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe5ad10), x::Name(0xbb9c0b), 517, 15), // HostDateTimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe5be18), 82, 2), // HostDateTimeInfoProtocol
-        x::TypeEntry::structure(x::Name(0xe5d723), x::Name(0xbb9c0b), 532, 2), // HostDateTimeSystemServiceTestResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe5fb1a), x::Name(0xbb9c0b), 534, 4), // HostDateTimeSystemTimeZone: DynamicData
-        x::TypeEntry::structure(x::Name(0xe61625), x::Name::NONE, 538, 4), // HostDeleteVStorageObjectExRequestType
-        x::TypeEntry::structure(x::Name(0xe63c23), x::Name::NONE, 542, 4), // HostDeleteVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0xe66012), x::Name(0xbb9c0b), 546, 1), // HostDeploymentInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6730a), x::Name(0xbb9c0b), 547, 2), // HostDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0xe67e0f), x::Name(0xbb9c0b), 549, 2), // HostDhcpService: DynamicData
-        x::TypeEntry::structure(x::Name(0xe68e15), x::Name(0xbb9c0b), 551, 3), // HostDhcpServiceConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6a413), x::Name(0xbb9c0b), 554, 8), // HostDhcpServiceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6b817), x::Name(0xbb9c0b), 562, 4), // HostDiagnosticPartition: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6d028), x::Name(0xbb9c0b), 566, 3), // HostDiagnosticPartitionCreateDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6f923), x::Name(0xbb9c0b), 569, 3), // HostDiagnosticPartitionCreateOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xe71d21), x::Name(0xbb9c0b), 572, 5), // HostDiagnosticPartitionCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe73f0e), x::Name(0xbb9c0b), 577, 3), // HostDigestInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe74e1e), 84, 6), // HostDigestInfoDigestMethodType
-        x::TypeEntry::enumeration(x::Name(0xe76d1d), 90, 4), // HostDigestVerificationSetting
-        x::TypeEntry::structure(x::Name(0xe78b16), x::Name(0xdcdb1b), 580, 0), // HostDirectoryStoreInfo: HostAuthenticationStoreInfo
-        x::TypeEntry::structure(x::Name(0xe7a215), x::Name(0xea3c09), 580, 1), // HostDisconnectedEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0xe7b81f), 94, 9), // HostDisconnectedEventReasonCode
-        x::TypeEntry::structure(x::Name(0xe7d81b), x::Name(0xbb9c0b), 581, 3), // HostDiskConfigurationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe7f412), x::Name(0xbb9c0b), 584, 0), // HostDiskDimensions: DynamicData
-        x::TypeEntry::structure(x::Name(0xe80715), x::Name(0xbb9c0b), 584, 3), // HostDiskDimensionsChs: DynamicData
-        x::TypeEntry::structure(x::Name(0xe81d15), x::Name(0xbb9c0b), 587, 2), // HostDiskDimensionsLba: DynamicData
-        x::TypeEntry::structure(x::Name(0xe83313), x::Name(0xbb9c0b), 589, 3), // HostDiskMappingInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe84715), x::Name(0xbb9c0b), 592, 2), // HostDiskMappingOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xe85d1c), x::Name(0xbb9c0b), 594, 3), // HostDiskMappingPartitionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe87a1e), x::Name(0xbb9c0b), 597, 3), // HostDiskMappingPartitionOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8991b), x::Name(0xbb9c0b), 600, 8), // HostDiskPartitionAttributes: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8b51b), x::Name(0xbb9c0b), 608, 4), // HostDiskPartitionBlockRange: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8d115), x::Name(0xbb9c0b), 612, 3), // HostDiskPartitionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe8e724), 103, 3), // HostDiskPartitionInfoPartitionFormat
-        x::TypeEntry::enumeration(x::Name(0xe90c19), 106, 8), // HostDiskPartitionInfoType
-        x::TypeEntry::structure(x::Name(0xe92617), x::Name(0xbb9c0b), 615, 2), // HostDiskPartitionLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0xe93e15), x::Name(0xbb9c0b), 617, 5), // HostDiskPartitionSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe95431), 114, 3), // HostDistributedVirtualSwitchManagerFailoverReason
-        x::TypeEntry::enumeration(x::Name(0xe98630), 117, 1), // HostDistributedVirtualSwitchManagerFailoverStage
-        x::TypeEntry::structure(x::Name(0xe9b70d), x::Name(0xbb9c0b), 622, 7), // HostDnsConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe9c511), x::Name(0xe9b70d), 629, 2), // HostDnsConfigSpec: HostDnsConfig
-        x::TypeEntry::structure(x::Name(0xe9d70c), x::Name(0xbb9c0b), 631, 4), // HostDvxClass: DynamicData
-        x::TypeEntry::structure(x::Name(0xe9e41a), x::Name(0xea3c09), 635, 1), // HostEnableAdminFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe9ff1a), x::Name(0xbb9c0b), 636, 2), // HostEnterMaintenanceResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xea1a21), x::Name(0xbb9c0b), 638, 2), // HostEsxAgentHostManagerConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xea3c09), x::Name(0xc19905), 640, 0), // HostEvent: Event
-        x::TypeEntry::structure(x::Name(0xea4611), x::Name(0xc04213), 640, 1), // HostEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0xea5819), x::Name::NONE, 641, 4), // HostExtendDiskRequestType
-        x::TypeEntry::structure(x::Name(0xea7216), x::Name(0xe4580c), 645, 1), // HostExtraNetworksEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xea892c), x::Name(0xbb9c0b), 646, 2), // HostFaultToleranceManagerComponentHealthInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xeab615), x::Name(0xbb9c0b), 648, 3), // HostFeatureCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0xeacc0f), x::Name(0xbb9c0b), 651, 3), // HostFeatureMask: DynamicData
-        x::TypeEntry::structure(x::Name(0xeadc16), x::Name(0xbb9c0b), 654, 2), // HostFeatureVersionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xeaf315), 118, 1), // HostFeatureVersionKey
-        x::TypeEntry::structure(x::Name(0xeb0913), x::Name(0xefbc12), 656, 4), // HostFibreChannelHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xeb1d1f), x::Name(0xeb0913), 660, 4), // HostFibreChannelOverEthernetHba: HostFibreChannelHba
-        x::TypeEntry::structure(x::Name(0xeb3d27), x::Name(0xbb9c0b), 664, 3), // HostFibreChannelOverEthernetHbaLinkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xeb652b), x::Name(0xeb911f), 667, 3), // HostFibreChannelOverEthernetTargetTransport: HostFibreChannelTargetTransport
-        x::TypeEntry::structure(x::Name(0xeb911f), x::Name(0x1172c13), 670, 2), // HostFibreChannelTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xebb10e), x::Name(0xbb9c0b), 672, 2), // HostFileAccess: DynamicData
-        x::TypeEntry::structure(x::Name(0xebc017), x::Name(0xbb9c0b), 674, 3), // HostFileSystemMountInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xebd814), x::Name(0xbb9c0b), 677, 3), // HostFileSystemVolume: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xebed22), 119, 10), // HostFileSystemVolumeFileSystemType
-        x::TypeEntry::structure(x::Name(0xec1018), x::Name(0xbb9c0b), 680, 2), // HostFileSystemVolumeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xec2912), x::Name(0xbb9c0b), 682, 2), // HostFirewallConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xec3c1f), x::Name(0xbb9c0b), 684, 3), // HostFirewallConfigRuleSetConfig: DynamicData
     ],
-    decoders: &[
-        Some(x::decode_boxed::<HAErrorsAtDest>),
-        None, // HasMonitoredEntityRequestType
-        None, // HasPrivilegeOnEntitiesRequestType
-        None, // HasPrivilegeOnEntityRequestType
-        None, // HasProviderRequestType
-        None, // HasUserPrivilegeOnEntitiesRequestType
-        Some(x::decode_boxed::<HbrDiskMigrationAction>),
-        Some(x::decode_boxed::<HbrManagerReplicationVmInfo>),
-        Some(x::decode_boxed::<HbrManagerVmReplicationCapability>),
-        Some(x::decode_boxed::<HbrReplicationTargetSpec>),
-        Some(x::decode_boxed::<HbrTargetSpec>),
-        Some(x::decode_boxed::<HbrTargetSpecReplacement>),
-        Some(x::decode_boxed::<HealthStatusChangedEvent>),
-        Some(x::decode_boxed::<HealthSystemRuntime>),
-        Some(x::decode_boxed::<HealthUpdate>),
-        Some(x::decode_boxed::<HealthUpdateInfo>),
-        Some(x::decode_boxed::<HealthUpdateInfoComponentType>),
-        Some(x::decode_boxed::<HeterogenousHostsBlockingEVC>),
-        Some(x::decode_boxed::<HostAccessControlEntry>),
-        Some(x::decode_boxed::<HostAccessMode>),
-        Some(x::decode_boxed::<HostAccessRestrictedToManagementServer>),
-        Some(x::decode_boxed::<HostAccountSpec>),
-        Some(x::decode_boxed::<HostActiveDirectory>),
-        Some(x::decode_boxed::<HostActiveDirectoryAuthenticationCertificateDigest>),
-        Some(x::decode_boxed::<HostActiveDirectoryInfo>),
-        Some(x::decode_boxed::<HostActiveDirectoryInfoDomainMembershipStatus>),
-        Some(x::decode_boxed::<HostActiveDirectorySpec>),
-        Some(x::decode_boxed::<HostAddFailedEvent>),
-        Some(x::decode_boxed::<HostAddedEvent>),
-        Some(x::decode_boxed::<HostAdminDisableEvent>),
-        Some(x::decode_boxed::<HostAdminEnableEvent>),
-        Some(x::decode_boxed::<HostApplyProfile>),
-        Some(x::decode_boxed::<HostAssignableHardwareBinding>),
-        Some(x::decode_boxed::<HostAssignableHardwareConfig>),
-        Some(x::decode_boxed::<HostAssignableHardwareConfigAttributeOverride>),
-        Some(x::decode_boxed::<HostAuthenticationInfo>),
-        Some(x::decode_boxed::<HostAuthenticationManagerInfo>),
-        Some(x::decode_boxed::<HostAuthenticationStoreInfo>),
-        Some(x::decode_boxed::<HostAutoStartManagerConfig>),
-        Some(x::decode_boxed::<HostBIOSInfo>),
-        Some(x::decode_boxed::<HostBIOSInfoFirmwareType>),
-        Some(x::decode_boxed::<HostBlockAdapterTargetTransport>),
-        Some(x::decode_boxed::<HostBlockHba>),
-        Some(x::decode_boxed::<HostBootDevice>),
-        Some(x::decode_boxed::<HostBootDeviceInfo>),
-        Some(x::decode_boxed::<HostCacheConfigurationInfo>),
-        Some(x::decode_boxed::<HostCacheConfigurationSpec>),
-        Some(x::decode_boxed::<HostCapability>),
-        Some(x::decode_boxed::<HostCapabilityDRTMTypes>),
-        Some(x::decode_boxed::<HostCapabilityFtUnsupportedReason>),
-        Some(x::decode_boxed::<HostCapabilityUnmapMethodSupported>),
-        Some(x::decode_boxed::<HostCapabilityVmDirectPathGen2UnsupportedReason>),
-        Some(x::decode_boxed::<HostCertificateManagerCertificateInfo>),
-        Some(x::decode_boxed::<HostCertificateManagerCertificateInfoCertificateStatus>),
-        Some(x::decode_boxed::<HostCertificateManagerCertificateKind>),
-        Some(x::decode_boxed::<HostCertificateManagerCertificateSpec>),
-        Some(x::decode_boxed::<HostCertificateManagerCryptoAlgorithm>),
-        None, // HostClearVStorageObjectControlFlagsRequestType
-        None, // HostCloneVStorageObjectRequestType
-        Some(x::decode_boxed::<HostCnxFailedAccountFailedEvent>),
-        Some(x::decode_boxed::<HostCnxFailedAlreadyManagedEvent>),
-        Some(x::decode_boxed::<HostCnxFailedBadCcagentEvent>),
-        Some(x::decode_boxed::<HostCnxFailedBadUsernameEvent>),
-        Some(x::decode_boxed::<HostCnxFailedBadVersionEvent>),
-        Some(x::decode_boxed::<HostCnxFailedCcagentUpgradeEvent>),
-        Some(x::decode_boxed::<HostCnxFailedEvent>),
-        Some(x::decode_boxed::<HostCnxFailedNetworkErrorEvent>),
-        Some(x::decode_boxed::<HostCnxFailedNoAccessEvent>),
-        Some(x::decode_boxed::<HostCnxFailedNoConnectionEvent>),
-        Some(x::decode_boxed::<HostCnxFailedNoLicenseEvent>),
-        Some(x::decode_boxed::<HostCnxFailedNotFoundEvent>),
-        Some(x::decode_boxed::<HostCnxFailedTimeoutEvent>),
-        Some(x::decode_boxed::<HostCommunication>),
-        Some(x::decode_boxed::<HostComplianceCheckedEvent>),
-        Some(x::decode_boxed::<HostCompliantEvent>),
-        Some(x::decode_boxed::<HostConfigAppliedEvent>),
-        Some(x::decode_boxed::<HostConfigChange>),
-        Some(x::decode_boxed::<HostConfigChangeMode>),
-        Some(x::decode_boxed::<HostConfigChangeOperation>),
-        Some(x::decode_boxed::<HostConfigChangeOwner>),
-        Some(x::decode_boxed::<HostConfigFailed>),
-        Some(x::decode_boxed::<HostConfigFault>),
-        Some(x::decode_boxed::<HostConfigInfo>),
-        Some(x::decode_boxed::<HostConfigManager>),
-        Some(x::decode_boxed::<HostConfigSpec>),
-        Some(x::decode_boxed::<HostConfigSummary>),
-        None, // HostConfigVFlashCacheRequestType
-        None, // HostConfigureVFlashResourceRequestType
-        Some(x::decode_boxed::<HostConnectFault>),
-        Some(x::decode_boxed::<HostConnectInfo>),
-        Some(x::decode_boxed::<HostConnectInfoNetworkInfo>),
-        Some(x::decode_boxed::<HostConnectSpec>),
-        Some(x::decode_boxed::<HostConnectedEvent>),
-        Some(x::decode_boxed::<HostConnectionLostEvent>),
-        Some(x::decode_boxed::<HostCpuIdInfo>),
-        Some(x::decode_boxed::<HostCpuInfo>),
-        Some(x::decode_boxed::<HostCpuPackage>),
-        Some(x::decode_boxed::<HostCpuPackageVendor>),
-        Some(x::decode_boxed::<HostCpuPowerManagementInfo>),
-        Some(x::decode_boxed::<HostCpuPowerManagementInfoPolicyType>),
-        Some(x::decode_boxed::<HostCpuSchedulerInfo>),
-        Some(x::decode_boxed::<HostCpuSchedulerInfoCpuSchedulerPolicyInfo>),
-        None, // HostCreateDiskRequestType
-        Some(x::decode_boxed::<HostCryptoState>),
-        Some(x::decode_boxed::<HostDVSConfigSpecSwitchMode>),
-        Some(x::decode_boxed::<HostDasDisabledEvent>),
-        Some(x::decode_boxed::<HostDasDisablingEvent>),
-        Some(x::decode_boxed::<HostDasEnabledEvent>),
-        Some(x::decode_boxed::<HostDasEnablingEvent>),
-        Some(x::decode_boxed::<HostDasErrorEvent>),
-        Some(x::decode_boxed::<HostDasErrorEventHostDasErrorReason>),
-        Some(x::decode_boxed::<HostDasEvent>),
-        Some(x::decode_boxed::<HostDasOkEvent>),
-        Some(x::decode_boxed::<HostDataTransportConnectionInfo>),
-        Some(x::decode_boxed::<HostDatastoreBrowserSearchResults>),
-        Some(x::decode_boxed::<HostDatastoreBrowserSearchSpec>),
-        Some(x::decode_boxed::<HostDatastoreConnectInfo>),
-        Some(x::decode_boxed::<HostDatastoreExistsConnectInfo>),
-        Some(x::decode_boxed::<HostDatastoreNameConflictConnectInfo>),
-        Some(x::decode_boxed::<HostDatastoreSystemCapabilities>),
-        Some(x::decode_boxed::<HostDatastoreSystemDatastoreResult>),
-        Some(x::decode_boxed::<HostDatastoreSystemVvolDatastoreSpec>),
-        Some(x::decode_boxed::<HostDateTimeConfig>),
-        Some(x::decode_boxed::<HostDateTimeInfo>),
-        Some(x::decode_boxed::<HostDateTimeInfoProtocol>),
-        Some(x::decode_boxed::<HostDateTimeSystemServiceTestResult>),
-        Some(x::decode_boxed::<HostDateTimeSystemTimeZone>),
-        None, // HostDeleteVStorageObjectExRequestType
-        None, // HostDeleteVStorageObjectRequestType
-        Some(x::decode_boxed::<HostDeploymentInfo>),
-        Some(x::decode_boxed::<HostDevice>),
-        Some(x::decode_boxed::<HostDhcpService>),
-        Some(x::decode_boxed::<HostDhcpServiceConfig>),
-        Some(x::decode_boxed::<HostDhcpServiceSpec>),
-        Some(x::decode_boxed::<HostDiagnosticPartition>),
-        Some(x::decode_boxed::<HostDiagnosticPartitionCreateDescription>),
-        Some(x::decode_boxed::<HostDiagnosticPartitionCreateOption>),
-        Some(x::decode_boxed::<HostDiagnosticPartitionCreateSpec>),
-        Some(x::decode_boxed::<HostDigestInfo>),
-        Some(x::decode_boxed::<HostDigestInfoDigestMethodType>),
-        Some(x::decode_boxed::<HostDigestVerificationSetting>),
-        Some(x::decode_boxed::<HostDirectoryStoreInfo>),
-        Some(x::decode_boxed::<HostDisconnectedEvent>),
-        Some(x::decode_boxed::<HostDisconnectedEventReasonCode>),
-        Some(x::decode_boxed::<HostDiskConfigurationResult>),
-        Some(x::decode_boxed::<HostDiskDimensions>),
-        Some(x::decode_boxed::<HostDiskDimensionsChs>),
-        Some(x::decode_boxed::<HostDiskDimensionsLba>),
-        Some(x::decode_boxed::<HostDiskMappingInfo>),
-        Some(x::decode_boxed::<HostDiskMappingOption>),
-        Some(x::decode_boxed::<HostDiskMappingPartitionInfo>),
-        Some(x::decode_boxed::<HostDiskMappingPartitionOption>),
-        Some(x::decode_boxed::<HostDiskPartitionAttributes>),
-        Some(x::decode_boxed::<HostDiskPartitionBlockRange>),
-        Some(x::decode_boxed::<HostDiskPartitionInfo>),
-        Some(x::decode_boxed::<HostDiskPartitionInfoPartitionFormat>),
-        Some(x::decode_boxed::<HostDiskPartitionInfoType>),
-        Some(x::decode_boxed::<HostDiskPartitionLayout>),
-        Some(x::decode_boxed::<HostDiskPartitionSpec>),
-        Some(x::decode_boxed::<HostDistributedVirtualSwitchManagerFailoverReason>),
-        Some(x::decode_boxed::<HostDistributedVirtualSwitchManagerFailoverStage>),
-        Some(x::decode_boxed::<HostDnsConfig>),
-        Some(x::decode_boxed::<HostDnsConfigSpec>),
-        Some(x::decode_boxed::<HostDvxClass>),
-        Some(x::decode_boxed::<HostEnableAdminFailedEvent>),
-        Some(x::decode_boxed::<HostEnterMaintenanceResult>),
-        Some(x::decode_boxed::<HostEsxAgentHostManagerConfigInfo>),
-        Some(x::decode_boxed::<HostEvent>),
-        Some(x::decode_boxed::<HostEventArgument>),
-        None, // HostExtendDiskRequestType
-        Some(x::decode_boxed::<HostExtraNetworksEvent>),
-        Some(x::decode_boxed::<HostFaultToleranceManagerComponentHealthInfo>),
-        Some(x::decode_boxed::<HostFeatureCapability>),
-        Some(x::decode_boxed::<HostFeatureMask>),
-        Some(x::decode_boxed::<HostFeatureVersionInfo>),
-        Some(x::decode_boxed::<HostFeatureVersionKey>),
-        Some(x::decode_boxed::<HostFibreChannelHba>),
-        Some(x::decode_boxed::<HostFibreChannelOverEthernetHba>),
-        Some(x::decode_boxed::<HostFibreChannelOverEthernetHbaLinkInfo>),
-        Some(x::decode_boxed::<HostFibreChannelOverEthernetTargetTransport>),
-        Some(x::decode_boxed::<HostFibreChannelTargetTransport>),
-        Some(x::decode_boxed::<HostFileAccess>),
-        Some(x::decode_boxed::<HostFileSystemMountInfo>),
-        Some(x::decode_boxed::<HostFileSystemVolume>),
-        Some(x::decode_boxed::<HostFileSystemVolumeFileSystemType>),
-        Some(x::decode_boxed::<HostFileSystemVolumeInfo>),
-        Some(x::decode_boxed::<HostFirewallConfig>),
-        Some(x::decode_boxed::<HostFirewallConfigRuleSetConfig>),
-    ],
+    decode,
     fields: &[
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
@@ -691,388 +379,6 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228630d)), // spec: VslmCloneSpec
         x::FieldEntry::required(x::Name(0x31e4d0a), x::Name(0x3344606)), // serverName: string
-        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
-        x::FieldEntry::repeated(x::Name(0x2863807), x::Name(0x13d6214)), // failure: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
-        x::FieldEntry::optional(x::Name(0x2662e0e), x::Name(0xe66012)), // deploymentInfo: HostDeploymentInfo
-        x::FieldEntry::optional(x::Name(0x2a2240b), x::Name(0xefcf1b)), // hyperThread: HostHyperThreadScheduleInfo
-        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0xe34814)), // cpuScheduler: HostCpuSchedulerInfo
-        x::FieldEntry::optional(x::Name(0x2528c12), x::Name(0x1a2131d)), // consoleReservation: ServiceConsoleReservationInfo
-        x::FieldEntry::optional(x::Name(0x3590e19), x::Name(0x1f58423)), // virtualMachineReservation: VirtualMachineMemoryReservationInfo
-        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
-        x::FieldEntry::optional(x::Name(0x2cff70e), x::Name(0xfc4116)), // multipathState: HostMultipathStateInfo
-        x::FieldEntry::optional(x::Name(0x28a2210), x::Name(0xec1018)), // fileSystemVolume: HostFileSystemVolumeInfo
-        x::FieldEntry::repeated(x::Name(0x33c380a), x::Name(0x3344606)), // systemFile: string
-        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfe2c0f)), // network: HostNetworkInfo
-        x::FieldEntry::optional(x::Name(0x364c307), x::Name(0x11cb80f)), // vmotion: HostVMotionInfo
-        x::FieldEntry::optional(x::Name(0x359e515), x::Name(0x11e9119)), // virtualNicManagerInfo: HostVirtualNicManagerInfo
-        x::FieldEntry::optional(x::Name(0x243e10c), x::Name(0xfd4a13)), // capabilities: HostNetCapabilities
-        x::FieldEntry::optional(x::Name(0x25ecb15), x::Name(0xe5321f)), // datastoreCapabilities: HostDatastoreSystemCapabilities
-        x::FieldEntry::optional(x::Name(0x2e6b113), x::Name(0xfd5e1a)), // offloadCapabilities: HostNetOffloadCapabilities
-        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x110600f)), // service: HostServiceInfo
-        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec7610)), // firewall: HostFirewallInfo
-        x::FieldEntry::optional(x::Name(0x23b1809), x::Name(0xdcf71a)), // autoStart: HostAutoStartManagerConfig
-        x::FieldEntry::optional(x::Name(0x22dcd19), x::Name(0xe6b817)), // activeDiagnosticPartition: HostDiagnosticPartition
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::repeated(x::Name(0x2e98b09), x::Name(0x1564009)), // optionDef: OptionDef
-        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
-        x::FieldEntry::optional(x::Name(0x2bc9912), x::Name(0x13ff016)), // localSwapDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x33cb717), x::Name(0x116351b)), // systemSwapConfiguration: HostSystemSwapConfiguration
-        x::FieldEntry::optional(x::Name(0x33c9a0f), x::Name(0x1161e16)), // systemResources: HostSystemResourceInfo
-        x::FieldEntry::optional(x::Name(0x2608e0c), x::Name(0xe5ad10)), // dateTimeInfo: HostDateTimeInfo
-        x::FieldEntry::optional(x::Name(0x28c4305), x::Name(0xed880c)), // flags: HostFlagInfo
-        x::FieldEntry::optional(x::Name(0x22f890d), x::Name(0x2405e07)), // adminDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
-        x::FieldEntry::optional(x::Name(0x2aff704), x::Name(0xf62d0c)), // ipmi: HostIpmiInfo
-        x::FieldEntry::optional(x::Name(0x32d9611), x::Name(0x1138015)), // sslThumbprintInfo: HostSslThumbprintInfo
-        x::FieldEntry::repeated(x::Name(0x32d8411), x::Name(0x1138015)), // sslThumbprintData: HostSslThumbprintInfo
-        x::FieldEntry::repeated(x::Name(0x2396412), x::Name(0xdca616)), // authenticationData: HostAuthenticationInfo
-        x::FieldEntry::repeated(x::Name(0x2456c0b), x::Name(0x2420604)), // certificate: byte
-        x::FieldEntry::repeated(x::Name(0x2f2850f), x::Name(0x104b113)), // pciPassthruInfo: HostPciPassthruInfo
-        x::FieldEntry::optional(x::Name(0x2398d19), x::Name(0xdcbd1d)), // authenticationManagerInfo: HostAuthenticationManagerInfo
-        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
-        x::FieldEntry::optional(x::Name(0x2fbdd15), x::Name(0x167fb15)), // powerSystemCapability: PowerSystemCapability
-        x::FieldEntry::optional(x::Name(0x2fbf30f), x::Name(0x168110f)), // powerSystemInfo: PowerSystemInfo
-        x::FieldEntry::repeated(x::Name(0x242cf16), x::Name(0xdd911a)), // cacheConfigurationInfo: HostCacheConfigurationInfo
-        x::FieldEntry::optional(x::Name(0x36b7010), x::Name(0x2405e07)), // wakeOnLanCapable: boolean
-        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0x2c19b17), x::Name(0xeab615)), // maskedFeatureCapability: HostFeatureCapability
-        x::FieldEntry::optional(x::Name(0x3520410), x::Name(0x11bc621)), // vFlashConfigInfo: HostVFlashManagerVFlashConfigInfo
-        x::FieldEntry::optional(x::Name(0x3683e0e), x::Name(0x2235812)), // vsanHostConfig: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x274340a), x::Name(0x3344606)), // domainList: string
-        x::FieldEntry::optional(x::Name(0x31a750e), x::Name(0x23e790c)), // scriptCheckSum: base64Binary
-        x::FieldEntry::optional(x::Name(0x29c1012), x::Name(0x23e790c)), // hostConfigCheckSum: base64Binary
-        x::FieldEntry::optional(x::Name(0x266a017), x::Name(0x23e790c)), // descriptionTreeCheckSum: base64Binary
-        x::FieldEntry::repeated(x::Name(0x2926e0c), x::Name(0xeeb410)), // graphicsInfo: HostGraphicsInfo
-        x::FieldEntry::repeated(x::Name(0x321fd16), x::Name(0x3344606)), // sharedPassthruGpuTypes: string
-        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
-        x::FieldEntry::repeated(x::Name(0x321a115), x::Name(0x111bb19)), // sharedGpuCapabilities: HostSharedGpuCapabilities
-        x::FieldEntry::repeated(x::Name(0x2ac670c), x::Name(0xf4d710)), // ioFilterInfo: HostIoFilterInfo
-        x::FieldEntry::repeated(x::Name(0x32cfb0f), x::Name(0x1133b17)), // sriovDevicePool: HostSriovDevicePoolInfo
-        x::FieldEntry::repeated(x::Name(0x2377319), x::Name(0xdc3d1d)), // assignableHardwareBinding: HostAssignableHardwareBinding
-        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
-        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0x13ff016)), // cpuScheduler: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ff50f), x::Name(0x13ff016)), // datastoreSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c8090d), x::Name(0x13ff016)), // memoryManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3339a0d), x::Name(0x13ff016)), // storageSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d7180d), x::Name(0x13ff016)), // networkSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x365230d), x::Name(0x13ff016)), // vmotionSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x359d311), x::Name(0x13ff016)), // virtualNicManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x31f7c0d), x::Name(0x13ff016)), // serviceSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28b780e), x::Name(0x13ff016)), // firewallSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2302d0e), x::Name(0x13ff016)), // advancedOption: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x26ba010), x::Name(0x13ff016)), // diagnosticSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23b2210), x::Name(0x13ff016)), // autoStartManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x326cc0a), x::Name(0x13ff016)), // snmpSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2609b0e), x::Name(0x13ff016)), // dateTimeSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f20a0c), x::Name(0x13ff016)), // patchManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a39012), x::Name(0x13ff016)), // imageConfigManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2408010), x::Name(0x13ff016)), // bootDeviceSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28bba0e), x::Name(0x13ff016)), // firmwareSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29a5012), x::Name(0x13ff016)), // healthStatusSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f2a411), x::Name(0x13ff016)), // pciPassthruSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b9b20e), x::Name(0x13ff016)), // licenseManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b50a12), x::Name(0x13ff016)), // kernelModuleSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2397715), x::Name(0x13ff016)), // authenticationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2fbd10b), x::Name(0x13ff016)), // powerSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x242e619), x::Name(0x13ff016)), // cacheConfigurationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x280e913), x::Name(0x13ff016)), // esxAgentHostManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b3c80c), x::Name(0x13ff016)), // iscsiManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x352150d), x::Name(0x13ff016)), // vFlashManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x368f40a), x::Name(0x13ff016)), // vsanSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c95e0f), x::Name(0x13ff016)), // messageBusProxy: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x34fe80d), x::Name(0x13ff016)), // userDirectory: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22d0c0e), x::Name(0x13ff016)), // accountManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29b5311), x::Name(0x13ff016)), // hostAccessManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2927b0f), x::Name(0x13ff016)), // graphicsManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3686012), x::Name(0x13ff016)), // vsanInternalSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2457812), x::Name(0x13ff016)), // certificateManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x258dd0d), x::Name(0x13ff016)), // cryptoManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e4e50c), x::Name(0x13ff016)), // nvdimmSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x237a619), x::Name(0x13ff016)), // assignableHardwareManager: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2d1b90c), x::Name(0xfc8113)), // nasDatastore: HostNasVolumeConfig
-        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfde411)), // network: HostNetworkConfig
-        x::FieldEntry::repeated(x::Name(0x2d9bd10), x::Name(0x11ec825)), // nicTypeSelection: HostVirtualNicManagerNicTypeSelection
-        x::FieldEntry::repeated(x::Name(0x31e9d07), x::Name(0x1104e11)), // service: HostServiceConfig
-        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec2912)), // firewall: HostFirewallConfig
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
-        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
-        x::FieldEntry::optional(x::Name(0x25f8418), x::Name(0x3344606)), // datastorePrincipalPasswd: string
-        x::FieldEntry::optional(x::Name(0x260aa08), x::Name(0xe59a12)), // datetime: HostDateTimeConfig
-        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
-        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf6bd0f)), // license: HostLicenseSpec
-        x::FieldEntry::optional(x::Name(0x31c7e08), x::Name(0x10ff910)), // security: HostSecuritySpec
-        x::FieldEntry::repeated(x::Name(0x34f280b), x::Name(0xdb2a0f)), // userAccount: HostAccountSpec
-        x::FieldEntry::repeated(x::Name(0x350cb10), x::Name(0xdb2a0f)), // usergroupAccount: HostAccountSpec
-        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0xfa500e)), // memory: HostMemorySpec
-        x::FieldEntry::repeated(x::Name(0x22de70f), x::Name(0xdb3a13)), // activeDirectory: HostActiveDirectory
-        x::FieldEntry::repeated(x::Name(0x2918f0d), x::Name(0x134090b)), // genericConfig: KeyAnyValue
-        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
-        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
-        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
-        x::FieldEntry::required(x::Name(0x364e90e), x::Name(0x2405e07)), // vmotionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2873015), x::Name(0x2405e07)), // faultToleranceEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
-        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11b9f26)), // spec: HostVFlashManagerVFlashCacheConfigSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11c1229)), // spec: HostVFlashManagerVFlashResourceConfigSpec
-        x::FieldEntry::optional(x::Name(0x31e4408), x::Name(0x3344606)), // serverIp: string
-        x::FieldEntry::optional(x::Name(0x2a4090c), x::Name(0x2405e07)), // inDasCluster: boolean
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0xf6cd0f)), // host: HostListSummary
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x1fc6915)), // vm: VirtualMachineSummary
-        x::FieldEntry::optional(x::Name(0x3573b16), x::Name(0x2405e07)), // vimAccountNameRequired: boolean
-        x::FieldEntry::optional(x::Name(0x24b2810), x::Name(0x2405e07)), // clusterSupported: boolean
-        x::FieldEntry::repeated(x::Name(0x2d41907), x::Name(0xe2741a)), // network: HostConnectInfoNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0xe4d518)), // datastore: HostDatastoreConnectInfo
-        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf68e16)), // license: HostLicenseConnectInfo
-        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0xddc70e)), // capability: HostCapability
-        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x14c730e)), // summary: NetworkSummary
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
-        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
-        x::FieldEntry::optional(x::Name(0x35dd008), x::Name(0x13ff016)), // vmFolder: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
-        x::FieldEntry::optional(x::Name(0x3572c0e), x::Name(0x3344606)), // vimAccountName: string
-        x::FieldEntry::optional(x::Name(0x3575212), x::Name(0x3344606)), // vimAccountPassword: string
-        x::FieldEntry::optional(x::Name(0x2c0500c), x::Name(0x3344606)), // managementIp: string
-        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
-        x::FieldEntry::optional(x::Name(0x29cef0b), x::Name(0xedc10f)), // hostGateway: HostGatewaySpec
-        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
-        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x278da03), x::Name(0x3344606)), // eax: string
-        x::FieldEntry::optional(x::Name(0x278de03), x::Name(0x3344606)), // ebx: string
-        x::FieldEntry::optional(x::Name(0x278e203), x::Name(0x3344606)), // ecx: string
-        x::FieldEntry::optional(x::Name(0x278fe03), x::Name(0x3344606)), // edx: string
-        x::FieldEntry::required(x::Name(0x2de8c0e), x::Name(0x3226a05)), // numCpuPackages: short
-        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
-        x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
-        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
-        x::FieldEntry::required(x::Name(0x2a6a005), x::Name(0x3226a05)), // index: short
-        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
-        x::FieldEntry::required(x::Name(0x241df05), x::Name(0x2be5304)), // busHz: long
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::repeated(x::Name(0x3405408), x::Name(0x3226a05)), // threadId: short
-        x::FieldEntry::repeated(x::Name(0x255bb0a), x::Name(0xe2ca0d)), // cpuFeature: HostCpuIdInfo
-        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3226a05)), // family: short
-        x::FieldEntry::optional(x::Name(0x2cd2605), x::Name(0x3226a05)), // model: short
-        x::FieldEntry::optional(x::Name(0x331c508), x::Name(0x3226a05)), // stepping: short
-        x::FieldEntry::optional(x::Name(0x25ae90d), x::Name(0x3344606)), // currentPolicy: string
-        x::FieldEntry::optional(x::Name(0x297db0f), x::Name(0x3344606)), // hardwareSupport: string
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228710e)), // spec: VslmCreateSpec
-        x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x3306114), x::Name(0x2be5304)), // staticMemoryConsumed: long
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28ca90a), x::Name(0x3344606)), // folderPath: string
-        x::FieldEntry::repeated(x::Name(0x2899104), x::Name(0xcb4308)), // file: FileInfo
-        x::FieldEntry::repeated(x::Name(0x304c205), x::Name(0xcba409)), // query: FileQuery
-        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0xcbae0e)), // details: FileQueryFlags
-        x::FieldEntry::optional(x::Name(0x31b5115), x::Name(0x2405e07)), // searchCaseInsensitive: boolean
-        x::FieldEntry::repeated(x::Name(0x2c1e20c), x::Name(0x3344606)), // matchPattern: string
-        x::FieldEntry::optional(x::Name(0x327f910), x::Name(0x2405e07)), // sortFoldersFirst: boolean
-        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x993510)), // summary: DatastoreSummary
-        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
-        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
-        x::FieldEntry::required(x::Name(0x2d8c918), x::Name(0x2405e07)), // nfsMountCreationRequired: boolean
-        x::FieldEntry::required(x::Name(0x2d8e219), x::Name(0x2405e07)), // nfsMountCreationSupported: boolean
-        x::FieldEntry::required(x::Name(0x2bc6d17), x::Name(0x2405e07)), // localDatastoreSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3634b1c), x::Name(0x2405e07)), // vmfsExtentExpansionSupported: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
-        x::FieldEntry::optional(x::Name(0x340f908), x::Name(0x3344606)), // timeZone: string
-        x::FieldEntry::optional(x::Name(0x2ddf509), x::Name(0xffde0d)), // ntpConfig: HostNtpConfig
-        x::FieldEntry::optional(x::Name(0x3039509), x::Name(0x10ae60d)), // ptpConfig: HostPtpConfig
-        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x26dcb0d), x::Name(0x2405e07)), // disableEvents: boolean
-        x::FieldEntry::optional(x::Name(0x26dd90f), x::Name(0x2405e07)), // disableFallback: boolean
-        x::FieldEntry::optional(x::Name(0x3127e16), x::Name(0x2405e07)), // resetToFactoryDefaults: boolean
-        x::FieldEntry::required(x::Name(0x340f908), x::Name(0xe5fb1a)), // timeZone: HostDateTimeSystemTimeZone
-        x::FieldEntry::optional(x::Name(0x33c0813), x::Name(0x3344606)), // systemClockProtocol: string
-        x::FieldEntry::optional(x::Name(0x2ddf509), x::Name(0xffde0d)), // ntpConfig: HostNtpConfig
-        x::FieldEntry::optional(x::Name(0x3039509), x::Name(0x10ae60d)), // ptpConfig: HostPtpConfig
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x26dcb0d), x::Name(0x2405e07)), // disableEvents: boolean
-        x::FieldEntry::optional(x::Name(0x26dd90f), x::Name(0x2405e07)), // disableFallback: boolean
-        x::FieldEntry::optional(x::Name(0x2a4160f), x::Name(0x2405e07)), // inFallbackState: boolean
-        x::FieldEntry::optional(x::Name(0x31f700b), x::Name(0x2405e07)), // serviceSync: boolean
-        x::FieldEntry::optional(x::Name(0x2b7c50c), x::Name(0x2607608)), // lastSyncTime: dateTime
-        x::FieldEntry::optional(x::Name(0x30d500f), x::Name(0x3344606)), // remoteNtpServer: string
-        x::FieldEntry::optional(x::Name(0x2de0b0a), x::Name(0x2be5304)), // ntpRunTime: long
-        x::FieldEntry::optional(x::Name(0x303be0a), x::Name(0x2be5304)), // ptpRunTime: long
-        x::FieldEntry::optional(x::Name(0x2ddff0b), x::Name(0x3344606)), // ntpDuration: string
-        x::FieldEntry::optional(x::Name(0x303b20b), x::Name(0x3344606)), // ptpDuration: string
-        x::FieldEntry::required(x::Name(0x36fa30f), x::Name(0x2405e07)), // workingNormally: boolean
-        x::FieldEntry::repeated(x::Name(0x30f0506), x::Name(0x3344606)), // report: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x2921209), x::Name(0x2a94603)), // gmtOffset: int
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b2ce12), x::Name(0x2405e07)), // isLcParentAttached: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b2ce12), x::Name(0x2405e07)), // isLcParentAttached: boolean
-        x::FieldEntry::optional(x::Name(0x2412718), x::Name(0x2405e07)), // bootedFromStatelessCache: boolean
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x26ade0a), x::Name(0x3344606)), // deviceType: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe6a413)), // spec: HostDhcpServiceSpec
-        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe6a413)), // spec: HostDhcpServiceSpec
-        x::FieldEntry::required(x::Name(0x35a4e0d), x::Name(0x3344606)), // virtualSwitch: string
-        x::FieldEntry::required(x::Name(0x2638414), x::Name(0x2a94603)), // defaultLeaseDuration: int
-        x::FieldEntry::required(x::Name(0x2b8840c), x::Name(0x3344606)), // leaseBeginIp: string
-        x::FieldEntry::required(x::Name(0x2b8910a), x::Name(0x3344606)), // leaseEndIp: string
-        x::FieldEntry::required(x::Name(0x2c2d810), x::Name(0x2a94603)), // maxLeaseDuration: int
-        x::FieldEntry::required(x::Name(0x348f10e), x::Name(0x2405e07)), // unlimitedLease: boolean
-        x::FieldEntry::required(x::Name(0x2aef40c), x::Name(0x3344606)), // ipSubnetAddr: string
-        x::FieldEntry::required(x::Name(0x2af010c), x::Name(0x3344606)), // ipSubnetMask: string
-        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
-        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x3244505), x::Name(0x2a94603)), // slots: int
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
-        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe71d21)), // spec: HostDiagnosticPartitionCreateSpec
-        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
-        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
-        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
-        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::optional(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
-        x::FieldEntry::required(x::Name(0x26c270c), x::Name(0x3344606)), // digestMethod: string
-        x::FieldEntry::repeated(x::Name(0x26c840b), x::Name(0x2420604)), // digestValue: byte
-        x::FieldEntry::optional(x::Name(0x2e6010a), x::Name(0x3344606)), // objectName: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x25c2308), x::Name(0x2be5304)), // cylinder: long
-        x::FieldEntry::required(x::Name(0x2994b04), x::Name(0x2a94603)), // head: int
-        x::FieldEntry::required(x::Name(0x31c1c06), x::Name(0x2a94603)), // sector: int
-        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
-        x::FieldEntry::required(x::Name(0x23f9005), x::Name(0x2be5304)), // block: long
-        x::FieldEntry::optional(x::Name(0x2f6b311), x::Name(0xe85d1c)), // physicalPartition: HostDiskMappingPartitionInfo
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
-        x::FieldEntry::repeated(x::Name(0x2f6b311), x::Name(0xe87a1e)), // physicalPartition: HostDiskMappingPartitionOption
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
-        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
-        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
-        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
-        x::FieldEntry::required(x::Name(0x32f450b), x::Name(0x2be5304)), // startSector: long
-        x::FieldEntry::required(x::Name(0x27d6009), x::Name(0x2be5304)), // endSector: long
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x2971a04), x::Name(0x3344606)), // guid: string
-        x::FieldEntry::required(x::Name(0x2bddc07), x::Name(0x2405e07)), // logical: boolean
-        x::FieldEntry::required(x::Name(0x238fa0a), x::Name(0x2420604)), // attributes: byte
-        x::FieldEntry::optional(x::Name(0x2f0fb12), x::Name(0x2be5304)), // partitionAlignment: long
-        x::FieldEntry::optional(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x32e8f05), x::Name(0xe81d15)), // start: HostDiskDimensionsLba
-        x::FieldEntry::required(x::Name(0x27d3103), x::Name(0xe81d15)), // end: HostDiskDimensionsLba
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe93e15)), // spec: HostDiskPartitionSpec
-        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
-        x::FieldEntry::optional(x::Name(0x3430e05), x::Name(0xe81d15)), // total: HostDiskDimensionsLba
-        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8b51b)), // partition: HostDiskPartitionBlockRange
-        x::FieldEntry::optional(x::Name(0x2f10e0f), x::Name(0x3344606)), // partitionFormat: string
-        x::FieldEntry::optional(x::Name(0x248e503), x::Name(0xe80715)), // chs: HostDiskDimensionsChs
-        x::FieldEntry::optional(x::Name(0x343b40c), x::Name(0x2be5304)), // totalSectors: long
-        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8991b)), // partition: HostDiskPartitionAttributes
-        x::FieldEntry::optional(x::Name(0x31c300a), x::Name(0x2a94603)), // sectorSize: int
-        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
-        x::FieldEntry::optional(x::Name(0x359c210), x::Name(0x3344606)), // virtualNicDevice: string
-        x::FieldEntry::optional(x::Name(0x2b21714), x::Name(0x3344606)), // ipv6VirtualNicDevice: string
-        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
-        x::FieldEntry::repeated(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::repeated(x::Name(0x31b670c), x::Name(0x3344606)), // searchDomain: string
-        x::FieldEntry::optional(x::Name(0x3599614), x::Name(0x11e5e18)), // virtualNicConnection: HostVirtualNicConnection
-        x::FieldEntry::optional(x::Name(0x359ab16), x::Name(0x11e5e18)), // virtualNicConnectionV6: HostVirtualNicConnection
-        x::FieldEntry::required(x::Name(0x269650b), x::Name(0x3344606)), // deviceClass: string
-        x::FieldEntry::required(x::Name(0x2481a13), x::Name(0x2405e07)), // checkpointSupported: boolean
-        x::FieldEntry::required(x::Name(0x33a9d15), x::Name(0x2405e07)), // swDMATracingSupported: boolean
-        x::FieldEntry::required(x::Name(0x32d1808), x::Name(0x2405e07)), // sriovNic: boolean
-        x::FieldEntry::repeated(x::Name(0x2f4af0b), x::Name(0x1635a0a)), // permissions: Permission
-        x::FieldEntry::repeated(x::Name(0x35dc008), x::Name(0xc9930a)), // vmFaults: FaultsByVM
-        x::FieldEntry::repeated(x::Name(0x29cd50a), x::Name(0xc9860c)), // hostFaults: FaultsByHost
-        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
-        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
-        x::FieldEntry::required(x::Name(0x2b36810), x::Name(0x2405e07)), // isStorageHealthy: boolean
-        x::FieldEntry::required(x::Name(0x2b30b10), x::Name(0x2405e07)), // isNetworkHealthy: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2fa7508), x::Name(0xcad814)), // portType: FibreChannelPortType
-        x::FieldEntry::required(x::Name(0x32b7605), x::Name(0x2be5304)), // speed: long
-        x::FieldEntry::required(x::Name(0x347d50d), x::Name(0x3344606)), // underlyingNic: string
-        x::FieldEntry::required(x::Name(0x2baec08), x::Name(0xeb3d27)), // linkInfo: HostFibreChannelOverEthernetHbaLinkInfo
-        x::FieldEntry::required(x::Name(0x2b3590e), x::Name(0x2405e07)), // isSoftwareFcoe: boolean
-        x::FieldEntry::required(x::Name(0x2c17e10), x::Name(0x2405e07)), // markedForRemoval: boolean
-        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
-        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
-        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
-        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
-        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
-        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
-        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
-        x::FieldEntry::required(x::Name(0x36c3903), x::Name(0x3344606)), // who: string
-        x::FieldEntry::required(x::Name(0x36c2f04), x::Name(0x3344606)), // what: string
-        x::FieldEntry::required(x::Name(0x2ce5109), x::Name(0xfafd0d)), // mountInfo: HostMountInfo
-        x::FieldEntry::required(x::Name(0x366d906), x::Name(0xebd814)), // volume: HostFileSystemVolume
-        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::repeated(x::Name(0x366f40e), x::Name(0x3344606)), // volumeTypeList: string
-        x::FieldEntry::repeated(x::Name(0x2ce5109), x::Name(0xebc017)), // mountInfo: HostFileSystemMountInfo
-        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec3c1f)), // rule: HostFirewallConfigRuleSetConfig
-        x::FieldEntry::required(x::Name(0x2626415), x::Name(0xec5c19)), // defaultBlockingPolicy: HostFirewallDefaultPolicy
-        x::FieldEntry::required(x::Name(0x317dd09), x::Name(0x3344606)), // rulesetId: string
-        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
     ],
     values: &[
         x::Name(0x1414606), // Memory
@@ -1124,85 +430,1411 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x17e0908), // RSA_2048
         x::Name(0x17e1208), // RSA_3072
         x::Name(0x17e1b08), // RSA_4096
-        x::Name(0x2cd8606), // modify
-        x::Name(0x30df307), // replace
-        x::Name(0x22eb903), // add
-        x::Name(0x30d8106), // remove
-        x::Name(0x278e604), // edit
-        x::Name(0x2a36806), // ignore
-        x::Name(0x1483603), // NSX
-        x::Name(0x1d38504), // VSAN
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2a95405), // intel
-        x::Name(0x233e303), // amd
-        x::Name(0x2a21e05), // hygon
-        x::Name(0x2366003), // arm
-        x::Name(0x2e68003), // off
-        x::Name(0x3309b0c), // staticPolicy
-        x::Name(0x278530d), // dynamicPolicy
-        x::Name(0x33c2a0d), // systemDefault
-        x::Name(0x3197905), // scav1
-        x::Name(0x3197f05), // scav2
-        x::Name(0x2a50509), // incapable
-        x::Name(0x2fde008), // prepared
-        x::Name(0x3187904), // safe
-        x::Name(0x2f32810), // pendingIncapable
-        x::Name(0x2db2606), // normal
-        x::Name(0x2d10603), // mux
-        x::Name(0x24ec50c), // configFailed
-        x::Name(0x3410207), // timeout
-        x::Name(0x24c1b17), // communicationInitFailed
-        x::Name(0x299e617), // healthCheckScriptFailed
-        x::Name(0x230be0b), // agentFailed
-        x::Name(0x230e30d), // agentShutdown
-        x::Name(0x2b4251a), // isolationAddressUnpingable
-        x::Name(0x2eadc05), // other
-        x::Name(0x2ddf103), // ntp
-        x::Name(0x3039103), // ptp
-        x::Name(0x19b6c04), // SHA1
-        x::Name(0x13ec703), // MD5
-        x::Name(0x19b7106), // SHA256
-        x::Name(0x19b7806), // SHA384
-        x::Name(0x19b7f06), // SHA512
-        x::Name(0x19b8607), // SM3_256
-        x::Name(0x26beb0e), // digestDisabled
-        x::Name(0x2999a0a), // headerOnly
-        x::Name(0x25e4608), // dataOnly
-        x::Name(0x299500d), // headerAndData
-        x::Name(0x32da819), // sslThumbprintVerifyFailed
-        x::Name(0x2b9600e), // licenseExpired
-        x::Name(0x230f10c), // agentUpgrade
-        x::Name(0x3508e0b), // userRequest
-        x::Name(0x2a91e14), // insufficientLicenses
-        x::Name(0x230d40e), // agentOutOfDate
-        x::Name(0x2f1c916), // passwordDecryptFailure
-        x::Name(0x3488b07), // unknown
-        x::Name(0x354b516), // vcVRAMCapacityExceeded
-        x::Name(0x2922103), // gpt
-        x::Name(0x2c67b03), // mbr
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2daff04), // none
-        x::Name(0x3630f04), // vmfs
-        x::Name(0x2bb5f0b), // linuxNative
-        x::Name(0x2bb6b09), // linuxSwap
-        x::Name(0x2842208), // extended
-        x::Name(0x2ddec04), // ntfs
-        x::Name(0x363d40d), // vmkDiagnostic
-        x::Name(0x3562704), // vffs
-        x::Name(0x2572a05), // crash
-        x::Name(0x2bae308), // linkDown
-        x::Name(0x350060d), // userInitiated
-        x::Name(0x19bcf07), // STAGE_1
-        x::Name(0x287210e), // faultTolerance
-        x::Name(0x1cdcd04), // VMFS
-        x::Name(0x1480f03), // NFS
-        x::Name(0x1481305), // NFS41
-        x::Name(0x5c7904), // CIFS
-        x::Name(0x3678b04), // vsan
-        x::Name(0x1cd4f04), // VFFS
-        x::Name(0x1d67504), // VVOL
-        x::Name(0x15fa304), // PMEM
-        x::Name(0x367f205), // vsanD
-        x::Name(0x154fe05), // OTHER
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    HAErrorsAtDest(Box<HAErrorsAtDest>),
+    HbrDiskMigrationAction(Box<HbrDiskMigrationAction>),
+    HbrManagerReplicationVmInfo(Box<HbrManagerReplicationVmInfo>),
+    HbrManagerVmReplicationCapability(Box<HbrManagerVmReplicationCapability>),
+    HbrReplicationTargetSpec(Box<HbrReplicationTargetSpec>),
+    HbrTargetSpec(Box<HbrTargetSpec>),
+    HbrTargetSpecReplacement(Box<HbrTargetSpecReplacement>),
+    HealthStatusChangedEvent(Box<HealthStatusChangedEvent>),
+    HealthSystemRuntime(Box<HealthSystemRuntime>),
+    HealthUpdate(Box<HealthUpdate>),
+    HealthUpdateInfo(Box<HealthUpdateInfo>),
+    HealthUpdateInfoComponentType(Box<HealthUpdateInfoComponentType>),
+    HeterogenousHostsBlockingEVC(Box<HeterogenousHostsBlockingEVC>),
+    HostAccessControlEntry(Box<HostAccessControlEntry>),
+    HostAccessMode(Box<HostAccessMode>),
+    HostAccessRestrictedToManagementServer(Box<HostAccessRestrictedToManagementServer>),
+    HostAccountSpec(Box<HostAccountSpec>),
+    HostActiveDirectory(Box<HostActiveDirectory>),
+    HostActiveDirectoryAuthenticationCertificateDigest(Box<HostActiveDirectoryAuthenticationCertificateDigest>),
+    HostActiveDirectoryInfo(Box<HostActiveDirectoryInfo>),
+    HostActiveDirectoryInfoDomainMembershipStatus(Box<HostActiveDirectoryInfoDomainMembershipStatus>),
+    HostActiveDirectorySpec(Box<HostActiveDirectorySpec>),
+    HostAddFailedEvent(Box<HostAddFailedEvent>),
+    HostAddedEvent(Box<HostAddedEvent>),
+    HostAdminDisableEvent(Box<HostAdminDisableEvent>),
+    HostAdminEnableEvent(Box<HostAdminEnableEvent>),
+    HostApplyProfile(Box<HostApplyProfile>),
+    HostAssignableHardwareBinding(Box<HostAssignableHardwareBinding>),
+    HostAssignableHardwareConfig(Box<HostAssignableHardwareConfig>),
+    HostAssignableHardwareConfigAttributeOverride(Box<HostAssignableHardwareConfigAttributeOverride>),
+    HostAuthenticationInfo(Box<HostAuthenticationInfo>),
+    HostAuthenticationManagerInfo(Box<HostAuthenticationManagerInfo>),
+    HostAuthenticationStoreInfo(Box<HostAuthenticationStoreInfo>),
+    HostAutoStartManagerConfig(Box<HostAutoStartManagerConfig>),
+    HostBIOSInfo(Box<HostBIOSInfo>),
+    HostBIOSInfoFirmwareType(Box<HostBIOSInfoFirmwareType>),
+    HostBlockAdapterTargetTransport(Box<HostBlockAdapterTargetTransport>),
+    HostBlockHba(Box<HostBlockHba>),
+    HostBootDevice(Box<HostBootDevice>),
+    HostBootDeviceInfo(Box<HostBootDeviceInfo>),
+    HostCacheConfigurationInfo(Box<HostCacheConfigurationInfo>),
+    HostCacheConfigurationSpec(Box<HostCacheConfigurationSpec>),
+    HostCapability(Box<HostCapability>),
+    HostCapabilityDRTMTypes(Box<HostCapabilityDRTMTypes>),
+    HostCapabilityFtUnsupportedReason(Box<HostCapabilityFtUnsupportedReason>),
+    HostCapabilityUnmapMethodSupported(Box<HostCapabilityUnmapMethodSupported>),
+    HostCapabilityVmDirectPathGen2UnsupportedReason(Box<HostCapabilityVmDirectPathGen2UnsupportedReason>),
+    HostCertificateManagerCertificateInfo(Box<HostCertificateManagerCertificateInfo>),
+    HostCertificateManagerCertificateInfoCertificateStatus(Box<HostCertificateManagerCertificateInfoCertificateStatus>),
+    HostCertificateManagerCertificateKind(Box<HostCertificateManagerCertificateKind>),
+    HostCertificateManagerCertificateSpec(Box<HostCertificateManagerCertificateSpec>),
+    HostCertificateManagerCryptoAlgorithm(Box<HostCertificateManagerCryptoAlgorithm>),
+    HostCnxFailedAccountFailedEvent(Box<HostCnxFailedAccountFailedEvent>),
+    HostCnxFailedAlreadyManagedEvent(Box<HostCnxFailedAlreadyManagedEvent>),
+    HostCnxFailedBadCcagentEvent(Box<HostCnxFailedBadCcagentEvent>),
+    HostCnxFailedBadUsernameEvent(Box<HostCnxFailedBadUsernameEvent>),
+    HostCnxFailedBadVersionEvent(Box<HostCnxFailedBadVersionEvent>),
+    HostCnxFailedCcagentUpgradeEvent(Box<HostCnxFailedCcagentUpgradeEvent>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HAErrorsAtDest(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrDiskMigrationAction(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrManagerReplicationVmInfo(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrManagerVmReplicationCapability(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrReplicationTargetSpec(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrTargetSpec(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrTargetSpecReplacement(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthSystemRuntime(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdate(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfoComponentType(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HeterogenousHostsBlockingEVC(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessMode(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessRestrictedToManagementServer(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccountSpec(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectory(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryAuthenticationCertificateDigest(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfo(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfoDomainMembershipStatus(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectorySpec(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddFailedEvent(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddedEvent(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminDisableEvent(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminEnableEvent(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostApplyProfile(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareConfig(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareConfigAttributeOverride(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationManagerInfo(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationStoreInfo(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAutoStartManagerConfig(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBIOSInfo(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBIOSInfoFirmwareType(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockAdapterTargetTransport(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockHba(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDevice(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDeviceInfo(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationSpec(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapability(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityDRTMTypes(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityFtUnsupportedReason(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityUnmapMethodSupported(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateInfo(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateInfoCertificateStatus(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateKind(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateSpec(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCryptoAlgorithm(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAccountFailedEvent(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAlreadyManagedEvent(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadCcagentEvent(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadUsernameEvent(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadVersionEvent(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedCcagentUpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::HAErrorsAtDest(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HbrDiskMigrationAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HbrManagerReplicationVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HbrManagerVmReplicationCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HbrReplicationTargetSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HbrTargetSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HbrTargetSpecReplacement(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HealthStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HealthSystemRuntime(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HealthUpdate(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HealthUpdateInfoComponentType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HeterogenousHostsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAccessMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAccessRestrictedToManagementServer(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostActiveDirectoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostActiveDirectorySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAddFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAdminDisableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAdminEnableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAssignableHardwareConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAssignableHardwareConfigAttributeOverride(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAuthenticationManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostAutoStartManagerConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostBIOSInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostBIOSInfoFirmwareType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostBlockAdapterTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostBlockHba(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostBootDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCacheConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCapabilityDRTMTypes(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCapabilityFtUnsupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCapabilityUnmapMethodSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCertificateManagerCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCertificateManagerCertificateKind(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCertificateManagerCertificateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCertificateManagerCryptoAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedAccountFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedAlreadyManagedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedBadCcagentEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedBadUsernameEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedBadVersionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedCcagentUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::HAErrorsAtDest(a), Object::HAErrorsAtDest(b)) => **a == **b,
+            (Object::HbrDiskMigrationAction(a), Object::HbrDiskMigrationAction(b)) => **a == **b,
+            (Object::HbrManagerReplicationVmInfo(a), Object::HbrManagerReplicationVmInfo(b)) => **a == **b,
+            (Object::HbrManagerVmReplicationCapability(a), Object::HbrManagerVmReplicationCapability(b)) => **a == **b,
+            (Object::HbrReplicationTargetSpec(a), Object::HbrReplicationTargetSpec(b)) => **a == **b,
+            (Object::HbrTargetSpec(a), Object::HbrTargetSpec(b)) => **a == **b,
+            (Object::HbrTargetSpecReplacement(a), Object::HbrTargetSpecReplacement(b)) => **a == **b,
+            (Object::HealthStatusChangedEvent(a), Object::HealthStatusChangedEvent(b)) => **a == **b,
+            (Object::HealthSystemRuntime(a), Object::HealthSystemRuntime(b)) => **a == **b,
+            (Object::HealthUpdate(a), Object::HealthUpdate(b)) => **a == **b,
+            (Object::HealthUpdateInfo(a), Object::HealthUpdateInfo(b)) => **a == **b,
+            (Object::HealthUpdateInfoComponentType(a), Object::HealthUpdateInfoComponentType(b)) => **a == **b,
+            (Object::HeterogenousHostsBlockingEVC(a), Object::HeterogenousHostsBlockingEVC(b)) => **a == **b,
+            (Object::HostAccessControlEntry(a), Object::HostAccessControlEntry(b)) => **a == **b,
+            (Object::HostAccessMode(a), Object::HostAccessMode(b)) => **a == **b,
+            (Object::HostAccessRestrictedToManagementServer(a), Object::HostAccessRestrictedToManagementServer(b)) => **a == **b,
+            (Object::HostAccountSpec(a), Object::HostAccountSpec(b)) => **a == **b,
+            (Object::HostActiveDirectory(a), Object::HostActiveDirectory(b)) => **a == **b,
+            (Object::HostActiveDirectoryAuthenticationCertificateDigest(a), Object::HostActiveDirectoryAuthenticationCertificateDigest(b)) => **a == **b,
+            (Object::HostActiveDirectoryInfo(a), Object::HostActiveDirectoryInfo(b)) => **a == **b,
+            (Object::HostActiveDirectoryInfoDomainMembershipStatus(a), Object::HostActiveDirectoryInfoDomainMembershipStatus(b)) => **a == **b,
+            (Object::HostActiveDirectorySpec(a), Object::HostActiveDirectorySpec(b)) => **a == **b,
+            (Object::HostAddFailedEvent(a), Object::HostAddFailedEvent(b)) => **a == **b,
+            (Object::HostAddedEvent(a), Object::HostAddedEvent(b)) => **a == **b,
+            (Object::HostAdminDisableEvent(a), Object::HostAdminDisableEvent(b)) => **a == **b,
+            (Object::HostAdminEnableEvent(a), Object::HostAdminEnableEvent(b)) => **a == **b,
+            (Object::HostApplyProfile(a), Object::HostApplyProfile(b)) => **a == **b,
+            (Object::HostAssignableHardwareBinding(a), Object::HostAssignableHardwareBinding(b)) => **a == **b,
+            (Object::HostAssignableHardwareConfig(a), Object::HostAssignableHardwareConfig(b)) => **a == **b,
+            (Object::HostAssignableHardwareConfigAttributeOverride(a), Object::HostAssignableHardwareConfigAttributeOverride(b)) => **a == **b,
+            (Object::HostAuthenticationInfo(a), Object::HostAuthenticationInfo(b)) => **a == **b,
+            (Object::HostAuthenticationManagerInfo(a), Object::HostAuthenticationManagerInfo(b)) => **a == **b,
+            (Object::HostAuthenticationStoreInfo(a), Object::HostAuthenticationStoreInfo(b)) => **a == **b,
+            (Object::HostAutoStartManagerConfig(a), Object::HostAutoStartManagerConfig(b)) => **a == **b,
+            (Object::HostBIOSInfo(a), Object::HostBIOSInfo(b)) => **a == **b,
+            (Object::HostBIOSInfoFirmwareType(a), Object::HostBIOSInfoFirmwareType(b)) => **a == **b,
+            (Object::HostBlockAdapterTargetTransport(a), Object::HostBlockAdapterTargetTransport(b)) => **a == **b,
+            (Object::HostBlockHba(a), Object::HostBlockHba(b)) => **a == **b,
+            (Object::HostBootDevice(a), Object::HostBootDevice(b)) => **a == **b,
+            (Object::HostBootDeviceInfo(a), Object::HostBootDeviceInfo(b)) => **a == **b,
+            (Object::HostCacheConfigurationInfo(a), Object::HostCacheConfigurationInfo(b)) => **a == **b,
+            (Object::HostCacheConfigurationSpec(a), Object::HostCacheConfigurationSpec(b)) => **a == **b,
+            (Object::HostCapability(a), Object::HostCapability(b)) => **a == **b,
+            (Object::HostCapabilityDRTMTypes(a), Object::HostCapabilityDRTMTypes(b)) => **a == **b,
+            (Object::HostCapabilityFtUnsupportedReason(a), Object::HostCapabilityFtUnsupportedReason(b)) => **a == **b,
+            (Object::HostCapabilityUnmapMethodSupported(a), Object::HostCapabilityUnmapMethodSupported(b)) => **a == **b,
+            (Object::HostCapabilityVmDirectPathGen2UnsupportedReason(a), Object::HostCapabilityVmDirectPathGen2UnsupportedReason(b)) => **a == **b,
+            (Object::HostCertificateManagerCertificateInfo(a), Object::HostCertificateManagerCertificateInfo(b)) => **a == **b,
+            (Object::HostCertificateManagerCertificateInfoCertificateStatus(a), Object::HostCertificateManagerCertificateInfoCertificateStatus(b)) => **a == **b,
+            (Object::HostCertificateManagerCertificateKind(a), Object::HostCertificateManagerCertificateKind(b)) => **a == **b,
+            (Object::HostCertificateManagerCertificateSpec(a), Object::HostCertificateManagerCertificateSpec(b)) => **a == **b,
+            (Object::HostCertificateManagerCryptoAlgorithm(a), Object::HostCertificateManagerCryptoAlgorithm(b)) => **a == **b,
+            (Object::HostCnxFailedAccountFailedEvent(a), Object::HostCnxFailedAccountFailedEvent(b)) => **a == **b,
+            (Object::HostCnxFailedAlreadyManagedEvent(a), Object::HostCnxFailedAlreadyManagedEvent(b)) => **a == **b,
+            (Object::HostCnxFailedBadCcagentEvent(a), Object::HostCnxFailedBadCcagentEvent(b)) => **a == **b,
+            (Object::HostCnxFailedBadUsernameEvent(a), Object::HostCnxFailedBadUsernameEvent(b)) => **a == **b,
+            (Object::HostCnxFailedBadVersionEvent(a), Object::HostCnxFailedBadVersionEvent(b)) => **a == **b,
+            (Object::HostCnxFailedCcagentUpgradeEvent(a), Object::HostCnxFailedCcagentUpgradeEvent(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::HAErrorsAtDest(v) => Object::HAErrorsAtDest(Box::new((**v).clone())),
+            Object::HbrDiskMigrationAction(v) => Object::HbrDiskMigrationAction(Box::new((**v).clone())),
+            Object::HbrManagerReplicationVmInfo(v) => Object::HbrManagerReplicationVmInfo(Box::new((**v).clone())),
+            Object::HbrManagerVmReplicationCapability(v) => Object::HbrManagerVmReplicationCapability(Box::new((**v).clone())),
+            Object::HbrReplicationTargetSpec(v) => Object::HbrReplicationTargetSpec(Box::new((**v).clone())),
+            Object::HbrTargetSpec(v) => Object::HbrTargetSpec(Box::new((**v).clone())),
+            Object::HbrTargetSpecReplacement(v) => Object::HbrTargetSpecReplacement(Box::new((**v).clone())),
+            Object::HealthStatusChangedEvent(v) => Object::HealthStatusChangedEvent(Box::new((**v).clone())),
+            Object::HealthSystemRuntime(v) => Object::HealthSystemRuntime(Box::new((**v).clone())),
+            Object::HealthUpdate(v) => Object::HealthUpdate(Box::new((**v).clone())),
+            Object::HealthUpdateInfo(v) => Object::HealthUpdateInfo(Box::new((**v).clone())),
+            Object::HealthUpdateInfoComponentType(v) => Object::HealthUpdateInfoComponentType(Box::new((**v).clone())),
+            Object::HeterogenousHostsBlockingEVC(v) => Object::HeterogenousHostsBlockingEVC(Box::new((**v).clone())),
+            Object::HostAccessControlEntry(v) => Object::HostAccessControlEntry(Box::new((**v).clone())),
+            Object::HostAccessMode(v) => Object::HostAccessMode(Box::new((**v).clone())),
+            Object::HostAccessRestrictedToManagementServer(v) => Object::HostAccessRestrictedToManagementServer(Box::new((**v).clone())),
+            Object::HostAccountSpec(v) => Object::HostAccountSpec(Box::new((**v).clone())),
+            Object::HostActiveDirectory(v) => Object::HostActiveDirectory(Box::new((**v).clone())),
+            Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Object::HostActiveDirectoryAuthenticationCertificateDigest(Box::new((**v).clone())),
+            Object::HostActiveDirectoryInfo(v) => Object::HostActiveDirectoryInfo(Box::new((**v).clone())),
+            Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Object::HostActiveDirectoryInfoDomainMembershipStatus(Box::new((**v).clone())),
+            Object::HostActiveDirectorySpec(v) => Object::HostActiveDirectorySpec(Box::new((**v).clone())),
+            Object::HostAddFailedEvent(v) => Object::HostAddFailedEvent(Box::new((**v).clone())),
+            Object::HostAddedEvent(v) => Object::HostAddedEvent(Box::new((**v).clone())),
+            Object::HostAdminDisableEvent(v) => Object::HostAdminDisableEvent(Box::new((**v).clone())),
+            Object::HostAdminEnableEvent(v) => Object::HostAdminEnableEvent(Box::new((**v).clone())),
+            Object::HostApplyProfile(v) => Object::HostApplyProfile(Box::new((**v).clone())),
+            Object::HostAssignableHardwareBinding(v) => Object::HostAssignableHardwareBinding(Box::new((**v).clone())),
+            Object::HostAssignableHardwareConfig(v) => Object::HostAssignableHardwareConfig(Box::new((**v).clone())),
+            Object::HostAssignableHardwareConfigAttributeOverride(v) => Object::HostAssignableHardwareConfigAttributeOverride(Box::new((**v).clone())),
+            Object::HostAuthenticationInfo(v) => Object::HostAuthenticationInfo(Box::new((**v).clone())),
+            Object::HostAuthenticationManagerInfo(v) => Object::HostAuthenticationManagerInfo(Box::new((**v).clone())),
+            Object::HostAuthenticationStoreInfo(v) => Object::HostAuthenticationStoreInfo(Box::new((**v).clone())),
+            Object::HostAutoStartManagerConfig(v) => Object::HostAutoStartManagerConfig(Box::new((**v).clone())),
+            Object::HostBIOSInfo(v) => Object::HostBIOSInfo(Box::new((**v).clone())),
+            Object::HostBIOSInfoFirmwareType(v) => Object::HostBIOSInfoFirmwareType(Box::new((**v).clone())),
+            Object::HostBlockAdapterTargetTransport(v) => Object::HostBlockAdapterTargetTransport(Box::new((**v).clone())),
+            Object::HostBlockHba(v) => Object::HostBlockHba(Box::new((**v).clone())),
+            Object::HostBootDevice(v) => Object::HostBootDevice(Box::new((**v).clone())),
+            Object::HostBootDeviceInfo(v) => Object::HostBootDeviceInfo(Box::new((**v).clone())),
+            Object::HostCacheConfigurationInfo(v) => Object::HostCacheConfigurationInfo(Box::new((**v).clone())),
+            Object::HostCacheConfigurationSpec(v) => Object::HostCacheConfigurationSpec(Box::new((**v).clone())),
+            Object::HostCapability(v) => Object::HostCapability(Box::new((**v).clone())),
+            Object::HostCapabilityDRTMTypes(v) => Object::HostCapabilityDRTMTypes(Box::new((**v).clone())),
+            Object::HostCapabilityFtUnsupportedReason(v) => Object::HostCapabilityFtUnsupportedReason(Box::new((**v).clone())),
+            Object::HostCapabilityUnmapMethodSupported(v) => Object::HostCapabilityUnmapMethodSupported(Box::new((**v).clone())),
+            Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => Object::HostCapabilityVmDirectPathGen2UnsupportedReason(Box::new((**v).clone())),
+            Object::HostCertificateManagerCertificateInfo(v) => Object::HostCertificateManagerCertificateInfo(Box::new((**v).clone())),
+            Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => Object::HostCertificateManagerCertificateInfoCertificateStatus(Box::new((**v).clone())),
+            Object::HostCertificateManagerCertificateKind(v) => Object::HostCertificateManagerCertificateKind(Box::new((**v).clone())),
+            Object::HostCertificateManagerCertificateSpec(v) => Object::HostCertificateManagerCertificateSpec(Box::new((**v).clone())),
+            Object::HostCertificateManagerCryptoAlgorithm(v) => Object::HostCertificateManagerCryptoAlgorithm(Box::new((**v).clone())),
+            Object::HostCnxFailedAccountFailedEvent(v) => Object::HostCnxFailedAccountFailedEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedAlreadyManagedEvent(v) => Object::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedBadCcagentEvent(v) => Object::HostCnxFailedBadCcagentEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedBadUsernameEvent(v) => Object::HostCnxFailedBadUsernameEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedBadVersionEvent(v) => Object::HostCnxFailedBadVersionEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedCcagentUpgradeEvent(v) => Object::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::HAErrorsAtDest(_) => "HAErrorsAtDest",
+            Object::HbrDiskMigrationAction(_) => "HbrDiskMigrationAction",
+            Object::HbrManagerReplicationVmInfo(_) => "HbrManagerReplicationVmInfo",
+            Object::HbrManagerVmReplicationCapability(_) => "HbrManagerVmReplicationCapability",
+            Object::HbrReplicationTargetSpec(_) => "HbrReplicationTargetSpec",
+            Object::HbrTargetSpec(_) => "HbrTargetSpec",
+            Object::HbrTargetSpecReplacement(_) => "HbrTargetSpecReplacement",
+            Object::HealthStatusChangedEvent(_) => "HealthStatusChangedEvent",
+            Object::HealthSystemRuntime(_) => "HealthSystemRuntime",
+            Object::HealthUpdate(_) => "HealthUpdate",
+            Object::HealthUpdateInfo(_) => "HealthUpdateInfo",
+            Object::HealthUpdateInfoComponentType(_) => "HealthUpdateInfoComponentType",
+            Object::HeterogenousHostsBlockingEVC(_) => "HeterogenousHostsBlockingEVC",
+            Object::HostAccessControlEntry(_) => "HostAccessControlEntry",
+            Object::HostAccessMode(_) => "HostAccessMode",
+            Object::HostAccessRestrictedToManagementServer(_) => "HostAccessRestrictedToManagementServer",
+            Object::HostAccountSpec(_) => "HostAccountSpec",
+            Object::HostActiveDirectory(_) => "HostActiveDirectory",
+            Object::HostActiveDirectoryAuthenticationCertificateDigest(_) => "HostActiveDirectoryAuthenticationCertificateDigest",
+            Object::HostActiveDirectoryInfo(_) => "HostActiveDirectoryInfo",
+            Object::HostActiveDirectoryInfoDomainMembershipStatus(_) => "HostActiveDirectoryInfoDomainMembershipStatus",
+            Object::HostActiveDirectorySpec(_) => "HostActiveDirectorySpec",
+            Object::HostAddFailedEvent(_) => "HostAddFailedEvent",
+            Object::HostAddedEvent(_) => "HostAddedEvent",
+            Object::HostAdminDisableEvent(_) => "HostAdminDisableEvent",
+            Object::HostAdminEnableEvent(_) => "HostAdminEnableEvent",
+            Object::HostApplyProfile(_) => "HostApplyProfile",
+            Object::HostAssignableHardwareBinding(_) => "HostAssignableHardwareBinding",
+            Object::HostAssignableHardwareConfig(_) => "HostAssignableHardwareConfig",
+            Object::HostAssignableHardwareConfigAttributeOverride(_) => "HostAssignableHardwareConfigAttributeOverride",
+            Object::HostAuthenticationInfo(_) => "HostAuthenticationInfo",
+            Object::HostAuthenticationManagerInfo(_) => "HostAuthenticationManagerInfo",
+            Object::HostAuthenticationStoreInfo(_) => "HostAuthenticationStoreInfo",
+            Object::HostAutoStartManagerConfig(_) => "HostAutoStartManagerConfig",
+            Object::HostBIOSInfo(_) => "HostBIOSInfo",
+            Object::HostBIOSInfoFirmwareType(_) => "HostBIOSInfoFirmwareType",
+            Object::HostBlockAdapterTargetTransport(_) => "HostBlockAdapterTargetTransport",
+            Object::HostBlockHba(_) => "HostBlockHba",
+            Object::HostBootDevice(_) => "HostBootDevice",
+            Object::HostBootDeviceInfo(_) => "HostBootDeviceInfo",
+            Object::HostCacheConfigurationInfo(_) => "HostCacheConfigurationInfo",
+            Object::HostCacheConfigurationSpec(_) => "HostCacheConfigurationSpec",
+            Object::HostCapability(_) => "HostCapability",
+            Object::HostCapabilityDRTMTypes(_) => "HostCapabilityDRTMTypes",
+            Object::HostCapabilityFtUnsupportedReason(_) => "HostCapabilityFtUnsupportedReason",
+            Object::HostCapabilityUnmapMethodSupported(_) => "HostCapabilityUnmapMethodSupported",
+            Object::HostCapabilityVmDirectPathGen2UnsupportedReason(_) => "HostCapabilityVmDirectPathGen2UnsupportedReason",
+            Object::HostCertificateManagerCertificateInfo(_) => "HostCertificateManagerCertificateInfo",
+            Object::HostCertificateManagerCertificateInfoCertificateStatus(_) => "HostCertificateManagerCertificateInfoCertificateStatus",
+            Object::HostCertificateManagerCertificateKind(_) => "HostCertificateManagerCertificateKind",
+            Object::HostCertificateManagerCertificateSpec(_) => "HostCertificateManagerCertificateSpec",
+            Object::HostCertificateManagerCryptoAlgorithm(_) => "HostCertificateManagerCryptoAlgorithm",
+            Object::HostCnxFailedAccountFailedEvent(_) => "HostCnxFailedAccountFailedEvent",
+            Object::HostCnxFailedAlreadyManagedEvent(_) => "HostCnxFailedAlreadyManagedEvent",
+            Object::HostCnxFailedBadCcagentEvent(_) => "HostCnxFailedBadCcagentEvent",
+            Object::HostCnxFailedBadUsernameEvent(_) => "HostCnxFailedBadUsernameEvent",
+            Object::HostCnxFailedBadVersionEvent(_) => "HostCnxFailedBadVersionEvent",
+            Object::HostCnxFailedCcagentUpgradeEvent(_) => "HostCnxFailedCcagentUpgradeEvent",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::HAErrorsAtDest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HbrDiskMigrationAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HbrManagerReplicationVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HbrManagerVmReplicationCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HbrReplicationTargetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HbrTargetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HbrTargetSpecReplacement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HealthStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HealthSystemRuntime(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HealthUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HealthUpdateInfoComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HeterogenousHostsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAccessMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAccessRestrictedToManagementServer(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostActiveDirectoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostActiveDirectorySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAddFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAdminDisableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAdminEnableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAssignableHardwareConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAssignableHardwareConfigAttributeOverride(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAuthenticationManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAuthenticationStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostAutoStartManagerConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostBIOSInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostBIOSInfoFirmwareType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostBlockAdapterTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostBlockHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostBootDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCacheConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCapabilityDRTMTypes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCapabilityFtUnsupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCapabilityUnmapMethodSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCertificateManagerCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCertificateManagerCertificateKind(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCertificateManagerCertificateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCertificateManagerCryptoAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedAccountFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedAlreadyManagedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedBadCcagentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedBadUsernameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedBadVersionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedCcagentUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for HAErrorsAtDest {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HAErrorsAtDest(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HAErrorsAtDest(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HAErrorsAtDest(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HbrDiskMigrationAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HbrDiskMigrationAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HbrDiskMigrationAction(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HbrDiskMigrationAction(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HbrManagerReplicationVmInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HbrManagerReplicationVmInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HbrManagerReplicationVmInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HbrManagerReplicationVmInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HbrManagerVmReplicationCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HbrManagerVmReplicationCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HbrManagerVmReplicationCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HbrManagerVmReplicationCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HbrReplicationTargetSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HbrReplicationTargetSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HbrReplicationTargetSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HbrReplicationTargetSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HbrTargetSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HbrTargetSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HbrTargetSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HbrTargetSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HbrTargetSpecReplacement {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HbrTargetSpecReplacement(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HbrTargetSpecReplacement(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HbrTargetSpecReplacement(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HealthStatusChangedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HealthStatusChangedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HealthStatusChangedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HealthStatusChangedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HealthSystemRuntime {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HealthSystemRuntime(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HealthSystemRuntime(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HealthSystemRuntime(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HealthUpdate {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HealthUpdate(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HealthUpdate(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HealthUpdate(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HealthUpdateInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HealthUpdateInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HealthUpdateInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HealthUpdateInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HealthUpdateInfoComponentType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HealthUpdateInfoComponentType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HealthUpdateInfoComponentType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HealthUpdateInfoComponentType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HeterogenousHostsBlockingEVC {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HeterogenousHostsBlockingEVC(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HeterogenousHostsBlockingEVC(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HeterogenousHostsBlockingEVC(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAccessControlEntry {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAccessControlEntry(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAccessControlEntry(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAccessControlEntry(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAccessMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAccessMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAccessMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAccessMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAccessRestrictedToManagementServer {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAccessRestrictedToManagementServer(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAccessRestrictedToManagementServer(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAccessRestrictedToManagementServer(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAccountSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAccountSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAccountSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAccountSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostActiveDirectory {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostActiveDirectory(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostActiveDirectory(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostActiveDirectory(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostActiveDirectoryAuthenticationCertificateDigest {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostActiveDirectoryAuthenticationCertificateDigest(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostActiveDirectoryInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostActiveDirectoryInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostActiveDirectoryInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostActiveDirectoryInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostActiveDirectoryInfoDomainMembershipStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostActiveDirectoryInfoDomainMembershipStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostActiveDirectorySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostActiveDirectorySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostActiveDirectorySpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostActiveDirectorySpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAddFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAddFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAddFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAddFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAddedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAddedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAddedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAddedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAdminDisableEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAdminDisableEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAdminDisableEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAdminDisableEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAdminEnableEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAdminEnableEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAdminEnableEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAdminEnableEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostApplyProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostApplyProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostApplyProfile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostApplyProfile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAssignableHardwareBinding {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAssignableHardwareBinding(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAssignableHardwareBinding(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAssignableHardwareBinding(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAssignableHardwareConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAssignableHardwareConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAssignableHardwareConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAssignableHardwareConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAssignableHardwareConfigAttributeOverride {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAssignableHardwareConfigAttributeOverride(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAssignableHardwareConfigAttributeOverride(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAssignableHardwareConfigAttributeOverride(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAuthenticationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAuthenticationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAuthenticationInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAuthenticationInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAuthenticationManagerInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAuthenticationManagerInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAuthenticationManagerInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAuthenticationManagerInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAuthenticationStoreInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAuthenticationStoreInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAuthenticationStoreInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAuthenticationStoreInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostAutoStartManagerConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostAutoStartManagerConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostAutoStartManagerConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostAutoStartManagerConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostBIOSInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostBIOSInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostBIOSInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostBIOSInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostBIOSInfoFirmwareType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostBIOSInfoFirmwareType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostBIOSInfoFirmwareType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostBIOSInfoFirmwareType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostBlockAdapterTargetTransport {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostBlockAdapterTargetTransport(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostBlockAdapterTargetTransport(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostBlockAdapterTargetTransport(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostBlockHba {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostBlockHba(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostBlockHba(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostBlockHba(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostBootDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostBootDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostBootDevice(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostBootDevice(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostBootDeviceInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostBootDeviceInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostBootDeviceInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostBootDeviceInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCacheConfigurationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCacheConfigurationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCacheConfigurationInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCacheConfigurationInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCacheConfigurationSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCacheConfigurationSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCacheConfigurationSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCacheConfigurationSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCapabilityDRTMTypes {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCapabilityDRTMTypes(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCapabilityDRTMTypes(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCapabilityDRTMTypes(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCapabilityFtUnsupportedReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCapabilityFtUnsupportedReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCapabilityFtUnsupportedReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCapabilityFtUnsupportedReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCapabilityUnmapMethodSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCapabilityUnmapMethodSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCapabilityUnmapMethodSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCapabilityUnmapMethodSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCapabilityVmDirectPathGen2UnsupportedReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCapabilityVmDirectPathGen2UnsupportedReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCertificateManagerCertificateInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCertificateManagerCertificateInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCertificateManagerCertificateInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCertificateManagerCertificateInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCertificateManagerCertificateInfoCertificateStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCertificateManagerCertificateInfoCertificateStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCertificateManagerCertificateKind {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCertificateManagerCertificateKind(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCertificateManagerCertificateKind(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCertificateManagerCertificateKind(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCertificateManagerCertificateSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCertificateManagerCertificateSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCertificateManagerCertificateSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCertificateManagerCertificateSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCertificateManagerCryptoAlgorithm {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCertificateManagerCryptoAlgorithm(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCertificateManagerCryptoAlgorithm(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCertificateManagerCryptoAlgorithm(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedAccountFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedAccountFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedAccountFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedAccountFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedAlreadyManagedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedAlreadyManagedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedAlreadyManagedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedAlreadyManagedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedBadCcagentEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedBadCcagentEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedBadCcagentEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedBadCcagentEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedBadUsernameEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedBadUsernameEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedBadUsernameEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedBadUsernameEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedBadVersionEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedBadVersionEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedBadVersionEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedBadVersionEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedCcagentUpgradeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedCcagentUpgradeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedCcagentUpgradeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedCcagentUpgradeEvent(v) => Ok(v), other => Err(other), }
+    }
+}

@@ -6,1208 +6,1915 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xec5c19), x::Name(0xbb9c0b), 0, 2), // HostFirewallDefaultPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xec7610), x::Name(0xbb9c0b), 2, 2), // HostFirewallInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xec8710), x::Name(0xbb9c0b), 4, 5), // HostFirewallRule: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xec9819), 0, 2), // HostFirewallRuleDirection
-        x::TypeEntry::enumeration(x::Name(0xecb218), 2, 2), // HostFirewallRulePortType
-        x::TypeEntry::enumeration(x::Name(0xeccb18), 4, 2), // HostFirewallRuleProtocol
-        x::TypeEntry::structure(x::Name(0xece413), x::Name(0xbb9c0b), 9, 9), // HostFirewallRuleset: DynamicData
-        x::TypeEntry::structure(x::Name(0xecf819), x::Name(0xbb9c0b), 18, 3), // HostFirewallRulesetIpList: DynamicData
-        x::TypeEntry::structure(x::Name(0xed121c), x::Name(0xbb9c0b), 21, 2), // HostFirewallRulesetIpNetwork: DynamicData
-        x::TypeEntry::structure(x::Name(0xed2f1e), x::Name(0xbb9c0b), 23, 1), // HostFirewallRulesetRulesetSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xed4e1b), 6, 4), // HostFirewallSystemRuleSetId
-        x::TypeEntry::enumeration(x::Name(0xed6a1d), 10, 1), // HostFirewallSystemServiceName
-        x::TypeEntry::structure(x::Name(0xed880c), x::Name(0xbb9c0b), 24, 1), // HostFlagInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xed9514), x::Name(0xbb9c0b), 25, 2), // HostForceMountedInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xedaa07), x::Name(0xbb9c0b), 27, 6), // HostFru: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xedb20e), 11, 3), // HostFruFruType
-        x::TypeEntry::structure(x::Name(0xedc10f), x::Name(0xbb9c0b), 33, 4), // HostGatewaySpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xedd11b), x::Name(0xea3c09), 37, 0), // HostGetShortNameFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xeded2b), x::Name::NONE, 37, 2), // HostGetVFlashModuleDefaultConfigRequestType
-        x::TypeEntry::structure(x::Name(0xee1912), x::Name(0xbb9c0b), 39, 3), // HostGraphicsConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xee2c1c), x::Name(0xbb9c0b), 42, 3), // HostGraphicsConfigDeviceType: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xee491e), 14, 2), // HostGraphicsConfigGraphicsType
-        x::TypeEntry::enumeration(x::Name(0xee6830), 16, 2), // HostGraphicsConfigSharedPassthruAssignmentPolicy
-        x::TypeEntry::enumeration(x::Name(0xee991a), 18, 2), // HostGraphicsConfigVgpuMode
-        x::TypeEntry::structure(x::Name(0xeeb410), x::Name(0xbb9c0b), 45, 7), // HostGraphicsInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xeec51c), 20, 4), // HostGraphicsInfoGraphicsType
-        x::TypeEntry::enumeration(x::Name(0xeee218), 24, 4), // HostGraphicsInfoVgpuMode
-        x::TypeEntry::structure(x::Name(0xeefb17), x::Name(0xbb9c0b), 52, 2), // HostHardwareElementInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xef1319), 28, 4), // HostHardwareElementStatus
-        x::TypeEntry::structure(x::Name(0xef2d10), x::Name(0xbb9c0b), 54, 18), // HostHardwareInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xef3e16), x::Name(0xbb9c0b), 72, 4), // HostHardwareStatusInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xef5513), x::Name(0xbb9c0b), 76, 13), // HostHardwareSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xef6917), x::Name(0x1d94808), 89, 3), // HostHasComponentFailure: VimFault
-        x::TypeEntry::enumeration(x::Name(0xef8128), 32, 1), // HostHasComponentFailureHostComponentType
-        x::TypeEntry::structure(x::Name(0xefaa11), x::Name(0xbb9c0b), 92, 0), // HostHbaCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xefbc12), x::Name(0xbb9c0b), 92, 10), // HostHostBusAdapter: DynamicData
-        x::TypeEntry::structure(x::Name(0xefcf1b), x::Name(0xbb9c0b), 102, 3), // HostHyperThreadScheduleInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xefeb18), 33, 4), // HostImageAcceptanceLevel
-        x::TypeEntry::structure(x::Name(0xf00427), x::Name::NONE, 105, 1), // HostImageConfigGetAcceptanceRequestType
-        x::TypeEntry::structure(x::Name(0xf02c24), x::Name::NONE, 106, 1), // HostImageConfigGetProfileRequestType
-        x::TypeEntry::structure(x::Name(0xf05117), x::Name(0xbb9c0b), 107, 2), // HostImageProfileSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xf06914), x::Name(0xea3c09), 109, 0), // HostInAuditModeEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf07e0c), x::Name(0xe1b90f), 109, 0), // HostInDomain: HostConfigFault
-        x::TypeEntry::structure(x::Name(0xf08b21), x::Name(0x2153a15), 109, 2), // HostIncompatibleForFaultTolerance: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0xf0ad27), 37, 2), // HostIncompatibleForFaultToleranceReason
-        x::TypeEntry::structure(x::Name(0xf0d51f), x::Name(0x1d94808), 111, 2), // HostIncompatibleForRecordReplay: VimFault
-        x::TypeEntry::enumeration(x::Name(0xf0f525), 39, 2), // HostIncompatibleForRecordReplayReason
-        x::TypeEntry::structure(x::Name(0xf11b1a), x::Name::NONE, 113, 3), // HostInflateDiskRequestType
-        x::TypeEntry::structure(x::Name(0xf14a13), x::Name(0xefbc12), 116, 19), // HostInternetScsiHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xf15e2d), x::Name(0xbb9c0b), 135, 7), // HostInternetScsiHbaAuthenticationCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xf18c2b), x::Name(0xbb9c0b), 142, 9), // HostInternetScsiHbaAuthenticationProperties: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf1b829), 41, 4), // HostInternetScsiHbaChapAuthenticationType
-        x::TypeEntry::structure(x::Name(0xf1e225), x::Name(0xbb9c0b), 151, 4), // HostInternetScsiHbaDigestCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xf20823), x::Name(0xbb9c0b), 155, 4), // HostInternetScsiHbaDigestProperties: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf22c1d), 45, 4), // HostInternetScsiHbaDigestType
-        x::TypeEntry::structure(x::Name(0xf24a28), x::Name(0xbb9c0b), 159, 4), // HostInternetScsiHbaDiscoveryCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xf27326), x::Name(0xbb9c0b), 163, 8), // HostInternetScsiHbaDiscoveryProperties: DynamicData
-        x::TypeEntry::structure(x::Name(0xf29a21), x::Name(0xbb9c0b), 171, 20), // HostInternetScsiHbaIPCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xf2bc1f), x::Name(0xbb9c0b), 191, 16), // HostInternetScsiHbaIPProperties: DynamicData
-        x::TypeEntry::structure(x::Name(0xf2dc21), x::Name(0xbb9c0b), 207, 5), // HostInternetScsiHbaIPv6Properties: DynamicData
-        x::TypeEntry::structure(x::Name(0xf2fe23), x::Name(0xbb9c0b), 212, 4), // HostInternetScsiHbaIscsiIpv6Address: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf3223b), 49, 4), // HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType
-        x::TypeEntry::enumeration(x::Name(0xf35e37), 53, 2), // HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation
-        x::TypeEntry::enumeration(x::Name(0xf3962c), 55, 3), // HostInternetScsiHbaNetworkBindingSupportType
-        x::TypeEntry::structure(x::Name(0xf3c31d), x::Name(0x156630b), 216, 1), // HostInternetScsiHbaParamValue: OptionValue
-        x::TypeEntry::structure(x::Name(0xf3e11d), x::Name(0xbb9c0b), 217, 7), // HostInternetScsiHbaSendTarget: DynamicData
-        x::TypeEntry::structure(x::Name(0xf3ff1f), x::Name(0xbb9c0b), 224, 9), // HostInternetScsiHbaStaticTarget: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf41f34), 58, 5), // HostInternetScsiHbaStaticTargetTargetDiscoveryMethod
-        x::TypeEntry::structure(x::Name(0xf4541c), x::Name(0xbb9c0b), 233, 2), // HostInternetScsiHbaTargetSet: DynamicData
-        x::TypeEntry::structure(x::Name(0xf4711f), x::Name(0x1172c13), 235, 3), // HostInternetScsiTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xf49111), x::Name(0x1508f11), 238, 1), // HostInventoryFull: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0xf4a316), x::Name(0x137ff0c), 239, 1), // HostInventoryFullEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0xf4ba1c), x::Name(0xc19905), 240, 0), // HostInventoryUnreadableEvent: Event
-        x::TypeEntry::structure(x::Name(0xf4d710), x::Name(0x130b50c), 240, 1), // HostIoFilterInfo: IoFilterInfo
-        x::TypeEntry::structure(x::Name(0xf4e812), x::Name(0xea3c09), 241, 2), // HostIpChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf4fb0c), x::Name(0xbb9c0b), 243, 4), // HostIpConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xf50817), x::Name(0xbb9c0b), 247, 6), // HostIpConfigIpV6Address: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf52021), 63, 5), // HostIpConfigIpV6AddressConfigType
-        x::TypeEntry::structure(x::Name(0xf54224), x::Name(0xbb9c0b), 253, 3), // HostIpConfigIpV6AddressConfiguration: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf5671d), 68, 7), // HostIpConfigIpV6AddressStatus
-        x::TypeEntry::structure(x::Name(0xf58517), x::Name(0xea3c09), 256, 2), // HostIpInconsistentEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf59d11), x::Name(0xbb9c0b), 258, 4), // HostIpRouteConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xf5af15), x::Name(0xf59d11), 262, 2), // HostIpRouteConfigSpec: HostIpRouteConfig
-        x::TypeEntry::structure(x::Name(0xf5c510), x::Name(0xbb9c0b), 264, 4), // HostIpRouteEntry: DynamicData
-        x::TypeEntry::structure(x::Name(0xf5d60d), x::Name(0xbb9c0b), 268, 2), // HostIpRouteOp: DynamicData
-        x::TypeEntry::structure(x::Name(0xf5e416), x::Name(0xbb9c0b), 270, 2), // HostIpRouteTableConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xf5fb14), x::Name(0xbb9c0b), 272, 2), // HostIpRouteTableInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6101c), x::Name(0xea3c09), 274, 0), // HostIpToShortNameFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf62d0c), x::Name(0xbb9c0b), 274, 4), // HostIpmiInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf63a1e), x::Name(0xe4580c), 278, 1), // HostIsolationIpPingFailedEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xf6591a), x::Name(0xbb9c0b), 279, 1), // HostLicensableResourceInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf67419), 75, 7), // HostLicensableResourceKey
-        x::TypeEntry::structure(x::Name(0xf68e16), x::Name(0xbb9c0b), 280, 3), // HostLicenseConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6a517), x::Name(0x137ff0c), 283, 0), // HostLicenseExpiredEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0xf6bd0f), x::Name(0xbb9c0b), 283, 4), // HostLicenseSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6cd0f), x::Name(0xbb9c0b), 287, 17), // HostListSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6dd1d), x::Name(0xbb9c0b), 304, 2), // HostListSummaryGatewaySummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6fb19), x::Name(0xbb9c0b), 306, 6), // HostListSummaryQuickStats: DynamicData
-        x::TypeEntry::structure(x::Name(0xf71521), x::Name::NONE, 312, 2), // HostListVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0xf7371b), x::Name(0xdcdb1b), 314, 0), // HostLocalAuthenticationInfo: HostAuthenticationStoreInfo
-        x::TypeEntry::structure(x::Name(0xf75319), x::Name(0xebd814), 314, 1), // HostLocalFileSystemVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0xf76d1d), x::Name(0xbb9c0b), 315, 2), // HostLocalFileSystemVolumeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf78b19), x::Name(0xb4ba08), 317, 1), // HostLocalPortCreatedEvent: DvsEvent
-        x::TypeEntry::enumeration(x::Name(0xf7a510), 82, 3), // HostLockdownMode
-        x::TypeEntry::structure(x::Name(0xf7b62d), x::Name(0xbb9c0b), 318, 5), // HostLowLevelProvisioningManagerDiskLayoutSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf7e42f), x::Name(0xbb9c0b), 323, 2), // HostLowLevelProvisioningManagerFileDeleteResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xf8142d), x::Name(0xbb9c0b), 325, 2), // HostLowLevelProvisioningManagerFileDeleteSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf84230), x::Name(0xbb9c0b), 327, 3), // HostLowLevelProvisioningManagerFileReserveResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xf8732e), x::Name(0xbb9c0b), 330, 4), // HostLowLevelProvisioningManagerFileReserveSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf8a227), 85, 3), // HostLowLevelProvisioningManagerFileType
-        x::TypeEntry::enumeration(x::Name(0xf8ca2b), 88, 2), // HostLowLevelProvisioningManagerReloadTarget
-        x::TypeEntry::structure(x::Name(0xf8f631), x::Name(0xbb9c0b), 334, 4), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf92830), x::Name(0xbb9c0b), 338, 4), // HostLowLevelProvisioningManagerVmMigrationStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0xf9592d), x::Name(0xbb9c0b), 342, 4), // HostLowLevelProvisioningManagerVmRecoveryInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf98713), x::Name(0xbb9c0b), 346, 3), // HostMaintenanceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf99b21), x::Name(0xbb9c0b), 349, 1), // HostMaintenanceSpecEvacuationMode: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf9bd1a), 90, 1), // HostMaintenanceSpecPurpose
-        x::TypeEntry::structure(x::Name(0xf9ea1b), x::Name(0xbb9c0b), 350, 1), // HostMemberHealthCheckResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xfa0615), x::Name(0xbb9c0b), 351, 8), // HostMemberRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfa1c21), x::Name(0xf9ea1b), 359, 1), // HostMemberUplinkHealthCheckResult: HostMemberHealthCheckResult
-        x::TypeEntry::structure(x::Name(0xfa3e11), x::Name(0xad70c), 360, 0), // HostMemoryProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xfa500e), x::Name(0xbb9c0b), 360, 1), // HostMemorySpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfa5f13), 91, 4), // HostMemoryTierFlags
-        x::TypeEntry::structure(x::Name(0xfa7312), x::Name(0xbb9c0b), 361, 5), // HostMemoryTierInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfa8612), 95, 4), // HostMemoryTierType
-        x::TypeEntry::enumeration(x::Name(0xfa9915), 99, 3), // HostMemoryTieringType
-        x::TypeEntry::structure(x::Name(0xfac418), x::Name(0xe4580c), 366, 1), // HostMissingNetworksEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xfadd1f), x::Name(0x70950c), 367, 2), // HostMonitoringStateChangedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0xfafd0d), x::Name(0xbb9c0b), 369, 9), // HostMountInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfb0b1f), 102, 3), // HostMountInfoInaccessibleReason
-        x::TypeEntry::enumeration(x::Name(0xfb2b1e), 105, 9), // HostMountInfoMountFailedReason
-        x::TypeEntry::enumeration(x::Name(0xfb4a0d), 114, 2), // HostMountMode
-        x::TypeEntry::structure(x::Name(0xfb5811), x::Name(0xbb9c0b), 378, 1), // HostMultipathInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfb6a27), x::Name(0xfbd522), 379, 1), // HostMultipathInfoFixedLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
-        x::TypeEntry::structure(x::Name(0xfb9225), x::Name(0xfbd522), 380, 5), // HostMultipathInfoHppLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
-        x::TypeEntry::structure(x::Name(0xfbb81c), x::Name(0xbb9c0b), 385, 6), // HostMultipathInfoLogicalUnit: DynamicData
-        x::TypeEntry::structure(x::Name(0xfbd522), x::Name(0xbb9c0b), 391, 1), // HostMultipathInfoLogicalUnitPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xfbf832), x::Name(0xbb9c0b), 392, 1), // HostMultipathInfoLogicalUnitStorageArrayTypePolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xfc2b15), x::Name(0xbb9c0b), 393, 8), // HostMultipathInfoPath: DynamicData
-        x::TypeEntry::structure(x::Name(0xfc4116), x::Name(0xbb9c0b), 401, 1), // HostMultipathStateInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfc581a), x::Name(0xbb9c0b), 402, 2), // HostMultipathStateInfoPath: DynamicData
-        x::TypeEntry::structure(x::Name(0xfc730d), x::Name(0xebd814), 404, 6), // HostNasVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0xfc8113), x::Name(0xbb9c0b), 410, 2), // HostNasVolumeConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfc9519), 116, 4), // HostNasVolumeSecurityType
-        x::TypeEntry::structure(x::Name(0xfcaf11), x::Name(0xbb9c0b), 412, 12), // HostNasVolumeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfcc115), x::Name(0xbb9c0b), 424, 1), // HostNasVolumeUserInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfcd70e), x::Name(0xbb9c0b), 425, 2), // HostNatService: DynamicData
-        x::TypeEntry::structure(x::Name(0xfce614), x::Name(0xbb9c0b), 427, 3), // HostNatServiceConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xfcfb1d), x::Name(0xbb9c0b), 430, 8), // HostNatServiceNameServiceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd191d), x::Name(0xbb9c0b), 438, 5), // HostNatServicePortForwardSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd3712), x::Name(0xbb9c0b), 443, 8), // HostNatServiceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd4a13), x::Name(0xbb9c0b), 451, 14), // HostNetCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd5e1a), x::Name(0xbb9c0b), 465, 3), // HostNetOffloadCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd7914), x::Name(0xbb9c0b), 468, 9), // HostNetStackInstance: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfd8e32), 120, 2), // HostNetStackInstanceCongestionControlAlgorithmType
-        x::TypeEntry::enumeration(x::Name(0xfdc122), 122, 6), // HostNetStackInstanceSystemStackKey
-        x::TypeEntry::structure(x::Name(0xfde411), x::Name(0xbb9c0b), 477, 15), // HostNetworkConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xfdf61d), x::Name(0xbb9c0b), 492, 2), // HostNetworkConfigNetStackSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfe1417), x::Name(0xbb9c0b), 494, 2), // HostNetworkConfigResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xfe2c0f), x::Name(0xbb9c0b), 496, 21), // HostNetworkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfe5811), x::Name(0xbb9c0b), 517, 4), // HostNetworkPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xfe6a1a), x::Name(0xbb9c0b), 521, 1), // HostNetworkResourceRuntime: DynamicData
-        x::TypeEntry::structure(x::Name(0xfe8519), x::Name(0xbb9c0b), 522, 3), // HostNetworkSecurityPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xfe9f1f), x::Name(0xbb9c0b), 525, 4), // HostNetworkTrafficShapingPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xfebf19), x::Name(0xe2741a), 529, 0), // HostNewNetworkConnectInfo: HostConnectInfoNetworkInfo
-        x::TypeEntry::structure(x::Name(0xfed915), x::Name(0xe4741f), 529, 1), // HostNfcConnectionInfo: HostDataTransportConnectionInfo
-        x::TypeEntry::structure(x::Name(0xfeef16), x::Name(0xbb9c0b), 530, 7), // HostNicFailureCriteria: DynamicData
-        x::TypeEntry::structure(x::Name(0xff0612), x::Name(0xbb9c0b), 537, 2), // HostNicOrderPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xff1914), x::Name(0xbb9c0b), 539, 6), // HostNicTeamingPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xff2e1c), x::Name(0xe4580c), 545, 1), // HostNoAvailableNetworksEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xff4b1e), x::Name(0xe4580c), 546, 0), // HostNoHAEnabledPortGroupsEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xff6a25), x::Name(0xe4580c), 546, 0), // HostNoRedundantManagementNetworkEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xff9015), x::Name(0xea3c09), 546, 0), // HostNonCompliantEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xffa610), x::Name(0xe0fb11), 546, 0), // HostNotConnected: HostCommunication
-        x::TypeEntry::structure(x::Name(0xffb715), x::Name(0xe4580c), 546, 0), // HostNotInClusterEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xffcd10), x::Name(0xe0fb11), 546, 0), // HostNotReachable: HostCommunication
-        x::TypeEntry::structure(x::Name(0xffde0d), x::Name(0xbb9c0b), 546, 2), // HostNtpConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xffec0c), x::Name(0xbb9c0b), 548, 3), // HostNumaInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfff90c), x::Name(0xbb9c0b), 551, 6), // HostNumaNode: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x100061c), 128, 4), // HostNumericSensorHealthState
-        x::TypeEntry::structure(x::Name(0x1002315), x::Name(0xbb9c0b), 557, 11), // HostNumericSensorInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1003915), 132, 13), // HostNumericSensorType
-        x::TypeEntry::structure(x::Name(0x1004f13), x::Name(0x101a90c), 568, 4), // HostNvmeConnectSpec: HostNvmeSpec
-        x::TypeEntry::structure(x::Name(0x1006312), x::Name(0xbb9c0b), 572, 14), // HostNvmeController: DynamicData
-        x::TypeEntry::structure(x::Name(0x1007616), x::Name(0xbb9c0b), 586, 3), // HostNvmeDisconnectSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1008d14), x::Name(0x101a90c), 589, 2), // HostNvmeDiscoverSpec: HostNvmeSpec
-        x::TypeEntry::structure(x::Name(0x100a214), x::Name(0xbb9c0b), 591, 2), // HostNvmeDiscoveryLog: DynamicData
-        x::TypeEntry::structure(x::Name(0x100b719), x::Name(0xbb9c0b), 593, 8), // HostNvmeDiscoveryLogEntry: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x100d121), 145, 2), // HostNvmeDiscoveryLogSubsystemType
-        x::TypeEntry::enumeration(x::Name(0x100f329), 147, 3), // HostNvmeDiscoveryLogTransportRequirements
-        x::TypeEntry::structure(x::Name(0x1011d11), x::Name(0xbb9c0b), 601, 5), // HostNvmeNamespace: DynamicData
-        x::TypeEntry::structure(x::Name(0x1012f21), x::Name(0x101e11b), 606, 5), // HostNvmeOpaqueTransportParameters: HostNvmeTransportParameters
-        x::TypeEntry::structure(x::Name(0x1015122), x::Name(0x101e11b), 611, 2), // HostNvmeOverFibreChannelParameters: HostNvmeTransportParameters
-        x::TypeEntry::structure(x::Name(0x101741a), x::Name(0x101e11b), 613, 3), // HostNvmeOverRdmaParameters: HostNvmeTransportParameters
-        x::TypeEntry::structure(x::Name(0x1018f19), x::Name(0x101e11b), 616, 3), // HostNvmeOverTcpParameters: HostNvmeTransportParameters
-        x::TypeEntry::structure(x::Name(0x101a90c), x::Name(0xbb9c0b), 619, 2), // HostNvmeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x101b610), x::Name(0xbb9c0b), 621, 1), // HostNvmeTopology: DynamicData
-        x::TypeEntry::structure(x::Name(0x101c719), x::Name(0xbb9c0b), 622, 3), // HostNvmeTopologyInterface: DynamicData
-        x::TypeEntry::structure(x::Name(0x101e11b), x::Name(0xbb9c0b), 625, 0), // HostNvmeTransportParameters: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x101fd2c), 150, 6), // HostNvmeTransportParametersNvmeAddressFamily
-        x::TypeEntry::enumeration(x::Name(0x1022a15), 156, 6), // HostNvmeTransportType
-        x::TypeEntry::structure(x::Name(0x1024015), x::Name(0xbb9c0b), 625, 6), // HostOpaqueNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe03e12), x::Name(0xea3c09), 0, 0), // HostCnxFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0511e), x::Name(0xea3c09), 0, 0), // HostCnxFailedNetworkErrorEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0701a), x::Name(0xea3c09), 0, 0), // HostCnxFailedNoAccessEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe08b1e), x::Name(0xea3c09), 0, 0), // HostCnxFailedNoConnectionEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0aa1b), x::Name(0xea3c09), 0, 0), // HostCnxFailedNoLicenseEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0c61a), x::Name(0xea3c09), 0, 0), // HostCnxFailedNotFoundEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0e119), x::Name(0xea3c09), 0, 0), // HostCnxFailedTimeoutEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0fb11), x::Name(0x19b140c), 0, 0), // HostCommunication: RuntimeFault
+        x::TypeEntry::structure(x::Name(0xe10d1a), x::Name(0xea3c09), 0, 1), // HostComplianceCheckedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe12812), x::Name(0xea3c09), 1, 0), // HostCompliantEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe13b16), x::Name(0xea3c09), 1, 0), // HostConfigAppliedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe15210), x::Name(0xbb9c0b), 1, 0), // HostConfigChange: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe16314), 0, 2), // HostConfigChangeMode
+        x::TypeEntry::enumeration(x::Name(0xe17819), 2, 4), // HostConfigChangeOperation
+        x::TypeEntry::enumeration(x::Name(0xe19215), 6, 2), // HostConfigChangeOwner
+        x::TypeEntry::structure(x::Name(0xe1a810), x::Name(0xe1b90f), 1, 1), // HostConfigFailed: HostConfigFault
+        x::TypeEntry::structure(x::Name(0xe1b90f), x::Name(0x1d94808), 2, 0), // HostConfigFault: VimFault
+        x::TypeEntry::structure(x::Name(0xe1c90e), x::Name(0xbb9c0b), 2, 59), // HostConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1d811), x::Name(0xbb9c0b), 61, 39), // HostConfigManager: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1ea0e), x::Name(0xbb9c0b), 100, 19), // HostConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1f911), x::Name(0xbb9c0b), 119, 10), // HostConfigSummary: DynamicData
+        x::TypeEntry::request(x::Name(0xe20b20), 129, 2), // HostConfigVFlashCacheRequestType
+        x::TypeEntry::request(x::Name(0xe22c26), 131, 2), // HostConfigureVFlashResourceRequestType
+        x::TypeEntry::structure(x::Name(0xe25310), x::Name(0x1d94808), 133, 0), // HostConnectFault: VimFault
+        x::TypeEntry::structure(x::Name(0xe2640f), x::Name(0xbb9c0b), 133, 10), // HostConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2741a), x::Name(0xbb9c0b), 143, 1), // HostConnectInfoNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe28f0f), x::Name(0xbb9c0b), 144, 13), // HostConnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe29f12), x::Name(0xea3c09), 157, 0), // HostConnectedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe2b217), x::Name(0xea3c09), 157, 0), // HostConnectionLostEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe2ca0d), x::Name(0xbb9c0b), 157, 6), // HostCpuIdInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2d80b), x::Name(0xbb9c0b), 163, 4), // HostCpuInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2e40e), x::Name(0xbb9c0b), 167, 10), // HostCpuPackage: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe2f314), 8, 5), // HostCpuPackageVendor
+        x::TypeEntry::structure(x::Name(0xe3081a), x::Name(0xbb9c0b), 177, 2), // HostCpuPowerManagementInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe32324), 13, 3), // HostCpuPowerManagementInfoPolicyType
+        x::TypeEntry::structure(x::Name(0xe34814), x::Name(0xbb9c0b), 179, 1), // HostCpuSchedulerInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe35d2a), 16, 3), // HostCpuSchedulerInfoCpuSchedulerPolicyInfo
+        x::TypeEntry::request(x::Name(0xe38819), 180, 2), // HostCreateDiskRequestType
+        x::TypeEntry::enumeration(x::Name(0xe3a20f), 19, 4), // HostCryptoState
+        x::TypeEntry::enumeration(x::Name(0xe3b21b), 23, 2), // HostDVSConfigSpecSwitchMode
+        x::TypeEntry::structure(x::Name(0xe3ce14), x::Name(0xea3c09), 182, 0), // HostDasDisabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe3e315), x::Name(0xea3c09), 182, 0), // HostDasDisablingEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe3f913), x::Name(0xea3c09), 182, 0), // HostDasEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe40d14), x::Name(0xea3c09), 182, 0), // HostDasEnablingEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe42211), x::Name(0xea3c09), 182, 2), // HostDasErrorEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0xe43423), 25, 8), // HostDasErrorEventHostDasErrorReason
+        x::TypeEntry::structure(x::Name(0xe4580c), x::Name(0xea3c09), 184, 0), // HostDasEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe4650e), x::Name(0xea3c09), 184, 0), // HostDasOkEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe4741f), x::Name(0xbb9c0b), 184, 1), // HostDataTransportConnectionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe49421), x::Name(0xbb9c0b), 185, 3), // HostDatastoreBrowserSearchResults: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4b61e), x::Name(0xbb9c0b), 188, 5), // HostDatastoreBrowserSearchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4d518), x::Name(0xbb9c0b), 193, 1), // HostDatastoreConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4ee1e), x::Name(0xe4d518), 194, 1), // HostDatastoreExistsConnectInfo: HostDatastoreConnectInfo
+        x::TypeEntry::structure(x::Name(0xe50d24), x::Name(0xe4d518), 195, 1), // HostDatastoreNameConflictConnectInfo: HostDatastoreConnectInfo
+        x::TypeEntry::structure(x::Name(0xe5321f), x::Name(0xbb9c0b), 196, 4), // HostDatastoreSystemCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xe55222), x::Name(0xbb9c0b), 200, 2), // HostDatastoreSystemDatastoreResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe57524), x::Name(0xbb9c0b), 202, 2), // HostDatastoreSystemVvolDatastoreSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe59a12), x::Name(0xbb9c0b), 204, 8), // HostDateTimeConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe5ad10), x::Name(0xbb9c0b), 212, 15), // HostDateTimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe5be18), 33, 2), // HostDateTimeInfoProtocol
+        x::TypeEntry::structure(x::Name(0xe5d723), x::Name(0xbb9c0b), 227, 2), // HostDateTimeSystemServiceTestResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe5fb1a), x::Name(0xbb9c0b), 229, 4), // HostDateTimeSystemTimeZone: DynamicData
+        x::TypeEntry::request(x::Name(0xe61625), 233, 4), // HostDeleteVStorageObjectExRequestType
+        x::TypeEntry::request(x::Name(0xe63c23), 237, 4), // HostDeleteVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xe66012), x::Name(0xbb9c0b), 241, 1), // HostDeploymentInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6730a), x::Name(0xbb9c0b), 242, 2), // HostDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0xe67e0f), x::Name(0xbb9c0b), 244, 2), // HostDhcpService: DynamicData
+        x::TypeEntry::structure(x::Name(0xe68e15), x::Name(0xbb9c0b), 246, 3), // HostDhcpServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6a413), x::Name(0xbb9c0b), 249, 8), // HostDhcpServiceSpec: DynamicData
     ],
-    decoders: &[
-        Some(x::decode_boxed::<HostFirewallDefaultPolicy>),
-        Some(x::decode_boxed::<HostFirewallInfo>),
-        Some(x::decode_boxed::<HostFirewallRule>),
-        Some(x::decode_boxed::<HostFirewallRuleDirection>),
-        Some(x::decode_boxed::<HostFirewallRulePortType>),
-        Some(x::decode_boxed::<HostFirewallRuleProtocol>),
-        Some(x::decode_boxed::<HostFirewallRuleset>),
-        Some(x::decode_boxed::<HostFirewallRulesetIpList>),
-        Some(x::decode_boxed::<HostFirewallRulesetIpNetwork>),
-        Some(x::decode_boxed::<HostFirewallRulesetRulesetSpec>),
-        Some(x::decode_boxed::<HostFirewallSystemRuleSetId>),
-        Some(x::decode_boxed::<HostFirewallSystemServiceName>),
-        Some(x::decode_boxed::<HostFlagInfo>),
-        Some(x::decode_boxed::<HostForceMountedInfo>),
-        Some(x::decode_boxed::<HostFru>),
-        Some(x::decode_boxed::<HostFruFruType>),
-        Some(x::decode_boxed::<HostGatewaySpec>),
-        Some(x::decode_boxed::<HostGetShortNameFailedEvent>),
-        None, // HostGetVFlashModuleDefaultConfigRequestType
-        Some(x::decode_boxed::<HostGraphicsConfig>),
-        Some(x::decode_boxed::<HostGraphicsConfigDeviceType>),
-        Some(x::decode_boxed::<HostGraphicsConfigGraphicsType>),
-        Some(x::decode_boxed::<HostGraphicsConfigSharedPassthruAssignmentPolicy>),
-        Some(x::decode_boxed::<HostGraphicsConfigVgpuMode>),
-        Some(x::decode_boxed::<HostGraphicsInfo>),
-        Some(x::decode_boxed::<HostGraphicsInfoGraphicsType>),
-        Some(x::decode_boxed::<HostGraphicsInfoVgpuMode>),
-        Some(x::decode_boxed::<HostHardwareElementInfo>),
-        Some(x::decode_boxed::<HostHardwareElementStatus>),
-        Some(x::decode_boxed::<HostHardwareInfo>),
-        Some(x::decode_boxed::<HostHardwareStatusInfo>),
-        Some(x::decode_boxed::<HostHardwareSummary>),
-        Some(x::decode_boxed::<HostHasComponentFailure>),
-        Some(x::decode_boxed::<HostHasComponentFailureHostComponentType>),
-        Some(x::decode_boxed::<HostHbaCreateSpec>),
-        Some(x::decode_boxed::<HostHostBusAdapter>),
-        Some(x::decode_boxed::<HostHyperThreadScheduleInfo>),
-        Some(x::decode_boxed::<HostImageAcceptanceLevel>),
-        None, // HostImageConfigGetAcceptanceRequestType
-        None, // HostImageConfigGetProfileRequestType
-        Some(x::decode_boxed::<HostImageProfileSummary>),
-        Some(x::decode_boxed::<HostInAuditModeEvent>),
-        Some(x::decode_boxed::<HostInDomain>),
-        Some(x::decode_boxed::<HostIncompatibleForFaultTolerance>),
-        Some(x::decode_boxed::<HostIncompatibleForFaultToleranceReason>),
-        Some(x::decode_boxed::<HostIncompatibleForRecordReplay>),
-        Some(x::decode_boxed::<HostIncompatibleForRecordReplayReason>),
-        None, // HostInflateDiskRequestType
-        Some(x::decode_boxed::<HostInternetScsiHba>),
-        Some(x::decode_boxed::<HostInternetScsiHbaAuthenticationCapabilities>),
-        Some(x::decode_boxed::<HostInternetScsiHbaAuthenticationProperties>),
-        Some(x::decode_boxed::<HostInternetScsiHbaChapAuthenticationType>),
-        Some(x::decode_boxed::<HostInternetScsiHbaDigestCapabilities>),
-        Some(x::decode_boxed::<HostInternetScsiHbaDigestProperties>),
-        Some(x::decode_boxed::<HostInternetScsiHbaDigestType>),
-        Some(x::decode_boxed::<HostInternetScsiHbaDiscoveryCapabilities>),
-        Some(x::decode_boxed::<HostInternetScsiHbaDiscoveryProperties>),
-        Some(x::decode_boxed::<HostInternetScsiHbaIPCapabilities>),
-        Some(x::decode_boxed::<HostInternetScsiHbaIPProperties>),
-        Some(x::decode_boxed::<HostInternetScsiHbaIPv6Properties>),
-        Some(x::decode_boxed::<HostInternetScsiHbaIscsiIpv6Address>),
-        Some(x::decode_boxed::<HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType>),
-        Some(x::decode_boxed::<HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation>),
-        Some(x::decode_boxed::<HostInternetScsiHbaNetworkBindingSupportType>),
-        Some(x::decode_boxed::<HostInternetScsiHbaParamValue>),
-        Some(x::decode_boxed::<HostInternetScsiHbaSendTarget>),
-        Some(x::decode_boxed::<HostInternetScsiHbaStaticTarget>),
-        Some(x::decode_boxed::<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>),
-        Some(x::decode_boxed::<HostInternetScsiHbaTargetSet>),
-        Some(x::decode_boxed::<HostInternetScsiTargetTransport>),
-        Some(x::decode_boxed::<HostInventoryFull>),
-        Some(x::decode_boxed::<HostInventoryFullEvent>),
-        Some(x::decode_boxed::<HostInventoryUnreadableEvent>),
-        Some(x::decode_boxed::<HostIoFilterInfo>),
-        Some(x::decode_boxed::<HostIpChangedEvent>),
-        Some(x::decode_boxed::<HostIpConfig>),
-        Some(x::decode_boxed::<HostIpConfigIpV6Address>),
-        Some(x::decode_boxed::<HostIpConfigIpV6AddressConfigType>),
-        Some(x::decode_boxed::<HostIpConfigIpV6AddressConfiguration>),
-        Some(x::decode_boxed::<HostIpConfigIpV6AddressStatus>),
-        Some(x::decode_boxed::<HostIpInconsistentEvent>),
-        Some(x::decode_boxed::<HostIpRouteConfig>),
-        Some(x::decode_boxed::<HostIpRouteConfigSpec>),
-        Some(x::decode_boxed::<HostIpRouteEntry>),
-        Some(x::decode_boxed::<HostIpRouteOp>),
-        Some(x::decode_boxed::<HostIpRouteTableConfig>),
-        Some(x::decode_boxed::<HostIpRouteTableInfo>),
-        Some(x::decode_boxed::<HostIpToShortNameFailedEvent>),
-        Some(x::decode_boxed::<HostIpmiInfo>),
-        Some(x::decode_boxed::<HostIsolationIpPingFailedEvent>),
-        Some(x::decode_boxed::<HostLicensableResourceInfo>),
-        Some(x::decode_boxed::<HostLicensableResourceKey>),
-        Some(x::decode_boxed::<HostLicenseConnectInfo>),
-        Some(x::decode_boxed::<HostLicenseExpiredEvent>),
-        Some(x::decode_boxed::<HostLicenseSpec>),
-        Some(x::decode_boxed::<HostListSummary>),
-        Some(x::decode_boxed::<HostListSummaryGatewaySummary>),
-        Some(x::decode_boxed::<HostListSummaryQuickStats>),
-        None, // HostListVStorageObjectRequestType
-        Some(x::decode_boxed::<HostLocalAuthenticationInfo>),
-        Some(x::decode_boxed::<HostLocalFileSystemVolume>),
-        Some(x::decode_boxed::<HostLocalFileSystemVolumeSpec>),
-        Some(x::decode_boxed::<HostLocalPortCreatedEvent>),
-        Some(x::decode_boxed::<HostLockdownMode>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerDiskLayoutSpec>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileDeleteResult>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileDeleteSpec>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileReserveResult>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileReserveSpec>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileType>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerReloadTarget>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerSnapshotLayoutSpec>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerVmMigrationStatus>),
-        Some(x::decode_boxed::<HostLowLevelProvisioningManagerVmRecoveryInfo>),
-        Some(x::decode_boxed::<HostMaintenanceSpec>),
-        Some(x::decode_boxed::<HostMaintenanceSpecEvacuationMode>),
-        Some(x::decode_boxed::<HostMaintenanceSpecPurpose>),
-        Some(x::decode_boxed::<HostMemberHealthCheckResult>),
-        Some(x::decode_boxed::<HostMemberRuntimeInfo>),
-        Some(x::decode_boxed::<HostMemberUplinkHealthCheckResult>),
-        Some(x::decode_boxed::<HostMemoryProfile>),
-        Some(x::decode_boxed::<HostMemorySpec>),
-        Some(x::decode_boxed::<HostMemoryTierFlags>),
-        Some(x::decode_boxed::<HostMemoryTierInfo>),
-        Some(x::decode_boxed::<HostMemoryTierType>),
-        Some(x::decode_boxed::<HostMemoryTieringType>),
-        Some(x::decode_boxed::<HostMissingNetworksEvent>),
-        Some(x::decode_boxed::<HostMonitoringStateChangedEvent>),
-        Some(x::decode_boxed::<HostMountInfo>),
-        Some(x::decode_boxed::<HostMountInfoInaccessibleReason>),
-        Some(x::decode_boxed::<HostMountInfoMountFailedReason>),
-        Some(x::decode_boxed::<HostMountMode>),
-        Some(x::decode_boxed::<HostMultipathInfo>),
-        Some(x::decode_boxed::<HostMultipathInfoFixedLogicalUnitPolicy>),
-        Some(x::decode_boxed::<HostMultipathInfoHppLogicalUnitPolicy>),
-        Some(x::decode_boxed::<HostMultipathInfoLogicalUnit>),
-        Some(x::decode_boxed::<HostMultipathInfoLogicalUnitPolicy>),
-        Some(x::decode_boxed::<HostMultipathInfoLogicalUnitStorageArrayTypePolicy>),
-        Some(x::decode_boxed::<HostMultipathInfoPath>),
-        Some(x::decode_boxed::<HostMultipathStateInfo>),
-        Some(x::decode_boxed::<HostMultipathStateInfoPath>),
-        Some(x::decode_boxed::<HostNasVolume>),
-        Some(x::decode_boxed::<HostNasVolumeConfig>),
-        Some(x::decode_boxed::<HostNasVolumeSecurityType>),
-        Some(x::decode_boxed::<HostNasVolumeSpec>),
-        Some(x::decode_boxed::<HostNasVolumeUserInfo>),
-        Some(x::decode_boxed::<HostNatService>),
-        Some(x::decode_boxed::<HostNatServiceConfig>),
-        Some(x::decode_boxed::<HostNatServiceNameServiceSpec>),
-        Some(x::decode_boxed::<HostNatServicePortForwardSpec>),
-        Some(x::decode_boxed::<HostNatServiceSpec>),
-        Some(x::decode_boxed::<HostNetCapabilities>),
-        Some(x::decode_boxed::<HostNetOffloadCapabilities>),
-        Some(x::decode_boxed::<HostNetStackInstance>),
-        Some(x::decode_boxed::<HostNetStackInstanceCongestionControlAlgorithmType>),
-        Some(x::decode_boxed::<HostNetStackInstanceSystemStackKey>),
-        Some(x::decode_boxed::<HostNetworkConfig>),
-        Some(x::decode_boxed::<HostNetworkConfigNetStackSpec>),
-        Some(x::decode_boxed::<HostNetworkConfigResult>),
-        Some(x::decode_boxed::<HostNetworkInfo>),
-        Some(x::decode_boxed::<HostNetworkPolicy>),
-        Some(x::decode_boxed::<HostNetworkResourceRuntime>),
-        Some(x::decode_boxed::<HostNetworkSecurityPolicy>),
-        Some(x::decode_boxed::<HostNetworkTrafficShapingPolicy>),
-        Some(x::decode_boxed::<HostNewNetworkConnectInfo>),
-        Some(x::decode_boxed::<HostNfcConnectionInfo>),
-        Some(x::decode_boxed::<HostNicFailureCriteria>),
-        Some(x::decode_boxed::<HostNicOrderPolicy>),
-        Some(x::decode_boxed::<HostNicTeamingPolicy>),
-        Some(x::decode_boxed::<HostNoAvailableNetworksEvent>),
-        Some(x::decode_boxed::<HostNoHAEnabledPortGroupsEvent>),
-        Some(x::decode_boxed::<HostNoRedundantManagementNetworkEvent>),
-        Some(x::decode_boxed::<HostNonCompliantEvent>),
-        Some(x::decode_boxed::<HostNotConnected>),
-        Some(x::decode_boxed::<HostNotInClusterEvent>),
-        Some(x::decode_boxed::<HostNotReachable>),
-        Some(x::decode_boxed::<HostNtpConfig>),
-        Some(x::decode_boxed::<HostNumaInfo>),
-        Some(x::decode_boxed::<HostNumaNode>),
-        Some(x::decode_boxed::<HostNumericSensorHealthState>),
-        Some(x::decode_boxed::<HostNumericSensorInfo>),
-        Some(x::decode_boxed::<HostNumericSensorType>),
-        Some(x::decode_boxed::<HostNvmeConnectSpec>),
-        Some(x::decode_boxed::<HostNvmeController>),
-        Some(x::decode_boxed::<HostNvmeDisconnectSpec>),
-        Some(x::decode_boxed::<HostNvmeDiscoverSpec>),
-        Some(x::decode_boxed::<HostNvmeDiscoveryLog>),
-        Some(x::decode_boxed::<HostNvmeDiscoveryLogEntry>),
-        Some(x::decode_boxed::<HostNvmeDiscoveryLogSubsystemType>),
-        Some(x::decode_boxed::<HostNvmeDiscoveryLogTransportRequirements>),
-        Some(x::decode_boxed::<HostNvmeNamespace>),
-        Some(x::decode_boxed::<HostNvmeOpaqueTransportParameters>),
-        Some(x::decode_boxed::<HostNvmeOverFibreChannelParameters>),
-        Some(x::decode_boxed::<HostNvmeOverRdmaParameters>),
-        Some(x::decode_boxed::<HostNvmeOverTcpParameters>),
-        Some(x::decode_boxed::<HostNvmeSpec>),
-        Some(x::decode_boxed::<HostNvmeTopology>),
-        Some(x::decode_boxed::<HostNvmeTopologyInterface>),
-        Some(x::decode_boxed::<HostNvmeTransportParameters>),
-        Some(x::decode_boxed::<HostNvmeTransportParametersNvmeAddressFamily>),
-        Some(x::decode_boxed::<HostNvmeTransportType>),
-        Some(x::decode_boxed::<HostOpaqueNetworkInfo>),
-    ],
+    decode,
     fields: &[
-        x::FieldEntry::optional(x::Name(0x2a55d0f), x::Name(0x2405e07)), // incomingBlocked: boolean
-        x::FieldEntry::optional(x::Name(0x2ecad0f), x::Name(0x2405e07)), // outgoingBlocked: boolean
-        x::FieldEntry::required(x::Name(0x263a60d), x::Name(0xec5c19)), // defaultPolicy: HostFirewallDefaultPolicy
-        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0xece413)), // ruleset: HostFirewallRuleset
-        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x27d4a07), x::Name(0x2a94603)), // endPort: int
-        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0xec9819)), // direction: HostFirewallRuleDirection
-        x::FieldEntry::optional(x::Name(0x2fa7508), x::Name(0xecb218)), // portType: HostFirewallRulePortType
-        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
-        x::FieldEntry::required(x::Name(0x3109a08), x::Name(0x2405e07)), // required: boolean
-        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec8710)), // rule: HostFirewallRule
-        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
-        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
-        x::FieldEntry::optional(x::Name(0x34f5a10), x::Name(0x2405e07)), // userControllable: boolean
-        x::FieldEntry::optional(x::Name(0x2ae0716), x::Name(0x2405e07)), // ipListUserConfigurable: boolean
-        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::repeated(x::Name(0x2ae1e09), x::Name(0xed121c)), // ipNetwork: HostFirewallRulesetIpNetwork
-        x::FieldEntry::required(x::Name(0x231cf05), x::Name(0x2405e07)), // allIp: boolean
-        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
-        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
-        x::FieldEntry::optional(x::Name(0x23ccf1a), x::Name(0x2405e07)), // backgroundSnapshotsEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2f4bb07), x::Name(0x2405e07)), // persist: boolean
-        x::FieldEntry::required(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x2f06b08), x::Name(0x3344606)), // partName: string
-        x::FieldEntry::required(x::Name(0x2f0740a), x::Name(0x3344606)), // partNumber: string
-        x::FieldEntry::required(x::Name(0x2c1060c), x::Name(0x3344606)), // manufacturer: string
-        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
-        x::FieldEntry::optional(x::Name(0x2ca750c), x::Name(0x2607608)), // mfgTimeStamp: dateTime
-        x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
-        x::FieldEntry::optional(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
-        x::FieldEntry::optional(x::Name(0x3462016), x::Name(0x3344606)), // trustVerificationToken: string
-        x::FieldEntry::repeated(x::Name(0x29b800e), x::Name(0x134dd08)), // hostAuthParams: KeyValue
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
-        x::FieldEntry::required(x::Name(0x29c7e17), x::Name(0x3344606)), // hostDefaultGraphicsType: string
-        x::FieldEntry::required(x::Name(0x321de1e), x::Name(0x3344606)), // sharedPassthruAssignmentPolicy: string
-        x::FieldEntry::repeated(x::Name(0x26ade0a), x::Name(0xee2c1c)), // deviceType: HostGraphicsConfigDeviceType
-        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
-        x::FieldEntry::required(x::Name(0x292be0c), x::Name(0x3344606)), // graphicsType: string
-        x::FieldEntry::optional(x::Name(0x3566808), x::Name(0x3344606)), // vgpuMode: string
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x2f26405), x::Name(0x3344606)), // pciId: string
-        x::FieldEntry::required(x::Name(0x292be0c), x::Name(0x3344606)), // graphicsType: string
-        x::FieldEntry::optional(x::Name(0x3566808), x::Name(0x3344606)), // vgpuMode: string
-        x::FieldEntry::required(x::Name(0x2c8a20e), x::Name(0x2be5304)), // memorySizeInKB: long
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
+        x::FieldEntry::repeated(x::Name(0x2863807), x::Name(0x13d6214)), // failure: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
+        x::FieldEntry::optional(x::Name(0x2662e0e), x::Name(0xe66012)), // deploymentInfo: HostDeploymentInfo
+        x::FieldEntry::optional(x::Name(0x2a2240b), x::Name(0xefcf1b)), // hyperThread: HostHyperThreadScheduleInfo
+        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0xe34814)), // cpuScheduler: HostCpuSchedulerInfo
+        x::FieldEntry::optional(x::Name(0x2528c12), x::Name(0x1a2131d)), // consoleReservation: ServiceConsoleReservationInfo
+        x::FieldEntry::optional(x::Name(0x3590e19), x::Name(0x1f58423)), // virtualMachineReservation: VirtualMachineMemoryReservationInfo
+        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
+        x::FieldEntry::optional(x::Name(0x2cff70e), x::Name(0xfc4116)), // multipathState: HostMultipathStateInfo
+        x::FieldEntry::optional(x::Name(0x28a2210), x::Name(0xec1018)), // fileSystemVolume: HostFileSystemVolumeInfo
+        x::FieldEntry::repeated(x::Name(0x33c380a), x::Name(0x3344606)), // systemFile: string
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfe2c0f)), // network: HostNetworkInfo
+        x::FieldEntry::optional(x::Name(0x364c307), x::Name(0x11cb80f)), // vmotion: HostVMotionInfo
+        x::FieldEntry::optional(x::Name(0x359e515), x::Name(0x11e9119)), // virtualNicManagerInfo: HostVirtualNicManagerInfo
+        x::FieldEntry::optional(x::Name(0x243e10c), x::Name(0xfd4a13)), // capabilities: HostNetCapabilities
+        x::FieldEntry::optional(x::Name(0x25ecb15), x::Name(0xe5321f)), // datastoreCapabilities: HostDatastoreSystemCapabilities
+        x::FieldEntry::optional(x::Name(0x2e6b113), x::Name(0xfd5e1a)), // offloadCapabilities: HostNetOffloadCapabilities
+        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x110600f)), // service: HostServiceInfo
+        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec7610)), // firewall: HostFirewallInfo
+        x::FieldEntry::optional(x::Name(0x23b1809), x::Name(0xdcf71a)), // autoStart: HostAutoStartManagerConfig
+        x::FieldEntry::optional(x::Name(0x22dcd19), x::Name(0xe6b817)), // activeDiagnosticPartition: HostDiagnosticPartition
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::repeated(x::Name(0x2e98b09), x::Name(0x1564009)), // optionDef: OptionDef
+        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
+        x::FieldEntry::optional(x::Name(0x2bc9912), x::Name(0x13ff016)), // localSwapDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33cb717), x::Name(0x116351b)), // systemSwapConfiguration: HostSystemSwapConfiguration
+        x::FieldEntry::optional(x::Name(0x33c9a0f), x::Name(0x1161e16)), // systemResources: HostSystemResourceInfo
+        x::FieldEntry::optional(x::Name(0x2608e0c), x::Name(0xe5ad10)), // dateTimeInfo: HostDateTimeInfo
+        x::FieldEntry::optional(x::Name(0x28c4305), x::Name(0xed880c)), // flags: HostFlagInfo
+        x::FieldEntry::optional(x::Name(0x22f890d), x::Name(0x2405e07)), // adminDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::optional(x::Name(0x2aff704), x::Name(0xf62d0c)), // ipmi: HostIpmiInfo
+        x::FieldEntry::optional(x::Name(0x32d9611), x::Name(0x1138015)), // sslThumbprintInfo: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0x32d8411), x::Name(0x1138015)), // sslThumbprintData: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0x2396412), x::Name(0xdca616)), // authenticationData: HostAuthenticationInfo
+        x::FieldEntry::repeated(x::Name(0x2456c0b), x::Name(0x2420604)), // certificate: byte
+        x::FieldEntry::repeated(x::Name(0x2f2850f), x::Name(0x104b113)), // pciPassthruInfo: HostPciPassthruInfo
+        x::FieldEntry::optional(x::Name(0x2398d19), x::Name(0xdcbd1d)), // authenticationManagerInfo: HostAuthenticationManagerInfo
+        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
+        x::FieldEntry::optional(x::Name(0x2fbdd15), x::Name(0x167fb15)), // powerSystemCapability: PowerSystemCapability
+        x::FieldEntry::optional(x::Name(0x2fbf30f), x::Name(0x168110f)), // powerSystemInfo: PowerSystemInfo
+        x::FieldEntry::repeated(x::Name(0x242cf16), x::Name(0xdd911a)), // cacheConfigurationInfo: HostCacheConfigurationInfo
+        x::FieldEntry::optional(x::Name(0x36b7010), x::Name(0x2405e07)), // wakeOnLanCapable: boolean
+        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0x2c19b17), x::Name(0xeab615)), // maskedFeatureCapability: HostFeatureCapability
+        x::FieldEntry::optional(x::Name(0x3520410), x::Name(0x11bc621)), // vFlashConfigInfo: HostVFlashManagerVFlashConfigInfo
+        x::FieldEntry::optional(x::Name(0x3683e0e), x::Name(0x2235812)), // vsanHostConfig: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x274340a), x::Name(0x3344606)), // domainList: string
+        x::FieldEntry::optional(x::Name(0x31a750e), x::Name(0x23e790c)), // scriptCheckSum: base64Binary
+        x::FieldEntry::optional(x::Name(0x29c1012), x::Name(0x23e790c)), // hostConfigCheckSum: base64Binary
+        x::FieldEntry::optional(x::Name(0x266a017), x::Name(0x23e790c)), // descriptionTreeCheckSum: base64Binary
+        x::FieldEntry::repeated(x::Name(0x2926e0c), x::Name(0xeeb410)), // graphicsInfo: HostGraphicsInfo
+        x::FieldEntry::repeated(x::Name(0x321fd16), x::Name(0x3344606)), // sharedPassthruGpuTypes: string
+        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
+        x::FieldEntry::repeated(x::Name(0x321a115), x::Name(0x111bb19)), // sharedGpuCapabilities: HostSharedGpuCapabilities
+        x::FieldEntry::repeated(x::Name(0x2ac670c), x::Name(0xf4d710)), // ioFilterInfo: HostIoFilterInfo
+        x::FieldEntry::repeated(x::Name(0x32cfb0f), x::Name(0x1133b17)), // sriovDevicePool: HostSriovDevicePoolInfo
+        x::FieldEntry::repeated(x::Name(0x2377319), x::Name(0xdc3d1d)), // assignableHardwareBinding: HostAssignableHardwareBinding
+        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
+        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0x13ff016)), // cpuScheduler: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ff50f), x::Name(0x13ff016)), // datastoreSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c8090d), x::Name(0x13ff016)), // memoryManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3339a0d), x::Name(0x13ff016)), // storageSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d7180d), x::Name(0x13ff016)), // networkSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x365230d), x::Name(0x13ff016)), // vmotionSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x359d311), x::Name(0x13ff016)), // virtualNicManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31f7c0d), x::Name(0x13ff016)), // serviceSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28b780e), x::Name(0x13ff016)), // firewallSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2302d0e), x::Name(0x13ff016)), // advancedOption: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26ba010), x::Name(0x13ff016)), // diagnosticSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23b2210), x::Name(0x13ff016)), // autoStartManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x326cc0a), x::Name(0x13ff016)), // snmpSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2609b0e), x::Name(0x13ff016)), // dateTimeSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f20a0c), x::Name(0x13ff016)), // patchManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a39012), x::Name(0x13ff016)), // imageConfigManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2408010), x::Name(0x13ff016)), // bootDeviceSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28bba0e), x::Name(0x13ff016)), // firmwareSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29a5012), x::Name(0x13ff016)), // healthStatusSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f2a411), x::Name(0x13ff016)), // pciPassthruSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b9b20e), x::Name(0x13ff016)), // licenseManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b50a12), x::Name(0x13ff016)), // kernelModuleSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2397715), x::Name(0x13ff016)), // authenticationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2fbd10b), x::Name(0x13ff016)), // powerSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x242e619), x::Name(0x13ff016)), // cacheConfigurationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x280e913), x::Name(0x13ff016)), // esxAgentHostManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b3c80c), x::Name(0x13ff016)), // iscsiManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x352150d), x::Name(0x13ff016)), // vFlashManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x368f40a), x::Name(0x13ff016)), // vsanSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c95e0f), x::Name(0x13ff016)), // messageBusProxy: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x34fe80d), x::Name(0x13ff016)), // userDirectory: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22d0c0e), x::Name(0x13ff016)), // accountManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b5311), x::Name(0x13ff016)), // hostAccessManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2927b0f), x::Name(0x13ff016)), // graphicsManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3686012), x::Name(0x13ff016)), // vsanInternalSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2457812), x::Name(0x13ff016)), // certificateManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x258dd0d), x::Name(0x13ff016)), // cryptoManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e4e50c), x::Name(0x13ff016)), // nvdimmSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x237a619), x::Name(0x13ff016)), // assignableHardwareManager: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d1b90c), x::Name(0xfc8113)), // nasDatastore: HostNasVolumeConfig
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfde411)), // network: HostNetworkConfig
+        x::FieldEntry::repeated(x::Name(0x2d9bd10), x::Name(0x11ec825)), // nicTypeSelection: HostVirtualNicManagerNicTypeSelection
+        x::FieldEntry::repeated(x::Name(0x31e9d07), x::Name(0x1104e11)), // service: HostServiceConfig
+        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec2912)), // firewall: HostFirewallConfig
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
+        x::FieldEntry::optional(x::Name(0x25f8418), x::Name(0x3344606)), // datastorePrincipalPasswd: string
+        x::FieldEntry::optional(x::Name(0x260aa08), x::Name(0xe59a12)), // datetime: HostDateTimeConfig
+        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
+        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf6bd0f)), // license: HostLicenseSpec
+        x::FieldEntry::optional(x::Name(0x31c7e08), x::Name(0x10ff910)), // security: HostSecuritySpec
+        x::FieldEntry::repeated(x::Name(0x34f280b), x::Name(0xdb2a0f)), // userAccount: HostAccountSpec
+        x::FieldEntry::repeated(x::Name(0x350cb10), x::Name(0xdb2a0f)), // usergroupAccount: HostAccountSpec
+        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0xfa500e)), // memory: HostMemorySpec
+        x::FieldEntry::repeated(x::Name(0x22de70f), x::Name(0xdb3a13)), // activeDirectory: HostActiveDirectory
+        x::FieldEntry::repeated(x::Name(0x2918f0d), x::Name(0x134090b)), // genericConfig: KeyAnyValue
+        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
+        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0xbdad12)), // status: ElementDescription
-        x::FieldEntry::required(x::Name(0x33c5d0a), x::Name(0x115a70e)), // systemInfo: HostSystemInfo
-        x::FieldEntry::optional(x::Name(0x256be16), x::Name(0xe3081a)), // cpuPowerManagementInfo: HostCpuPowerManagementInfo
-        x::FieldEntry::required(x::Name(0x2565d07), x::Name(0xe2d80b)), // cpuInfo: HostCpuInfo
-        x::FieldEntry::repeated(x::Name(0x256b706), x::Name(0xe2e40e)), // cpuPkg: HostCpuPackage
-        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
-        x::FieldEntry::optional(x::Name(0x2e40808), x::Name(0xffec0c)), // numaInfo: HostNumaInfo
-        x::FieldEntry::optional(x::Name(0x3253e0a), x::Name(0x2405e07)), // smcPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x2f25a09), x::Name(0x104710d)), // pciDevice: HostPciDevice
-        x::FieldEntry::repeated(x::Name(0x277fe0a), x::Name(0xe9d70c)), // dvxClasses: HostDvxClass
-        x::FieldEntry::repeated(x::Name(0x255bb0a), x::Name(0xe2ca0d)), // cpuFeature: HostCpuIdInfo
-        x::FieldEntry::optional(x::Name(0x23f6908), x::Name(0xdd120c)), // biosInfo: HostBIOSInfo
-        x::FieldEntry::optional(x::Name(0x30c0512), x::Name(0x10c8716)), // reliableMemoryInfo: HostReliableMemoryInfo
-        x::FieldEntry::optional(x::Name(0x2f5ba14), x::Name(0x1053418)), // persistentMemoryInfo: HostPersistentMemoryInfo
-        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1111c0b)), // sgxInfo: HostSgxInfo
-        x::FieldEntry::optional(x::Name(0x320ab07), x::Name(0x110fc0b)), // sevInfo: HostSevInfo
-        x::FieldEntry::optional(x::Name(0x2c93911), x::Name(0x3344606)), // memoryTieringType: string
-        x::FieldEntry::repeated(x::Name(0x2c90b0e), x::Name(0xfa7312)), // memoryTierInfo: HostMemoryTierInfo
-        x::FieldEntry::optional(x::Name(0x33f2507), x::Name(0x117770b)), // tdxInfo: HostTdxInfo
-        x::FieldEntry::repeated(x::Name(0x2c8ef10), x::Name(0xeefb17)), // memoryStatusInfo: HostHardwareElementInfo
-        x::FieldEntry::repeated(x::Name(0x257030d), x::Name(0xeefb17)), // cpuStatusInfo: HostHardwareElementInfo
-        x::FieldEntry::repeated(x::Name(0x3338811), x::Name(0x113f416)), // storageStatusInfo: HostStorageElementInfo
-        x::FieldEntry::repeated(x::Name(0x275300d), x::Name(0xb1280d)), // dpuStatusInfo: DpuStatusInfo
-        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
-        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3344606)), // family: string
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x2ec1914), x::Name(0x115631c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
-        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
-        x::FieldEntry::required(x::Name(0x256a308), x::Name(0x3344606)), // cpuModel: string
-        x::FieldEntry::required(x::Name(0x2569c06), x::Name(0x2a94603)), // cpuMhz: int
-        x::FieldEntry::required(x::Name(0x2de9b0a), x::Name(0x3226a05)), // numCpuPkgs: short
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
+        x::FieldEntry::required(x::Name(0x364e90e), x::Name(0x2405e07)), // vmotionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2873015), x::Name(0x2405e07)), // faultToleranceEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
+        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11b9f26)), // spec: HostVFlashManagerVFlashCacheConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11c1229)), // spec: HostVFlashManagerVFlashResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x31e4408), x::Name(0x3344606)), // serverIp: string
+        x::FieldEntry::optional(x::Name(0x2a4090c), x::Name(0x2405e07)), // inDasCluster: boolean
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0xf6cd0f)), // host: HostListSummary
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x1fc6915)), // vm: VirtualMachineSummary
+        x::FieldEntry::optional(x::Name(0x3573b16), x::Name(0x2405e07)), // vimAccountNameRequired: boolean
+        x::FieldEntry::optional(x::Name(0x24b2810), x::Name(0x2405e07)), // clusterSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x2d41907), x::Name(0xe2741a)), // network: HostConnectInfoNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0xe4d518)), // datastore: HostDatastoreConnectInfo
+        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf68e16)), // license: HostLicenseConnectInfo
+        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0xddc70e)), // capability: HostCapability
+        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x14c730e)), // summary: NetworkSummary
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x35dd008), x::Name(0x13ff016)), // vmFolder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x3572c0e), x::Name(0x3344606)), // vimAccountName: string
+        x::FieldEntry::optional(x::Name(0x3575212), x::Name(0x3344606)), // vimAccountPassword: string
+        x::FieldEntry::optional(x::Name(0x2c0500c), x::Name(0x3344606)), // managementIp: string
+        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::optional(x::Name(0x29cef0b), x::Name(0xedc10f)), // hostGateway: HostGatewaySpec
+        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
+        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x278da03), x::Name(0x3344606)), // eax: string
+        x::FieldEntry::optional(x::Name(0x278de03), x::Name(0x3344606)), // ebx: string
+        x::FieldEntry::optional(x::Name(0x278e203), x::Name(0x3344606)), // ecx: string
+        x::FieldEntry::optional(x::Name(0x278fe03), x::Name(0x3344606)), // edx: string
+        x::FieldEntry::required(x::Name(0x2de8c0e), x::Name(0x3226a05)), // numCpuPackages: short
         x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
         x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
-        x::FieldEntry::required(x::Name(0x2e01707), x::Name(0x2a94603)), // numNics: int
-        x::FieldEntry::required(x::Name(0x2df5107), x::Name(0x2a94603)), // numHBAs: int
-        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x24de90d), x::Name(0x3344606)), // componentType: string
-        x::FieldEntry::required(x::Name(0x24ddb0d), x::Name(0x3344606)), // componentName: string
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x241db03), x::Name(0x2a94603)), // bus: int
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
-        x::FieldEntry::optional(x::Name(0x2753e06), x::Name(0x3344606)), // driver: string
-        x::FieldEntry::optional(x::Name(0x2f25603), x::Name(0x3344606)), // pci: string
-        x::FieldEntry::optional(x::Name(0x333410f), x::Name(0x3344606)), // storageProtocol: string
-        x::FieldEntry::optional(x::Name(0x275500d), x::Name(0x3344606)), // driverVersion: string
-        x::FieldEntry::optional(x::Name(0x28bd60f), x::Name(0x3344606)), // firmwareVersion: string
-        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2405e07)), // available: boolean
-        x::FieldEntry::required(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
-        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x2405e07)), // config: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
+        x::FieldEntry::required(x::Name(0x2a6a005), x::Name(0x3226a05)), // index: short
         x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
+        x::FieldEntry::required(x::Name(0x241df05), x::Name(0x2be5304)), // busHz: long
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::repeated(x::Name(0x3405408), x::Name(0x3226a05)), // threadId: short
+        x::FieldEntry::repeated(x::Name(0x255bb0a), x::Name(0xe2ca0d)), // cpuFeature: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3226a05)), // family: short
+        x::FieldEntry::optional(x::Name(0x2cd2605), x::Name(0x3226a05)), // model: short
+        x::FieldEntry::optional(x::Name(0x331c508), x::Name(0x3226a05)), // stepping: short
+        x::FieldEntry::optional(x::Name(0x25ae90d), x::Name(0x3344606)), // currentPolicy: string
+        x::FieldEntry::optional(x::Name(0x297db0f), x::Name(0x3344606)), // hardwareSupport: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228710e)), // spec: VslmCreateSpec
+        x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
         x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x3306114), x::Name(0x2be5304)), // staticMemoryConsumed: long
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28ca90a), x::Name(0x3344606)), // folderPath: string
+        x::FieldEntry::repeated(x::Name(0x2899104), x::Name(0xcb4308)), // file: FileInfo
+        x::FieldEntry::repeated(x::Name(0x304c205), x::Name(0xcba409)), // query: FileQuery
+        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0xcbae0e)), // details: FileQueryFlags
+        x::FieldEntry::optional(x::Name(0x31b5115), x::Name(0x2405e07)), // searchCaseInsensitive: boolean
+        x::FieldEntry::repeated(x::Name(0x2c1e20c), x::Name(0x3344606)), // matchPattern: string
+        x::FieldEntry::optional(x::Name(0x327f910), x::Name(0x2405e07)), // sortFoldersFirst: boolean
+        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x993510)), // summary: DatastoreSummary
+        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
+        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
+        x::FieldEntry::required(x::Name(0x2d8c918), x::Name(0x2405e07)), // nfsMountCreationRequired: boolean
+        x::FieldEntry::required(x::Name(0x2d8e219), x::Name(0x2405e07)), // nfsMountCreationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bc6d17), x::Name(0x2405e07)), // localDatastoreSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3634b1c), x::Name(0x2405e07)), // vmfsExtentExpansionSupported: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
+        x::FieldEntry::optional(x::Name(0x340f908), x::Name(0x3344606)), // timeZone: string
+        x::FieldEntry::optional(x::Name(0x2ddf509), x::Name(0xffde0d)), // ntpConfig: HostNtpConfig
+        x::FieldEntry::optional(x::Name(0x3039509), x::Name(0x10ae60d)), // ptpConfig: HostPtpConfig
+        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x26dcb0d), x::Name(0x2405e07)), // disableEvents: boolean
+        x::FieldEntry::optional(x::Name(0x26dd90f), x::Name(0x2405e07)), // disableFallback: boolean
+        x::FieldEntry::optional(x::Name(0x3127e16), x::Name(0x2405e07)), // resetToFactoryDefaults: boolean
+        x::FieldEntry::required(x::Name(0x340f908), x::Name(0xe5fb1a)), // timeZone: HostDateTimeSystemTimeZone
+        x::FieldEntry::optional(x::Name(0x33c0813), x::Name(0x3344606)), // systemClockProtocol: string
+        x::FieldEntry::optional(x::Name(0x2ddf509), x::Name(0xffde0d)), // ntpConfig: HostNtpConfig
+        x::FieldEntry::optional(x::Name(0x3039509), x::Name(0x10ae60d)), // ptpConfig: HostPtpConfig
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x26dcb0d), x::Name(0x2405e07)), // disableEvents: boolean
+        x::FieldEntry::optional(x::Name(0x26dd90f), x::Name(0x2405e07)), // disableFallback: boolean
+        x::FieldEntry::optional(x::Name(0x2a4160f), x::Name(0x2405e07)), // inFallbackState: boolean
+        x::FieldEntry::optional(x::Name(0x31f700b), x::Name(0x2405e07)), // serviceSync: boolean
+        x::FieldEntry::optional(x::Name(0x2b7c50c), x::Name(0x2607608)), // lastSyncTime: dateTime
+        x::FieldEntry::optional(x::Name(0x30d500f), x::Name(0x3344606)), // remoteNtpServer: string
+        x::FieldEntry::optional(x::Name(0x2de0b0a), x::Name(0x2be5304)), // ntpRunTime: long
+        x::FieldEntry::optional(x::Name(0x303be0a), x::Name(0x2be5304)), // ptpRunTime: long
+        x::FieldEntry::optional(x::Name(0x2ddff0b), x::Name(0x3344606)), // ntpDuration: string
+        x::FieldEntry::optional(x::Name(0x303b20b), x::Name(0x3344606)), // ptpDuration: string
+        x::FieldEntry::required(x::Name(0x36fa30f), x::Name(0x2405e07)), // workingNormally: boolean
+        x::FieldEntry::repeated(x::Name(0x30f0506), x::Name(0x3344606)), // report: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2921209), x::Name(0x2a94603)), // gmtOffset: int
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
         x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b3490f), x::Name(0x2405e07)), // isSoftwareBased: boolean
-        x::FieldEntry::optional(x::Name(0x2434b0d), x::Name(0x2405e07)), // canBeDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d48115), x::Name(0xf3962c)), // networkBindingSupport: HostInternetScsiHbaNetworkBindingSupportType
-        x::FieldEntry::required(x::Name(0x26f7f15), x::Name(0xf24a28)), // discoveryCapabilities: HostInternetScsiHbaDiscoveryCapabilities
-        x::FieldEntry::required(x::Name(0x26fa513), x::Name(0xf27326)), // discoveryProperties: HostInternetScsiHbaDiscoveryProperties
-        x::FieldEntry::required(x::Name(0x239491a), x::Name(0xf15e2d)), // authenticationCapabilities: HostInternetScsiHbaAuthenticationCapabilities
-        x::FieldEntry::required(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x26bc712), x::Name(0xf1e225)), // digestCapabilities: HostInternetScsiHbaDigestCapabilities
-        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::required(x::Name(0x2adb90e), x::Name(0xf29a21)), // ipCapabilities: HostInternetScsiHbaIPCapabilities
-        x::FieldEntry::required(x::Name(0x2ae6d0c), x::Name(0xf2bc1f)), // ipProperties: HostInternetScsiHbaIPProperties
-        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
-        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
-        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
-        x::FieldEntry::optional(x::Name(0x2a2550a), x::Name(0x3344606)), // iScsiAlias: string
-        x::FieldEntry::repeated(x::Name(0x2502614), x::Name(0xf3e11d)), // configuredSendTarget: HostInternetScsiHbaSendTarget
-        x::FieldEntry::repeated(x::Name(0x2503b16), x::Name(0xf3ff1f)), // configuredStaticTarget: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::optional(x::Name(0x2c4b60a), x::Name(0x2a94603)), // maxSpeedMb: int
-        x::FieldEntry::optional(x::Name(0x25b160e), x::Name(0x2a94603)), // currentSpeedMb: int
-        x::FieldEntry::required(x::Name(0x246f110), x::Name(0x2405e07)), // chapAuthSettable: boolean
-        x::FieldEntry::required(x::Name(0x2b5f410), x::Name(0x2405e07)), // krb5AuthSettable: boolean
-        x::FieldEntry::required(x::Name(0x32d210f), x::Name(0x2405e07)), // srpAuthSettable: boolean
-        x::FieldEntry::required(x::Name(0x32ba310), x::Name(0x2405e07)), // spkmAuthSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2d0f312), x::Name(0x2405e07)), // mutualChapSettable: boolean
-        x::FieldEntry::optional(x::Name(0x33d6712), x::Name(0x2405e07)), // targetChapSettable: boolean
-        x::FieldEntry::optional(x::Name(0x33e4c18), x::Name(0x2405e07)), // targetMutualChapSettable: boolean
-        x::FieldEntry::required(x::Name(0x246e10f), x::Name(0x2405e07)), // chapAuthEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2473708), x::Name(0x3344606)), // chapName: string
-        x::FieldEntry::optional(x::Name(0x2476a0a), x::Name(0x3344606)), // chapSecret: string
-        x::FieldEntry::optional(x::Name(0x2470216), x::Name(0x3344606)), // chapAuthenticationType: string
-        x::FieldEntry::optional(x::Name(0x247290d), x::Name(0x2405e07)), // chapInherited: boolean
-        x::FieldEntry::optional(x::Name(0x2d0d30e), x::Name(0x3344606)), // mutualChapName: string
-        x::FieldEntry::optional(x::Name(0x2d0e210), x::Name(0x3344606)), // mutualChapSecret: string
-        x::FieldEntry::optional(x::Name(0x2d0a21c), x::Name(0x3344606)), // mutualChapAuthenticationType: string
-        x::FieldEntry::optional(x::Name(0x2d0bf13), x::Name(0x2405e07)), // mutualChapInherited: boolean
-        x::FieldEntry::optional(x::Name(0x2997414), x::Name(0x2405e07)), // headerDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x25e0412), x::Name(0x2405e07)), // dataDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x33e091a), x::Name(0x2405e07)), // targetHeaderDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x33d8d18), x::Name(0x2405e07)), // targetDataDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2998910), x::Name(0x3344606)), // headerDigestType: string
-        x::FieldEntry::optional(x::Name(0x2995e15), x::Name(0x2405e07)), // headerDigestInherited: boolean
-        x::FieldEntry::optional(x::Name(0x25e170e), x::Name(0x3344606)), // dataDigestType: string
-        x::FieldEntry::optional(x::Name(0x25df013), x::Name(0x2405e07)), // dataDigestInherited: boolean
-        x::FieldEntry::required(x::Name(0x2a2b815), x::Name(0x2405e07)), // iSnsDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x3249f14), x::Name(0x2405e07)), // slpDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x330d11d), x::Name(0x2405e07)), // staticTargetDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x31d7e1c), x::Name(0x2405e07)), // sendTargetsDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x2a28f14), x::Name(0x2405e07)), // iSnsDiscoveryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2a2a413), x::Name(0x3344606)), // iSnsDiscoveryMethod: string
-        x::FieldEntry::optional(x::Name(0x2a2ce08), x::Name(0x3344606)), // iSnsHost: string
-        x::FieldEntry::required(x::Name(0x3247813), x::Name(0x2405e07)), // slpDiscoveryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3248c12), x::Name(0x3344606)), // slpDiscoveryMethod: string
-        x::FieldEntry::optional(x::Name(0x324b407), x::Name(0x3344606)), // slpHost: string
-        x::FieldEntry::required(x::Name(0x330b41c), x::Name(0x2405e07)), // staticTargetDiscoveryEnabled: boolean
-        x::FieldEntry::required(x::Name(0x31d621b), x::Name(0x2405e07)), // sendTargetsDiscoveryEnabled: boolean
-        x::FieldEntry::required(x::Name(0x22f670f), x::Name(0x2405e07)), // addressSettable: boolean
-        x::FieldEntry::required(x::Name(0x2add11d), x::Name(0x2405e07)), // ipConfigurationMethodSettable: boolean
-        x::FieldEntry::required(x::Name(0x3353812), x::Name(0x2405e07)), // subnetMaskSettable: boolean
-        x::FieldEntry::required(x::Name(0x2632016), x::Name(0x2405e07)), // defaultGatewaySettable: boolean
-        x::FieldEntry::required(x::Name(0x2fed31f), x::Name(0x2405e07)), // primaryDnsServerAddressSettable: boolean
-        x::FieldEntry::required(x::Name(0x2336f21), x::Name(0x2405e07)), // alternateDnsServerAddressSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b2090d), x::Name(0x2405e07)), // ipv6Supported: boolean
-        x::FieldEntry::optional(x::Name(0x2367d13), x::Name(0x2405e07)), // arpRedirectSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2cf520b), x::Name(0x2405e07)), // mtuSettable: boolean
-        x::FieldEntry::optional(x::Name(0x29e4717), x::Name(0x2405e07)), // hostNameAsTargetAddress: boolean
-        x::FieldEntry::optional(x::Name(0x2d12111), x::Name(0x2405e07)), // nameAliasSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b02712), x::Name(0x2405e07)), // ipv4EnableSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b0cb12), x::Name(0x2405e07)), // ipv6EnableSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b17e18), x::Name(0x2405e07)), // ipv6PrefixLengthSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b16d10), x::Name(0x2a94603)), // ipv6PrefixLength: int
-        x::FieldEntry::optional(x::Name(0x2b0ad1d), x::Name(0x2405e07)), // ipv6DhcpConfigurationSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b12626), x::Name(0x2405e07)), // ipv6LinkLocalAutoConfigurationSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b1cd2c), x::Name(0x2405e07)), // ipv6RouterAdvertisementConfigurationSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b0751a), x::Name(0x2405e07)), // ipv6DefaultGatewaySettable: boolean
-        x::FieldEntry::optional(x::Name(0x2b14d1f), x::Name(0x2a94603)), // ipv6MaxStaticAddressesSupported: int
-        x::FieldEntry::optional(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
-        x::FieldEntry::optional(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::required(x::Name(0x26b3418), x::Name(0x2405e07)), // dhcpConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
-        x::FieldEntry::optional(x::Name(0x263110e), x::Name(0x3344606)), // defaultGateway: string
-        x::FieldEntry::optional(x::Name(0x2febb17), x::Name(0x3344606)), // primaryDnsServerAddress: string
-        x::FieldEntry::optional(x::Name(0x2335519), x::Name(0x3344606)), // alternateDnsServerAddress: string
-        x::FieldEntry::optional(x::Name(0x2b04b0b), x::Name(0x3344606)), // ipv6Address: string
-        x::FieldEntry::optional(x::Name(0x2b1fa0e), x::Name(0x3344606)), // ipv6SubnetMask: string
-        x::FieldEntry::optional(x::Name(0x2b06212), x::Name(0x3344606)), // ipv6DefaultGateway: string
-        x::FieldEntry::optional(x::Name(0x2366a12), x::Name(0x2405e07)), // arpRedirectEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
-        x::FieldEntry::optional(x::Name(0x2b4c212), x::Name(0x2405e07)), // jumboFramesEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b03a0b), x::Name(0x2405e07)), // ipv4Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b0de0b), x::Name(0x2405e07)), // ipv6Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b22c0e), x::Name(0xf2dc21)), // ipv6properties: HostInternetScsiHbaIPv6Properties
-        x::FieldEntry::repeated(x::Name(0x2b3b710), x::Name(0xf2fe23)), // iscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
-        x::FieldEntry::optional(x::Name(0x2b0901c), x::Name(0x2405e07)), // ipv6DhcpConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b10025), x::Name(0x2405e07)), // ipv6LinkLocalAutoConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b1a12b), x::Name(0x2405e07)), // ipv6RouterAdvertisementConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b06212), x::Name(0x3344606)), // ipv6DefaultGateway: string
-        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x2eabc06), x::Name(0x3344606)), // origin: string
-        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::optional(x::Name(0x2b2c20b), x::Name(0x2405e07)), // isInherited: boolean
-        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
-        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x3344606)), // parent: string
-        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
-        x::FieldEntry::optional(x::Name(0x26f950f), x::Name(0x3344606)), // discoveryMethod: string
-        x::FieldEntry::optional(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
-        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x3344606)), // parent: string
-        x::FieldEntry::repeated(x::Name(0x330ef0d), x::Name(0xf3ff1f)), // staticTargets: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::repeated(x::Name(0x31d560b), x::Name(0xf3e11d)), // sendTargets: HostInternetScsiHbaSendTarget
-        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
-        x::FieldEntry::required(x::Name(0x2a2550a), x::Name(0x3344606)), // iScsiAlias: string
-        x::FieldEntry::repeated(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
-        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2405e07)), // available: boolean
-        x::FieldEntry::required(x::Name(0x2e70c05), x::Name(0x3344606)), // oldIP: string
-        x::FieldEntry::required(x::Name(0x2d7b505), x::Name(0x3344606)), // newIP: string
-        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
-        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
-        x::FieldEntry::optional(x::Name(0x2af1a0a), x::Name(0xf54224)), // ipV6Config: HostIpConfigIpV6AddressConfiguration
-        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
-        x::FieldEntry::optional(x::Name(0x2eabc06), x::Name(0x3344606)), // origin: string
-        x::FieldEntry::optional(x::Name(0x25c2c08), x::Name(0x3344606)), // dadState: string
-        x::FieldEntry::optional(x::Name(0x2ba6f08), x::Name(0x2607608)), // lifetime: dateTime
-        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::repeated(x::Name(0x2af0e0b), x::Name(0xf50817)), // ipV6Address: HostIpConfigIpV6Address
-        x::FieldEntry::optional(x::Name(0x23a3a18), x::Name(0x2405e07)), // autoConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x26b800d), x::Name(0x2405e07)), // dhcpV6Enabled: boolean
-        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2ad7b0a), x::Name(0x3344606)), // ipAddress2: string
-        x::FieldEntry::optional(x::Name(0x263110e), x::Name(0x3344606)), // defaultGateway: string
-        x::FieldEntry::optional(x::Name(0x290e80d), x::Name(0x3344606)), // gatewayDevice: string
-        x::FieldEntry::optional(x::Name(0x2af2512), x::Name(0x3344606)), // ipV6DefaultGateway: string
-        x::FieldEntry::optional(x::Name(0x2af4411), x::Name(0x3344606)), // ipV6GatewayDevice: string
-        x::FieldEntry::optional(x::Name(0x290f617), x::Name(0x11e5e18)), // gatewayDeviceConnection: HostVirtualNicConnection
-        x::FieldEntry::optional(x::Name(0x2af561b), x::Name(0x11e5e18)), // ipV6GatewayDeviceConnection: HostVirtualNicConnection
-        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
-        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x290e007), x::Name(0x3344606)), // gateway: string
-        x::FieldEntry::optional(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
-        x::FieldEntry::required(x::Name(0x3175505), x::Name(0xf5c510)), // route: HostIpRouteEntry
-        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0xf5d60d)), // ipRoute: HostIpRouteOp
-        x::FieldEntry::repeated(x::Name(0x2b19709), x::Name(0xf5d60d)), // ipv6Route: HostIpRouteOp
-        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0xf5c510)), // ipRoute: HostIpRouteEntry
-        x::FieldEntry::repeated(x::Name(0x2b19709), x::Name(0xf5c510)), // ipv6Route: HostIpRouteEntry
-        x::FieldEntry::optional(x::Name(0x240380c), x::Name(0x3344606)), // bmcIpAddress: string
-        x::FieldEntry::optional(x::Name(0x240450d), x::Name(0x3344606)), // bmcMacAddress: string
-        x::FieldEntry::optional(x::Name(0x2be0805), x::Name(0x3344606)), // login: string
-        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
-        x::FieldEntry::required(x::Name(0x2b4400b), x::Name(0x3344606)), // isolationIp: string
-        x::FieldEntry::repeated(x::Name(0x312e808), x::Name(0x134090b)), // resource: KeyAnyValue
-        x::FieldEntry::required(x::Name(0x2b93107), x::Name(0x138cb19)), // license: LicenseManagerLicenseInfo
-        x::FieldEntry::required(x::Name(0x2816a0a), x::Name(0x138ae1c)), // evaluation: LicenseManagerEvaluationInfo
-        x::FieldEntry::optional(x::Name(0x312e808), x::Name(0xf6591a)), // resource: HostLicensableResourceInfo
-        x::FieldEntry::optional(x::Name(0x3281906), x::Name(0x139ef0d)), // source: LicenseSource
-        x::FieldEntry::optional(x::Name(0x278f30a), x::Name(0x3344606)), // editionKey: string
-        x::FieldEntry::repeated(x::Name(0x26ec112), x::Name(0x3344606)), // disabledFeatureKey: string
-        x::FieldEntry::repeated(x::Name(0x27afa11), x::Name(0x3344606)), // enabledFeatureKey: string
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2976808), x::Name(0xef5513)), // hardware: HostHardwareSummary
-        x::FieldEntry::optional(x::Name(0x3181d07), x::Name(0x10e410f)), // runtime: HostRuntimeInfo
-        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xe1f911)), // config: HostConfigSummary
-        x::FieldEntry::required(x::Name(0x305790a), x::Name(0xf6fb19)), // quickStats: HostListSummaryQuickStats
-        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x307840e), x::Name(0x2405e07)), // rebootRequired: boolean
-        x::FieldEntry::repeated(x::Name(0x3079314), x::Name(0x13d2d12)), // rebootRequiredReason: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x2bfae17), x::Name(0x2405e07)), // maintenanceModeRequired: boolean
-        x::FieldEntry::repeated(x::Name(0x25b920b), x::Name(0x87c010)), // customValue: CustomFieldValue
-        x::FieldEntry::optional(x::Name(0x2c06e12), x::Name(0x3344606)), // managementServerIp: string
-        x::FieldEntry::optional(x::Name(0x2c2520d), x::Name(0x3344606)), // maxEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x259f419), x::Name(0x3344606)), // currentEVCGraphicsModeKey: string
-        x::FieldEntry::optional(x::Name(0x290e007), x::Name(0xf6dd1d)), // gateway: HostListSummaryGatewaySummary
-        x::FieldEntry::optional(x::Name(0x343f30e), x::Name(0x1179716)), // tpmAttestation: HostTpmAttestationInfo
-        x::FieldEntry::repeated(x::Name(0x346011e), x::Name(0x1193821)), // trustAuthorityAttestationInfos: HostTrustAuthorityAttestationInfo
-        x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
-        x::FieldEntry::required(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
-        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2a94603)), // overallCpuUsage: int
-        x::FieldEntry::optional(x::Name(0x2ed0912), x::Name(0x2a94603)), // overallMemoryUsage: int
-        x::FieldEntry::optional(x::Name(0x272ab16), x::Name(0x2a94603)), // distributedCpuFairness: int
-        x::FieldEntry::optional(x::Name(0x272df19), x::Name(0x2a94603)), // distributedMemoryFairness: int
-        x::FieldEntry::optional(x::Name(0x23c1a15), x::Name(0x2a94603)), // availablePMemCapacity: int
-        x::FieldEntry::optional(x::Name(0x34d5606), x::Name(0x2a94603)), // uptime: int
+        x::FieldEntry::optional(x::Name(0x2b2ce12), x::Name(0x2405e07)), // isLcParentAttached: boolean
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
         x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x2bc8f09), x::Name(0x3344606)), // localPath: string
-        x::FieldEntry::required(x::Name(0x29d9e0d), x::Name(0x91c914)), // hostLocalPort: DVSHostLocalPortInfo
-        x::FieldEntry::required(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
-        x::FieldEntry::required(x::Name(0x241ee09), x::Name(0x2a94603)), // busNumber: int
-        x::FieldEntry::required(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
-        x::FieldEntry::required(x::Name(0x32c490b), x::Name(0x3344606)), // srcFilename: string
-        x::FieldEntry::required(x::Name(0x276260b), x::Name(0x3344606)), // dstFilename: string
-        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
-        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x3344606)), // fileType: string
-        x::FieldEntry::required(x::Name(0x23eb708), x::Name(0x3344606)), // baseName: string
-        x::FieldEntry::required(x::Name(0x2f02809), x::Name(0x3344606)), // parentDir: string
-        x::FieldEntry::required(x::Name(0x3123a0c), x::Name(0x3344606)), // reservedName: string
-        x::FieldEntry::required(x::Name(0x23eb708), x::Name(0x3344606)), // baseName: string
-        x::FieldEntry::required(x::Name(0x2f02809), x::Name(0x3344606)), // parentDir: string
-        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x3344606)), // fileType: string
-        x::FieldEntry::required(x::Name(0x333210e), x::Name(0x3344606)), // storageProfile: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x32c490b), x::Name(0x3344606)), // srcFilename: string
-        x::FieldEntry::required(x::Name(0x276260b), x::Name(0x3344606)), // dstFilename: string
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0xf7b62d)), // disk: HostLowLevelProvisioningManagerDiskLayoutSpec
-        x::FieldEntry::required(x::Name(0x2cb210b), x::Name(0x2be5304)), // migrationId: long
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x2405e07)), // source: boolean
-        x::FieldEntry::required(x::Name(0x2523314), x::Name(0x2405e07)), // consideredSuccessful: boolean
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x23f7208), x::Name(0x3344606)), // biosUUID: string
-        x::FieldEntry::required(x::Name(0x2a8bc0c), x::Name(0x3344606)), // instanceUUID: string
-        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x3688208), x::Name(0x223ed18)), // vsanMode: VsanHostDecommissionMode
-        x::FieldEntry::optional(x::Name(0x3040107), x::Name(0x3344606)), // purpose: string
-        x::FieldEntry::optional(x::Name(0x2813b08), x::Name(0xf99b21)), // evacMode: HostMaintenanceSpecEvacuationMode
-        x::FieldEntry::required(x::Name(0x36fb315), x::Name(0x2405e07)), // workloadNonDisruptive: boolean
-        x::FieldEntry::optional(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::optional(x::Name(0x3319d0c), x::Name(0x3344606)), // statusDetail: string
-        x::FieldEntry::optional(x::Name(0x2ddbc0a), x::Name(0x3344606)), // nsxtStatus: string
-        x::FieldEntry::optional(x::Name(0x2ddc710), x::Name(0x3344606)), // nsxtStatusDetail: string
-        x::FieldEntry::repeated(x::Name(0x299d411), x::Name(0xf9ea1b)), // healthCheckResult: HostMemberHealthCheckResult
-        x::FieldEntry::repeated(x::Name(0x2a0130f), x::Name(0xaba331)), // hostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
-        x::FieldEntry::optional(x::Name(0x29ebb17), x::Name(0xab2939)), // hostPerfNicOffloadState: DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
-        x::FieldEntry::required(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
-        x::FieldEntry::optional(x::Name(0x31ecc19), x::Name(0x2be5304)), // serviceConsoleReservation: long
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::repeated(x::Name(0x28c4305), x::Name(0x3344606)), // flags: string
-        x::FieldEntry::repeated(x::Name(0x2aa390d), x::Name(0x3344606)), // internalFlags: string
-        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
-        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::optional(x::Name(0x2fea409), x::Name(0x3344606)), // prevState: string
-        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0x3344606)), // accessMode: string
-        x::FieldEntry::optional(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
-        x::FieldEntry::optional(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
-        x::FieldEntry::optional(x::Name(0x2a4d012), x::Name(0x3344606)), // inaccessibleReason: string
-        x::FieldEntry::optional(x::Name(0x3649c0a), x::Name(0x3344606)), // vmknicName: string
-        x::FieldEntry::optional(x::Name(0x3644b0c), x::Name(0x2405e07)), // vmknicActive: boolean
-        x::FieldEntry::optional(x::Name(0x2ce3f11), x::Name(0x3344606)), // mountFailedReason: string
-        x::FieldEntry::optional(x::Name(0x2e2b011), x::Name(0x2a94603)), // numTcpConnections: int
-        x::FieldEntry::repeated(x::Name(0x2bee303), x::Name(0xfbb81c)), // lun: HostMultipathInfoLogicalUnit
-        x::FieldEntry::required(x::Name(0x2fd8906), x::Name(0x3344606)), // prefer: string
-        x::FieldEntry::optional(x::Name(0x2420b05), x::Name(0x2be5304)), // bytes: long
-        x::FieldEntry::optional(x::Name(0x2ad6904), x::Name(0x2be5304)), // iops: long
-        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::optional(x::Name(0x2b7f90f), x::Name(0x2be5304)), // latencyEvalTime: long
-        x::FieldEntry::optional(x::Name(0x318c212), x::Name(0x2be5304)), // samplingIosPerPath: long
+        x::FieldEntry::optional(x::Name(0x2b2ce12), x::Name(0x2405e07)), // isLcParentAttached: boolean
+        x::FieldEntry::optional(x::Name(0x2412718), x::Name(0x2405e07)), // bootedFromStatelessCache: boolean
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x26ade0a), x::Name(0x3344606)), // deviceType: string
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
-        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0xfc2b15)), // path: HostMultipathInfoPath
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xfbd522)), // policy: HostMultipathInfoLogicalUnitPolicy
-        x::FieldEntry::optional(x::Name(0x3323416), x::Name(0xfbf832)), // storageArrayTypePolicy: HostMultipathInfoLogicalUnitStorageArrayTypePolicy
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2f22d09), x::Name(0x3344606)), // pathState: string
-        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::optional(x::Name(0x2b3a30d), x::Name(0x2405e07)), // isWorkingPath: boolean
-        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
-        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
-        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
-        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0xfc581a)), // path: HostMultipathStateInfoPath
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2f22d09), x::Name(0x3344606)), // pathState: string
-        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
-        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::repeated(x::Name(0x30d1c0f), x::Name(0x3344606)), // remoteHostNames: string
-        x::FieldEntry::optional(x::Name(0x31cc60c), x::Name(0x3344606)), // securityType: string
-        x::FieldEntry::optional(x::Name(0x302ae10), x::Name(0x2405e07)), // protocolEndpoint: boolean
-        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
-        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xfcaf11)), // spec: HostNasVolumeSpec
-        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
-        x::FieldEntry::required(x::Name(0x2bc8f09), x::Name(0x3344606)), // localPath: string
-        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0x3344606)), // accessMode: string
-        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
-        x::FieldEntry::repeated(x::Name(0x30d1c0f), x::Name(0x3344606)), // remoteHostNames: string
-        x::FieldEntry::optional(x::Name(0x31cc60c), x::Name(0x3344606)), // securityType: string
-        x::FieldEntry::optional(x::Name(0x364b60c), x::Name(0x3344606)), // vmknicToBind: string
-        x::FieldEntry::optional(x::Name(0x364850b), x::Name(0x2405e07)), // vmknicBound: boolean
-        x::FieldEntry::optional(x::Name(0x252270b), x::Name(0x2a94603)), // connections: int
-        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfd3712)), // spec: HostNatServiceSpec
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe6a413)), // spec: HostDhcpServiceSpec
         x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfd3712)), // spec: HostNatServiceSpec
-        x::FieldEntry::required(x::Name(0x273580d), x::Name(0x2405e07)), // dnsAutoDetect: boolean
-        x::FieldEntry::required(x::Name(0x273a309), x::Name(0x3344606)), // dnsPolicy: string
-        x::FieldEntry::required(x::Name(0x273ad0a), x::Name(0x2a94603)), // dnsRetries: int
-        x::FieldEntry::required(x::Name(0x273e20a), x::Name(0x2a94603)), // dnsTimeout: int
-        x::FieldEntry::repeated(x::Name(0x273950d), x::Name(0x3344606)), // dnsNameServer: string
-        x::FieldEntry::required(x::Name(0x2d24c0b), x::Name(0x2a94603)), // nbdsTimeout: int
-        x::FieldEntry::required(x::Name(0x2d25d0b), x::Name(0x2a94603)), // nbnsRetries: int
-        x::FieldEntry::required(x::Name(0x2d2690b), x::Name(0x2a94603)), // nbnsTimeout: int
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x29ee608), x::Name(0x2a94603)), // hostPort: int
-        x::FieldEntry::required(x::Name(0x2953609), x::Name(0x2a94603)), // guestPort: int
-        x::FieldEntry::required(x::Name(0x2947d0e), x::Name(0x3344606)), // guestIpAddress: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe6a413)), // spec: HostDhcpServiceSpec
         x::FieldEntry::required(x::Name(0x35a4e0d), x::Name(0x3344606)), // virtualSwitch: string
-        x::FieldEntry::required(x::Name(0x22e0909), x::Name(0x2405e07)), // activeFtp: boolean
-        x::FieldEntry::required(x::Name(0x232520b), x::Name(0x2405e07)), // allowAnyOui: boolean
-        x::FieldEntry::required(x::Name(0x24f500a), x::Name(0x2405e07)), // configPort: boolean
-        x::FieldEntry::required(x::Name(0x2adef10), x::Name(0x3344606)), // ipGatewayAddress: string
-        x::FieldEntry::required(x::Name(0x347570a), x::Name(0x2a94603)), // udpTimeout: int
-        x::FieldEntry::repeated(x::Name(0x2f98f0b), x::Name(0xfd191d)), // portForward: HostNatServicePortForwardSpec
-        x::FieldEntry::optional(x::Name(0x2d1430b), x::Name(0xfcfb1d)), // nameService: HostNatServiceNameServiceSpec
-        x::FieldEntry::required(x::Name(0x243591a), x::Name(0x2405e07)), // canSetPhysicalNicLinkSpeed: boolean
-        x::FieldEntry::required(x::Name(0x3390d12), x::Name(0x2405e07)), // supportsNicTeaming: boolean
-        x::FieldEntry::repeated(x::Name(0x2d99010), x::Name(0x3344606)), // nicTeamingPolicy: string
-        x::FieldEntry::required(x::Name(0x3397f0c), x::Name(0x2405e07)), // supportsVlan: boolean
-        x::FieldEntry::required(x::Name(0x350eb15), x::Name(0x2405e07)), // usesServiceConsoleNic: boolean
-        x::FieldEntry::required(x::Name(0x338f814), x::Name(0x2405e07)), // supportsNetworkHints: boolean
-        x::FieldEntry::optional(x::Name(0x2c3ee17), x::Name(0x2a94603)), // maxPortGroupsPerVswitch: int
-        x::FieldEntry::required(x::Name(0x36a8816), x::Name(0x2405e07)), // vswitchConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x3663913), x::Name(0x2405e07)), // vnicConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x2aea716), x::Name(0x2405e07)), // ipRouteConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x2737012), x::Name(0x2405e07)), // dnsConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x26b4d13), x::Name(0x2405e07)), // dhcpOnVnicSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2af7b0d), x::Name(0x2405e07)), // ipV6Supported: boolean
-        x::FieldEntry::optional(x::Name(0x23d8116), x::Name(0x2405e07)), // backupNfcNiocSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2592b0b), x::Name(0x2405e07)), // csumOffload: boolean
-        x::FieldEntry::optional(x::Name(0x33f0a0f), x::Name(0x2405e07)), // tcpSegmentation: boolean
-        x::FieldEntry::optional(x::Name(0x370a40c), x::Name(0x2405e07)), // zeroCopyXmit: boolean
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0xe9b70d)), // dnsConfig: HostDnsConfig
-        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x30fae1f), x::Name(0x2a94603)), // requestedMaxNumberOfConnections: int
-        x::FieldEntry::optional(x::Name(0x250e91a), x::Name(0x3344606)), // congestionControlAlgorithm: string
-        x::FieldEntry::optional(x::Name(0x2af380b), x::Name(0x2405e07)), // ipV6Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x3175b10), x::Name(0xf5e416)), // routeTableConfig: HostIpRouteTableConfig
-        x::FieldEntry::optional(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
-        x::FieldEntry::repeated(x::Name(0x36a8007), x::Name(0x11fa117)), // vswitch: HostVirtualSwitchConfig
-        x::FieldEntry::repeated(x::Name(0x303780b), x::Name(0x10a8815)), // proxySwitch: HostProxySwitchConfig
-        x::FieldEntry::repeated(x::Name(0x2faa109), x::Name(0x1063713)), // portgroup: HostPortGroupConfig
-        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x1642211)), // pnic: PhysicalNicConfig
-        x::FieldEntry::repeated(x::Name(0x3663404), x::Name(0x11e4914)), // vnic: HostVirtualNicConfig
-        x::FieldEntry::repeated(x::Name(0x2529f0b), x::Name(0x11e4914)), // consoleVnic: HostVirtualNicConfig
-        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0xe9b70d)), // dnsConfig: HostDnsConfig
-        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x2524814), x::Name(0xf59d11)), // consoleIpRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x3175b10), x::Name(0xf5e416)), // routeTableConfig: HostIpRouteTableConfig
-        x::FieldEntry::repeated(x::Name(0x26b2404), x::Name(0xe68e15)), // dhcp: HostDhcpServiceConfig
-        x::FieldEntry::repeated(x::Name(0x2d1d103), x::Name(0xfce614)), // nat: HostNatServiceConfig
-        x::FieldEntry::optional(x::Name(0x2af380b), x::Name(0x2405e07)), // ipV6Enabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2d3c40c), x::Name(0xfdf61d)), // netStackSpec: HostNetworkConfigNetStackSpec
-        x::FieldEntry::optional(x::Name(0x2cb3b0f), x::Name(0x3344606)), // migrationStatus: string
-        x::FieldEntry::required(x::Name(0x2d38310), x::Name(0xfd7914)), // netStackInstance: HostNetStackInstance
-        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::repeated(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
-        x::FieldEntry::repeated(x::Name(0x252ab11), x::Name(0x3344606)), // consoleVnicDevice: string
-        x::FieldEntry::repeated(x::Name(0x36a8007), x::Name(0x11f2111)), // vswitch: HostVirtualSwitch
-        x::FieldEntry::repeated(x::Name(0x303780b), x::Name(0x10a780f)), // proxySwitch: HostProxySwitch
-        x::FieldEntry::repeated(x::Name(0x2faa109), x::Name(0x106290d)), // portgroup: HostPortGroup
-        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x163e40b)), // pnic: PhysicalNic
-        x::FieldEntry::repeated(x::Name(0x306790a), x::Name(0x10b6d0e)), // rdmaDevice: HostRdmaDevice
-        x::FieldEntry::repeated(x::Name(0x3663404), x::Name(0x11e3a0e)), // vnic: HostVirtualNic
-        x::FieldEntry::repeated(x::Name(0x2529f0b), x::Name(0x11e3a0e)), // consoleVnic: HostVirtualNic
-        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0xe9b70d)), // dnsConfig: HostDnsConfig
-        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x2524814), x::Name(0xf59d11)), // consoleIpRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x3176c0e), x::Name(0xf5fb14)), // routeTableInfo: HostIpRouteTableInfo
-        x::FieldEntry::repeated(x::Name(0x26b2404), x::Name(0xe67e0f)), // dhcp: HostDhcpService
-        x::FieldEntry::repeated(x::Name(0x2d1d103), x::Name(0xfcd70e)), // nat: HostNatService
-        x::FieldEntry::optional(x::Name(0x2af380b), x::Name(0x2405e07)), // ipV6Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2384a11), x::Name(0x2405e07)), // atBootIpV6Enabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2d38310), x::Name(0xfd7914)), // netStackInstance: HostNetStackInstance
-        x::FieldEntry::repeated(x::Name(0x2e8820c), x::Name(0x1025610)), // opaqueSwitch: HostOpaqueSwitch
-        x::FieldEntry::repeated(x::Name(0x2e8400d), x::Name(0x1024015)), // opaqueNetwork: HostOpaqueNetworkInfo
-        x::FieldEntry::optional(x::Name(0x2dd8b12), x::Name(0x3344606)), // nsxTransportNodeId: string
-        x::FieldEntry::optional(x::Name(0x2e4f21a), x::Name(0x2405e07)), // nvdsToVdsMigrationRequired: boolean
-        x::FieldEntry::optional(x::Name(0x2cb3b0f), x::Name(0x3344606)), // migrationStatus: string
-        x::FieldEntry::optional(x::Name(0x31c7e08), x::Name(0xfe8519)), // security: HostNetworkSecurityPolicy
-        x::FieldEntry::optional(x::Name(0x2d9850a), x::Name(0xff1914)), // nicTeaming: HostNicTeamingPolicy
-        x::FieldEntry::optional(x::Name(0x2e6c50d), x::Name(0xfd5e1a)), // offloadPolicy: HostNetOffloadCapabilities
-        x::FieldEntry::optional(x::Name(0x3215d0d), x::Name(0xfe9f1f)), // shapingPolicy: HostNetworkTrafficShapingPolicy
-        x::FieldEntry::repeated(x::Name(0x2f82710), x::Name(0x1060d1b)), // pnicResourceInfo: HostPnicNetworkResourceInfo
-        x::FieldEntry::optional(x::Name(0x2328610), x::Name(0x2405e07)), // allowPromiscuous: boolean
-        x::FieldEntry::optional(x::Name(0x2bf270a), x::Name(0x2405e07)), // macChanges: boolean
-        x::FieldEntry::optional(x::Name(0x28cee0f), x::Name(0x2405e07)), // forgedTransmits: boolean
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x23cb310), x::Name(0x2be5304)), // averageBandwidth: long
-        x::FieldEntry::optional(x::Name(0x2f2f50d), x::Name(0x2be5304)), // peakBandwidth: long
-        x::FieldEntry::optional(x::Name(0x241d109), x::Name(0x2be5304)), // burstSize: long
-        x::FieldEntry::optional(x::Name(0x333e117), x::Name(0x2be5304)), // streamingMemoryConsumed: long
-        x::FieldEntry::optional(x::Name(0x247c60a), x::Name(0x3344606)), // checkSpeed: string
-        x::FieldEntry::optional(x::Name(0x32b7605), x::Name(0x2a94603)), // speed: int
-        x::FieldEntry::optional(x::Name(0x2478b0b), x::Name(0x2405e07)), // checkDuplex: boolean
-        x::FieldEntry::optional(x::Name(0x290560a), x::Name(0x2405e07)), // fullDuplex: boolean
-        x::FieldEntry::optional(x::Name(0x2479711), x::Name(0x2405e07)), // checkErrorPercent: boolean
-        x::FieldEntry::optional(x::Name(0x2f40e0a), x::Name(0x2a94603)), // percentage: int
-        x::FieldEntry::optional(x::Name(0x2477f0b), x::Name(0x2405e07)), // checkBeacon: boolean
-        x::FieldEntry::repeated(x::Name(0x22e2009), x::Name(0x3344606)), // activeNic: string
-        x::FieldEntry::repeated(x::Name(0x32e530a), x::Name(0x3344606)), // standbyNic: string
-        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::optional(x::Name(0x315020d), x::Name(0x2405e07)), // reversePolicy: boolean
-        x::FieldEntry::optional(x::Name(0x2dc450e), x::Name(0x2405e07)), // notifySwitches: boolean
-        x::FieldEntry::optional(x::Name(0x316b90c), x::Name(0x2405e07)), // rollingOrder: boolean
-        x::FieldEntry::optional(x::Name(0x286400f), x::Name(0xfeef16)), // failureCriteria: HostNicFailureCriteria
-        x::FieldEntry::optional(x::Name(0x2d96608), x::Name(0xff0612)), // nicOrder: HostNicOrderPolicy
-        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
-        x::FieldEntry::repeated(x::Name(0x31dff06), x::Name(0x3344606)), // server: string
-        x::FieldEntry::repeated(x::Name(0x24ed20a), x::Name(0x3344606)), // configFile: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x2e01f08), x::Name(0x2a94603)), // numNodes: int
-        x::FieldEntry::repeated(x::Name(0x2e41108), x::Name(0xfff90c)), // numaNode: HostNumaNode
-        x::FieldEntry::required(x::Name(0x346fe06), x::Name(0x2420604)), // typeId: byte
-        x::FieldEntry::repeated(x::Name(0x2565705), x::Name(0x3226a05)), // cpuID: short
-        x::FieldEntry::optional(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
-        x::FieldEntry::required(x::Name(0x2c82610), x::Name(0x2be5304)), // memoryRangeBegin: long
-        x::FieldEntry::required(x::Name(0x2c83711), x::Name(0x2be5304)), // memoryRangeLength: long
-        x::FieldEntry::repeated(x::Name(0x2f26405), x::Name(0x3344606)), // pciId: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x29a370b), x::Name(0xbdad12)), // healthState: ElementDescription
-        x::FieldEntry::required(x::Name(0x25af70e), x::Name(0x2be5304)), // currentReading: long
-        x::FieldEntry::required(x::Name(0x3485e0c), x::Name(0x2a94603)), // unitModifier: int
-        x::FieldEntry::required(x::Name(0x23ec009), x::Name(0x3344606)), // baseUnits: string
-        x::FieldEntry::optional(x::Name(0x3062509), x::Name(0x3344606)), // rateUnits: string
-        x::FieldEntry::required(x::Name(0x31dbd0a), x::Name(0x3344606)), // sensorType: string
-        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::optional(x::Name(0x31db00c), x::Name(0x2be5304)), // sensorNumber: long
-        x::FieldEntry::optional(x::Name(0x340db09), x::Name(0x3344606)), // timeStamp: string
-        x::FieldEntry::optional(x::Name(0x28ed403), x::Name(0xedaa07)), // fru: HostFru
-        x::FieldEntry::required(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
-        x::FieldEntry::optional(x::Name(0x254220c), x::Name(0x2a94603)), // controllerId: int
-        x::FieldEntry::optional(x::Name(0x22fc20e), x::Name(0x2a94603)), // adminQueueSize: int
-        x::FieldEntry::optional(x::Name(0x2b4f910), x::Name(0x2a94603)), // keepAliveTimeout: int
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2543d10), x::Name(0x2a94603)), // controllerNumber: int
-        x::FieldEntry::required(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2380011), x::Name(0x3344606)), // associatedAdapter: string
-        x::FieldEntry::required(x::Name(0x3452f0d), x::Name(0x3344606)), // transportType: string
-        x::FieldEntry::required(x::Name(0x290b717), x::Name(0x2405e07)), // fusedOperationSupported: boolean
-        x::FieldEntry::required(x::Name(0x2e48a0e), x::Name(0x2a94603)), // numberOfQueues: int
-        x::FieldEntry::required(x::Name(0x3052209), x::Name(0x2a94603)), // queueSize: int
-        x::FieldEntry::repeated(x::Name(0x2387911), x::Name(0x1011d11)), // attachedNamespace: HostNvmeNamespace
-        x::FieldEntry::optional(x::Name(0x3556508), x::Name(0x3344606)), // vendorId: string
-        x::FieldEntry::optional(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
-        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
-        x::FieldEntry::optional(x::Name(0x28bd60f), x::Name(0x3344606)), // firmwareVersion: string
-        x::FieldEntry::required(x::Name(0x2990307), x::Name(0x3344606)), // hbaName: string
-        x::FieldEntry::optional(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
-        x::FieldEntry::optional(x::Name(0x2543d10), x::Name(0x2a94603)), // controllerNumber: int
-        x::FieldEntry::optional(x::Name(0x23a530b), x::Name(0x2405e07)), // autoConnect: boolean
-        x::FieldEntry::optional(x::Name(0x316db17), x::Name(0x2405e07)), // rootDiscoveryController: boolean
-        x::FieldEntry::repeated(x::Name(0x27fb505), x::Name(0x100b719)), // entry: HostNvmeDiscoveryLogEntry
-        x::FieldEntry::required(x::Name(0x24d3908), x::Name(0x2405e07)), // complete: boolean
-        x::FieldEntry::required(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
-        x::FieldEntry::required(x::Name(0x335620d), x::Name(0x3344606)), // subsystemType: string
-        x::FieldEntry::required(x::Name(0x335520f), x::Name(0x2a94603)), // subsystemPortId: int
-        x::FieldEntry::required(x::Name(0x254220c), x::Name(0x2a94603)), // controllerId: int
-        x::FieldEntry::required(x::Name(0x22fb011), x::Name(0x2a94603)), // adminQueueMaxSize: int
-        x::FieldEntry::required(x::Name(0x3450513), x::Name(0x101e11b)), // transportParameters: HostNvmeTransportParameters
-        x::FieldEntry::required(x::Name(0x3451915), x::Name(0x3344606)), // transportRequirements: string
-        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
-        x::FieldEntry::required(x::Name(0x2441510), x::Name(0x2be5304)), // capacityInBlocks: long
-        x::FieldEntry::required(x::Name(0x345c806), x::Name(0x3344606)), // trtype: string
-        x::FieldEntry::required(x::Name(0x3447006), x::Name(0x3344606)), // traddr: string
-        x::FieldEntry::required(x::Name(0x2302606), x::Name(0x3344606)), // adrfam: string
-        x::FieldEntry::required(x::Name(0x345c007), x::Name(0x3344606)), // trsvcid: string
-        x::FieldEntry::required(x::Name(0x3464504), x::Name(0x23e790c)), // tsas: base64Binary
-        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
-        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::optional(x::Name(0x22f3f0d), x::Name(0x3344606)), // addressFamily: string
-        x::FieldEntry::optional(x::Name(0x2fa6a0a), x::Name(0x2a94603)), // portNumber: int
-        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
-        x::FieldEntry::optional(x::Name(0x2fa6a0a), x::Name(0x2a94603)), // portNumber: int
-        x::FieldEntry::optional(x::Name(0x26c9012), x::Name(0x3344606)), // digestVerification: string
-        x::FieldEntry::required(x::Name(0x2990307), x::Name(0x3344606)), // hbaName: string
-        x::FieldEntry::required(x::Name(0x3450513), x::Name(0x101e11b)), // transportParameters: HostNvmeTransportParameters
-        x::FieldEntry::repeated(x::Name(0x22ea507), x::Name(0x101c719)), // adapter: HostNvmeTopologyInterface
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
-        x::FieldEntry::repeated(x::Name(0x2518213), x::Name(0x1006312)), // connectedController: HostNvmeController
-        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
-        x::FieldEntry::required(x::Name(0x2e85e11), x::Name(0x3344606)), // opaqueNetworkName: string
-        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
-        x::FieldEntry::repeated(x::Name(0x2f84108), x::Name(0x3344606)), // pnicZone: string
-        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0x1557417)), // capability: OpaqueNetworkCapability
-        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::required(x::Name(0x2638414), x::Name(0x2a94603)), // defaultLeaseDuration: int
+        x::FieldEntry::required(x::Name(0x2b8840c), x::Name(0x3344606)), // leaseBeginIp: string
+        x::FieldEntry::required(x::Name(0x2b8910a), x::Name(0x3344606)), // leaseEndIp: string
+        x::FieldEntry::required(x::Name(0x2c2d810), x::Name(0x2a94603)), // maxLeaseDuration: int
+        x::FieldEntry::required(x::Name(0x348f10e), x::Name(0x2405e07)), // unlimitedLease: boolean
+        x::FieldEntry::required(x::Name(0x2aef40c), x::Name(0x3344606)), // ipSubnetAddr: string
+        x::FieldEntry::required(x::Name(0x2af010c), x::Name(0x3344606)), // ipSubnetMask: string
     ],
     values: &[
-        x::Name(0x2a4fd07), // inbound
-        x::Name(0x2eca408), // outbound
-        x::Name(0x32bba03), // src
-        x::Name(0x2760503), // dst
-        x::Name(0x33efd03), // tcp
-        x::Name(0x3475303), // udp
-        x::Name(0x287210e), // faultTolerance
-        x::Name(0x2880f03), // fdm
-        x::Name(0x34be00d), // updateManager
-        x::Name(0x3673d0d), // vpxHeartbeats
-        x::Name(0x3674b04), // vpxa
-        x::Name(0x347cb09), // undefined
-        x::Name(0x2405305), // board
-        x::Name(0x3005707), // product
-        x::Name(0x3217106), // shared
-        x::Name(0x321820c), // sharedDirect
-        x::Name(0x2f4980b), // performance
-        x::Name(0x252f20d), // consolidation
-        x::Name(0x3188b08), // sameSize
-        x::Name(0x2ccfe09), // mixedSize
-        x::Name(0x23eca05), // basic
-        x::Name(0x3217106), // shared
-        x::Name(0x26cfd06), // direct
-        x::Name(0x321820c), // sharedDirect
-        x::Name(0x2daff04), // none
-        x::Name(0x3188b08), // sameSize
-        x::Name(0x2ccfe09), // mixedSize
-        x::Name(0x2cf7b10), // multiInstanceGpu
-        x::Name(0x1ba5107), // Unknown
-        x::Name(0xd3ec05), // Green
-        x::Name(0x22c1b06), // Yellow
-        x::Name(0x182f503), // Red
-        x::Name(0x969109), // Datastore
-        x::Name(0x365ae10), // vmware_certified
-        x::Name(0x3659e0f), // vmware_accepted
-        x::Name(0x2f14e07), // partner
-        x::Name(0x24c4209), // community
-        x::Name(0x3005707), // product
-        x::Name(0x3004d09), // processor
-        x::Name(0x3005707), // product
-        x::Name(0x3004d09), // processor
-        x::Name(0x2474e0e), // chapProhibited
-        x::Name(0x247190f), // chapDiscouraged
-        x::Name(0x247400d), // chapPreferred
-        x::Name(0x2475d0c), // chapRequired
-        x::Name(0x26c5310), // digestProhibited
-        x::Name(0x26bfa11), // digestDiscouraged
-        x::Name(0x26c430f), // digestPreferred
-        x::Name(0x26c750e), // digestRequired
-        x::Name(0x8e0f04), // DHCP
-        x::Name(0x59990e), // AutoConfigured
-        x::Name(0x1aad906), // Static
-        x::Name(0x1568105), // Other
+        x::Name(0x2cd8606), // modify
+        x::Name(0x30df307), // replace
         x::Name(0x22eb903), // add
         x::Name(0x30d8106), // remove
-        x::Name(0x2dc540c), // notsupported
-        x::Name(0x2e9ad08), // optional
-        x::Name(0x3109a08), // required
-        x::Name(0x3308e0c), // staticMethod
-        x::Name(0x31d4510), // sendTargetMethod
-        x::Name(0x324c609), // slpMethod
-        x::Name(0x2b3ed0a), // isnsMethod
-        x::Name(0x348a10d), // unknownMethod
+        x::Name(0x278e604), // edit
+        x::Name(0x2a36806), // ignore
+        x::Name(0x1483603), // NSX
+        x::Name(0x1d38504), // VSAN
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2a95405), // intel
+        x::Name(0x233e303), // amd
+        x::Name(0x2a21e05), // hygon
+        x::Name(0x2366003), // arm
+        x::Name(0x2e68003), // off
+        x::Name(0x3309b0c), // staticPolicy
+        x::Name(0x278530d), // dynamicPolicy
+        x::Name(0x33c2a0d), // systemDefault
+        x::Name(0x3197905), // scav1
+        x::Name(0x3197f05), // scav2
+        x::Name(0x2a50509), // incapable
+        x::Name(0x2fde008), // prepared
+        x::Name(0x3187904), // safe
+        x::Name(0x2f32810), // pendingIncapable
+        x::Name(0x2db2606), // normal
+        x::Name(0x2d10603), // mux
+        x::Name(0x24ec50c), // configFailed
+        x::Name(0x3410207), // timeout
+        x::Name(0x24c1b17), // communicationInitFailed
+        x::Name(0x299e617), // healthCheckScriptFailed
+        x::Name(0x230be0b), // agentFailed
+        x::Name(0x230e30d), // agentShutdown
+        x::Name(0x2b4251a), // isolationAddressUnpingable
         x::Name(0x2eadc05), // other
-        x::Name(0x2c0ff06), // manual
-        x::Name(0x26b2404), // dhcp
-        x::Name(0x2bb4a09), // linklayer
-        x::Name(0x3060406), // random
-        x::Name(0x2fd9b09), // preferred
-        x::Name(0x2666c0a), // deprecated
-        x::Name(0x2aa9b07), // invalid
-        x::Name(0x2a4c30c), // inaccessible
-        x::Name(0x3488b07), // unknown
-        x::Name(0x33fa909), // tentative
-        x::Name(0x2765b09), // duplicate
-        x::Name(0x2de8c0e), // numCpuPackages
-        x::Name(0x2de6b0b), // numCpuCores
-        x::Name(0x2c8970a), // memorySize
-        x::Name(0x2c7ca0c), // memoryForVms
-        x::Name(0x2e3a80d), // numVmsStarted
-        x::Name(0x2e3b60e), // numVmsStarting
-        x::Name(0x367900c), // vsanCapacity
-        x::Name(0x2bd7410), // lockdownDisabled
-        x::Name(0x2bd920e), // lockdownNormal
-        x::Name(0x2bda10e), // lockdownStrict
-        x::Name(0xcaed04), // File
-        x::Name(0x1df7c0b), // VirtualDisk
-        x::Name(0xa53209), // Directory
-        x::Name(0x2598f0d), // currentConfig
-        x::Name(0x325950e), // snapshotConfig
-        x::Name(0x2a0070b), // hostUpgrade
-        x::Name(0x2c9000a), // memoryTier
-        x::Name(0x2f60d0e), // persistentTier
-        x::Name(0x2431f0b), // cachingTier
-        x::Name(0x349e80e), // unmappableTier
-        x::Name(0x8e2404), // DRAM
-        x::Name(0x15fa804), // PMem
-        x::Name(0x1483a04), // NVMe
-        x::Name(0x1614908), // Peaberry
-        x::Name(0x2da3209), // noTiering
-        x::Name(0x297eb0f), // hardwareTiering
-        x::Name(0x3274d0f), // softwareTiering
-        x::Name(0x7ee12), // AllPathsDown_Start
-        x::Name(0x80114), // AllPathsDown_Timeout
-        x::Name(0x1634613), // PermanentDeviceLoss
-        x::Name(0x5c950f), // CONNECT_FAILURE
-        x::Name(0x13ef313), // MOUNT_NOT_SUPPORTED
-        x::Name(0x1481911), // NFS_NOT_SUPPORTED
-        x::Name(0x13ecb0c), // MOUNT_DENIED
-        x::Name(0x13ee50d), // MOUNT_NOT_DIR
-        x::Name(0x1d36215), // VOLUME_LIMIT_EXCEEDED
-        x::Name(0x5ca513), // CONN_LIMIT_EXCEEDED
-        x::Name(0x13ed80c), // MOUNT_EXISTS
-        x::Name(0x1550406), // OTHERS
-        x::Name(0x306ed09), // readWrite
-        x::Name(0x306b208), // readOnly
-        x::Name(0xa208), // AUTH_SYS
-        x::Name(0x19b4708), // SEC_KRB5
-        x::Name(0x19b5009), // SEC_KRB5I
-        x::Name(0x19b5a09), // SEC_KRB5P
-        x::Name(0x2d86307), // newreno
-        x::Name(0x2596505), // cubic
-        x::Name(0x2646f11), // defaultTcpipStack
-        x::Name(0x364c307), // vmotion
-        x::Name(0x3533013), // vSphereProvisioning
-        x::Name(0x2cc1d06), // mirror
-        x::Name(0x2e95f03), // ops
-        x::Name(0x366070b), // vnetworking
-        x::Name(0x3488b07), // unknown
-        x::Name(0x292f105), // green
-        x::Name(0x3706606), // yellow
-        x::Name(0x30a8b03), // red
-        x::Name(0x286b603), // fan
-        x::Name(0x2fb0d05), // power
-        x::Name(0x33f7b0b), // temperature
-        x::Name(0x366d107), // voltage
-        x::Name(0x2eadc05), // other
-        x::Name(0x3004d09), // processor
-        x::Name(0x2c76d06), // memory
-        x::Name(0x331f407), // storage
-        x::Name(0x33bfc0b), // systemBoard
-        x::Name(0x23ed007), // battery
-        x::Name(0x23f5a04), // bios
-        x::Name(0x242c305), // cable
-        x::Name(0x36be708), // watchdog
-        x::Name(0x26f7509), // discovery
-        x::Name(0x2e51803), // nvm
-        x::Name(0x31c6815), // secureChannelRequired
-        x::Name(0x31c4f18), // secureChannelNotRequired
-        x::Name(0x310dc18), // requirementsNotSpecified
-        x::Name(0x2b01704), // ipv4
-        x::Name(0x2b04604), // ipv6
-        x::Name(0x2a6c00a), // infiniBand
-        x::Name(0x287c002), // fc
-        x::Name(0x2be6d08), // loopback
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2f2c404), // pcie
-        x::Name(0x289350c), // fibreChannel
-        x::Name(0x3067404), // rdma
-        x::Name(0x33efd03), // tcp
-        x::Name(0x2be6d08), // loopback
-        x::Name(0x34adc0b), // unsupported
+        x::Name(0x2ddf103), // ntp
+        x::Name(0x3039103), // ptp
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    HostCnxFailedEvent(Box<HostCnxFailedEvent>),
+    HostCnxFailedNetworkErrorEvent(Box<HostCnxFailedNetworkErrorEvent>),
+    HostCnxFailedNoAccessEvent(Box<HostCnxFailedNoAccessEvent>),
+    HostCnxFailedNoConnectionEvent(Box<HostCnxFailedNoConnectionEvent>),
+    HostCnxFailedNoLicenseEvent(Box<HostCnxFailedNoLicenseEvent>),
+    HostCnxFailedNotFoundEvent(Box<HostCnxFailedNotFoundEvent>),
+    HostCnxFailedTimeoutEvent(Box<HostCnxFailedTimeoutEvent>),
+    HostCommunication(Box<HostCommunication>),
+    HostComplianceCheckedEvent(Box<HostComplianceCheckedEvent>),
+    HostCompliantEvent(Box<HostCompliantEvent>),
+    HostConfigAppliedEvent(Box<HostConfigAppliedEvent>),
+    HostConfigChange(Box<HostConfigChange>),
+    HostConfigChangeMode(Box<HostConfigChangeMode>),
+    HostConfigChangeOperation(Box<HostConfigChangeOperation>),
+    HostConfigChangeOwner(Box<HostConfigChangeOwner>),
+    HostConfigFailed(Box<HostConfigFailed>),
+    HostConfigFault(Box<HostConfigFault>),
+    HostConfigInfo(Box<HostConfigInfo>),
+    HostConfigManager(Box<HostConfigManager>),
+    HostConfigSpec(Box<HostConfigSpec>),
+    HostConfigSummary(Box<HostConfigSummary>),
+    HostConnectFault(Box<HostConnectFault>),
+    HostConnectInfo(Box<HostConnectInfo>),
+    HostConnectInfoNetworkInfo(Box<HostConnectInfoNetworkInfo>),
+    HostConnectSpec(Box<HostConnectSpec>),
+    HostConnectedEvent(Box<HostConnectedEvent>),
+    HostConnectionLostEvent(Box<HostConnectionLostEvent>),
+    HostCpuIdInfo(Box<HostCpuIdInfo>),
+    HostCpuInfo(Box<HostCpuInfo>),
+    HostCpuPackage(Box<HostCpuPackage>),
+    HostCpuPackageVendor(Box<HostCpuPackageVendor>),
+    HostCpuPowerManagementInfo(Box<HostCpuPowerManagementInfo>),
+    HostCpuPowerManagementInfoPolicyType(Box<HostCpuPowerManagementInfoPolicyType>),
+    HostCpuSchedulerInfo(Box<HostCpuSchedulerInfo>),
+    HostCpuSchedulerInfoCpuSchedulerPolicyInfo(Box<HostCpuSchedulerInfoCpuSchedulerPolicyInfo>),
+    HostCryptoState(Box<HostCryptoState>),
+    HostDVSConfigSpecSwitchMode(Box<HostDVSConfigSpecSwitchMode>),
+    HostDasDisabledEvent(Box<HostDasDisabledEvent>),
+    HostDasDisablingEvent(Box<HostDasDisablingEvent>),
+    HostDasEnabledEvent(Box<HostDasEnabledEvent>),
+    HostDasEnablingEvent(Box<HostDasEnablingEvent>),
+    HostDasErrorEvent(Box<HostDasErrorEvent>),
+    HostDasErrorEventHostDasErrorReason(Box<HostDasErrorEventHostDasErrorReason>),
+    HostDasEvent(Box<HostDasEvent>),
+    HostDasOkEvent(Box<HostDasOkEvent>),
+    HostDataTransportConnectionInfo(Box<HostDataTransportConnectionInfo>),
+    HostDatastoreBrowserSearchResults(Box<HostDatastoreBrowserSearchResults>),
+    HostDatastoreBrowserSearchSpec(Box<HostDatastoreBrowserSearchSpec>),
+    HostDatastoreConnectInfo(Box<HostDatastoreConnectInfo>),
+    HostDatastoreExistsConnectInfo(Box<HostDatastoreExistsConnectInfo>),
+    HostDatastoreNameConflictConnectInfo(Box<HostDatastoreNameConflictConnectInfo>),
+    HostDatastoreSystemCapabilities(Box<HostDatastoreSystemCapabilities>),
+    HostDatastoreSystemDatastoreResult(Box<HostDatastoreSystemDatastoreResult>),
+    HostDatastoreSystemVvolDatastoreSpec(Box<HostDatastoreSystemVvolDatastoreSpec>),
+    HostDateTimeConfig(Box<HostDateTimeConfig>),
+    HostDateTimeInfo(Box<HostDateTimeInfo>),
+    HostDateTimeInfoProtocol(Box<HostDateTimeInfoProtocol>),
+    HostDateTimeSystemServiceTestResult(Box<HostDateTimeSystemServiceTestResult>),
+    HostDateTimeSystemTimeZone(Box<HostDateTimeSystemTimeZone>),
+    HostDeploymentInfo(Box<HostDeploymentInfo>),
+    HostDevice(Box<HostDevice>),
+    HostDhcpService(Box<HostDhcpService>),
+    HostDhcpServiceConfig(Box<HostDhcpServiceConfig>),
+    HostDhcpServiceSpec(Box<HostDhcpServiceSpec>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedEvent(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNetworkErrorEvent(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoAccessEvent(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoConnectionEvent(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoLicenseEvent(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNotFoundEvent(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedTimeoutEvent(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCommunication(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostComplianceCheckedEvent(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCompliantEvent(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigAppliedEvent(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChange(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeMode(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeOperation(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeOwner(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFailed(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFault(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigInfo(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigManager(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigSpec(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigSummary(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectFault(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectInfo(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectInfoNetworkInfo(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectSpec(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectedEvent(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectionLostEvent(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuIdInfo(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuInfo(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPackage(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPackageVendor(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPowerManagementInfo(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPowerManagementInfoPolicyType(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuSchedulerInfo(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCryptoState(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDVSConfigSpecSwitchMode(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasDisabledEvent(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasDisablingEvent(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEnablingEvent(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasErrorEvent(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasErrorEventHostDasErrorReason(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEvent(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasOkEvent(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDataTransportConnectionInfo(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreBrowserSearchResults(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreBrowserSearchSpec(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreConnectInfo(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreExistsConnectInfo(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreNameConflictConnectInfo(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreSystemCapabilities(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreSystemDatastoreResult(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreSystemVvolDatastoreSpec(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeConfig(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfo(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfoProtocol(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemServiceTestResult(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDeploymentInfo(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDevice(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpService(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpServiceConfig(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpServiceSpec(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::HostCnxFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedNetworkErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedNoAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedNoConnectionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedNoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedNotFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCnxFailedTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCommunication(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigChange(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigChangeMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigChangeOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigChangeOwner(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigManager(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConfigSummary(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConnectInfoNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostConnectionLostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuIdInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuPackage(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuPackageVendor(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuPowerManagementInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuPowerManagementInfoPolicyType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuSchedulerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostCryptoState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDVSConfigSpecSwitchMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDasDisablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDasEnablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDasErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDasErrorEventHostDasErrorReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDasEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDasOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDataTransportConnectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDatastoreBrowserSearchResults(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDatastoreBrowserSearchSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDatastoreConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDatastoreExistsConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDatastoreNameConflictConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDatastoreSystemCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDatastoreSystemDatastoreResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDatastoreSystemVvolDatastoreSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDateTimeConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDateTimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDateTimeInfoProtocol(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDateTimeSystemServiceTestResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDeploymentInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDhcpService(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDhcpServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDhcpServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::HostCnxFailedEvent(a), Object::HostCnxFailedEvent(b)) => **a == **b,
+            (Object::HostCnxFailedNetworkErrorEvent(a), Object::HostCnxFailedNetworkErrorEvent(b)) => **a == **b,
+            (Object::HostCnxFailedNoAccessEvent(a), Object::HostCnxFailedNoAccessEvent(b)) => **a == **b,
+            (Object::HostCnxFailedNoConnectionEvent(a), Object::HostCnxFailedNoConnectionEvent(b)) => **a == **b,
+            (Object::HostCnxFailedNoLicenseEvent(a), Object::HostCnxFailedNoLicenseEvent(b)) => **a == **b,
+            (Object::HostCnxFailedNotFoundEvent(a), Object::HostCnxFailedNotFoundEvent(b)) => **a == **b,
+            (Object::HostCnxFailedTimeoutEvent(a), Object::HostCnxFailedTimeoutEvent(b)) => **a == **b,
+            (Object::HostCommunication(a), Object::HostCommunication(b)) => **a == **b,
+            (Object::HostComplianceCheckedEvent(a), Object::HostComplianceCheckedEvent(b)) => **a == **b,
+            (Object::HostCompliantEvent(a), Object::HostCompliantEvent(b)) => **a == **b,
+            (Object::HostConfigAppliedEvent(a), Object::HostConfigAppliedEvent(b)) => **a == **b,
+            (Object::HostConfigChange(a), Object::HostConfigChange(b)) => **a == **b,
+            (Object::HostConfigChangeMode(a), Object::HostConfigChangeMode(b)) => **a == **b,
+            (Object::HostConfigChangeOperation(a), Object::HostConfigChangeOperation(b)) => **a == **b,
+            (Object::HostConfigChangeOwner(a), Object::HostConfigChangeOwner(b)) => **a == **b,
+            (Object::HostConfigFailed(a), Object::HostConfigFailed(b)) => **a == **b,
+            (Object::HostConfigFault(a), Object::HostConfigFault(b)) => **a == **b,
+            (Object::HostConfigInfo(a), Object::HostConfigInfo(b)) => **a == **b,
+            (Object::HostConfigManager(a), Object::HostConfigManager(b)) => **a == **b,
+            (Object::HostConfigSpec(a), Object::HostConfigSpec(b)) => **a == **b,
+            (Object::HostConfigSummary(a), Object::HostConfigSummary(b)) => **a == **b,
+            (Object::HostConnectFault(a), Object::HostConnectFault(b)) => **a == **b,
+            (Object::HostConnectInfo(a), Object::HostConnectInfo(b)) => **a == **b,
+            (Object::HostConnectInfoNetworkInfo(a), Object::HostConnectInfoNetworkInfo(b)) => **a == **b,
+            (Object::HostConnectSpec(a), Object::HostConnectSpec(b)) => **a == **b,
+            (Object::HostConnectedEvent(a), Object::HostConnectedEvent(b)) => **a == **b,
+            (Object::HostConnectionLostEvent(a), Object::HostConnectionLostEvent(b)) => **a == **b,
+            (Object::HostCpuIdInfo(a), Object::HostCpuIdInfo(b)) => **a == **b,
+            (Object::HostCpuInfo(a), Object::HostCpuInfo(b)) => **a == **b,
+            (Object::HostCpuPackage(a), Object::HostCpuPackage(b)) => **a == **b,
+            (Object::HostCpuPackageVendor(a), Object::HostCpuPackageVendor(b)) => **a == **b,
+            (Object::HostCpuPowerManagementInfo(a), Object::HostCpuPowerManagementInfo(b)) => **a == **b,
+            (Object::HostCpuPowerManagementInfoPolicyType(a), Object::HostCpuPowerManagementInfoPolicyType(b)) => **a == **b,
+            (Object::HostCpuSchedulerInfo(a), Object::HostCpuSchedulerInfo(b)) => **a == **b,
+            (Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(a), Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(b)) => **a == **b,
+            (Object::HostCryptoState(a), Object::HostCryptoState(b)) => **a == **b,
+            (Object::HostDVSConfigSpecSwitchMode(a), Object::HostDVSConfigSpecSwitchMode(b)) => **a == **b,
+            (Object::HostDasDisabledEvent(a), Object::HostDasDisabledEvent(b)) => **a == **b,
+            (Object::HostDasDisablingEvent(a), Object::HostDasDisablingEvent(b)) => **a == **b,
+            (Object::HostDasEnabledEvent(a), Object::HostDasEnabledEvent(b)) => **a == **b,
+            (Object::HostDasEnablingEvent(a), Object::HostDasEnablingEvent(b)) => **a == **b,
+            (Object::HostDasErrorEvent(a), Object::HostDasErrorEvent(b)) => **a == **b,
+            (Object::HostDasErrorEventHostDasErrorReason(a), Object::HostDasErrorEventHostDasErrorReason(b)) => **a == **b,
+            (Object::HostDasEvent(a), Object::HostDasEvent(b)) => **a == **b,
+            (Object::HostDasOkEvent(a), Object::HostDasOkEvent(b)) => **a == **b,
+            (Object::HostDataTransportConnectionInfo(a), Object::HostDataTransportConnectionInfo(b)) => **a == **b,
+            (Object::HostDatastoreBrowserSearchResults(a), Object::HostDatastoreBrowserSearchResults(b)) => **a == **b,
+            (Object::HostDatastoreBrowserSearchSpec(a), Object::HostDatastoreBrowserSearchSpec(b)) => **a == **b,
+            (Object::HostDatastoreConnectInfo(a), Object::HostDatastoreConnectInfo(b)) => **a == **b,
+            (Object::HostDatastoreExistsConnectInfo(a), Object::HostDatastoreExistsConnectInfo(b)) => **a == **b,
+            (Object::HostDatastoreNameConflictConnectInfo(a), Object::HostDatastoreNameConflictConnectInfo(b)) => **a == **b,
+            (Object::HostDatastoreSystemCapabilities(a), Object::HostDatastoreSystemCapabilities(b)) => **a == **b,
+            (Object::HostDatastoreSystemDatastoreResult(a), Object::HostDatastoreSystemDatastoreResult(b)) => **a == **b,
+            (Object::HostDatastoreSystemVvolDatastoreSpec(a), Object::HostDatastoreSystemVvolDatastoreSpec(b)) => **a == **b,
+            (Object::HostDateTimeConfig(a), Object::HostDateTimeConfig(b)) => **a == **b,
+            (Object::HostDateTimeInfo(a), Object::HostDateTimeInfo(b)) => **a == **b,
+            (Object::HostDateTimeInfoProtocol(a), Object::HostDateTimeInfoProtocol(b)) => **a == **b,
+            (Object::HostDateTimeSystemServiceTestResult(a), Object::HostDateTimeSystemServiceTestResult(b)) => **a == **b,
+            (Object::HostDateTimeSystemTimeZone(a), Object::HostDateTimeSystemTimeZone(b)) => **a == **b,
+            (Object::HostDeploymentInfo(a), Object::HostDeploymentInfo(b)) => **a == **b,
+            (Object::HostDevice(a), Object::HostDevice(b)) => **a == **b,
+            (Object::HostDhcpService(a), Object::HostDhcpService(b)) => **a == **b,
+            (Object::HostDhcpServiceConfig(a), Object::HostDhcpServiceConfig(b)) => **a == **b,
+            (Object::HostDhcpServiceSpec(a), Object::HostDhcpServiceSpec(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::HostCnxFailedEvent(v) => Object::HostCnxFailedEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedNetworkErrorEvent(v) => Object::HostCnxFailedNetworkErrorEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedNoAccessEvent(v) => Object::HostCnxFailedNoAccessEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedNoConnectionEvent(v) => Object::HostCnxFailedNoConnectionEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedNoLicenseEvent(v) => Object::HostCnxFailedNoLicenseEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedNotFoundEvent(v) => Object::HostCnxFailedNotFoundEvent(Box::new((**v).clone())),
+            Object::HostCnxFailedTimeoutEvent(v) => Object::HostCnxFailedTimeoutEvent(Box::new((**v).clone())),
+            Object::HostCommunication(v) => Object::HostCommunication(Box::new((**v).clone())),
+            Object::HostComplianceCheckedEvent(v) => Object::HostComplianceCheckedEvent(Box::new((**v).clone())),
+            Object::HostCompliantEvent(v) => Object::HostCompliantEvent(Box::new((**v).clone())),
+            Object::HostConfigAppliedEvent(v) => Object::HostConfigAppliedEvent(Box::new((**v).clone())),
+            Object::HostConfigChange(v) => Object::HostConfigChange(Box::new((**v).clone())),
+            Object::HostConfigChangeMode(v) => Object::HostConfigChangeMode(Box::new((**v).clone())),
+            Object::HostConfigChangeOperation(v) => Object::HostConfigChangeOperation(Box::new((**v).clone())),
+            Object::HostConfigChangeOwner(v) => Object::HostConfigChangeOwner(Box::new((**v).clone())),
+            Object::HostConfigFailed(v) => Object::HostConfigFailed(Box::new((**v).clone())),
+            Object::HostConfigFault(v) => Object::HostConfigFault(Box::new((**v).clone())),
+            Object::HostConfigInfo(v) => Object::HostConfigInfo(Box::new((**v).clone())),
+            Object::HostConfigManager(v) => Object::HostConfigManager(Box::new((**v).clone())),
+            Object::HostConfigSpec(v) => Object::HostConfigSpec(Box::new((**v).clone())),
+            Object::HostConfigSummary(v) => Object::HostConfigSummary(Box::new((**v).clone())),
+            Object::HostConnectFault(v) => Object::HostConnectFault(Box::new((**v).clone())),
+            Object::HostConnectInfo(v) => Object::HostConnectInfo(Box::new((**v).clone())),
+            Object::HostConnectInfoNetworkInfo(v) => Object::HostConnectInfoNetworkInfo(Box::new((**v).clone())),
+            Object::HostConnectSpec(v) => Object::HostConnectSpec(Box::new((**v).clone())),
+            Object::HostConnectedEvent(v) => Object::HostConnectedEvent(Box::new((**v).clone())),
+            Object::HostConnectionLostEvent(v) => Object::HostConnectionLostEvent(Box::new((**v).clone())),
+            Object::HostCpuIdInfo(v) => Object::HostCpuIdInfo(Box::new((**v).clone())),
+            Object::HostCpuInfo(v) => Object::HostCpuInfo(Box::new((**v).clone())),
+            Object::HostCpuPackage(v) => Object::HostCpuPackage(Box::new((**v).clone())),
+            Object::HostCpuPackageVendor(v) => Object::HostCpuPackageVendor(Box::new((**v).clone())),
+            Object::HostCpuPowerManagementInfo(v) => Object::HostCpuPowerManagementInfo(Box::new((**v).clone())),
+            Object::HostCpuPowerManagementInfoPolicyType(v) => Object::HostCpuPowerManagementInfoPolicyType(Box::new((**v).clone())),
+            Object::HostCpuSchedulerInfo(v) => Object::HostCpuSchedulerInfo(Box::new((**v).clone())),
+            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(Box::new((**v).clone())),
+            Object::HostCryptoState(v) => Object::HostCryptoState(Box::new((**v).clone())),
+            Object::HostDVSConfigSpecSwitchMode(v) => Object::HostDVSConfigSpecSwitchMode(Box::new((**v).clone())),
+            Object::HostDasDisabledEvent(v) => Object::HostDasDisabledEvent(Box::new((**v).clone())),
+            Object::HostDasDisablingEvent(v) => Object::HostDasDisablingEvent(Box::new((**v).clone())),
+            Object::HostDasEnabledEvent(v) => Object::HostDasEnabledEvent(Box::new((**v).clone())),
+            Object::HostDasEnablingEvent(v) => Object::HostDasEnablingEvent(Box::new((**v).clone())),
+            Object::HostDasErrorEvent(v) => Object::HostDasErrorEvent(Box::new((**v).clone())),
+            Object::HostDasErrorEventHostDasErrorReason(v) => Object::HostDasErrorEventHostDasErrorReason(Box::new((**v).clone())),
+            Object::HostDasEvent(v) => Object::HostDasEvent(Box::new((**v).clone())),
+            Object::HostDasOkEvent(v) => Object::HostDasOkEvent(Box::new((**v).clone())),
+            Object::HostDataTransportConnectionInfo(v) => Object::HostDataTransportConnectionInfo(Box::new((**v).clone())),
+            Object::HostDatastoreBrowserSearchResults(v) => Object::HostDatastoreBrowserSearchResults(Box::new((**v).clone())),
+            Object::HostDatastoreBrowserSearchSpec(v) => Object::HostDatastoreBrowserSearchSpec(Box::new((**v).clone())),
+            Object::HostDatastoreConnectInfo(v) => Object::HostDatastoreConnectInfo(Box::new((**v).clone())),
+            Object::HostDatastoreExistsConnectInfo(v) => Object::HostDatastoreExistsConnectInfo(Box::new((**v).clone())),
+            Object::HostDatastoreNameConflictConnectInfo(v) => Object::HostDatastoreNameConflictConnectInfo(Box::new((**v).clone())),
+            Object::HostDatastoreSystemCapabilities(v) => Object::HostDatastoreSystemCapabilities(Box::new((**v).clone())),
+            Object::HostDatastoreSystemDatastoreResult(v) => Object::HostDatastoreSystemDatastoreResult(Box::new((**v).clone())),
+            Object::HostDatastoreSystemVvolDatastoreSpec(v) => Object::HostDatastoreSystemVvolDatastoreSpec(Box::new((**v).clone())),
+            Object::HostDateTimeConfig(v) => Object::HostDateTimeConfig(Box::new((**v).clone())),
+            Object::HostDateTimeInfo(v) => Object::HostDateTimeInfo(Box::new((**v).clone())),
+            Object::HostDateTimeInfoProtocol(v) => Object::HostDateTimeInfoProtocol(Box::new((**v).clone())),
+            Object::HostDateTimeSystemServiceTestResult(v) => Object::HostDateTimeSystemServiceTestResult(Box::new((**v).clone())),
+            Object::HostDateTimeSystemTimeZone(v) => Object::HostDateTimeSystemTimeZone(Box::new((**v).clone())),
+            Object::HostDeploymentInfo(v) => Object::HostDeploymentInfo(Box::new((**v).clone())),
+            Object::HostDevice(v) => Object::HostDevice(Box::new((**v).clone())),
+            Object::HostDhcpService(v) => Object::HostDhcpService(Box::new((**v).clone())),
+            Object::HostDhcpServiceConfig(v) => Object::HostDhcpServiceConfig(Box::new((**v).clone())),
+            Object::HostDhcpServiceSpec(v) => Object::HostDhcpServiceSpec(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::HostCnxFailedEvent(_) => "HostCnxFailedEvent",
+            Object::HostCnxFailedNetworkErrorEvent(_) => "HostCnxFailedNetworkErrorEvent",
+            Object::HostCnxFailedNoAccessEvent(_) => "HostCnxFailedNoAccessEvent",
+            Object::HostCnxFailedNoConnectionEvent(_) => "HostCnxFailedNoConnectionEvent",
+            Object::HostCnxFailedNoLicenseEvent(_) => "HostCnxFailedNoLicenseEvent",
+            Object::HostCnxFailedNotFoundEvent(_) => "HostCnxFailedNotFoundEvent",
+            Object::HostCnxFailedTimeoutEvent(_) => "HostCnxFailedTimeoutEvent",
+            Object::HostCommunication(_) => "HostCommunication",
+            Object::HostComplianceCheckedEvent(_) => "HostComplianceCheckedEvent",
+            Object::HostCompliantEvent(_) => "HostCompliantEvent",
+            Object::HostConfigAppliedEvent(_) => "HostConfigAppliedEvent",
+            Object::HostConfigChange(_) => "HostConfigChange",
+            Object::HostConfigChangeMode(_) => "HostConfigChangeMode",
+            Object::HostConfigChangeOperation(_) => "HostConfigChangeOperation",
+            Object::HostConfigChangeOwner(_) => "HostConfigChangeOwner",
+            Object::HostConfigFailed(_) => "HostConfigFailed",
+            Object::HostConfigFault(_) => "HostConfigFault",
+            Object::HostConfigInfo(_) => "HostConfigInfo",
+            Object::HostConfigManager(_) => "HostConfigManager",
+            Object::HostConfigSpec(_) => "HostConfigSpec",
+            Object::HostConfigSummary(_) => "HostConfigSummary",
+            Object::HostConnectFault(_) => "HostConnectFault",
+            Object::HostConnectInfo(_) => "HostConnectInfo",
+            Object::HostConnectInfoNetworkInfo(_) => "HostConnectInfoNetworkInfo",
+            Object::HostConnectSpec(_) => "HostConnectSpec",
+            Object::HostConnectedEvent(_) => "HostConnectedEvent",
+            Object::HostConnectionLostEvent(_) => "HostConnectionLostEvent",
+            Object::HostCpuIdInfo(_) => "HostCpuIdInfo",
+            Object::HostCpuInfo(_) => "HostCpuInfo",
+            Object::HostCpuPackage(_) => "HostCpuPackage",
+            Object::HostCpuPackageVendor(_) => "HostCpuPackageVendor",
+            Object::HostCpuPowerManagementInfo(_) => "HostCpuPowerManagementInfo",
+            Object::HostCpuPowerManagementInfoPolicyType(_) => "HostCpuPowerManagementInfoPolicyType",
+            Object::HostCpuSchedulerInfo(_) => "HostCpuSchedulerInfo",
+            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(_) => "HostCpuSchedulerInfoCpuSchedulerPolicyInfo",
+            Object::HostCryptoState(_) => "HostCryptoState",
+            Object::HostDVSConfigSpecSwitchMode(_) => "HostDVSConfigSpecSwitchMode",
+            Object::HostDasDisabledEvent(_) => "HostDasDisabledEvent",
+            Object::HostDasDisablingEvent(_) => "HostDasDisablingEvent",
+            Object::HostDasEnabledEvent(_) => "HostDasEnabledEvent",
+            Object::HostDasEnablingEvent(_) => "HostDasEnablingEvent",
+            Object::HostDasErrorEvent(_) => "HostDasErrorEvent",
+            Object::HostDasErrorEventHostDasErrorReason(_) => "HostDasErrorEventHostDasErrorReason",
+            Object::HostDasEvent(_) => "HostDasEvent",
+            Object::HostDasOkEvent(_) => "HostDasOkEvent",
+            Object::HostDataTransportConnectionInfo(_) => "HostDataTransportConnectionInfo",
+            Object::HostDatastoreBrowserSearchResults(_) => "HostDatastoreBrowserSearchResults",
+            Object::HostDatastoreBrowserSearchSpec(_) => "HostDatastoreBrowserSearchSpec",
+            Object::HostDatastoreConnectInfo(_) => "HostDatastoreConnectInfo",
+            Object::HostDatastoreExistsConnectInfo(_) => "HostDatastoreExistsConnectInfo",
+            Object::HostDatastoreNameConflictConnectInfo(_) => "HostDatastoreNameConflictConnectInfo",
+            Object::HostDatastoreSystemCapabilities(_) => "HostDatastoreSystemCapabilities",
+            Object::HostDatastoreSystemDatastoreResult(_) => "HostDatastoreSystemDatastoreResult",
+            Object::HostDatastoreSystemVvolDatastoreSpec(_) => "HostDatastoreSystemVvolDatastoreSpec",
+            Object::HostDateTimeConfig(_) => "HostDateTimeConfig",
+            Object::HostDateTimeInfo(_) => "HostDateTimeInfo",
+            Object::HostDateTimeInfoProtocol(_) => "HostDateTimeInfoProtocol",
+            Object::HostDateTimeSystemServiceTestResult(_) => "HostDateTimeSystemServiceTestResult",
+            Object::HostDateTimeSystemTimeZone(_) => "HostDateTimeSystemTimeZone",
+            Object::HostDeploymentInfo(_) => "HostDeploymentInfo",
+            Object::HostDevice(_) => "HostDevice",
+            Object::HostDhcpService(_) => "HostDhcpService",
+            Object::HostDhcpServiceConfig(_) => "HostDhcpServiceConfig",
+            Object::HostDhcpServiceSpec(_) => "HostDhcpServiceSpec",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::HostCnxFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedNetworkErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedNoAccessEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedNoConnectionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedNoLicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedNotFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCnxFailedTimeoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCommunication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostComplianceCheckedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCompliantEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigAppliedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigChangeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigChangeOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigChangeOwner(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigManager(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConfigSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConnectInfoNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostConnectionLostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuIdInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuPackageVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuPowerManagementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuPowerManagementInfoPolicyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuSchedulerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostCryptoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDVSConfigSpecSwitchMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDasDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDasDisablingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDasEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDasEnablingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDasErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDasErrorEventHostDasErrorReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDasEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDasOkEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDataTransportConnectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDatastoreBrowserSearchResults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDatastoreBrowserSearchSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDatastoreConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDatastoreExistsConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDatastoreNameConflictConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDatastoreSystemCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDatastoreSystemDatastoreResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDatastoreSystemVvolDatastoreSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDateTimeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDateTimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDateTimeInfoProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDateTimeSystemServiceTestResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDeploymentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDhcpService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDhcpServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDhcpServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for HostCnxFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedNetworkErrorEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedNetworkErrorEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedNetworkErrorEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedNetworkErrorEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedNoAccessEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedNoAccessEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedNoAccessEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedNoAccessEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedNoConnectionEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedNoConnectionEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedNoConnectionEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedNoConnectionEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedNoLicenseEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedNoLicenseEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedNoLicenseEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedNoLicenseEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedNotFoundEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedNotFoundEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedNotFoundEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedNotFoundEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCnxFailedTimeoutEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCnxFailedTimeoutEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCnxFailedTimeoutEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCnxFailedTimeoutEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCommunication {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCommunication(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCommunication(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCommunication(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostComplianceCheckedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostComplianceCheckedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostComplianceCheckedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostComplianceCheckedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCompliantEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCompliantEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCompliantEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCompliantEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigAppliedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigAppliedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigAppliedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigAppliedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigChange {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigChange(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigChange(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigChange(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigChangeMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigChangeMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigChangeMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigChangeMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigChangeOperation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigChangeOperation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigChangeOperation(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigChangeOperation(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigChangeOwner {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigChangeOwner(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigChangeOwner(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigChangeOwner(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigFailed {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigFailed(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigFailed(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigFailed(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigManager {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigManager(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigManager(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigManager(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConfigSummary {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConfigSummary(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConfigSummary(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConfigSummary(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConnectFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConnectFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConnectFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConnectFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConnectInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConnectInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConnectInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConnectInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConnectInfoNetworkInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConnectInfoNetworkInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConnectInfoNetworkInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConnectInfoNetworkInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConnectSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConnectSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConnectSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConnectSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConnectedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConnectedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConnectedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConnectedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostConnectionLostEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostConnectionLostEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostConnectionLostEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostConnectionLostEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCpuIdInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCpuIdInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCpuIdInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCpuIdInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCpuInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCpuInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCpuInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCpuInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCpuPackage {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCpuPackage(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCpuPackage(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCpuPackage(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCpuPackageVendor {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCpuPackageVendor(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCpuPackageVendor(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCpuPackageVendor(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCpuPowerManagementInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCpuPowerManagementInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCpuPowerManagementInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCpuPowerManagementInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCpuPowerManagementInfoPolicyType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCpuPowerManagementInfoPolicyType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCpuSchedulerInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCpuSchedulerInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCpuSchedulerInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCpuSchedulerInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCpuSchedulerInfoCpuSchedulerPolicyInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostCryptoState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostCryptoState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostCryptoState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostCryptoState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDVSConfigSpecSwitchMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDVSConfigSpecSwitchMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDVSConfigSpecSwitchMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDVSConfigSpecSwitchMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDasDisabledEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDasDisabledEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDasDisabledEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDasDisabledEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDasDisablingEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDasDisablingEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDasDisablingEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDasDisablingEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDasEnabledEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDasEnabledEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDasEnabledEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDasEnabledEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDasEnablingEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDasEnablingEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDasEnablingEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDasEnablingEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDasErrorEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDasErrorEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDasErrorEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDasErrorEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDasErrorEventHostDasErrorReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDasErrorEventHostDasErrorReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDasEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDasEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDasEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDasEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDasOkEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDasOkEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDasOkEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDasOkEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDataTransportConnectionInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDataTransportConnectionInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDataTransportConnectionInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDataTransportConnectionInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDatastoreBrowserSearchResults {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDatastoreBrowserSearchResults(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDatastoreBrowserSearchResults(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDatastoreBrowserSearchResults(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDatastoreBrowserSearchSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDatastoreBrowserSearchSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDatastoreBrowserSearchSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDatastoreBrowserSearchSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDatastoreConnectInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDatastoreConnectInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDatastoreConnectInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDatastoreConnectInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDatastoreExistsConnectInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDatastoreExistsConnectInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDatastoreExistsConnectInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDatastoreExistsConnectInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDatastoreNameConflictConnectInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDatastoreNameConflictConnectInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDatastoreNameConflictConnectInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDatastoreNameConflictConnectInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDatastoreSystemCapabilities {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDatastoreSystemCapabilities(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDatastoreSystemCapabilities(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDatastoreSystemCapabilities(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDatastoreSystemDatastoreResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDatastoreSystemDatastoreResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDatastoreSystemDatastoreResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDatastoreSystemDatastoreResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDatastoreSystemVvolDatastoreSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDatastoreSystemVvolDatastoreSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDatastoreSystemVvolDatastoreSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDatastoreSystemVvolDatastoreSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDateTimeConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDateTimeConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDateTimeConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDateTimeConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDateTimeInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDateTimeInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDateTimeInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDateTimeInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDateTimeInfoProtocol {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDateTimeInfoProtocol(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDateTimeInfoProtocol(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDateTimeInfoProtocol(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDateTimeSystemServiceTestResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDateTimeSystemServiceTestResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDateTimeSystemServiceTestResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDateTimeSystemServiceTestResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDateTimeSystemTimeZone {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDateTimeSystemTimeZone(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDateTimeSystemTimeZone(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDateTimeSystemTimeZone(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDeploymentInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDeploymentInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDeploymentInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDeploymentInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDevice(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDevice(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDhcpService {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDhcpService(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDhcpService(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDhcpService(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDhcpServiceConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDhcpServiceConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDhcpServiceConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDhcpServiceConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDhcpServiceSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDhcpServiceSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDhcpServiceSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDhcpServiceSpec(v) => Ok(v), other => Err(other), }
+    }
+}

@@ -6,1226 +6,1984 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1025610), x::Name(0xbb9c0b), 0, 8), // HostOpaqueSwitch: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1026721), 0, 4), // HostOpaqueSwitchOpaqueSwitchState
-        x::TypeEntry::structure(x::Name(0x102891f), x::Name(0xbb9c0b), 8, 2), // HostOpaqueSwitchPhysicalNicZone: DynamicData
-        x::TypeEntry::structure(x::Name(0x102a916), x::Name(0x73cd19), 10, 0), // HostOvercommittedEvent: ClusterOvercommittedEvent
-        x::TypeEntry::structure(x::Name(0x102c00e), x::Name(0xebd814), 10, 2), // HostPMemVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0x102cf13), x::Name(0xefbc12), 12, 0), // HostParallelScsiHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0x102e31f), x::Name(0x1172c13), 12, 0), // HostParallelScsiTargetTransport: HostTargetTransport
-        x::TypeEntry::enumeration(x::Name(0x103031c), 4, 3), // HostPartialMaintenanceModeId
-        x::TypeEntry::structure(x::Name(0x1032025), x::Name(0xbb9c0b), 12, 2), // HostPartialMaintenanceModeRuntimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1034620), 7, 4), // HostPartialMaintenanceModeStatus
-        x::TypeEntry::enumeration(x::Name(0x103671c), 11, 2), // HostPatchManagerInstallState
-        x::TypeEntry::enumeration(x::Name(0x103841f), 13, 7), // HostPatchManagerIntegrityStatus
-        x::TypeEntry::structure(x::Name(0x103a417), x::Name(0xbb9c0b), 14, 2), // HostPatchManagerLocator: DynamicData
-        x::TypeEntry::structure(x::Name(0x103bc29), x::Name(0xbb9c0b), 16, 5), // HostPatchManagerPatchManagerOperationSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x103e616), 20, 6), // HostPatchManagerReason
-        x::TypeEntry::structure(x::Name(0x103fd16), x::Name(0xbb9c0b), 21, 3), // HostPatchManagerResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1041416), x::Name(0xbb9c0b), 24, 11), // HostPatchManagerStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x1042b27), x::Name(0xbb9c0b), 35, 2), // HostPatchManagerStatusPrerequisitePatch: DynamicData
-        x::TypeEntry::structure(x::Name(0x104531d), x::Name(0xbb9c0b), 37, 1), // HostPathSelectionPolicyOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x104710d), x::Name(0xbb9c0b), 38, 16), // HostPciDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x1047f1b), x::Name(0xbb9c0b), 54, 4), // HostPciDeviceDirectPathInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1049b15), x::Name(0xbb9c0b), 58, 4), // HostPciPassthruConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x104b113), x::Name(0xbb9c0b), 62, 7), // HostPciPassthruInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x104c527), 26, 7), // HostPciPassthruInfoDirectPathDeviceMode
-        x::TypeEntry::structure(x::Name(0x104ed22), x::Name(0xbb9c0b), 69, 3), // HostPciPassthruInfoDirectPathState: DynamicData
-        x::TypeEntry::structure(x::Name(0x105100b), x::Name(0xefbc12), 72, 0), // HostPcieHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0x1051c17), x::Name(0x1172c13), 72, 0), // HostPcieTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0x1053418), x::Name(0xbb9c0b), 72, 2), // HostPersistentMemoryInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1054d1e), x::Name(0xbb9c0b), 74, 3), // HostPlacedVirtualNicIdentifier: DynamicData
-        x::TypeEntry::structure(x::Name(0x1056c15), x::Name(0xbb9c0b), 77, 5), // HostPlugStoreTopology: DynamicData
-        x::TypeEntry::structure(x::Name(0x105821c), x::Name(0xbb9c0b), 82, 3), // HostPlugStoreTopologyAdapter: DynamicData
-        x::TypeEntry::structure(x::Name(0x1059f1b), x::Name(0xbb9c0b), 85, 3), // HostPlugStoreTopologyDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x105bb19), x::Name(0xbb9c0b), 88, 8), // HostPlugStoreTopologyPath: DynamicData
-        x::TypeEntry::structure(x::Name(0x105d51b), x::Name(0xbb9c0b), 96, 4), // HostPlugStoreTopologyPlugin: DynamicData
-        x::TypeEntry::structure(x::Name(0x105f11b), x::Name(0xbb9c0b), 100, 2), // HostPlugStoreTopologyTarget: DynamicData
-        x::TypeEntry::structure(x::Name(0x1060d1b), x::Name(0xbb9c0b), 102, 4), // HostPnicNetworkResourceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x106290d), x::Name(0xbb9c0b), 106, 5), // HostPortGroup: DynamicData
-        x::TypeEntry::structure(x::Name(0x1063713), x::Name(0xbb9c0b), 111, 2), // HostPortGroupConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1064b11), x::Name(0xbb9c0b), 113, 3), // HostPortGroupPort: DynamicData
-        x::TypeEntry::structure(x::Name(0x1065d14), x::Name(0x166d210), 116, 1), // HostPortGroupProfile: PortGroupProfile
-        x::TypeEntry::structure(x::Name(0x1067211), x::Name(0xbb9c0b), 117, 4), // HostPortGroupSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1068414), x::Name(0xdb2a0f), 121, 2), // HostPosixAccountSpec: HostAccountSpec
-        x::TypeEntry::structure(x::Name(0x1069911), x::Name(0x1d94808), 123, 0), // HostPowerOpFailed: VimFault
-        x::TypeEntry::enumeration(x::Name(0x106ab16), 33, 2), // HostPowerOperationType
-        x::TypeEntry::structure(x::Name(0x106c20f), x::Name(0xbb9c0b), 123, 4), // HostPowerPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x106de21), x::Name(0xe4580c), 127, 1), // HostPrimaryAgentNotShortNameEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0x1070017), x::Name(0xea3c09), 128, 1), // HostProfileAppliedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x107181d), x::Name(0x1074c15), 129, 7), // HostProfileCompleteConfigSpec: HostProfileConfigSpec
-        x::TypeEntry::structure(x::Name(0x1073615), x::Name(0x1698411), 136, 6), // HostProfileConfigInfo: ProfileConfigInfo
-        x::TypeEntry::structure(x::Name(0x1074c15), x::Name(0x1699611), 142, 0), // HostProfileConfigSpec: ProfileCreateSpec
-        x::TypeEntry::structure(x::Name(0x107621e), x::Name(0x1074c15), 142, 2), // HostProfileHostBasedConfigSpec: HostProfileConfigSpec
-        x::TypeEntry::enumeration(x::Name(0x1078122), 35, 3), // HostProfileManagerAnswerFileStatus
-        x::TypeEntry::structure(x::Name(0x107a423), x::Name(0xbb9c0b), 144, 2), // HostProfileManagerCompositionResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x107c830), x::Name(0xbb9c0b), 146, 3), // HostProfileManagerCompositionResultResultElement: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x107f936), 38, 2), // HostProfileManagerCompositionResultResultElementStatus
-        x::TypeEntry::structure(x::Name(0x108302d), x::Name(0xbb9c0b), 149, 2), // HostProfileManagerCompositionValidationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1085e3a), x::Name(0xbb9c0b), 151, 10), // HostProfileManagerCompositionValidationResultResultElement: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1089940), 40, 2), // HostProfileManagerCompositionValidationResultResultElementStatus
-        x::TypeEntry::structure(x::Name(0x108da20), x::Name(0xbb9c0b), 161, 3), // HostProfileManagerConfigTaskList: DynamicData
-        x::TypeEntry::structure(x::Name(0x108fb25), x::Name(0xbb9c0b), 164, 2), // HostProfileManagerHostToConfigSpecMap: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1092125), 42, 2), // HostProfileManagerTaskListRequirement
-        x::TypeEntry::structure(x::Name(0x109472a), x::Name::NONE, 166, 1), // HostProfileResetValidationStateRequestType
-        x::TypeEntry::structure(x::Name(0x1097224), x::Name(0x16c581b), 167, 2), // HostProfileSerializedHostProfileSpec: ProfileSerializedCreateSpec
-        x::TypeEntry::structure(x::Name(0x1099720), x::Name(0xbb9c0b), 169, 7), // HostProfileValidationFailureInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x109b82a), 44, 4), // HostProfileValidationFailureInfoUpdateType
-        x::TypeEntry::enumeration(x::Name(0x109e31a), 48, 3), // HostProfileValidationState
-        x::TypeEntry::structure(x::Name(0x109fe20), x::Name(0xbb9c0b), 176, 0), // HostProfilesEntityCustomizations: DynamicData
-        x::TypeEntry::structure(x::Name(0x10a1f14), x::Name(0xbb9c0b), 176, 13), // HostProtocolEndpoint: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x10a341a), 51, 2), // HostProtocolEndpointPEType
-        x::TypeEntry::enumeration(x::Name(0x10a4f28), 53, 3), // HostProtocolEndpointProtocolEndpointType
-        x::TypeEntry::structure(x::Name(0x10a780f), x::Name(0xbb9c0b), 189, 25), // HostProxySwitch: DynamicData
-        x::TypeEntry::structure(x::Name(0x10a8815), x::Name(0xbb9c0b), 214, 3), // HostProxySwitchConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x10a9e16), x::Name(0xbb9c0b), 217, 5), // HostProxySwitchEnsInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x10ab51c), x::Name(0xbb9c0b), 222, 3), // HostProxySwitchHostLagConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x10ad213), x::Name(0xbb9c0b), 225, 1), // HostProxySwitchSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x10ae60d), x::Name(0xbb9c0b), 226, 2), // HostPtpConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x10af417), 56, 3), // HostPtpConfigDeviceType
-        x::TypeEntry::structure(x::Name(0x10b0c14), x::Name(0xbb9c0b), 228, 4), // HostPtpConfigPtpPort: DynamicData
-        x::TypeEntry::structure(x::Name(0x10b2111), x::Name(0xbb9c0b), 232, 2), // HostQualifiedName: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x10b3315), 59, 2), // HostQualifiedNameType
-        x::TypeEntry::structure(x::Name(0x10b4923), x::Name::NONE, 234, 2), // HostQueryVirtualDiskUuidRequestType
-        x::TypeEntry::structure(x::Name(0x10b6d0e), x::Name(0xbb9c0b), 236, 7), // HostRdmaDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x10b7c15), x::Name(0xbb9c0b), 243, 0), // HostRdmaDeviceBacking: DynamicData
-        x::TypeEntry::structure(x::Name(0x10b9218), x::Name(0xbb9c0b), 243, 3), // HostRdmaDeviceCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x10bab1c), x::Name(0xbb9c0b), 246, 3), // HostRdmaDeviceConnectionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x10bc81d), 61, 6), // HostRdmaDeviceConnectionState
-        x::TypeEntry::structure(x::Name(0x10be619), x::Name(0x10b7c15), 249, 1), // HostRdmaDevicePnicBacking: HostRdmaDeviceBacking
-        x::TypeEntry::structure(x::Name(0x10c000b), x::Name(0xefbc12), 250, 1), // HostRdmaHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0x10c0c17), x::Name(0x1172c13), 251, 0), // HostRdmaTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0x10c242a), x::Name::NONE, 251, 3), // HostReconcileDatastoreInventoryRequestType
-        x::TypeEntry::structure(x::Name(0x10c4f1b), x::Name(0xea3c09), 254, 0), // HostReconnectionFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x10c6b1b), x::Name::NONE, 254, 5), // HostRegisterDiskRequestType
-        x::TypeEntry::structure(x::Name(0x10c8716), x::Name(0xbb9c0b), 259, 1), // HostReliableMemoryInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x10c9e25), x::Name::NONE, 260, 5), // HostRelocateVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x10cc423), x::Name::NONE, 265, 1), // HostRemoveVFlashResourceRequestType
-        x::TypeEntry::structure(x::Name(0x10ce810), x::Name(0xea3c09), 266, 0), // HostRemovedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x10cf923), x::Name::NONE, 266, 4), // HostRenameVStorageObjectRequestType
-        x::TypeEntry::enumeration(x::Name(0x10d1d1b), 67, 6), // HostReplayUnsupportedReason
-        x::TypeEntry::structure(x::Name(0x10d391b), x::Name(0xbb9c0b), 270, 2), // HostResignatureRescanResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x10d5539), x::Name::NONE, 272, 2), // HostRetrieveVStorageInfrastructureObjectPolicyRequestType
-        x::TypeEntry::structure(x::Name(0x10d8f2d), x::Name::NONE, 274, 5), // HostRetrieveVStorageObjectMetadataRequestType
-        x::TypeEntry::structure(x::Name(0x10dbd32), x::Name::NONE, 279, 5), // HostRetrieveVStorageObjectMetadataValueRequestType
-        x::TypeEntry::structure(x::Name(0x10df025), x::Name::NONE, 284, 4), // HostRetrieveVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x10e162a), x::Name::NONE, 288, 3), // HostRetrieveVStorageObjectStateRequestType
-        x::TypeEntry::structure(x::Name(0x10e410f), x::Name(0xbb9c0b), 291, 19), // HostRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x10e512a), x::Name(0xbb9c0b), 310, 5), // HostRuntimeInfoNetStackInstanceRuntimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x10e7c2f), 73, 4), // HostRuntimeInfoNetStackInstanceRuntimeInfoState
-        x::TypeEntry::structure(x::Name(0x10eac21), x::Name(0xbb9c0b), 315, 2), // HostRuntimeInfoNetworkRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x10ece22), x::Name(0xbb9c0b), 317, 3), // HostRuntimeInfoStateEncryptionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x10ef130), 77, 2), // HostRuntimeInfoStateEncryptionInfoProtectionMode
-        x::TypeEntry::enumeration(x::Name(0x10f222a), 79, 3), // HostRuntimeInfoStatelessNvdsMigrationState
-        x::TypeEntry::structure(x::Name(0x10f4d32), x::Name::NONE, 320, 3), // HostScheduleReconcileDatastoreInventoryRequestType
-        x::TypeEntry::structure(x::Name(0x10f800c), x::Name(0x19e5a07), 323, 9), // HostScsiDisk: ScsiLun
-        x::TypeEntry::structure(x::Name(0x10f8d15), x::Name(0xbb9c0b), 332, 2), // HostScsiDiskPartition: DynamicData
-        x::TypeEntry::structure(x::Name(0x10fa310), x::Name(0xbb9c0b), 334, 1), // HostScsiTopology: DynamicData
-        x::TypeEntry::structure(x::Name(0x10fb419), x::Name(0xbb9c0b), 335, 3), // HostScsiTopologyInterface: DynamicData
-        x::TypeEntry::structure(x::Name(0x10fce13), x::Name(0xbb9c0b), 338, 3), // HostScsiTopologyLun: DynamicData
-        x::TypeEntry::structure(x::Name(0x10fe216), x::Name(0xbb9c0b), 341, 4), // HostScsiTopologyTarget: DynamicData
-        x::TypeEntry::structure(x::Name(0x10ff910), x::Name(0xbb9c0b), 345, 3), // HostSecuritySpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1100a15), x::Name(0xefbc12), 348, 1), // HostSerialAttachedHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0x1102021), x::Name(0x1172c13), 349, 0), // HostSerialAttachedTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0x110420b), x::Name(0xbb9c0b), 349, 8), // HostService: DynamicData
-        x::TypeEntry::structure(x::Name(0x1104e11), x::Name(0xbb9c0b), 357, 2), // HostServiceConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x110600f), x::Name(0xbb9c0b), 359, 1), // HostServiceInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1107011), 82, 3), // HostServicePolicy
-        x::TypeEntry::structure(x::Name(0x1108218), x::Name(0xbb9c0b), 360, 2), // HostServiceSourcePackage: DynamicData
-        x::TypeEntry::structure(x::Name(0x1109b11), x::Name(0xbb9c0b), 362, 7), // HostServiceTicket: DynamicData
-        x::TypeEntry::structure(x::Name(0x110ad2c), x::Name::NONE, 369, 4), // HostSetVStorageObjectControlFlagsRequestType
-        x::TypeEntry::structure(x::Name(0x110da21), x::Name::NONE, 373, 3), // HostSetVirtualDiskUuidRequestType
-        x::TypeEntry::structure(x::Name(0x110fc0b), x::Name(0xbb9c0b), 376, 4), // HostSevInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1110813), 85, 4), // HostSevInfoSevState
-        x::TypeEntry::structure(x::Name(0x1111c0b), x::Name(0xbb9c0b), 380, 5), // HostSgxInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1112813), 89, 3), // HostSgxInfoFlcModes
-        x::TypeEntry::enumeration(x::Name(0x1113c14), 92, 8), // HostSgxInfoSgxStates
-        x::TypeEntry::structure(x::Name(0x1115117), x::Name(0xbb9c0b), 385, 6), // HostSgxRegistrationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1116929), 100, 3), // HostSgxRegistrationInfoRegistrationStatus
-        x::TypeEntry::enumeration(x::Name(0x1119327), 103, 2), // HostSgxRegistrationInfoRegistrationType
-        x::TypeEntry::structure(x::Name(0x111bb19), x::Name(0xbb9c0b), 391, 5), // HostSharedGpuCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0x111d51e), x::Name(0xe4580c), 396, 2), // HostShortNameInconsistentEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0x111f41c), x::Name(0xea3c09), 398, 1), // HostShortNameToIpFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1121111), x::Name(0xea3c09), 399, 1), // HostShutdownEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0x1122317), 105, 3), // HostSnmpAgentCapability
-        x::TypeEntry::structure(x::Name(0x1123b12), x::Name(0xbb9c0b), 400, 5), // HostSnmpConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1124e13), x::Name(0xbb9c0b), 405, 3), // HostSnmpDestination: DynamicData
-        x::TypeEntry::structure(x::Name(0x1126219), x::Name(0xbb9c0b), 408, 5), // HostSnmpSystemAgentLimits: DynamicData
-        x::TypeEntry::structure(x::Name(0x1127c22), x::Name::NONE, 413, 3), // HostSpecGetUpdatedHostsRequestType
-        x::TypeEntry::structure(x::Name(0x1129f11), x::Name(0xbb9c0b), 416, 5), // HostSpecification: DynamicData
-        x::TypeEntry::structure(x::Name(0x112b11d), x::Name(0xea3c09), 421, 0), // HostSpecificationChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x112cf20), x::Name(0x1d94808), 421, 1), // HostSpecificationOperationFailed: VimFault
-        x::TypeEntry::structure(x::Name(0x112f01d), x::Name(0xea3c09), 422, 0), // HostSpecificationRequireEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1130e1c), x::Name(0xea3c09), 422, 1), // HostSpecificationUpdateEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1132b0f), x::Name(0x1049b15), 423, 2), // HostSriovConfig: HostPciPassthruConfig
-        x::TypeEntry::structure(x::Name(0x1133b17), x::Name(0xbb9c0b), 425, 1), // HostSriovDevicePoolInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x113530d), x::Name(0x104b113), 426, 6), // HostSriovInfo: HostPciPassthruInfo
-        x::TypeEntry::structure(x::Name(0x113611e), x::Name(0x1133b17), 432, 3), // HostSriovNetworkDevicePoolInfo: HostSriovDevicePoolInfo
-        x::TypeEntry::structure(x::Name(0x1138015), x::Name(0xbb9c0b), 435, 3), // HostSslThumbprintInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x113960f), 108, 4), // HostStandbyMode
-        x::TypeEntry::structure(x::Name(0x113a616), x::Name(0x759619), 438, 0), // HostStatusChangedEvent: ClusterStatusChangedEvent
-        x::TypeEntry::structure(x::Name(0x113bd20), x::Name(0xbb9c0b), 438, 1), // HostStorageArrayTypePolicyOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x113de15), x::Name(0xbb9c0b), 439, 7), // HostStorageDeviceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x113f416), x::Name(0xeefb17), 446, 1), // HostStorageElementInfo: HostHardwareElementInfo
-        x::TypeEntry::structure(x::Name(0x1140b1a), x::Name(0xbb9c0b), 447, 2), // HostStorageOperationalInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1142613), 112, 2), // HostStorageProtocol
-        x::TypeEntry::structure(x::Name(0x1143a25), x::Name(0xbb9c0b), 449, 2), // HostStorageSystemDiskLocatorLedResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x114601e), x::Name(0xbb9c0b), 451, 2), // HostStorageSystemScsiLunResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1147f21), x::Name(0xbb9c0b), 453, 2), // HostStorageSystemVmfsVolumeResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x114a114), x::Name(0xbb9c0b), 455, 4), // HostSubSpecification: DynamicData
-        x::TypeEntry::structure(x::Name(0x114b61f), x::Name(0xea3c09), 459, 1), // HostSubSpecificationDeleteEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x114d61f), x::Name(0xea3c09), 460, 1), // HostSubSpecificationUpdateEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x114f613), x::Name(0xea3c09), 461, 1), // HostSyncFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x115151e), x::Name(0xbb9c0b), 462, 2), // HostSystemComplianceCheckState: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1153419), 114, 3), // HostSystemConnectionState
-        x::TypeEntry::structure(x::Name(0x1154e14), x::Name(0xbb9c0b), 464, 1), // HostSystemHealthInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x115631c), x::Name(0xbb9c0b), 465, 2), // HostSystemIdentificationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1158026), 117, 5), // HostSystemIdentificationInfoIdentifier
-        x::TypeEntry::structure(x::Name(0x115a70e), x::Name(0xbb9c0b), 467, 10), // HostSystemInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x115b614), 122, 4), // HostSystemPowerState
-        x::TypeEntry::structure(x::Name(0x115cb17), x::Name(0xbb9c0b), 477, 1), // HostSystemReconnectSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x115e31a), x::Name(0xbb9c0b), 478, 2), // HostSystemRemediationState: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x115fe1f), 126, 6), // HostSystemRemediationStateState
-        x::TypeEntry::structure(x::Name(0x1161e16), x::Name(0xbb9c0b), 480, 3), // HostSystemResourceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x116351b), x::Name(0xbb9c0b), 483, 1), // HostSystemSwapConfiguration: DynamicData
-        x::TypeEntry::structure(x::Name(0x116512a), x::Name(0x117002b), 484, 1), // HostSystemSwapConfigurationDatastoreOption: HostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::structure(x::Name(0x1167c29), x::Name(0x117002b), 485, 0), // HostSystemSwapConfigurationDisabledOption: HostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::structure(x::Name(0x116a62a), x::Name(0x117002b), 485, 0), // HostSystemSwapConfigurationHostCacheOption: HostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::structure(x::Name(0x116d12e), x::Name(0x117002b), 485, 0), // HostSystemSwapConfigurationHostLocalSwapOption: HostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::structure(x::Name(0x117002b), x::Name(0xbb9c0b), 485, 1), // HostSystemSwapConfigurationSystemSwapOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1172c13), x::Name(0xbb9c0b), 486, 0), // HostTargetTransport: DynamicData
-        x::TypeEntry::structure(x::Name(0x117400a), x::Name(0xefbc12), 486, 1), // HostTcpHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0x1174b14), x::Name(0xefaa11), 487, 1), // HostTcpHbaCreateSpec: HostHbaCreateSpec
-        x::TypeEntry::structure(x::Name(0x1176016), x::Name(0x1172c13), 488, 0), // HostTcpTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0x117770b), x::Name(0xbb9c0b), 488, 2), // HostTdxInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1178313), 132, 5), // HostTdxInfoTdxState
-        x::TypeEntry::structure(x::Name(0x1179716), x::Name(0xbb9c0b), 490, 3), // HostTpmAttestationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x117ae26), 137, 2), // HostTpmAttestationInfoAcceptanceStatus
-        x::TypeEntry::structure(x::Name(0x117d518), x::Name(0xbb9c0b), 493, 3), // HostTpmAttestationReport: DynamicData
-        x::TypeEntry::structure(x::Name(0x117ee1f), x::Name(0x1186113), 496, 0), // HostTpmBootCompleteEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x1180e25), x::Name(0x1186113), 496, 1), // HostTpmBootSecurityOptionEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x118341a), x::Name(0x1186113), 497, 1), // HostTpmCommandEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x1184f11), x::Name(0xe73f0e), 498, 1), // HostTpmDigestInfo: HostDigestInfo
-        x::TypeEntry::structure(x::Name(0x1186113), x::Name(0xbb9c0b), 499, 2), // HostTpmEventDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1187514), x::Name(0xbb9c0b), 501, 2), // HostTpmEventLogEntry: DynamicData
-        x::TypeEntry::structure(x::Name(0x1188a18), x::Name(0x1180e25), 503, 0), // HostTpmNvTagEventDetails: HostTpmBootSecurityOptionEventDetails
-        x::TypeEntry::structure(x::Name(0x118a319), x::Name(0x1186113), 503, 2), // HostTpmOptionEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x118bd19), x::Name(0x1180e25), 505, 0), // HostTpmSignerEventDetails: HostTpmBootSecurityOptionEventDetails
-        x::TypeEntry::structure(x::Name(0x118d724), x::Name(0x1186113), 505, 4), // HostTpmSoftwareComponentEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x118fc20), x::Name(0x1186113), 509, 1), // HostTpmSystemVersionEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x1191d1a), x::Name(0x1186113), 510, 1), // HostTpmVersionEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x1193821), x::Name(0xbb9c0b), 511, 5), // HostTrustAuthorityAttestationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1195a32), 139, 3), // HostTrustAuthorityAttestationInfoAttestationStatus
-        x::TypeEntry::structure(x::Name(0x1198d18), x::Name(0xbb9c0b), 516, 8), // HostUnresolvedVmfsExtent: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x119a628), 142, 2), // HostUnresolvedVmfsExtentUnresolvedReason
-        x::TypeEntry::structure(x::Name(0x119cf21), x::Name(0xbb9c0b), 524, 1), // HostUnresolvedVmfsResignatureSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x119f122), x::Name(0xbb9c0b), 525, 3), // HostUnresolvedVmfsResolutionResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x11a1420), x::Name(0xbb9c0b), 528, 2), // HostUnresolvedVmfsResolutionSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x11a3532), 144, 2), // HostUnresolvedVmfsResolutionSpecVmfsUuidResolution
-        x::TypeEntry::structure(x::Name(0x11a6818), x::Name(0xbb9c0b), 530, 5), // HostUnresolvedVmfsVolume: DynamicData
-        x::TypeEntry::structure(x::Name(0x11a8125), x::Name(0xbb9c0b), 535, 3), // HostUnresolvedVmfsVolumeResolveStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x11aa72d), x::Name::NONE, 538, 5), // HostUpdateVStorageObjectMetadataExRequestType
-        x::TypeEntry::structure(x::Name(0x11ad52b), x::Name::NONE, 543, 5), // HostUpdateVStorageObjectMetadataRequestType
-        x::TypeEntry::structure(x::Name(0x11b0116), x::Name(0xea3c09), 548, 0), // HostUpgradeFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x11b1820), x::Name(0xea3c09), 548, 0), // HostUserWorldSwapNotEnabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x11b3926), x::Name(0xbb9c0b), 548, 3), // HostVFlashManagerVFlashCacheConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11b603e), x::Name(0xbb9c0b), 551, 8), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x11b9f26), x::Name(0xbb9c0b), 559, 2), // HostVFlashManagerVFlashCacheConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x11bc621), x::Name(0xbb9c0b), 561, 2), // HostVFlashManagerVFlashConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11be829), x::Name(0xbb9c0b), 563, 2), // HostVFlashManagerVFlashResourceConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11c1229), x::Name(0xbb9c0b), 565, 1), // HostVFlashManagerVFlashResourceConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x11c3c2a), x::Name(0xbb9c0b), 566, 5), // HostVFlashManagerVFlashResourceRunTimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11c6725), x::Name(0xbb9c0b), 571, 3), // HostVFlashResourceConfigurationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x11c8d18), x::Name(0xbb9c0b), 574, 2), // HostVMotionCompatibility: DynamicData
-        x::TypeEntry::structure(x::Name(0x11ca611), x::Name(0xbb9c0b), 576, 2), // HostVMotionConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x11cb80f), x::Name(0xbb9c0b), 578, 2), // HostVMotionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11cc827), x::Name(0xbb9c0b), 580, 10), // HostVMotionManagerDstInstantCloneResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x11cf027), x::Name(0xbb9c0b), 590, 5), // HostVMotionManagerSrcInstantCloneResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x11d1814), x::Name(0xbb9c0b), 595, 2), // HostVMotionNetConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6b817), x::Name(0xbb9c0b), 0, 4), // HostDiagnosticPartition: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6d028), x::Name(0xbb9c0b), 4, 3), // HostDiagnosticPartitionCreateDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6f923), x::Name(0xbb9c0b), 7, 3), // HostDiagnosticPartitionCreateOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xe71d21), x::Name(0xbb9c0b), 10, 5), // HostDiagnosticPartitionCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe73f0e), x::Name(0xbb9c0b), 15, 3), // HostDigestInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe74e1e), 0, 6), // HostDigestInfoDigestMethodType
+        x::TypeEntry::enumeration(x::Name(0xe76d1d), 6, 4), // HostDigestVerificationSetting
+        x::TypeEntry::structure(x::Name(0xe78b16), x::Name(0xdcdb1b), 18, 0), // HostDirectoryStoreInfo: HostAuthenticationStoreInfo
+        x::TypeEntry::structure(x::Name(0xe7a215), x::Name(0xea3c09), 18, 1), // HostDisconnectedEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0xe7b81f), 10, 9), // HostDisconnectedEventReasonCode
+        x::TypeEntry::structure(x::Name(0xe7d81b), x::Name(0xbb9c0b), 19, 3), // HostDiskConfigurationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe7f412), x::Name(0xbb9c0b), 22, 0), // HostDiskDimensions: DynamicData
+        x::TypeEntry::structure(x::Name(0xe80715), x::Name(0xbb9c0b), 22, 3), // HostDiskDimensionsChs: DynamicData
+        x::TypeEntry::structure(x::Name(0xe81d15), x::Name(0xbb9c0b), 25, 2), // HostDiskDimensionsLba: DynamicData
+        x::TypeEntry::structure(x::Name(0xe83313), x::Name(0xbb9c0b), 27, 3), // HostDiskMappingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe84715), x::Name(0xbb9c0b), 30, 2), // HostDiskMappingOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xe85d1c), x::Name(0xbb9c0b), 32, 3), // HostDiskMappingPartitionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe87a1e), x::Name(0xbb9c0b), 35, 3), // HostDiskMappingPartitionOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8991b), x::Name(0xbb9c0b), 38, 8), // HostDiskPartitionAttributes: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8b51b), x::Name(0xbb9c0b), 46, 4), // HostDiskPartitionBlockRange: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8d115), x::Name(0xbb9c0b), 50, 3), // HostDiskPartitionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe8e724), 19, 3), // HostDiskPartitionInfoPartitionFormat
+        x::TypeEntry::enumeration(x::Name(0xe90c19), 22, 8), // HostDiskPartitionInfoType
+        x::TypeEntry::structure(x::Name(0xe92617), x::Name(0xbb9c0b), 53, 2), // HostDiskPartitionLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0xe93e15), x::Name(0xbb9c0b), 55, 5), // HostDiskPartitionSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe95431), 30, 3), // HostDistributedVirtualSwitchManagerFailoverReason
+        x::TypeEntry::enumeration(x::Name(0xe98630), 33, 1), // HostDistributedVirtualSwitchManagerFailoverStage
+        x::TypeEntry::structure(x::Name(0xe9b70d), x::Name(0xbb9c0b), 60, 7), // HostDnsConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9c511), x::Name(0xe9b70d), 67, 2), // HostDnsConfigSpec: HostDnsConfig
+        x::TypeEntry::structure(x::Name(0xe9d70c), x::Name(0xbb9c0b), 69, 4), // HostDvxClass: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9e41a), x::Name(0xea3c09), 73, 1), // HostEnableAdminFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe9ff1a), x::Name(0xbb9c0b), 74, 2), // HostEnterMaintenanceResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xea1a21), x::Name(0xbb9c0b), 76, 2), // HostEsxAgentHostManagerConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xea3c09), x::Name(0xc19905), 78, 0), // HostEvent: Event
+        x::TypeEntry::structure(x::Name(0xea4611), x::Name(0xc04213), 78, 1), // HostEventArgument: EntityEventArgument
+        x::TypeEntry::request(x::Name(0xea5819), 79, 4), // HostExtendDiskRequestType
+        x::TypeEntry::structure(x::Name(0xea7216), x::Name(0xe4580c), 83, 1), // HostExtraNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xea892c), x::Name(0xbb9c0b), 84, 2), // HostFaultToleranceManagerComponentHealthInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xeab615), x::Name(0xbb9c0b), 86, 3), // HostFeatureCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0xeacc0f), x::Name(0xbb9c0b), 89, 3), // HostFeatureMask: DynamicData
+        x::TypeEntry::structure(x::Name(0xeadc16), x::Name(0xbb9c0b), 92, 2), // HostFeatureVersionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xeaf315), 34, 1), // HostFeatureVersionKey
+        x::TypeEntry::structure(x::Name(0xeb0913), x::Name(0xefbc12), 94, 4), // HostFibreChannelHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xeb1d1f), x::Name(0xeb0913), 98, 4), // HostFibreChannelOverEthernetHba: HostFibreChannelHba
+        x::TypeEntry::structure(x::Name(0xeb3d27), x::Name(0xbb9c0b), 102, 3), // HostFibreChannelOverEthernetHbaLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xeb652b), x::Name(0xeb911f), 105, 3), // HostFibreChannelOverEthernetTargetTransport: HostFibreChannelTargetTransport
+        x::TypeEntry::structure(x::Name(0xeb911f), x::Name(0x1172c13), 108, 2), // HostFibreChannelTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xebb10e), x::Name(0xbb9c0b), 110, 2), // HostFileAccess: DynamicData
+        x::TypeEntry::structure(x::Name(0xebc017), x::Name(0xbb9c0b), 112, 3), // HostFileSystemMountInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xebd814), x::Name(0xbb9c0b), 115, 3), // HostFileSystemVolume: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xebed22), 35, 10), // HostFileSystemVolumeFileSystemType
+        x::TypeEntry::structure(x::Name(0xec1018), x::Name(0xbb9c0b), 118, 2), // HostFileSystemVolumeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xec2912), x::Name(0xbb9c0b), 120, 2), // HostFirewallConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xec3c1f), x::Name(0xbb9c0b), 122, 3), // HostFirewallConfigRuleSetConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xec5c19), x::Name(0xbb9c0b), 125, 2), // HostFirewallDefaultPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xec7610), x::Name(0xbb9c0b), 127, 2), // HostFirewallInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xec8710), x::Name(0xbb9c0b), 129, 5), // HostFirewallRule: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xec9819), 45, 2), // HostFirewallRuleDirection
+        x::TypeEntry::enumeration(x::Name(0xecb218), 47, 2), // HostFirewallRulePortType
+        x::TypeEntry::enumeration(x::Name(0xeccb18), 49, 2), // HostFirewallRuleProtocol
+        x::TypeEntry::structure(x::Name(0xece413), x::Name(0xbb9c0b), 134, 9), // HostFirewallRuleset: DynamicData
+        x::TypeEntry::structure(x::Name(0xecf819), x::Name(0xbb9c0b), 143, 3), // HostFirewallRulesetIpList: DynamicData
+        x::TypeEntry::structure(x::Name(0xed121c), x::Name(0xbb9c0b), 146, 2), // HostFirewallRulesetIpNetwork: DynamicData
+        x::TypeEntry::structure(x::Name(0xed2f1e), x::Name(0xbb9c0b), 148, 1), // HostFirewallRulesetRulesetSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xed4e1b), 51, 4), // HostFirewallSystemRuleSetId
+        x::TypeEntry::enumeration(x::Name(0xed6a1d), 55, 1), // HostFirewallSystemServiceName
+        x::TypeEntry::structure(x::Name(0xed880c), x::Name(0xbb9c0b), 149, 1), // HostFlagInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xed9514), x::Name(0xbb9c0b), 150, 2), // HostForceMountedInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xedaa07), x::Name(0xbb9c0b), 152, 6), // HostFru: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xedb20e), 56, 3), // HostFruFruType
+        x::TypeEntry::structure(x::Name(0xedc10f), x::Name(0xbb9c0b), 158, 4), // HostGatewaySpec: DynamicData
     ],
-    decoders: &[
-        Some(x::decode_boxed::<HostOpaqueSwitch>),
-        Some(x::decode_boxed::<HostOpaqueSwitchOpaqueSwitchState>),
-        Some(x::decode_boxed::<HostOpaqueSwitchPhysicalNicZone>),
-        Some(x::decode_boxed::<HostOvercommittedEvent>),
-        Some(x::decode_boxed::<HostPMemVolume>),
-        Some(x::decode_boxed::<HostParallelScsiHba>),
-        Some(x::decode_boxed::<HostParallelScsiTargetTransport>),
-        Some(x::decode_boxed::<HostPartialMaintenanceModeId>),
-        Some(x::decode_boxed::<HostPartialMaintenanceModeRuntimeInfo>),
-        Some(x::decode_boxed::<HostPartialMaintenanceModeStatus>),
-        Some(x::decode_boxed::<HostPatchManagerInstallState>),
-        Some(x::decode_boxed::<HostPatchManagerIntegrityStatus>),
-        Some(x::decode_boxed::<HostPatchManagerLocator>),
-        Some(x::decode_boxed::<HostPatchManagerPatchManagerOperationSpec>),
-        Some(x::decode_boxed::<HostPatchManagerReason>),
-        Some(x::decode_boxed::<HostPatchManagerResult>),
-        Some(x::decode_boxed::<HostPatchManagerStatus>),
-        Some(x::decode_boxed::<HostPatchManagerStatusPrerequisitePatch>),
-        Some(x::decode_boxed::<HostPathSelectionPolicyOption>),
-        Some(x::decode_boxed::<HostPciDevice>),
-        Some(x::decode_boxed::<HostPciDeviceDirectPathInfo>),
-        Some(x::decode_boxed::<HostPciPassthruConfig>),
-        Some(x::decode_boxed::<HostPciPassthruInfo>),
-        Some(x::decode_boxed::<HostPciPassthruInfoDirectPathDeviceMode>),
-        Some(x::decode_boxed::<HostPciPassthruInfoDirectPathState>),
-        Some(x::decode_boxed::<HostPcieHba>),
-        Some(x::decode_boxed::<HostPcieTargetTransport>),
-        Some(x::decode_boxed::<HostPersistentMemoryInfo>),
-        Some(x::decode_boxed::<HostPlacedVirtualNicIdentifier>),
-        Some(x::decode_boxed::<HostPlugStoreTopology>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyAdapter>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyDevice>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyPath>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyPlugin>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyTarget>),
-        Some(x::decode_boxed::<HostPnicNetworkResourceInfo>),
-        Some(x::decode_boxed::<HostPortGroup>),
-        Some(x::decode_boxed::<HostPortGroupConfig>),
-        Some(x::decode_boxed::<HostPortGroupPort>),
-        Some(x::decode_boxed::<HostPortGroupProfile>),
-        Some(x::decode_boxed::<HostPortGroupSpec>),
-        Some(x::decode_boxed::<HostPosixAccountSpec>),
-        Some(x::decode_boxed::<HostPowerOpFailed>),
-        Some(x::decode_boxed::<HostPowerOperationType>),
-        Some(x::decode_boxed::<HostPowerPolicy>),
-        Some(x::decode_boxed::<HostPrimaryAgentNotShortNameEvent>),
-        Some(x::decode_boxed::<HostProfileAppliedEvent>),
-        Some(x::decode_boxed::<HostProfileCompleteConfigSpec>),
-        Some(x::decode_boxed::<HostProfileConfigInfo>),
-        Some(x::decode_boxed::<HostProfileConfigSpec>),
-        Some(x::decode_boxed::<HostProfileHostBasedConfigSpec>),
-        Some(x::decode_boxed::<HostProfileManagerAnswerFileStatus>),
-        Some(x::decode_boxed::<HostProfileManagerCompositionResult>),
-        Some(x::decode_boxed::<HostProfileManagerCompositionResultResultElement>),
-        Some(x::decode_boxed::<HostProfileManagerCompositionResultResultElementStatus>),
-        Some(x::decode_boxed::<HostProfileManagerCompositionValidationResult>),
-        Some(x::decode_boxed::<HostProfileManagerCompositionValidationResultResultElement>),
-        Some(x::decode_boxed::<HostProfileManagerCompositionValidationResultResultElementStatus>),
-        Some(x::decode_boxed::<HostProfileManagerConfigTaskList>),
-        Some(x::decode_boxed::<HostProfileManagerHostToConfigSpecMap>),
-        Some(x::decode_boxed::<HostProfileManagerTaskListRequirement>),
-        None, // HostProfileResetValidationStateRequestType
-        Some(x::decode_boxed::<HostProfileSerializedHostProfileSpec>),
-        Some(x::decode_boxed::<HostProfileValidationFailureInfo>),
-        Some(x::decode_boxed::<HostProfileValidationFailureInfoUpdateType>),
-        Some(x::decode_boxed::<HostProfileValidationState>),
-        Some(x::decode_boxed::<HostProfilesEntityCustomizations>),
-        Some(x::decode_boxed::<HostProtocolEndpoint>),
-        Some(x::decode_boxed::<HostProtocolEndpointPEType>),
-        Some(x::decode_boxed::<HostProtocolEndpointProtocolEndpointType>),
-        Some(x::decode_boxed::<HostProxySwitch>),
-        Some(x::decode_boxed::<HostProxySwitchConfig>),
-        Some(x::decode_boxed::<HostProxySwitchEnsInfo>),
-        Some(x::decode_boxed::<HostProxySwitchHostLagConfig>),
-        Some(x::decode_boxed::<HostProxySwitchSpec>),
-        Some(x::decode_boxed::<HostPtpConfig>),
-        Some(x::decode_boxed::<HostPtpConfigDeviceType>),
-        Some(x::decode_boxed::<HostPtpConfigPtpPort>),
-        Some(x::decode_boxed::<HostQualifiedName>),
-        Some(x::decode_boxed::<HostQualifiedNameType>),
-        None, // HostQueryVirtualDiskUuidRequestType
-        Some(x::decode_boxed::<HostRdmaDevice>),
-        Some(x::decode_boxed::<HostRdmaDeviceBacking>),
-        Some(x::decode_boxed::<HostRdmaDeviceCapability>),
-        Some(x::decode_boxed::<HostRdmaDeviceConnectionInfo>),
-        Some(x::decode_boxed::<HostRdmaDeviceConnectionState>),
-        Some(x::decode_boxed::<HostRdmaDevicePnicBacking>),
-        Some(x::decode_boxed::<HostRdmaHba>),
-        Some(x::decode_boxed::<HostRdmaTargetTransport>),
-        None, // HostReconcileDatastoreInventoryRequestType
-        Some(x::decode_boxed::<HostReconnectionFailedEvent>),
-        None, // HostRegisterDiskRequestType
-        Some(x::decode_boxed::<HostReliableMemoryInfo>),
-        None, // HostRelocateVStorageObjectRequestType
-        None, // HostRemoveVFlashResourceRequestType
-        Some(x::decode_boxed::<HostRemovedEvent>),
-        None, // HostRenameVStorageObjectRequestType
-        Some(x::decode_boxed::<HostReplayUnsupportedReason>),
-        Some(x::decode_boxed::<HostResignatureRescanResult>),
-        None, // HostRetrieveVStorageInfrastructureObjectPolicyRequestType
-        None, // HostRetrieveVStorageObjectMetadataRequestType
-        None, // HostRetrieveVStorageObjectMetadataValueRequestType
-        None, // HostRetrieveVStorageObjectRequestType
-        None, // HostRetrieveVStorageObjectStateRequestType
-        Some(x::decode_boxed::<HostRuntimeInfo>),
-        Some(x::decode_boxed::<HostRuntimeInfoNetStackInstanceRuntimeInfo>),
-        Some(x::decode_boxed::<HostRuntimeInfoNetStackInstanceRuntimeInfoState>),
-        Some(x::decode_boxed::<HostRuntimeInfoNetworkRuntimeInfo>),
-        Some(x::decode_boxed::<HostRuntimeInfoStateEncryptionInfo>),
-        Some(x::decode_boxed::<HostRuntimeInfoStateEncryptionInfoProtectionMode>),
-        Some(x::decode_boxed::<HostRuntimeInfoStatelessNvdsMigrationState>),
-        None, // HostScheduleReconcileDatastoreInventoryRequestType
-        Some(x::decode_boxed::<HostScsiDisk>),
-        Some(x::decode_boxed::<HostScsiDiskPartition>),
-        Some(x::decode_boxed::<HostScsiTopology>),
-        Some(x::decode_boxed::<HostScsiTopologyInterface>),
-        Some(x::decode_boxed::<HostScsiTopologyLun>),
-        Some(x::decode_boxed::<HostScsiTopologyTarget>),
-        Some(x::decode_boxed::<HostSecuritySpec>),
-        Some(x::decode_boxed::<HostSerialAttachedHba>),
-        Some(x::decode_boxed::<HostSerialAttachedTargetTransport>),
-        Some(x::decode_boxed::<HostService>),
-        Some(x::decode_boxed::<HostServiceConfig>),
-        Some(x::decode_boxed::<HostServiceInfo>),
-        Some(x::decode_boxed::<HostServicePolicy>),
-        Some(x::decode_boxed::<HostServiceSourcePackage>),
-        Some(x::decode_boxed::<HostServiceTicket>),
-        None, // HostSetVStorageObjectControlFlagsRequestType
-        None, // HostSetVirtualDiskUuidRequestType
-        Some(x::decode_boxed::<HostSevInfo>),
-        Some(x::decode_boxed::<HostSevInfoSevState>),
-        Some(x::decode_boxed::<HostSgxInfo>),
-        Some(x::decode_boxed::<HostSgxInfoFlcModes>),
-        Some(x::decode_boxed::<HostSgxInfoSgxStates>),
-        Some(x::decode_boxed::<HostSgxRegistrationInfo>),
-        Some(x::decode_boxed::<HostSgxRegistrationInfoRegistrationStatus>),
-        Some(x::decode_boxed::<HostSgxRegistrationInfoRegistrationType>),
-        Some(x::decode_boxed::<HostSharedGpuCapabilities>),
-        Some(x::decode_boxed::<HostShortNameInconsistentEvent>),
-        Some(x::decode_boxed::<HostShortNameToIpFailedEvent>),
-        Some(x::decode_boxed::<HostShutdownEvent>),
-        Some(x::decode_boxed::<HostSnmpAgentCapability>),
-        Some(x::decode_boxed::<HostSnmpConfigSpec>),
-        Some(x::decode_boxed::<HostSnmpDestination>),
-        Some(x::decode_boxed::<HostSnmpSystemAgentLimits>),
-        None, // HostSpecGetUpdatedHostsRequestType
-        Some(x::decode_boxed::<HostSpecification>),
-        Some(x::decode_boxed::<HostSpecificationChangedEvent>),
-        Some(x::decode_boxed::<HostSpecificationOperationFailed>),
-        Some(x::decode_boxed::<HostSpecificationRequireEvent>),
-        Some(x::decode_boxed::<HostSpecificationUpdateEvent>),
-        Some(x::decode_boxed::<HostSriovConfig>),
-        Some(x::decode_boxed::<HostSriovDevicePoolInfo>),
-        Some(x::decode_boxed::<HostSriovInfo>),
-        Some(x::decode_boxed::<HostSriovNetworkDevicePoolInfo>),
-        Some(x::decode_boxed::<HostSslThumbprintInfo>),
-        Some(x::decode_boxed::<HostStandbyMode>),
-        Some(x::decode_boxed::<HostStatusChangedEvent>),
-        Some(x::decode_boxed::<HostStorageArrayTypePolicyOption>),
-        Some(x::decode_boxed::<HostStorageDeviceInfo>),
-        Some(x::decode_boxed::<HostStorageElementInfo>),
-        Some(x::decode_boxed::<HostStorageOperationalInfo>),
-        Some(x::decode_boxed::<HostStorageProtocol>),
-        Some(x::decode_boxed::<HostStorageSystemDiskLocatorLedResult>),
-        Some(x::decode_boxed::<HostStorageSystemScsiLunResult>),
-        Some(x::decode_boxed::<HostStorageSystemVmfsVolumeResult>),
-        Some(x::decode_boxed::<HostSubSpecification>),
-        Some(x::decode_boxed::<HostSubSpecificationDeleteEvent>),
-        Some(x::decode_boxed::<HostSubSpecificationUpdateEvent>),
-        Some(x::decode_boxed::<HostSyncFailedEvent>),
-        Some(x::decode_boxed::<HostSystemComplianceCheckState>),
-        Some(x::decode_boxed::<HostSystemConnectionState>),
-        Some(x::decode_boxed::<HostSystemHealthInfo>),
-        Some(x::decode_boxed::<HostSystemIdentificationInfo>),
-        Some(x::decode_boxed::<HostSystemIdentificationInfoIdentifier>),
-        Some(x::decode_boxed::<HostSystemInfo>),
-        Some(x::decode_boxed::<HostSystemPowerState>),
-        Some(x::decode_boxed::<HostSystemReconnectSpec>),
-        Some(x::decode_boxed::<HostSystemRemediationState>),
-        Some(x::decode_boxed::<HostSystemRemediationStateState>),
-        Some(x::decode_boxed::<HostSystemResourceInfo>),
-        Some(x::decode_boxed::<HostSystemSwapConfiguration>),
-        Some(x::decode_boxed::<HostSystemSwapConfigurationDatastoreOption>),
-        Some(x::decode_boxed::<HostSystemSwapConfigurationDisabledOption>),
-        Some(x::decode_boxed::<HostSystemSwapConfigurationHostCacheOption>),
-        Some(x::decode_boxed::<HostSystemSwapConfigurationHostLocalSwapOption>),
-        Some(x::decode_boxed::<HostSystemSwapConfigurationSystemSwapOption>),
-        Some(x::decode_boxed::<HostTargetTransport>),
-        Some(x::decode_boxed::<HostTcpHba>),
-        Some(x::decode_boxed::<HostTcpHbaCreateSpec>),
-        Some(x::decode_boxed::<HostTcpTargetTransport>),
-        Some(x::decode_boxed::<HostTdxInfo>),
-        Some(x::decode_boxed::<HostTdxInfoTdxState>),
-        Some(x::decode_boxed::<HostTpmAttestationInfo>),
-        Some(x::decode_boxed::<HostTpmAttestationInfoAcceptanceStatus>),
-        Some(x::decode_boxed::<HostTpmAttestationReport>),
-        Some(x::decode_boxed::<HostTpmBootCompleteEventDetails>),
-        Some(x::decode_boxed::<HostTpmBootSecurityOptionEventDetails>),
-        Some(x::decode_boxed::<HostTpmCommandEventDetails>),
-        Some(x::decode_boxed::<HostTpmDigestInfo>),
-        Some(x::decode_boxed::<HostTpmEventDetails>),
-        Some(x::decode_boxed::<HostTpmEventLogEntry>),
-        Some(x::decode_boxed::<HostTpmNvTagEventDetails>),
-        Some(x::decode_boxed::<HostTpmOptionEventDetails>),
-        Some(x::decode_boxed::<HostTpmSignerEventDetails>),
-        Some(x::decode_boxed::<HostTpmSoftwareComponentEventDetails>),
-        Some(x::decode_boxed::<HostTpmSystemVersionEventDetails>),
-        Some(x::decode_boxed::<HostTpmVersionEventDetails>),
-        Some(x::decode_boxed::<HostTrustAuthorityAttestationInfo>),
-        Some(x::decode_boxed::<HostTrustAuthorityAttestationInfoAttestationStatus>),
-        Some(x::decode_boxed::<HostUnresolvedVmfsExtent>),
-        Some(x::decode_boxed::<HostUnresolvedVmfsExtentUnresolvedReason>),
-        Some(x::decode_boxed::<HostUnresolvedVmfsResignatureSpec>),
-        Some(x::decode_boxed::<HostUnresolvedVmfsResolutionResult>),
-        Some(x::decode_boxed::<HostUnresolvedVmfsResolutionSpec>),
-        Some(x::decode_boxed::<HostUnresolvedVmfsResolutionSpecVmfsUuidResolution>),
-        Some(x::decode_boxed::<HostUnresolvedVmfsVolume>),
-        Some(x::decode_boxed::<HostUnresolvedVmfsVolumeResolveStatus>),
-        None, // HostUpdateVStorageObjectMetadataExRequestType
-        None, // HostUpdateVStorageObjectMetadataRequestType
-        Some(x::decode_boxed::<HostUpgradeFailedEvent>),
-        Some(x::decode_boxed::<HostUserWorldSwapNotEnabledEvent>),
-        Some(x::decode_boxed::<HostVFlashManagerVFlashCacheConfigInfo>),
-        Some(x::decode_boxed::<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>),
-        Some(x::decode_boxed::<HostVFlashManagerVFlashCacheConfigSpec>),
-        Some(x::decode_boxed::<HostVFlashManagerVFlashConfigInfo>),
-        Some(x::decode_boxed::<HostVFlashManagerVFlashResourceConfigInfo>),
-        Some(x::decode_boxed::<HostVFlashManagerVFlashResourceConfigSpec>),
-        Some(x::decode_boxed::<HostVFlashManagerVFlashResourceRunTimeInfo>),
-        Some(x::decode_boxed::<HostVFlashResourceConfigurationResult>),
-        Some(x::decode_boxed::<HostVMotionCompatibility>),
-        Some(x::decode_boxed::<HostVMotionConfig>),
-        Some(x::decode_boxed::<HostVMotionInfo>),
-        Some(x::decode_boxed::<HostVMotionManagerDstInstantCloneResult>),
-        Some(x::decode_boxed::<HostVMotionManagerSrcInstantCloneResult>),
-        Some(x::decode_boxed::<HostVMotionNetConfig>),
-    ],
+    decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
-        x::FieldEntry::repeated(x::Name(0x2f84108), x::Name(0x102891f)), // pnicZone: HostOpaqueSwitchPhysicalNicZone
-        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::repeated(x::Name(0x36aab04), x::Name(0x11e3a0e)), // vtep: HostVirtualNic
-        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
-        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::repeated(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x29fac0a), x::Name(0x3344606)), // hostStatus: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::optional(x::Name(0x3035105), x::Name(0x3344606)), // proxy: string
-        x::FieldEntry::optional(x::Name(0x3035105), x::Name(0x3344606)), // proxy: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
-        x::FieldEntry::optional(x::Name(0x24b6d09), x::Name(0x3344606)), // cmdOption: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::repeated(x::Name(0x3317906), x::Name(0x1041416)), // status: HostPatchManagerStatus
-        x::FieldEntry::optional(x::Name(0x3704809), x::Name(0x3344606)), // xmlResult: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x235730a), x::Name(0x2405e07)), // applicable: boolean
-        x::FieldEntry::repeated(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2a94a09), x::Name(0x3344606)), // integrity: string
-        x::FieldEntry::required(x::Name(0x2a87d09), x::Name(0x2405e07)), // installed: boolean
-        x::FieldEntry::repeated(x::Name(0x2a8700c), x::Name(0x3344606)), // installState: string
-        x::FieldEntry::repeated(x::Name(0x2fe0611), x::Name(0x1042b27)), // prerequisitePatch: HostPatchManagerStatusPrerequisitePatch
-        x::FieldEntry::required(x::Name(0x3148b0f), x::Name(0x2405e07)), // restartRequired: boolean
-        x::FieldEntry::required(x::Name(0x3099f11), x::Name(0x2405e07)), // reconnectRequired: boolean
-        x::FieldEntry::required(x::Name(0x3609c0d), x::Name(0x2405e07)), // vmOffRequired: boolean
-        x::FieldEntry::repeated(x::Name(0x335fe12), x::Name(0x3344606)), // supersededPatchIds: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::repeated(x::Name(0x2a8700c), x::Name(0x3344606)), // installState: string
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xbdad12)), // policy: ElementDescription
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x2492a07), x::Name(0x3226a05)), // classId: short
-        x::FieldEntry::required(x::Name(0x241db03), x::Name(0x2420604)), // bus: byte
-        x::FieldEntry::required(x::Name(0x3241104), x::Name(0x2420604)), // slot: byte
-        x::FieldEntry::optional(x::Name(0x2f6f50c), x::Name(0x2a94603)), // physicalSlot: int
-        x::FieldEntry::optional(x::Name(0x324160f), x::Name(0x3344606)), // slotDescription: string
-        x::FieldEntry::required(x::Name(0x290ae08), x::Name(0x2420604)), // function: byte
-        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x3226a05)), // vendorId: short
-        x::FieldEntry::required(x::Name(0x334a20b), x::Name(0x3226a05)), // subVendorId: short
-        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3226a05)), // deviceId: short
-        x::FieldEntry::required(x::Name(0x334810b), x::Name(0x3226a05)), // subDeviceId: short
-        x::FieldEntry::optional(x::Name(0x2f0080c), x::Name(0x3344606)), // parentBridge: string
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x269710f), x::Name(0x3344606)), // deviceClassName: string
-        x::FieldEntry::optional(x::Name(0x26d1e0e), x::Name(0x1047f1b)), // directPathInfo: HostPciDeviceDirectPathInfo
-        x::FieldEntry::optional(x::Name(0x2a9f010), x::Name(0x3344606)), // interconnectType: string
-        x::FieldEntry::optional(x::Name(0x275450a), x::Name(0x3344606)), // driverName: string
-        x::FieldEntry::optional(x::Name(0x275500d), x::Name(0x3344606)), // driverVersion: string
-        x::FieldEntry::optional(x::Name(0x23bf80f), x::Name(0x2a94603)), // availableMemory: int
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x2f1b00f), x::Name(0x2405e07)), // passthruEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x235af08), x::Name(0x2405e07)), // applyNow: boolean
-        x::FieldEntry::optional(x::Name(0x297710d), x::Name(0x3344606)), // hardwareLabel: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x265e20f), x::Name(0x3344606)), // dependentDevice: string
-        x::FieldEntry::required(x::Name(0x2f1b00f), x::Name(0x2405e07)), // passthruEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2f1a00f), x::Name(0x2405e07)), // passthruCapable: boolean
-        x::FieldEntry::required(x::Name(0x2f1910e), x::Name(0x2405e07)), // passthruActive: boolean
-        x::FieldEntry::optional(x::Name(0x297710d), x::Name(0x3344606)), // hardwareLabel: string
-        x::FieldEntry::optional(x::Name(0x26d5e0f), x::Name(0x104ed22)), // directPathState: HostPciPassthruInfoDirectPathState
-        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
-        x::FieldEntry::repeated(x::Name(0x24f8011), x::Name(0x3344606)), // configurableModes: string
-        x::FieldEntry::optional(x::Name(0x34f020a), x::Name(0x2a94603)), // usedMemory: int
-        x::FieldEntry::optional(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
-        x::FieldEntry::optional(x::Name(0x367030a), x::Name(0x3344606)), // volumeUUID: string
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3665807), x::Name(0x3344606)), // vnicKey: string
-        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2a94603)), // reservation: int
-        x::FieldEntry::repeated(x::Name(0x22ea507), x::Name(0x105821c)), // adapter: HostPlugStoreTopologyAdapter
-        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0x105bb19)), // path: HostPlugStoreTopologyPath
-        x::FieldEntry::repeated(x::Name(0x33d5206), x::Name(0x105f11b)), // target: HostPlugStoreTopologyTarget
-        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1059f1b)), // device: HostPlugStoreTopologyDevice
-        x::FieldEntry::repeated(x::Name(0x2f7a806), x::Name(0x105d51b)), // plugin: HostPlugStoreTopologyPlugin
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
-        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
-        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x3244505), x::Name(0x2a94603)), // slots: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe71d21)), // spec: HostDiagnosticPartitionCreateSpec
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::optional(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
+        x::FieldEntry::required(x::Name(0x26c270c), x::Name(0x3344606)), // digestMethod: string
+        x::FieldEntry::repeated(x::Name(0x26c840b), x::Name(0x2420604)), // digestValue: byte
+        x::FieldEntry::optional(x::Name(0x2e6010a), x::Name(0x3344606)), // objectName: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x25c2308), x::Name(0x2be5304)), // cylinder: long
+        x::FieldEntry::required(x::Name(0x2994b04), x::Name(0x2a94603)), // head: int
+        x::FieldEntry::required(x::Name(0x31c1c06), x::Name(0x2a94603)), // sector: int
+        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
+        x::FieldEntry::required(x::Name(0x23f9005), x::Name(0x2be5304)), // block: long
+        x::FieldEntry::optional(x::Name(0x2f6b311), x::Name(0xe85d1c)), // physicalPartition: HostDiskMappingPartitionInfo
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x246d30d), x::Name(0x2a94603)), // channelNumber: int
-        x::FieldEntry::optional(x::Name(0x33e7a0c), x::Name(0x2a94603)), // targetNumber: int
-        x::FieldEntry::optional(x::Name(0x2befe09), x::Name(0x2a94603)), // lunNumber: int
-        x::FieldEntry::optional(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
-        x::FieldEntry::optional(x::Name(0x33d5206), x::Name(0x3344606)), // target: string
-        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
+        x::FieldEntry::repeated(x::Name(0x2f6b311), x::Name(0xe87a1e)), // physicalPartition: HostDiskMappingPartitionOption
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::repeated(x::Name(0x2491e0b), x::Name(0x3344606)), // claimedPath: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
-        x::FieldEntry::required(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
-        x::FieldEntry::optional(x::Name(0x23b991e), x::Name(0x2be5304)), // availableBandwidthForVMTraffic: long
-        x::FieldEntry::optional(x::Name(0x34b7a1b), x::Name(0x2be5304)), // unusedBandwidthForVMTraffic: long
-        x::FieldEntry::repeated(x::Name(0x2f73211), x::Name(0x1054d1e)), // placedVirtualNics: HostPlacedVirtualNicIdentifier
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::repeated(x::Name(0x2f96e04), x::Name(0x1064b11)), // port: HostPortGroupPort
-        x::FieldEntry::optional(x::Name(0x36a8007), x::Name(0x3344606)), // vswitch: string
-        x::FieldEntry::required(x::Name(0x24e890e), x::Name(0xfe5811)), // computedPolicy: HostNetworkPolicy
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1067211)), // spec: HostPortGroupSpec
-        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
-        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x1067211)), // spec: HostPortGroupSpec
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::repeated(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x2adc808), x::Name(0x1311c10)), // ipConfig: IpAddressProfile
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
-        x::FieldEntry::required(x::Name(0x36a9f0b), x::Name(0x3344606)), // vswitchName: string
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xfe5811)), // policy: HostNetworkPolicy
-        x::FieldEntry::optional(x::Name(0x2fae707), x::Name(0x2a94603)), // posixId: int
-        x::FieldEntry::optional(x::Name(0x3225e0b), x::Name(0x2405e07)), // shellAccess: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
+        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x3227009), x::Name(0x3344606)), // shortName: string
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x2feae0c), x::Name(0x3344606)), // primaryAgent: string
-        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
-        x::FieldEntry::optional(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x25b4c13), x::Name(0x77fc11)), // customComplyProfile: ComplianceProfile
-        x::FieldEntry::required(x::Name(0x26ea31d), x::Name(0x2405e07)), // disabledExpressionListChanged: boolean
-        x::FieldEntry::repeated(x::Name(0x26e8c16), x::Name(0x3344606)), // disabledExpressionList: string
-        x::FieldEntry::optional(x::Name(0x354430d), x::Name(0x13ff016)), // validatorHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x354140a), x::Name(0x2405e07)), // validating: boolean
-        x::FieldEntry::optional(x::Name(0x29c050a), x::Name(0x1073615)), // hostConfig: HostProfileConfigInfo
-        x::FieldEntry::optional(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2628f14), x::Name(0x77fc11)), // defaultComplyProfile: ComplianceProfile
-        x::FieldEntry::repeated(x::Name(0x2627a14), x::Name(0x77ea11)), // defaultComplyLocator: ComplianceLocator
-        x::FieldEntry::optional(x::Name(0x25b4c13), x::Name(0x77fc11)), // customComplyProfile: ComplianceProfile
-        x::FieldEntry::repeated(x::Name(0x26e8c16), x::Name(0x3344606)), // disabledExpressionList: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x169e112)), // description: ProfileDescription
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x34e8e14), x::Name(0x2405e07)), // useHostProfileEngine: boolean
-        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x314c607), x::Name(0x107c830)), // results: HostProfileManagerCompositionResultResultElement
-        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x314c607), x::Name(0x1085e3a)), // results: HostProfileManagerCompositionValidationResultResultElement
-        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x3287f17), x::Name(0xdc2c10)), // sourceDiffForToBeMerged: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x33dd717), x::Name(0xdc2c10)), // targetDiffForToBeMerged: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x3413c09), x::Name(0xdc2c10)), // toBeAdded: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x341520c), x::Name(0xdc2c10)), // toBeDisabled: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x3415f0b), x::Name(0xdc2c10)), // toBeEnabled: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x341760e), x::Name(0xdc2c10)), // toBeReenableCC: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
-        x::FieldEntry::repeated(x::Name(0x33e9e0f), x::Name(0x13d2d12)), // taskDescription: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x33ec713), x::Name(0x3344606)), // taskListRequirement: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x8f614)), // configSpec: AnswerFileCreateSpec
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x354430d), x::Name(0x13ff016)), // validatorHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x354140a), x::Name(0x2405e07)), // validating: boolean
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
-        x::FieldEntry::required(x::Name(0x34bfe0a), x::Name(0x3344606)), // updateType: string
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
-        x::FieldEntry::repeated(x::Name(0x2868808), x::Name(0x16ca020)), // failures: ProfileUpdateFailedUpdateFailure
-        x::FieldEntry::repeated(x::Name(0x2879906), x::Name(0x13d6214)), // faults: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2f2ee06), x::Name(0x3344606)), // peType: string
-        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x29d5907), x::Name(0x13ff016)), // hostKey: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x332100c), x::Name(0x3344606)), // storageArray: string
-        x::FieldEntry::optional(x::Name(0x2d8fc09), x::Name(0x3344606)), // nfsServer: string
-        x::FieldEntry::optional(x::Name(0x2d8c206), x::Name(0x3344606)), // nfsDir: string
-        x::FieldEntry::optional(x::Name(0x2d9270e), x::Name(0x3344606)), // nfsServerScope: string
-        x::FieldEntry::optional(x::Name(0x2d9180e), x::Name(0x3344606)), // nfsServerMajor: string
-        x::FieldEntry::optional(x::Name(0x2d90611), x::Name(0x3344606)), // nfsServerAuthType: string
-        x::FieldEntry::optional(x::Name(0x2d9360d), x::Name(0x3344606)), // nfsServerUser: string
-        x::FieldEntry::optional(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
-        x::FieldEntry::optional(x::Name(0x34edc18), x::Name(0x2405e07)), // usedByStretchedContainer: boolean
-        x::FieldEntry::required(x::Name(0x277c207), x::Name(0x3344606)), // dvsUuid: string
-        x::FieldEntry::required(x::Name(0x2776d07), x::Name(0x3344606)), // dvsName: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x2a94603)), // numPorts: int
-        x::FieldEntry::optional(x::Name(0x24f0d0e), x::Name(0x2a94603)), // configNumPorts: int
-        x::FieldEntry::required(x::Name(0x2e0c611), x::Name(0x2a94603)), // numPortsAvailable: int
-        x::FieldEntry::repeated(x::Name(0x34c760a), x::Name(0x134dd08)), // uplinkPort: KeyValue
-        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
-        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x10ad213)), // spec: HostProxySwitchSpec
-        x::FieldEntry::repeated(x::Name(0x29d6107), x::Name(0x10ab51c)), // hostLag: HostProxySwitchHostLagConfig
-        x::FieldEntry::optional(x::Name(0x2d5a01b), x::Name(0x2405e07)), // networkReservationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2ddb00b), x::Name(0x2405e07)), // nsxtEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x27e140a), x::Name(0x2405e07)), // ensEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x27e2713), x::Name(0x2405e07)), // ensInterruptEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x345610e), x::Name(0xac9433)), // transportZones: DistributedVirtualSwitchHostMemberTransportZoneInfo
-        x::FieldEntry::repeated(x::Name(0x2dd9e11), x::Name(0x3344606)), // nsxUsedUplinkPort: string
-        x::FieldEntry::optional(x::Name(0x2ddbc0a), x::Name(0x3344606)), // nsxtStatus: string
-        x::FieldEntry::optional(x::Name(0x2ddc710), x::Name(0x3344606)), // nsxtStatusDetail: string
-        x::FieldEntry::optional(x::Name(0x27e1f07), x::Name(0x10a9e16)), // ensInfo: HostProxySwitchEnsInfo
-        x::FieldEntry::optional(x::Name(0x2d54b18), x::Name(0x2405e07)), // networkOffloadingEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2a0130f), x::Name(0xaba331)), // hostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
-        x::FieldEntry::optional(x::Name(0x23a9a0f), x::Name(0x2405e07)), // autoDeployOwned: boolean
-        x::FieldEntry::optional(x::Name(0x29ebb17), x::Name(0xab2939)), // hostPerfNicOffloadState: DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
-        x::FieldEntry::optional(x::Name(0x33fc20b), x::Name(0x2405e07)), // teplessMode: boolean
-        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x10ad213)), // spec: HostProxySwitchSpec
-        x::FieldEntry::required(x::Name(0x2e9630a), x::Name(0x2be5304)), // opsVersion: long
-        x::FieldEntry::required(x::Name(0x2e07208), x::Name(0x2be5304)), // numPSOps: long
-        x::FieldEntry::required(x::Name(0x2dfac0b), x::Name(0x2be5304)), // numLcoreOps: long
-        x::FieldEntry::required(x::Name(0x280500b), x::Name(0x2be5304)), // errorStatus: long
-        x::FieldEntry::required(x::Name(0x2b8560b), x::Name(0x2be5304)), // lcoreStatus: long
-        x::FieldEntry::required(x::Name(0x2b6c306), x::Name(0x3344606)), // lagKey: string
-        x::FieldEntry::optional(x::Name(0x2b6ca07), x::Name(0x3344606)), // lagName: string
-        x::FieldEntry::repeated(x::Name(0x34c760a), x::Name(0x134dd08)), // uplinkPort: KeyValue
-        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0xaa7029)), // backing: DistributedVirtualSwitchHostMemberBacking
-        x::FieldEntry::optional(x::Name(0x2740d06), x::Name(0x2a94603)), // domain: int
-        x::FieldEntry::repeated(x::Name(0x2f96e04), x::Name(0x10b0c14)), // port: HostPtpConfigPtpPort
-        x::FieldEntry::required(x::Name(0x2a6a005), x::Name(0x2a94603)), // index: int
-        x::FieldEntry::optional(x::Name(0x26ade0a), x::Name(0x3344606)), // deviceType: string
-        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0xf4fb0c)), // ipConfig: HostIpConfig
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::optional(x::Name(0x2753e06), x::Name(0x3344606)), // driver: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x10b7c15)), // backing: HostRdmaDeviceBacking
-        x::FieldEntry::required(x::Name(0x251e70e), x::Name(0x10bab1c)), // connectionInfo: HostRdmaDeviceConnectionInfo
-        x::FieldEntry::required(x::Name(0x243ee0a), x::Name(0x10b9218)), // capability: HostRdmaDeviceCapability
-        x::FieldEntry::required(x::Name(0x316400d), x::Name(0x2405e07)), // roceV1Capable: boolean
-        x::FieldEntry::required(x::Name(0x3164e0d), x::Name(0x2405e07)), // roceV2Capable: boolean
-        x::FieldEntry::required(x::Name(0x2a2d70c), x::Name(0x2405e07)), // iWarpCapable: boolean
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::required(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
-        x::FieldEntry::required(x::Name(0x32b7c0b), x::Name(0x2a94603)), // speedInMbps: int
-        x::FieldEntry::required(x::Name(0x2ef870c), x::Name(0x3344606)), // pairedUplink: string
-        x::FieldEntry::optional(x::Name(0x2383514), x::Name(0x3344606)), // associatedRdmaDevice: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x262330d), x::Name(0x2405e07)), // deepCleansing: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2cd8d12), x::Name(0x2405e07)), // modifyControlFlags: boolean
-        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228f410)), // spec: VslmRelocateSpec
-        x::FieldEntry::optional(x::Name(0x2b2ce12), x::Name(0x2405e07)), // isLcParentAttached: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::repeated(x::Name(0x3110b06), x::Name(0x1202714)), // rescan: HostVmfsRescanResult
-        x::FieldEntry::required(x::Name(0x314bf06), x::Name(0x13ff016)), // result: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::optional(x::Name(0x2fda506), x::Name(0x3344606)), // prefix: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x270940d), x::Name(0x3344606)), // diskInfoFlags: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x252060f), x::Name(0x1153419)), // connectionState: HostSystemConnectionState
-        x::FieldEntry::required(x::Name(0x2fbc60a), x::Name(0x115b614)), // powerState: HostSystemPowerState
-        x::FieldEntry::optional(x::Name(0x32e470b), x::Name(0x3344606)), // standbyMode: string
-        x::FieldEntry::required(x::Name(0x2a44211), x::Name(0x2405e07)), // inMaintenanceMode: boolean
-        x::FieldEntry::optional(x::Name(0x2a49010), x::Name(0x2405e07)), // inQuarantineMode: boolean
-        x::FieldEntry::optional(x::Name(0x2411508), x::Name(0x2607608)), // bootTime: dateTime
-        x::FieldEntry::optional(x::Name(0x29a6313), x::Name(0xda6b13)), // healthSystemRuntime: HealthSystemRuntime
-        x::FieldEntry::optional(x::Name(0x25d8d0c), x::Name(0x6df316)), // dasHostState: ClusterDasFdmHostState
-        x::FieldEntry::repeated(x::Name(0x3441b0c), x::Name(0x1184f11)), // tpmPcrValues: HostTpmDigestInfo
-        x::FieldEntry::optional(x::Name(0x368b00f), x::Name(0x224fa13)), // vsanRuntimeInfo: VsanHostRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x2d6dd12), x::Name(0x10eac21)), // networkRuntimeInfo: HostRuntimeInfoNetworkRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x3527619), x::Name(0x11c3c2a)), // vFlashResourceRuntimeInfo: HostVFlashManagerVFlashResourceRunTimeInfo
-        x::FieldEntry::optional(x::Name(0x29dbe1a), x::Name(0x2be5304)), // hostMaxVirtualDiskCapacity: long
-        x::FieldEntry::optional(x::Name(0x259010b), x::Name(0x3344606)), // cryptoState: string
-        x::FieldEntry::optional(x::Name(0x258d10b), x::Name(0x83cb0b)), // cryptoKeyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x330091b), x::Name(0x3344606)), // statelessNvdsMigrationReady: string
-        x::FieldEntry::repeated(x::Name(0x2f0a216), x::Name(0x1032025)), // partialMaintenanceMode: HostPartialMaintenanceModeRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x32fa70f), x::Name(0x10ece22)), // stateEncryption: HostRuntimeInfoStateEncryptionInfo
-        x::FieldEntry::optional(x::Name(0x2f87709), x::Name(0x1669209)), // podVMInfo: PodVMInfo
-        x::FieldEntry::required(x::Name(0x2d39413), x::Name(0x3344606)), // netStackInstanceKey: string
-        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::repeated(x::Name(0x364910a), x::Name(0x3344606)), // vmknicKeys: string
-        x::FieldEntry::optional(x::Name(0x2c3a416), x::Name(0x2a94603)), // maxNumberOfConnections: int
-        x::FieldEntry::optional(x::Name(0x25a4f12), x::Name(0x2405e07)), // currentIpV6Enabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2d3a81b), x::Name(0x10e512a)), // netStackInstanceRuntimeInfo: HostRuntimeInfoNetStackInstanceRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x2d6c616), x::Name(0xfe6a1a)), // networkResourceRuntime: HostNetworkResourceRuntime
-        x::FieldEntry::required(x::Name(0x302960e), x::Name(0x3344606)), // protectionMode: string
-        x::FieldEntry::optional(x::Name(0x3106911), x::Name(0x2405e07)), // requireSecureBoot: boolean
-        x::FieldEntry::optional(x::Name(0x3104318), x::Name(0x2405e07)), // requireExecInstalledOnly: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x262330d), x::Name(0x2405e07)), // deepCleansing: boolean
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0xe81d15)), // capacity: HostDiskDimensionsLba
-        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x32d3103), x::Name(0x2405e07)), // ssd: boolean
-        x::FieldEntry::optional(x::Name(0x2bc8509), x::Name(0x2405e07)), // localDisk: boolean
-        x::FieldEntry::repeated(x::Name(0x2f68810), x::Name(0x3344606)), // physicalLocation: string
-        x::FieldEntry::optional(x::Name(0x279f015), x::Name(0x2405e07)), // emulatedDIXDIFEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x368150c), x::Name(0x2252b14)), // vsanDiskInfo: VsanHostVsanDiskInfo
-        x::FieldEntry::optional(x::Name(0x31aba0c), x::Name(0x3344606)), // scsiDiskType: string
-        x::FieldEntry::optional(x::Name(0x34ec813), x::Name(0x2405e07)), // usedByMemoryTiering: boolean
-        x::FieldEntry::required(x::Name(0x2710208), x::Name(0x3344606)), // diskName: string
+        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
+        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
         x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
-        x::FieldEntry::repeated(x::Name(0x22ea507), x::Name(0x10fb419)), // adapter: HostScsiTopologyInterface
+        x::FieldEntry::required(x::Name(0x32f450b), x::Name(0x2be5304)), // startSector: long
+        x::FieldEntry::required(x::Name(0x27d6009), x::Name(0x2be5304)), // endSector: long
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2971a04), x::Name(0x3344606)), // guid: string
+        x::FieldEntry::required(x::Name(0x2bddc07), x::Name(0x2405e07)), // logical: boolean
+        x::FieldEntry::required(x::Name(0x238fa0a), x::Name(0x2420604)), // attributes: byte
+        x::FieldEntry::optional(x::Name(0x2f0fb12), x::Name(0x2be5304)), // partitionAlignment: long
+        x::FieldEntry::optional(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x32e8f05), x::Name(0xe81d15)), // start: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x27d3103), x::Name(0xe81d15)), // end: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe93e15)), // spec: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::optional(x::Name(0x3430e05), x::Name(0xe81d15)), // total: HostDiskDimensionsLba
+        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8b51b)), // partition: HostDiskPartitionBlockRange
+        x::FieldEntry::optional(x::Name(0x2f10e0f), x::Name(0x3344606)), // partitionFormat: string
+        x::FieldEntry::optional(x::Name(0x248e503), x::Name(0xe80715)), // chs: HostDiskDimensionsChs
+        x::FieldEntry::optional(x::Name(0x343b40c), x::Name(0x2be5304)), // totalSectors: long
+        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8991b)), // partition: HostDiskPartitionAttributes
+        x::FieldEntry::optional(x::Name(0x31c300a), x::Name(0x2a94603)), // sectorSize: int
+        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
+        x::FieldEntry::optional(x::Name(0x359c210), x::Name(0x3344606)), // virtualNicDevice: string
+        x::FieldEntry::optional(x::Name(0x2b21714), x::Name(0x3344606)), // ipv6VirtualNicDevice: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::repeated(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::repeated(x::Name(0x31b670c), x::Name(0x3344606)), // searchDomain: string
+        x::FieldEntry::optional(x::Name(0x3599614), x::Name(0x11e5e18)), // virtualNicConnection: HostVirtualNicConnection
+        x::FieldEntry::optional(x::Name(0x359ab16), x::Name(0x11e5e18)), // virtualNicConnectionV6: HostVirtualNicConnection
+        x::FieldEntry::required(x::Name(0x269650b), x::Name(0x3344606)), // deviceClass: string
+        x::FieldEntry::required(x::Name(0x2481a13), x::Name(0x2405e07)), // checkpointSupported: boolean
+        x::FieldEntry::required(x::Name(0x33a9d15), x::Name(0x2405e07)), // swDMATracingSupported: boolean
+        x::FieldEntry::required(x::Name(0x32d1808), x::Name(0x2405e07)), // sriovNic: boolean
+        x::FieldEntry::repeated(x::Name(0x2f4af0b), x::Name(0x1635a0a)), // permissions: Permission
+        x::FieldEntry::repeated(x::Name(0x35dc008), x::Name(0xc9930a)), // vmFaults: FaultsByVM
+        x::FieldEntry::repeated(x::Name(0x29cd50a), x::Name(0xc9860c)), // hostFaults: FaultsByHost
+        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
+        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
+        x::FieldEntry::required(x::Name(0x2b36810), x::Name(0x2405e07)), // isStorageHealthy: boolean
+        x::FieldEntry::required(x::Name(0x2b30b10), x::Name(0x2405e07)), // isNetworkHealthy: boolean
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
-        x::FieldEntry::repeated(x::Name(0x33d5206), x::Name(0x10fe216)), // target: HostScsiTopologyTarget
+        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x2a94603)), // lun: int
-        x::FieldEntry::required(x::Name(0x31aec07), x::Name(0x3344606)), // scsiLun: string
+        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x2a94603)), // target: int
-        x::FieldEntry::repeated(x::Name(0x2bee303), x::Name(0x10fce13)), // lun: HostScsiTopologyLun
-        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
-        x::FieldEntry::optional(x::Name(0x22fa20d), x::Name(0x3344606)), // adminPassword: string
-        x::FieldEntry::repeated(x::Name(0x30dab10), x::Name(0x1635a0a)), // removePermission: Permission
-        x::FieldEntry::repeated(x::Name(0x22ee20d), x::Name(0x1635a0a)), // addPermission: Permission
-        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x3344606)), // nodeWorldWideName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2fa7508), x::Name(0xcad814)), // portType: FibreChannelPortType
+        x::FieldEntry::required(x::Name(0x32b7605), x::Name(0x2be5304)), // speed: long
+        x::FieldEntry::required(x::Name(0x347d50d), x::Name(0x3344606)), // underlyingNic: string
+        x::FieldEntry::required(x::Name(0x2baec08), x::Name(0xeb3d27)), // linkInfo: HostFibreChannelOverEthernetHbaLinkInfo
+        x::FieldEntry::required(x::Name(0x2b3590e), x::Name(0x2405e07)), // isSoftwareFcoe: boolean
+        x::FieldEntry::required(x::Name(0x2c17e10), x::Name(0x2405e07)), // markedForRemoval: boolean
+        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
+        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
+        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
+        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
+        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x36c3903), x::Name(0x3344606)), // who: string
+        x::FieldEntry::required(x::Name(0x36c2f04), x::Name(0x3344606)), // what: string
+        x::FieldEntry::required(x::Name(0x2ce5109), x::Name(0xfafd0d)), // mountInfo: HostMountInfo
+        x::FieldEntry::required(x::Name(0x366d906), x::Name(0xebd814)), // volume: HostFileSystemVolume
+        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::repeated(x::Name(0x366f40e), x::Name(0x3344606)), // volumeTypeList: string
+        x::FieldEntry::repeated(x::Name(0x2ce5109), x::Name(0xebc017)), // mountInfo: HostFileSystemMountInfo
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec3c1f)), // rule: HostFirewallConfigRuleSetConfig
+        x::FieldEntry::required(x::Name(0x2626415), x::Name(0xec5c19)), // defaultBlockingPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::required(x::Name(0x317dd09), x::Name(0x3344606)), // rulesetId: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x2a55d0f), x::Name(0x2405e07)), // incomingBlocked: boolean
+        x::FieldEntry::optional(x::Name(0x2ecad0f), x::Name(0x2405e07)), // outgoingBlocked: boolean
+        x::FieldEntry::required(x::Name(0x263a60d), x::Name(0xec5c19)), // defaultPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0xece413)), // ruleset: HostFirewallRuleset
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x27d4a07), x::Name(0x2a94603)), // endPort: int
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0xec9819)), // direction: HostFirewallRuleDirection
+        x::FieldEntry::optional(x::Name(0x2fa7508), x::Name(0xecb218)), // portType: HostFirewallRulePortType
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
         x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
         x::FieldEntry::required(x::Name(0x3109a08), x::Name(0x2405e07)), // required: boolean
-        x::FieldEntry::required(x::Name(0x348330d), x::Name(0x2405e07)), // uninstallable: boolean
-        x::FieldEntry::required(x::Name(0x3181507), x::Name(0x2405e07)), // running: boolean
-        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0x3344606)), // ruleset: string
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::optional(x::Name(0x3294f0d), x::Name(0x1108218)), // sourcePackage: HostServiceSourcePackage
-        x::FieldEntry::required(x::Name(0x31f2309), x::Name(0x3344606)), // serviceId: string
-        x::FieldEntry::required(x::Name(0x32f8e0d), x::Name(0x3344606)), // startupPolicy: string
-        x::FieldEntry::repeated(x::Name(0x31e9d07), x::Name(0x110420b)), // service: HostService
-        x::FieldEntry::required(x::Name(0x3295d11), x::Name(0x3344606)), // sourcePackageName: string
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
-        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
-        x::FieldEntry::required(x::Name(0x31fa10e), x::Name(0x3344606)), // serviceVersion: string
-        x::FieldEntry::required(x::Name(0x31fd709), x::Name(0x3344606)), // sessionId: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x253fd0c), x::Name(0x3344606)), // controlFlags: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::required(x::Name(0x320d108), x::Name(0x3344606)), // sevState: string
-        x::FieldEntry::required(x::Name(0x2c4840e), x::Name(0x2be5304)), // maxSevEsGuests: long
-        x::FieldEntry::optional(x::Name(0x326e008), x::Name(0x3344606)), // snpState: string
-        x::FieldEntry::optional(x::Name(0x326e90c), x::Name(0x2405e07)), // snpSupported: boolean
-        x::FieldEntry::required(x::Name(0x3212308), x::Name(0x3344606)), // sgxState: string
-        x::FieldEntry::required(x::Name(0x3436c0e), x::Name(0x2be5304)), // totalEpcMemory: long
-        x::FieldEntry::required(x::Name(0x28c8007), x::Name(0x3344606)), // flcMode: string
-        x::FieldEntry::optional(x::Name(0x2b8620c), x::Name(0x3344606)), // lePubKeyHash: string
-        x::FieldEntry::optional(x::Name(0x30b8110), x::Name(0x1115117)), // registrationInfo: HostSgxRegistrationInfo
-        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::optional(x::Name(0x23f5f09), x::Name(0x2a94603)), // biosError: int
-        x::FieldEntry::optional(x::Name(0x30b920f), x::Name(0x3344606)), // registrationUrl: string
-        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x2fca204), x::Name(0x3344606)), // ppid: string
-        x::FieldEntry::optional(x::Name(0x2b78312), x::Name(0x2607608)), // lastRegisteredTime: dateTime
-        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
-        x::FieldEntry::required(x::Name(0x271d915), x::Name(0x2405e07)), // diskSnapshotSupported: boolean
-        x::FieldEntry::required(x::Name(0x2c8be17), x::Name(0x2405e07)), // memorySnapshotSupported: boolean
-        x::FieldEntry::required(x::Name(0x33a1410), x::Name(0x2405e07)), // suspendSupported: boolean
-        x::FieldEntry::required(x::Name(0x2caf310), x::Name(0x2405e07)), // migrateSupported: boolean
-        x::FieldEntry::required(x::Name(0x3227009), x::Name(0x3344606)), // shortName: string
-        x::FieldEntry::required(x::Name(0x3227a0a), x::Name(0x3344606)), // shortName2: string
-        x::FieldEntry::required(x::Name(0x3227009), x::Name(0x3344606)), // shortName: string
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::repeated(x::Name(0x306bb13), x::Name(0x3344606)), // readOnlyCommunities: string
-        x::FieldEntry::repeated(x::Name(0x345700b), x::Name(0x1124e13)), // trapTargets: HostSnmpDestination
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x134dd08)), // option: KeyValue
-        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::required(x::Name(0x24c4209), x::Name(0x3344606)), // community: string
-        x::FieldEntry::required(x::Name(0x2c42d16), x::Name(0x2a94603)), // maxReadOnlyCommunities: int
-        x::FieldEntry::required(x::Name(0x2c58113), x::Name(0x2a94603)), // maxTrapDestinations: int
-        x::FieldEntry::required(x::Name(0x2c20b12), x::Name(0x2a94603)), // maxCommunityLength: int
-        x::FieldEntry::required(x::Name(0x2c1fd0d), x::Name(0x2a94603)), // maxBufferSize: int
-        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0x1122317)), // capability: HostSnmpAgentCapability
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x32eb60d), x::Name(0x3344606)), // startChangeID: string
-        x::FieldEntry::optional(x::Name(0x27d3e0b), x::Name(0x3344606)), // endChangeID: string
-        x::FieldEntry::required(x::Name(0x258360b), x::Name(0x2607608)), // createdTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2b7410c), x::Name(0x2607608)), // lastModified: dateTime
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3349908), x::Name(0x114a114)), // subSpecs: HostSubSpecification
-        x::FieldEntry::optional(x::Name(0x245e708), x::Name(0x3344606)), // changeID: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29f8908), x::Name(0x1129f11)), // hostSpec: HostSpecification
-        x::FieldEntry::required(x::Name(0x32d0b0c), x::Name(0x2405e07)), // sriovEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2e31112), x::Name(0x2a94603)), // numVirtualFunction: int
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x32d0b0c), x::Name(0x2405e07)), // sriovEnabled: boolean
-        x::FieldEntry::required(x::Name(0x32cee0c), x::Name(0x2405e07)), // sriovCapable: boolean
-        x::FieldEntry::required(x::Name(0x32cd50b), x::Name(0x2405e07)), // sriovActive: boolean
-        x::FieldEntry::required(x::Name(0x2e3241b), x::Name(0x2a94603)), // numVirtualFunctionRequested: int
-        x::FieldEntry::required(x::Name(0x2e31112), x::Name(0x2a94603)), // numVirtualFunction: int
-        x::FieldEntry::required(x::Name(0x2c5f41b), x::Name(0x2a94603)), // maxVirtualFunctionSupported: int
-        x::FieldEntry::optional(x::Name(0x33b5509), x::Name(0x3344606)), // switchKey: string
-        x::FieldEntry::optional(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
-        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x163e40b)), // pnic: PhysicalNic
-        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
-        x::FieldEntry::optional(x::Name(0x2edff08), x::Name(0x3344606)), // ownerTag: string
-        x::FieldEntry::repeated(x::Name(0x32dc20e), x::Name(0x3344606)), // sslThumbprints: string
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xbdad12)), // policy: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x29bcc0e), x::Name(0xefbc12)), // hostBusAdapter: HostHostBusAdapter
-        x::FieldEntry::repeated(x::Name(0x31aec07), x::Name(0x19e5a07)), // scsiLun: ScsiLun
-        x::FieldEntry::optional(x::Name(0x31b040c), x::Name(0x10fa310)), // scsiTopology: HostScsiTopology
-        x::FieldEntry::optional(x::Name(0x2e5990c), x::Name(0x101b610)), // nvmeTopology: HostNvmeTopology
-        x::FieldEntry::optional(x::Name(0x2cfe90d), x::Name(0xfb5811)), // multipathInfo: HostMultipathInfo
-        x::FieldEntry::optional(x::Name(0x2f79611), x::Name(0x1056c15)), // plugStoreTopology: HostPlugStoreTopology
-        x::FieldEntry::required(x::Name(0x327221b), x::Name(0x2405e07)), // softwareInternetScsiEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2e9150f), x::Name(0x1140b1a)), // operationalInfo: HostStorageOperationalInfo
-        x::FieldEntry::required(x::Name(0x3022a08), x::Name(0x3344606)), // property: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x258360b), x::Name(0x2607608)), // createdTime: dateTime
-        x::FieldEntry::repeated(x::Name(0x25ddf04), x::Name(0x2420604)), // data: byte
-        x::FieldEntry::optional(x::Name(0x23f4f0a), x::Name(0x23e790c)), // binaryData: base64Binary
-        x::FieldEntry::required(x::Name(0x3348d0b), x::Name(0x3344606)), // subSpecName: string
-        x::FieldEntry::required(x::Name(0x29fb70b), x::Name(0x114a114)), // hostSubSpec: HostSubSpecification
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::required(x::Name(0x247d109), x::Name(0x2607608)), // checkTime: dateTime
-        x::FieldEntry::repeated(x::Name(0x2e4b111), x::Name(0x1002315)), // numericSensorInfo: HostNumericSensorInfo
-        x::FieldEntry::required(x::Name(0x2a32a0f), x::Name(0x3344606)), // identifierValue: string
-        x::FieldEntry::required(x::Name(0x2a31b0e), x::Name(0xbdad12)), // identifierType: ElementDescription
-        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
-        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3344606)), // family: string
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x2ec1914), x::Name(0x115631c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
-        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
-        x::FieldEntry::repeated(x::Name(0x304850d), x::Name(0x10b2111)), // qualifiedName: HostQualifiedName
-        x::FieldEntry::optional(x::Name(0x36ac20b), x::Name(0x10b2111)), // vvolHostNQN: HostQualifiedName
-        x::FieldEntry::optional(x::Name(0x36ab70a), x::Name(0x3344606)), // vvolHostId: string
-        x::FieldEntry::optional(x::Name(0x240660f), x::Name(0x3344606)), // bootCommandLine: string
-        x::FieldEntry::optional(x::Name(0x33b9d09), x::Name(0x2405e07)), // syncState: boolean
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::required(x::Name(0x2e8f90d), x::Name(0x2607608)), // operationTime: dateTime
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x24ea506), x::Name(0x191bc12)), // config: ResourceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x1161e16)), // child: HostSystemResourceInfo
-        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x117002b)), // option: HostSystemSwapConfigurationSystemSwapOption
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x3344606)), // datastore: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::optional(x::Name(0x238260e), x::Name(0x3344606)), // associatedPnic: string
-        x::FieldEntry::required(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
-        x::FieldEntry::required(x::Name(0x33f2d08), x::Name(0x3344606)), // tdxState: string
-        x::FieldEntry::required(x::Name(0x2e28e13), x::Name(0x2a94603)), // numTDXPrivateKeyIDs: int
-        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
-        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x117ae26)), // status: HostTpmAttestationInfoAcceptanceStatus
-        x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x3441b0c), x::Name(0x1184f11)), // tpmPcrValues: HostTpmDigestInfo
-        x::FieldEntry::repeated(x::Name(0x3440209), x::Name(0x1187514)), // tpmEvents: HostTpmEventLogEntry
-        x::FieldEntry::required(x::Name(0x3440c0e), x::Name(0x2405e07)), // tpmLogReliable: boolean
-        x::FieldEntry::required(x::Name(0x2410212), x::Name(0x3344606)), // bootSecurityOption: string
-        x::FieldEntry::required(x::Name(0x24bd80b), x::Name(0x3344606)), // commandLine: string
-        x::FieldEntry::required(x::Name(0x2f2dc09), x::Name(0x2a94603)), // pcrNumber: int
-        x::FieldEntry::repeated(x::Name(0x25e2608), x::Name(0x2420604)), // dataHash: byte
-        x::FieldEntry::optional(x::Name(0x25e2f0e), x::Name(0x3344606)), // dataHashMethod: string
-        x::FieldEntry::required(x::Name(0x2f2d308), x::Name(0x2a94603)), // pcrIndex: int
-        x::FieldEntry::required(x::Name(0x281bf0c), x::Name(0x1186113)), // eventDetails: HostTpmEventDetails
-        x::FieldEntry::required(x::Name(0x2e9be0f), x::Name(0x3344606)), // optionsFileName: string
-        x::FieldEntry::repeated(x::Name(0x2409d0b), x::Name(0x2420604)), // bootOptions: byte
-        x::FieldEntry::required(x::Name(0x24ddb0d), x::Name(0x3344606)), // componentName: string
-        x::FieldEntry::required(x::Name(0x356a707), x::Name(0x3344606)), // vibName: string
-        x::FieldEntry::required(x::Name(0x356d40a), x::Name(0x3344606)), // vibVersion: string
-        x::FieldEntry::required(x::Name(0x356ca09), x::Name(0x3344606)), // vibVendor: string
-        x::FieldEntry::required(x::Name(0x33d1c0d), x::Name(0x3344606)), // systemVersion: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x23e790c)), // version: base64Binary
-        x::FieldEntry::required(x::Name(0x238a611), x::Name(0x3344606)), // attestationStatus: string
-        x::FieldEntry::optional(x::Name(0x31f2309), x::Name(0x3344606)), // serviceId: string
-        x::FieldEntry::optional(x::Name(0x238c10a), x::Name(0x2607608)), // attestedAt: dateTime
-        x::FieldEntry::optional(x::Name(0x238cc0d), x::Name(0x2607608)), // attestedUntil: dateTime
-        x::FieldEntry::repeated(x::Name(0x2c9d108), x::Name(0x13d2d12)), // messages: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x10f8d15)), // device: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
-        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x2b2b50c), x::Name(0x2405e07)), // isHeadExtent: boolean
-        x::FieldEntry::required(x::Name(0x2ea8e07), x::Name(0x2a94603)), // ordinal: int
-        x::FieldEntry::required(x::Name(0x32eab0a), x::Name(0x2a94603)), // startBlock: int
-        x::FieldEntry::required(x::Name(0x27d3508), x::Name(0x2a94603)), // endBlock: int
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::repeated(x::Name(0x284be10), x::Name(0x3344606)), // extentDevicePath: string
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11a1420)), // spec: HostUnresolvedVmfsResolutionSpec
-        x::FieldEntry::optional(x::Name(0x3630f04), x::Name(0x120490e)), // vmfs: HostVmfsVolume
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x284be10), x::Name(0x3344606)), // extentDevicePath: string
-        x::FieldEntry::required(x::Name(0x3511f0e), x::Name(0x3344606)), // uuidResolution: string
-        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x1198d18)), // extent: HostUnresolvedVmfsExtent
-        x::FieldEntry::required(x::Name(0x3636809), x::Name(0x3344606)), // vmfsLabel: string
-        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x343140b), x::Name(0x2a94603)), // totalBlocks: int
-        x::FieldEntry::required(x::Name(0x312da0d), x::Name(0x11a8125)), // resolveStatus: HostUnresolvedVmfsVolumeResolveStatus
-        x::FieldEntry::required(x::Name(0x312cf0a), x::Name(0x2405e07)), // resolvable: boolean
-        x::FieldEntry::optional(x::Name(0x2a5fa11), x::Name(0x2405e07)), // incompleteExtents: boolean
-        x::FieldEntry::optional(x::Name(0x2d0060e), x::Name(0x2405e07)), // multipleCopies: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
-        x::FieldEntry::repeated(x::Name(0x265250a), x::Name(0x3344606)), // deleteKeys: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
-        x::FieldEntry::repeated(x::Name(0x265250a), x::Name(0x3344606)), // deleteKeys: string
-        x::FieldEntry::repeated(x::Name(0x3523018), x::Name(0x11b603e)), // vFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
-        x::FieldEntry::optional(x::Name(0x2648113), x::Name(0x3344606)), // defaultVFlashModule: string
-        x::FieldEntry::optional(x::Name(0x33ab818), x::Name(0x2be5304)), // swapCacheReservationInGB: long
-        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
-        x::FieldEntry::required(x::Name(0x3524913), x::Name(0x3344606)), // vFlashModuleVersion: string
-        x::FieldEntry::required(x::Name(0x2cbc819), x::Name(0x3344606)), // minSupportedModuleVersion: string
-        x::FieldEntry::required(x::Name(0x2430014), x::Name(0x65700c)), // cacheConsistencyType: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2431509), x::Name(0x65700c)), // cacheMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x23ff613), x::Name(0x13e720a)), // blockSizeInKBOption: LongOption
-        x::FieldEntry::required(x::Name(0x311b415), x::Name(0x13e720a)), // reservationInMBOption: LongOption
-        x::FieldEntry::required(x::Name(0x2c2420f), x::Name(0x2be5304)), // maxDiskSizeInKB: long
-        x::FieldEntry::required(x::Name(0x2648113), x::Name(0x3344606)), // defaultVFlashModule: string
-        x::FieldEntry::required(x::Name(0x33ab818), x::Name(0x2be5304)), // swapCacheReservationInGB: long
-        x::FieldEntry::optional(x::Name(0x3525d18), x::Name(0x11be829)), // vFlashResourceConfigInfo: HostVFlashManagerVFlashResourceConfigInfo
-        x::FieldEntry::optional(x::Name(0x351bf15), x::Name(0x11b3926)), // vFlashCacheConfigInfo: HostVFlashManagerVFlashCacheConfigInfo
-        x::FieldEntry::optional(x::Name(0x3562704), x::Name(0x11e2b0e)), // vffs: HostVffsVolume
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::required(x::Name(0x3563508), x::Name(0x3344606)), // vffsUuid: string
-        x::FieldEntry::required(x::Name(0x34dbb05), x::Name(0x2be5304)), // usage: long
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::required(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
-        x::FieldEntry::required(x::Name(0x2440212), x::Name(0x2be5304)), // capacityForVmCache: long
-        x::FieldEntry::required(x::Name(0x28d950e), x::Name(0x2be5304)), // freeForVmCache: long
-        x::FieldEntry::repeated(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x3562704), x::Name(0x11e2b0e)), // vffs: HostVffsVolume
-        x::FieldEntry::repeated(x::Name(0x2701b17), x::Name(0xe7d81b)), // diskConfigurationResult: HostDiskConfigurationResult
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24cc50d), x::Name(0x3344606)), // compatibility: string
-        x::FieldEntry::optional(x::Name(0x364f80d), x::Name(0x3344606)), // vmotionNicKey: string
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec8710)), // rule: HostFirewallRule
+        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
         x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d33f09), x::Name(0x11d1814)), // netConfig: HostVMotionNetConfig
-        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0xf4fb0c)), // ipConfig: HostIpConfig
-        x::FieldEntry::optional(x::Name(0x2764c07), x::Name(0x2a94603)), // dstVmId: int
-        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2be5304)), // startTime: long
-        x::FieldEntry::optional(x::Name(0x255220b), x::Name(0x2be5304)), // cptLoadTime: long
-        x::FieldEntry::optional(x::Name(0x255120f), x::Name(0x2be5304)), // cptLoadDoneTime: long
-        x::FieldEntry::optional(x::Name(0x30e7214), x::Name(0x2be5304)), // replicateMemDoneTime: long
-        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2be5304)), // endTime: long
-        x::FieldEntry::optional(x::Name(0x2552e0b), x::Name(0x2be5304)), // cptXferTime: long
-        x::FieldEntry::optional(x::Name(0x255050c), x::Name(0x2be5304)), // cptCacheUsed: long
-        x::FieldEntry::optional(x::Name(0x2691810), x::Name(0x2be5304)), // devCptStreamSize: long
-        x::FieldEntry::optional(x::Name(0x2692910), x::Name(0x2be5304)), // devCptStreamTime: long
-        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2be5304)), // startTime: long
-        x::FieldEntry::optional(x::Name(0x305bc0b), x::Name(0x2be5304)), // quiesceTime: long
-        x::FieldEntry::optional(x::Name(0x3058c0f), x::Name(0x2be5304)), // quiesceDoneTime: long
-        x::FieldEntry::optional(x::Name(0x314ce0e), x::Name(0x2be5304)), // resumeDoneTime: long
-        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2be5304)), // endTime: long
-        x::FieldEntry::repeated(x::Name(0x2439c0d), x::Name(0x11e3a0e)), // candidateVnic: HostVirtualNic
-        x::FieldEntry::optional(x::Name(0x31cfd0c), x::Name(0x3344606)), // selectedVnic: string
+        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x34f5a10), x::Name(0x2405e07)), // userControllable: boolean
+        x::FieldEntry::optional(x::Name(0x2ae0716), x::Name(0x2405e07)), // ipListUserConfigurable: boolean
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x2ae1e09), x::Name(0xed121c)), // ipNetwork: HostFirewallRulesetIpNetwork
+        x::FieldEntry::required(x::Name(0x231cf05), x::Name(0x2405e07)), // allIp: boolean
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x23ccf1a), x::Name(0x2405e07)), // backgroundSnapshotsEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2f4bb07), x::Name(0x2405e07)), // persist: boolean
+        x::FieldEntry::required(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2f06b08), x::Name(0x3344606)), // partName: string
+        x::FieldEntry::required(x::Name(0x2f0740a), x::Name(0x3344606)), // partNumber: string
+        x::FieldEntry::required(x::Name(0x2c1060c), x::Name(0x3344606)), // manufacturer: string
+        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::optional(x::Name(0x2ca750c), x::Name(0x2607608)), // mfgTimeStamp: dateTime
+        x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
+        x::FieldEntry::optional(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
+        x::FieldEntry::optional(x::Name(0x3462016), x::Name(0x3344606)), // trustVerificationToken: string
+        x::FieldEntry::repeated(x::Name(0x29b800e), x::Name(0x134dd08)), // hostAuthParams: KeyValue
     ],
     values: &[
-        x::Name(0x34ba802), // up
-        x::Name(0x36bbb07), // warning
-        x::Name(0x2748804), // down
-        x::Name(0x2bf920b), // maintenance
-        x::Name(0x32b9012), // sphereletPartialMM
-        x::Name(0x2dd5f0c), // nsxPartialMM
-        x::Name(0x3056513), // quickPatchPartialMM
-        x::Name(0x2dbd30e), // notInPartialMM
-        x::Name(0x27efc11), // enteringPartialMM
-        x::Name(0x282ff10), // exitingPartialMM
-        x::Name(0x2a4540b), // inPartialMM
-        x::Name(0x29f3f0d), // hostRestarted
-        x::Name(0x2a3840b), // imageActive
-        x::Name(0x3540a09), // validated
-        x::Name(0x2b57a0b), // keyNotFound
-        x::Name(0x2b5a90a), // keyRevoked
-        x::Name(0x2b5520a), // keyExpired
-        x::Name(0x26c340e), // digestMismatch
-        x::Name(0x2dbab13), // notEnoughSignatures
-        x::Name(0x3541f0f), // validationError
-        x::Name(0x2e66d09), // obsoleted
-        x::Name(0x2cc780c), // missingPatch
-        x::Name(0x2cc6d0a), // missingLib
-        x::Name(0x2983811), // hasDependentPatch
-        x::Name(0x250820d), // conflictPatch
-        x::Name(0x250760b), // conflictLib
+        x::Name(0x19b6c04), // SHA1
+        x::Name(0x13ec703), // MD5
+        x::Name(0x19b7106), // SHA256
+        x::Name(0x19b7806), // SHA384
+        x::Name(0x19b7f06), // SHA512
+        x::Name(0x19b8607), // SM3_256
+        x::Name(0x26beb0e), // digestDisabled
+        x::Name(0x2999a0a), // headerOnly
+        x::Name(0x25e4608), // dataOnly
+        x::Name(0x299500d), // headerAndData
+        x::Name(0x32da819), // sslThumbprintVerifyFailed
+        x::Name(0x2b9600e), // licenseExpired
+        x::Name(0x230f10c), // agentUpgrade
+        x::Name(0x3508e0b), // userRequest
+        x::Name(0x2a91e14), // insufficientLicenses
+        x::Name(0x230d40e), // agentOutOfDate
+        x::Name(0x2f1c916), // passwordDecryptFailure
+        x::Name(0x3488b07), // unknown
+        x::Name(0x354b516), // vcVRAMCapacityExceeded
+        x::Name(0x2922103), // gpt
+        x::Name(0x2c67b03), // mbr
+        x::Name(0x3488b07), // unknown
         x::Name(0x2daff04), // none
-        x::Name(0x29b4e04), // host
-        x::Name(0x26d130a), // directPath
-        x::Name(0x27dc612), // enhancedDirectPath
-        x::Name(0x352ae0c), // vGpuSameSize
-        x::Name(0x352a00d), // vGpuMixedSize
-        x::Name(0x33caa0c), // systemSelect
-        x::Name(0x2fb5c07), // powerOn
-        x::Name(0x2fb3208), // powerOff
-        x::Name(0x353dd05), // valid
-        x::Name(0x2aa9b07), // invalid
-        x::Name(0x3488b07), // unknown
-        x::Name(0x3359007), // success
-        x::Name(0x2801305), // error
-        x::Name(0x3359007), // success
-        x::Name(0x2801305), // error
-        x::Name(0x2bfae17), // maintenanceModeRequired
-        x::Name(0x307840e), // rebootRequired
-        x::Name(0xdd3809), // HostBased
-        x::Name(0x124b806), // Import
-        x::Name(0xbd9104), // Edit
-        x::Name(0x783607), // Compose
-        x::Name(0x17f3505), // Ready
-        x::Name(0x19b0c07), // Running
-        x::Name(0xc76b06), // Failed
-        x::Name(0x23f9005), // block
-        x::Name(0x2d1b503), // nas
-        x::Name(0x31a8f04), // scsi
-        x::Name(0x2d88103), // nfs
-        x::Name(0x2d8bc05), // nfs4x
-        x::Name(0x2daff04), // none
-        x::Name(0x3598b0a), // virtualNic
-        x::Name(0x2f2950e), // pciPassthruNic
-        x::Name(0x2e55311), // nvmeQualifiedName
-        x::Name(0x36b1115), // vvolNvmeQualifiedName
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2748804), // down
-        x::Name(0x2a73c04), // init
-        x::Name(0x2366405), // armed
-        x::Name(0x22dba06), // active
-        x::Name(0x22dc10b), // activeDefer
-        x::Name(0x2a5c713), // incompatibleProduct
-        x::Name(0x2a57d0f), // incompatibleCpu
-        x::Name(0x2a1f30a), // hvDisabled
-        x::Name(0x2571c0d), // cpuidLimitSet
-        x::Name(0x2e6eb07), // oldBIOS
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2a4e308), // inactive
-        x::Name(0x22dba06), // active
-        x::Name(0x260d00c), // deactivating
-        x::Name(0x22da20a), // activating
-        x::Name(0x2daff04), // none
-        x::Name(0x343ef03), // tpm
-        x::Name(0x306ff05), // ready
-        x::Name(0x2dbeb09), // notNeeded
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2e79702), // on
-        x::Name(0x23b7109), // automatic
-        x::Name(0x2e68003), // off
-        x::Name(0x3481b0d), // uninitialized
-        x::Name(0x2a7b00b), // initialized
-        x::Name(0x36f8a07), // working
-        x::Name(0x26e5c0c), // disabledBios
-        x::Name(0x2e68003), // off
-        x::Name(0x2bdb006), // locked
-        x::Name(0x3490708), // unlocked
-        x::Name(0x2dbf50a), // notPresent
-        x::Name(0x26e4f0c), // disabledBIOS
-        x::Name(0x26e690e), // disabledCFW101
-        x::Name(0x26e7813), // disabledCPUMismatch
-        x::Name(0x26ef90d), // disabledNoFLC
-        x::Name(0x26ee711), // disabledNUMAUnsup
-        x::Name(0x26ed412), // disabledMaxEPCRegs
-        x::Name(0x27af207), // enabled
-        x::Name(0x2db6c0d), // notApplicable
-        x::Name(0x2a5ef0a), // incomplete
-        x::Name(0x24d3908), // complete
-        x::Name(0x2c0f608), // manifest
-        x::Name(0x22ed70a), // addPackage
-        x::Name(0x5c7e08), // COMPLETE
-        x::Name(0x8e140b), // DIAGNOSTICS
-        x::Name(0x5c870d), // CONFIGURATION
-        x::Name(0x27ec708), // entering
-        x::Name(0x282e007), // exiting
-        x::Name(0x2a3f902), // in
-        x::Name(0x2daff04), // none
-        x::Name(0x31a8f04), // scsi
-        x::Name(0x2e51c04), // nvme
-        x::Name(0x2517809), // connected
-        x::Name(0x2dc000d), // notResponding
-        x::Name(0x26f5b0c), // disconnected
-        x::Name(0x57c408), // AssetTag
-        x::Name(0x1a2d90a), // ServiceTag
-        x::Name(0x1554211), // OemSpecificString
-        x::Name(0xbf4c18), // EnclosureSerialNumberTag
-        x::Name(0x1a1b00f), // SerialNumberTag
-        x::Name(0x2fc7409), // poweredOn
-        x::Name(0x2fc030a), // poweredOff
-        x::Name(0x32e1007), // standBy
-        x::Name(0x3488b07), // unknown
-        x::Name(0x30ca010), // remediationReady
-        x::Name(0x2fd231a), // precheckRemediationRunning
-        x::Name(0x2fced1b), // precheckRemediationComplete
-        x::Name(0x2fd0919), // precheckRemediationFailed
-        x::Name(0x30cb112), // remediationRunning
-        x::Name(0x30c8e11), // remediationFailed
-        x::Name(0x2a7bc0c), // initializing
-        x::Name(0x2a7b00b), // initialized
-        x::Name(0x24fce0a), // configured
-        x::Name(0x306ff05), // ready
-        x::Name(0x26e5c0c), // disabledBios
-        x::Name(0x2db420b), // notAccepted
-        x::Name(0x22c7f08), // accepted
-        x::Name(0x238b808), // attested
-        x::Name(0x2db870b), // notAttested
-        x::Name(0x3488b07), // unknown
-        x::Name(0x270730e), // diskIdMismatch
-        x::Name(0x351120c), // uuidConflict
-        x::Name(0x312a90b), // resignature
-        x::Name(0x28cd20a), // forceMount
+        x::Name(0x3630f04), // vmfs
+        x::Name(0x2bb5f0b), // linuxNative
+        x::Name(0x2bb6b09), // linuxSwap
+        x::Name(0x2842208), // extended
+        x::Name(0x2ddec04), // ntfs
+        x::Name(0x363d40d), // vmkDiagnostic
+        x::Name(0x3562704), // vffs
+        x::Name(0x2572a05), // crash
+        x::Name(0x2bae308), // linkDown
+        x::Name(0x350060d), // userInitiated
+        x::Name(0x19bcf07), // STAGE_1
+        x::Name(0x287210e), // faultTolerance
+        x::Name(0x1cdcd04), // VMFS
+        x::Name(0x1480f03), // NFS
+        x::Name(0x1481305), // NFS41
+        x::Name(0x5c7904), // CIFS
+        x::Name(0x3678b04), // vsan
+        x::Name(0x1cd4f04), // VFFS
+        x::Name(0x1d67504), // VVOL
+        x::Name(0x15fa304), // PMEM
+        x::Name(0x367f205), // vsanD
+        x::Name(0x154fe05), // OTHER
+        x::Name(0x2a4fd07), // inbound
+        x::Name(0x2eca408), // outbound
+        x::Name(0x32bba03), // src
+        x::Name(0x2760503), // dst
+        x::Name(0x33efd03), // tcp
+        x::Name(0x3475303), // udp
+        x::Name(0x287210e), // faultTolerance
+        x::Name(0x2880f03), // fdm
+        x::Name(0x34be00d), // updateManager
+        x::Name(0x3673d0d), // vpxHeartbeats
+        x::Name(0x3674b04), // vpxa
+        x::Name(0x347cb09), // undefined
+        x::Name(0x2405305), // board
+        x::Name(0x3005707), // product
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    HostDiagnosticPartition(Box<HostDiagnosticPartition>),
+    HostDiagnosticPartitionCreateDescription(Box<HostDiagnosticPartitionCreateDescription>),
+    HostDiagnosticPartitionCreateOption(Box<HostDiagnosticPartitionCreateOption>),
+    HostDiagnosticPartitionCreateSpec(Box<HostDiagnosticPartitionCreateSpec>),
+    HostDigestInfo(Box<HostDigestInfo>),
+    HostDigestInfoDigestMethodType(Box<HostDigestInfoDigestMethodType>),
+    HostDigestVerificationSetting(Box<HostDigestVerificationSetting>),
+    HostDirectoryStoreInfo(Box<HostDirectoryStoreInfo>),
+    HostDisconnectedEvent(Box<HostDisconnectedEvent>),
+    HostDisconnectedEventReasonCode(Box<HostDisconnectedEventReasonCode>),
+    HostDiskConfigurationResult(Box<HostDiskConfigurationResult>),
+    HostDiskDimensions(Box<HostDiskDimensions>),
+    HostDiskDimensionsChs(Box<HostDiskDimensionsChs>),
+    HostDiskDimensionsLba(Box<HostDiskDimensionsLba>),
+    HostDiskMappingInfo(Box<HostDiskMappingInfo>),
+    HostDiskMappingOption(Box<HostDiskMappingOption>),
+    HostDiskMappingPartitionInfo(Box<HostDiskMappingPartitionInfo>),
+    HostDiskMappingPartitionOption(Box<HostDiskMappingPartitionOption>),
+    HostDiskPartitionAttributes(Box<HostDiskPartitionAttributes>),
+    HostDiskPartitionBlockRange(Box<HostDiskPartitionBlockRange>),
+    HostDiskPartitionInfo(Box<HostDiskPartitionInfo>),
+    HostDiskPartitionInfoPartitionFormat(Box<HostDiskPartitionInfoPartitionFormat>),
+    HostDiskPartitionInfoType(Box<HostDiskPartitionInfoType>),
+    HostDiskPartitionLayout(Box<HostDiskPartitionLayout>),
+    HostDiskPartitionSpec(Box<HostDiskPartitionSpec>),
+    HostDistributedVirtualSwitchManagerFailoverReason(Box<HostDistributedVirtualSwitchManagerFailoverReason>),
+    HostDistributedVirtualSwitchManagerFailoverStage(Box<HostDistributedVirtualSwitchManagerFailoverStage>),
+    HostDnsConfig(Box<HostDnsConfig>),
+    HostDnsConfigSpec(Box<HostDnsConfigSpec>),
+    HostDvxClass(Box<HostDvxClass>),
+    HostEnableAdminFailedEvent(Box<HostEnableAdminFailedEvent>),
+    HostEnterMaintenanceResult(Box<HostEnterMaintenanceResult>),
+    HostEsxAgentHostManagerConfigInfo(Box<HostEsxAgentHostManagerConfigInfo>),
+    HostEvent(Box<HostEvent>),
+    HostEventArgument(Box<HostEventArgument>),
+    HostExtraNetworksEvent(Box<HostExtraNetworksEvent>),
+    HostFaultToleranceManagerComponentHealthInfo(Box<HostFaultToleranceManagerComponentHealthInfo>),
+    HostFeatureCapability(Box<HostFeatureCapability>),
+    HostFeatureMask(Box<HostFeatureMask>),
+    HostFeatureVersionInfo(Box<HostFeatureVersionInfo>),
+    HostFeatureVersionKey(Box<HostFeatureVersionKey>),
+    HostFibreChannelHba(Box<HostFibreChannelHba>),
+    HostFibreChannelOverEthernetHba(Box<HostFibreChannelOverEthernetHba>),
+    HostFibreChannelOverEthernetHbaLinkInfo(Box<HostFibreChannelOverEthernetHbaLinkInfo>),
+    HostFibreChannelOverEthernetTargetTransport(Box<HostFibreChannelOverEthernetTargetTransport>),
+    HostFibreChannelTargetTransport(Box<HostFibreChannelTargetTransport>),
+    HostFileAccess(Box<HostFileAccess>),
+    HostFileSystemMountInfo(Box<HostFileSystemMountInfo>),
+    HostFileSystemVolume(Box<HostFileSystemVolume>),
+    HostFileSystemVolumeFileSystemType(Box<HostFileSystemVolumeFileSystemType>),
+    HostFileSystemVolumeInfo(Box<HostFileSystemVolumeInfo>),
+    HostFirewallConfig(Box<HostFirewallConfig>),
+    HostFirewallConfigRuleSetConfig(Box<HostFirewallConfigRuleSetConfig>),
+    HostFirewallDefaultPolicy(Box<HostFirewallDefaultPolicy>),
+    HostFirewallInfo(Box<HostFirewallInfo>),
+    HostFirewallRule(Box<HostFirewallRule>),
+    HostFirewallRuleDirection(Box<HostFirewallRuleDirection>),
+    HostFirewallRulePortType(Box<HostFirewallRulePortType>),
+    HostFirewallRuleProtocol(Box<HostFirewallRuleProtocol>),
+    HostFirewallRuleset(Box<HostFirewallRuleset>),
+    HostFirewallRulesetIpList(Box<HostFirewallRulesetIpList>),
+    HostFirewallRulesetIpNetwork(Box<HostFirewallRulesetIpNetwork>),
+    HostFirewallRulesetRulesetSpec(Box<HostFirewallRulesetRulesetSpec>),
+    HostFirewallSystemRuleSetId(Box<HostFirewallSystemRuleSetId>),
+    HostFirewallSystemServiceName(Box<HostFirewallSystemServiceName>),
+    HostFlagInfo(Box<HostFlagInfo>),
+    HostForceMountedInfo(Box<HostForceMountedInfo>),
+    HostFru(Box<HostFru>),
+    HostFruFruType(Box<HostFruFruType>),
+    HostGatewaySpec(Box<HostGatewaySpec>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateDescription(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateSpec(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfo(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfoDigestMethodType(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestVerificationSetting(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDirectoryStoreInfo(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEventReasonCode(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskConfigurationResult(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskDimensions(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskDimensionsChs(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskDimensionsLba(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskMappingInfo(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskMappingOption(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskMappingPartitionInfo(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskMappingPartitionOption(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionAttributes(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionBlockRange(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfo(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfoPartitionFormat(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfoType(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionLayout(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionSpec(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDistributedVirtualSwitchManagerFailoverReason(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDistributedVirtualSwitchManagerFailoverStage(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfig(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfigSpec(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDvxClass(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnableAdminFailedEvent(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnterMaintenanceResult(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEsxAgentHostManagerConfigInfo(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEvent(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEventArgument(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostExtraNetworksEvent(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFaultToleranceManagerComponentHealthInfo(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureCapability(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureMask(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureVersionInfo(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureVersionKey(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelHba(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetHba(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetHbaLinkInfo(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetTargetTransport(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelTargetTransport(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileAccess(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemMountInfo(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolume(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolumeFileSystemType(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolumeInfo(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallConfig(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallConfigRuleSetConfig(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallDefaultPolicy(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallInfo(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRule(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleDirection(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulePortType(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleProtocol(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleset(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpList(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpNetwork(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetRulesetSpec(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemRuleSetId(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemServiceName(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFlagInfo(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostForceMountedInfo(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFru(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFruFruType(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGatewaySpec(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::HostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiagnosticPartitionCreateDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiagnosticPartitionCreateOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiagnosticPartitionCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDigestInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDigestInfoDigestMethodType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDigestVerificationSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDirectoryStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDisconnectedEventReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskDimensions(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskDimensionsChs(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskDimensionsLba(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskMappingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskMappingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskMappingPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskMappingPartitionOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskPartitionAttributes(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskPartitionBlockRange(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskPartitionInfoPartitionFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskPartitionInfoType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskPartitionLayout(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDiskPartitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDnsConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDnsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostDvxClass(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostEnableAdminFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostEnterMaintenanceResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostEsxAgentHostManagerConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostExtraNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFaultToleranceManagerComponentHealthInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFeatureMask(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFeatureVersionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFeatureVersionKey(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFibreChannelHba(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFibreChannelOverEthernetHba(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFibreChannelOverEthernetTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFibreChannelTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFileAccess(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFileSystemMountInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFileSystemVolume(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFileSystemVolumeFileSystemType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFileSystemVolumeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallConfigRuleSetConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallDefaultPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallRule(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallRuleDirection(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallRulePortType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallRuleProtocol(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallRuleset(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallRulesetIpList(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallRulesetIpNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallRulesetRulesetSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallSystemRuleSetId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFirewallSystemServiceName(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFlagInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostForceMountedInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFru(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostFruFruType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::HostGatewaySpec(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::HostDiagnosticPartition(a), Object::HostDiagnosticPartition(b)) => **a == **b,
+            (Object::HostDiagnosticPartitionCreateDescription(a), Object::HostDiagnosticPartitionCreateDescription(b)) => **a == **b,
+            (Object::HostDiagnosticPartitionCreateOption(a), Object::HostDiagnosticPartitionCreateOption(b)) => **a == **b,
+            (Object::HostDiagnosticPartitionCreateSpec(a), Object::HostDiagnosticPartitionCreateSpec(b)) => **a == **b,
+            (Object::HostDigestInfo(a), Object::HostDigestInfo(b)) => **a == **b,
+            (Object::HostDigestInfoDigestMethodType(a), Object::HostDigestInfoDigestMethodType(b)) => **a == **b,
+            (Object::HostDigestVerificationSetting(a), Object::HostDigestVerificationSetting(b)) => **a == **b,
+            (Object::HostDirectoryStoreInfo(a), Object::HostDirectoryStoreInfo(b)) => **a == **b,
+            (Object::HostDisconnectedEvent(a), Object::HostDisconnectedEvent(b)) => **a == **b,
+            (Object::HostDisconnectedEventReasonCode(a), Object::HostDisconnectedEventReasonCode(b)) => **a == **b,
+            (Object::HostDiskConfigurationResult(a), Object::HostDiskConfigurationResult(b)) => **a == **b,
+            (Object::HostDiskDimensions(a), Object::HostDiskDimensions(b)) => **a == **b,
+            (Object::HostDiskDimensionsChs(a), Object::HostDiskDimensionsChs(b)) => **a == **b,
+            (Object::HostDiskDimensionsLba(a), Object::HostDiskDimensionsLba(b)) => **a == **b,
+            (Object::HostDiskMappingInfo(a), Object::HostDiskMappingInfo(b)) => **a == **b,
+            (Object::HostDiskMappingOption(a), Object::HostDiskMappingOption(b)) => **a == **b,
+            (Object::HostDiskMappingPartitionInfo(a), Object::HostDiskMappingPartitionInfo(b)) => **a == **b,
+            (Object::HostDiskMappingPartitionOption(a), Object::HostDiskMappingPartitionOption(b)) => **a == **b,
+            (Object::HostDiskPartitionAttributes(a), Object::HostDiskPartitionAttributes(b)) => **a == **b,
+            (Object::HostDiskPartitionBlockRange(a), Object::HostDiskPartitionBlockRange(b)) => **a == **b,
+            (Object::HostDiskPartitionInfo(a), Object::HostDiskPartitionInfo(b)) => **a == **b,
+            (Object::HostDiskPartitionInfoPartitionFormat(a), Object::HostDiskPartitionInfoPartitionFormat(b)) => **a == **b,
+            (Object::HostDiskPartitionInfoType(a), Object::HostDiskPartitionInfoType(b)) => **a == **b,
+            (Object::HostDiskPartitionLayout(a), Object::HostDiskPartitionLayout(b)) => **a == **b,
+            (Object::HostDiskPartitionSpec(a), Object::HostDiskPartitionSpec(b)) => **a == **b,
+            (Object::HostDistributedVirtualSwitchManagerFailoverReason(a), Object::HostDistributedVirtualSwitchManagerFailoverReason(b)) => **a == **b,
+            (Object::HostDistributedVirtualSwitchManagerFailoverStage(a), Object::HostDistributedVirtualSwitchManagerFailoverStage(b)) => **a == **b,
+            (Object::HostDnsConfig(a), Object::HostDnsConfig(b)) => **a == **b,
+            (Object::HostDnsConfigSpec(a), Object::HostDnsConfigSpec(b)) => **a == **b,
+            (Object::HostDvxClass(a), Object::HostDvxClass(b)) => **a == **b,
+            (Object::HostEnableAdminFailedEvent(a), Object::HostEnableAdminFailedEvent(b)) => **a == **b,
+            (Object::HostEnterMaintenanceResult(a), Object::HostEnterMaintenanceResult(b)) => **a == **b,
+            (Object::HostEsxAgentHostManagerConfigInfo(a), Object::HostEsxAgentHostManagerConfigInfo(b)) => **a == **b,
+            (Object::HostEvent(a), Object::HostEvent(b)) => **a == **b,
+            (Object::HostEventArgument(a), Object::HostEventArgument(b)) => **a == **b,
+            (Object::HostExtraNetworksEvent(a), Object::HostExtraNetworksEvent(b)) => **a == **b,
+            (Object::HostFaultToleranceManagerComponentHealthInfo(a), Object::HostFaultToleranceManagerComponentHealthInfo(b)) => **a == **b,
+            (Object::HostFeatureCapability(a), Object::HostFeatureCapability(b)) => **a == **b,
+            (Object::HostFeatureMask(a), Object::HostFeatureMask(b)) => **a == **b,
+            (Object::HostFeatureVersionInfo(a), Object::HostFeatureVersionInfo(b)) => **a == **b,
+            (Object::HostFeatureVersionKey(a), Object::HostFeatureVersionKey(b)) => **a == **b,
+            (Object::HostFibreChannelHba(a), Object::HostFibreChannelHba(b)) => **a == **b,
+            (Object::HostFibreChannelOverEthernetHba(a), Object::HostFibreChannelOverEthernetHba(b)) => **a == **b,
+            (Object::HostFibreChannelOverEthernetHbaLinkInfo(a), Object::HostFibreChannelOverEthernetHbaLinkInfo(b)) => **a == **b,
+            (Object::HostFibreChannelOverEthernetTargetTransport(a), Object::HostFibreChannelOverEthernetTargetTransport(b)) => **a == **b,
+            (Object::HostFibreChannelTargetTransport(a), Object::HostFibreChannelTargetTransport(b)) => **a == **b,
+            (Object::HostFileAccess(a), Object::HostFileAccess(b)) => **a == **b,
+            (Object::HostFileSystemMountInfo(a), Object::HostFileSystemMountInfo(b)) => **a == **b,
+            (Object::HostFileSystemVolume(a), Object::HostFileSystemVolume(b)) => **a == **b,
+            (Object::HostFileSystemVolumeFileSystemType(a), Object::HostFileSystemVolumeFileSystemType(b)) => **a == **b,
+            (Object::HostFileSystemVolumeInfo(a), Object::HostFileSystemVolumeInfo(b)) => **a == **b,
+            (Object::HostFirewallConfig(a), Object::HostFirewallConfig(b)) => **a == **b,
+            (Object::HostFirewallConfigRuleSetConfig(a), Object::HostFirewallConfigRuleSetConfig(b)) => **a == **b,
+            (Object::HostFirewallDefaultPolicy(a), Object::HostFirewallDefaultPolicy(b)) => **a == **b,
+            (Object::HostFirewallInfo(a), Object::HostFirewallInfo(b)) => **a == **b,
+            (Object::HostFirewallRule(a), Object::HostFirewallRule(b)) => **a == **b,
+            (Object::HostFirewallRuleDirection(a), Object::HostFirewallRuleDirection(b)) => **a == **b,
+            (Object::HostFirewallRulePortType(a), Object::HostFirewallRulePortType(b)) => **a == **b,
+            (Object::HostFirewallRuleProtocol(a), Object::HostFirewallRuleProtocol(b)) => **a == **b,
+            (Object::HostFirewallRuleset(a), Object::HostFirewallRuleset(b)) => **a == **b,
+            (Object::HostFirewallRulesetIpList(a), Object::HostFirewallRulesetIpList(b)) => **a == **b,
+            (Object::HostFirewallRulesetIpNetwork(a), Object::HostFirewallRulesetIpNetwork(b)) => **a == **b,
+            (Object::HostFirewallRulesetRulesetSpec(a), Object::HostFirewallRulesetRulesetSpec(b)) => **a == **b,
+            (Object::HostFirewallSystemRuleSetId(a), Object::HostFirewallSystemRuleSetId(b)) => **a == **b,
+            (Object::HostFirewallSystemServiceName(a), Object::HostFirewallSystemServiceName(b)) => **a == **b,
+            (Object::HostFlagInfo(a), Object::HostFlagInfo(b)) => **a == **b,
+            (Object::HostForceMountedInfo(a), Object::HostForceMountedInfo(b)) => **a == **b,
+            (Object::HostFru(a), Object::HostFru(b)) => **a == **b,
+            (Object::HostFruFruType(a), Object::HostFruFruType(b)) => **a == **b,
+            (Object::HostGatewaySpec(a), Object::HostGatewaySpec(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::HostDiagnosticPartition(v) => Object::HostDiagnosticPartition(Box::new((**v).clone())),
+            Object::HostDiagnosticPartitionCreateDescription(v) => Object::HostDiagnosticPartitionCreateDescription(Box::new((**v).clone())),
+            Object::HostDiagnosticPartitionCreateOption(v) => Object::HostDiagnosticPartitionCreateOption(Box::new((**v).clone())),
+            Object::HostDiagnosticPartitionCreateSpec(v) => Object::HostDiagnosticPartitionCreateSpec(Box::new((**v).clone())),
+            Object::HostDigestInfo(v) => Object::HostDigestInfo(Box::new((**v).clone())),
+            Object::HostDigestInfoDigestMethodType(v) => Object::HostDigestInfoDigestMethodType(Box::new((**v).clone())),
+            Object::HostDigestVerificationSetting(v) => Object::HostDigestVerificationSetting(Box::new((**v).clone())),
+            Object::HostDirectoryStoreInfo(v) => Object::HostDirectoryStoreInfo(Box::new((**v).clone())),
+            Object::HostDisconnectedEvent(v) => Object::HostDisconnectedEvent(Box::new((**v).clone())),
+            Object::HostDisconnectedEventReasonCode(v) => Object::HostDisconnectedEventReasonCode(Box::new((**v).clone())),
+            Object::HostDiskConfigurationResult(v) => Object::HostDiskConfigurationResult(Box::new((**v).clone())),
+            Object::HostDiskDimensions(v) => Object::HostDiskDimensions(Box::new((**v).clone())),
+            Object::HostDiskDimensionsChs(v) => Object::HostDiskDimensionsChs(Box::new((**v).clone())),
+            Object::HostDiskDimensionsLba(v) => Object::HostDiskDimensionsLba(Box::new((**v).clone())),
+            Object::HostDiskMappingInfo(v) => Object::HostDiskMappingInfo(Box::new((**v).clone())),
+            Object::HostDiskMappingOption(v) => Object::HostDiskMappingOption(Box::new((**v).clone())),
+            Object::HostDiskMappingPartitionInfo(v) => Object::HostDiskMappingPartitionInfo(Box::new((**v).clone())),
+            Object::HostDiskMappingPartitionOption(v) => Object::HostDiskMappingPartitionOption(Box::new((**v).clone())),
+            Object::HostDiskPartitionAttributes(v) => Object::HostDiskPartitionAttributes(Box::new((**v).clone())),
+            Object::HostDiskPartitionBlockRange(v) => Object::HostDiskPartitionBlockRange(Box::new((**v).clone())),
+            Object::HostDiskPartitionInfo(v) => Object::HostDiskPartitionInfo(Box::new((**v).clone())),
+            Object::HostDiskPartitionInfoPartitionFormat(v) => Object::HostDiskPartitionInfoPartitionFormat(Box::new((**v).clone())),
+            Object::HostDiskPartitionInfoType(v) => Object::HostDiskPartitionInfoType(Box::new((**v).clone())),
+            Object::HostDiskPartitionLayout(v) => Object::HostDiskPartitionLayout(Box::new((**v).clone())),
+            Object::HostDiskPartitionSpec(v) => Object::HostDiskPartitionSpec(Box::new((**v).clone())),
+            Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Object::HostDistributedVirtualSwitchManagerFailoverReason(Box::new((**v).clone())),
+            Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Object::HostDistributedVirtualSwitchManagerFailoverStage(Box::new((**v).clone())),
+            Object::HostDnsConfig(v) => Object::HostDnsConfig(Box::new((**v).clone())),
+            Object::HostDnsConfigSpec(v) => Object::HostDnsConfigSpec(Box::new((**v).clone())),
+            Object::HostDvxClass(v) => Object::HostDvxClass(Box::new((**v).clone())),
+            Object::HostEnableAdminFailedEvent(v) => Object::HostEnableAdminFailedEvent(Box::new((**v).clone())),
+            Object::HostEnterMaintenanceResult(v) => Object::HostEnterMaintenanceResult(Box::new((**v).clone())),
+            Object::HostEsxAgentHostManagerConfigInfo(v) => Object::HostEsxAgentHostManagerConfigInfo(Box::new((**v).clone())),
+            Object::HostEvent(v) => Object::HostEvent(Box::new((**v).clone())),
+            Object::HostEventArgument(v) => Object::HostEventArgument(Box::new((**v).clone())),
+            Object::HostExtraNetworksEvent(v) => Object::HostExtraNetworksEvent(Box::new((**v).clone())),
+            Object::HostFaultToleranceManagerComponentHealthInfo(v) => Object::HostFaultToleranceManagerComponentHealthInfo(Box::new((**v).clone())),
+            Object::HostFeatureCapability(v) => Object::HostFeatureCapability(Box::new((**v).clone())),
+            Object::HostFeatureMask(v) => Object::HostFeatureMask(Box::new((**v).clone())),
+            Object::HostFeatureVersionInfo(v) => Object::HostFeatureVersionInfo(Box::new((**v).clone())),
+            Object::HostFeatureVersionKey(v) => Object::HostFeatureVersionKey(Box::new((**v).clone())),
+            Object::HostFibreChannelHba(v) => Object::HostFibreChannelHba(Box::new((**v).clone())),
+            Object::HostFibreChannelOverEthernetHba(v) => Object::HostFibreChannelOverEthernetHba(Box::new((**v).clone())),
+            Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Object::HostFibreChannelOverEthernetHbaLinkInfo(Box::new((**v).clone())),
+            Object::HostFibreChannelOverEthernetTargetTransport(v) => Object::HostFibreChannelOverEthernetTargetTransport(Box::new((**v).clone())),
+            Object::HostFibreChannelTargetTransport(v) => Object::HostFibreChannelTargetTransport(Box::new((**v).clone())),
+            Object::HostFileAccess(v) => Object::HostFileAccess(Box::new((**v).clone())),
+            Object::HostFileSystemMountInfo(v) => Object::HostFileSystemMountInfo(Box::new((**v).clone())),
+            Object::HostFileSystemVolume(v) => Object::HostFileSystemVolume(Box::new((**v).clone())),
+            Object::HostFileSystemVolumeFileSystemType(v) => Object::HostFileSystemVolumeFileSystemType(Box::new((**v).clone())),
+            Object::HostFileSystemVolumeInfo(v) => Object::HostFileSystemVolumeInfo(Box::new((**v).clone())),
+            Object::HostFirewallConfig(v) => Object::HostFirewallConfig(Box::new((**v).clone())),
+            Object::HostFirewallConfigRuleSetConfig(v) => Object::HostFirewallConfigRuleSetConfig(Box::new((**v).clone())),
+            Object::HostFirewallDefaultPolicy(v) => Object::HostFirewallDefaultPolicy(Box::new((**v).clone())),
+            Object::HostFirewallInfo(v) => Object::HostFirewallInfo(Box::new((**v).clone())),
+            Object::HostFirewallRule(v) => Object::HostFirewallRule(Box::new((**v).clone())),
+            Object::HostFirewallRuleDirection(v) => Object::HostFirewallRuleDirection(Box::new((**v).clone())),
+            Object::HostFirewallRulePortType(v) => Object::HostFirewallRulePortType(Box::new((**v).clone())),
+            Object::HostFirewallRuleProtocol(v) => Object::HostFirewallRuleProtocol(Box::new((**v).clone())),
+            Object::HostFirewallRuleset(v) => Object::HostFirewallRuleset(Box::new((**v).clone())),
+            Object::HostFirewallRulesetIpList(v) => Object::HostFirewallRulesetIpList(Box::new((**v).clone())),
+            Object::HostFirewallRulesetIpNetwork(v) => Object::HostFirewallRulesetIpNetwork(Box::new((**v).clone())),
+            Object::HostFirewallRulesetRulesetSpec(v) => Object::HostFirewallRulesetRulesetSpec(Box::new((**v).clone())),
+            Object::HostFirewallSystemRuleSetId(v) => Object::HostFirewallSystemRuleSetId(Box::new((**v).clone())),
+            Object::HostFirewallSystemServiceName(v) => Object::HostFirewallSystemServiceName(Box::new((**v).clone())),
+            Object::HostFlagInfo(v) => Object::HostFlagInfo(Box::new((**v).clone())),
+            Object::HostForceMountedInfo(v) => Object::HostForceMountedInfo(Box::new((**v).clone())),
+            Object::HostFru(v) => Object::HostFru(Box::new((**v).clone())),
+            Object::HostFruFruType(v) => Object::HostFruFruType(Box::new((**v).clone())),
+            Object::HostGatewaySpec(v) => Object::HostGatewaySpec(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::HostDiagnosticPartition(_) => "HostDiagnosticPartition",
+            Object::HostDiagnosticPartitionCreateDescription(_) => "HostDiagnosticPartitionCreateDescription",
+            Object::HostDiagnosticPartitionCreateOption(_) => "HostDiagnosticPartitionCreateOption",
+            Object::HostDiagnosticPartitionCreateSpec(_) => "HostDiagnosticPartitionCreateSpec",
+            Object::HostDigestInfo(_) => "HostDigestInfo",
+            Object::HostDigestInfoDigestMethodType(_) => "HostDigestInfoDigestMethodType",
+            Object::HostDigestVerificationSetting(_) => "HostDigestVerificationSetting",
+            Object::HostDirectoryStoreInfo(_) => "HostDirectoryStoreInfo",
+            Object::HostDisconnectedEvent(_) => "HostDisconnectedEvent",
+            Object::HostDisconnectedEventReasonCode(_) => "HostDisconnectedEventReasonCode",
+            Object::HostDiskConfigurationResult(_) => "HostDiskConfigurationResult",
+            Object::HostDiskDimensions(_) => "HostDiskDimensions",
+            Object::HostDiskDimensionsChs(_) => "HostDiskDimensionsChs",
+            Object::HostDiskDimensionsLba(_) => "HostDiskDimensionsLba",
+            Object::HostDiskMappingInfo(_) => "HostDiskMappingInfo",
+            Object::HostDiskMappingOption(_) => "HostDiskMappingOption",
+            Object::HostDiskMappingPartitionInfo(_) => "HostDiskMappingPartitionInfo",
+            Object::HostDiskMappingPartitionOption(_) => "HostDiskMappingPartitionOption",
+            Object::HostDiskPartitionAttributes(_) => "HostDiskPartitionAttributes",
+            Object::HostDiskPartitionBlockRange(_) => "HostDiskPartitionBlockRange",
+            Object::HostDiskPartitionInfo(_) => "HostDiskPartitionInfo",
+            Object::HostDiskPartitionInfoPartitionFormat(_) => "HostDiskPartitionInfoPartitionFormat",
+            Object::HostDiskPartitionInfoType(_) => "HostDiskPartitionInfoType",
+            Object::HostDiskPartitionLayout(_) => "HostDiskPartitionLayout",
+            Object::HostDiskPartitionSpec(_) => "HostDiskPartitionSpec",
+            Object::HostDistributedVirtualSwitchManagerFailoverReason(_) => "HostDistributedVirtualSwitchManagerFailoverReason",
+            Object::HostDistributedVirtualSwitchManagerFailoverStage(_) => "HostDistributedVirtualSwitchManagerFailoverStage",
+            Object::HostDnsConfig(_) => "HostDnsConfig",
+            Object::HostDnsConfigSpec(_) => "HostDnsConfigSpec",
+            Object::HostDvxClass(_) => "HostDvxClass",
+            Object::HostEnableAdminFailedEvent(_) => "HostEnableAdminFailedEvent",
+            Object::HostEnterMaintenanceResult(_) => "HostEnterMaintenanceResult",
+            Object::HostEsxAgentHostManagerConfigInfo(_) => "HostEsxAgentHostManagerConfigInfo",
+            Object::HostEvent(_) => "HostEvent",
+            Object::HostEventArgument(_) => "HostEventArgument",
+            Object::HostExtraNetworksEvent(_) => "HostExtraNetworksEvent",
+            Object::HostFaultToleranceManagerComponentHealthInfo(_) => "HostFaultToleranceManagerComponentHealthInfo",
+            Object::HostFeatureCapability(_) => "HostFeatureCapability",
+            Object::HostFeatureMask(_) => "HostFeatureMask",
+            Object::HostFeatureVersionInfo(_) => "HostFeatureVersionInfo",
+            Object::HostFeatureVersionKey(_) => "HostFeatureVersionKey",
+            Object::HostFibreChannelHba(_) => "HostFibreChannelHba",
+            Object::HostFibreChannelOverEthernetHba(_) => "HostFibreChannelOverEthernetHba",
+            Object::HostFibreChannelOverEthernetHbaLinkInfo(_) => "HostFibreChannelOverEthernetHbaLinkInfo",
+            Object::HostFibreChannelOverEthernetTargetTransport(_) => "HostFibreChannelOverEthernetTargetTransport",
+            Object::HostFibreChannelTargetTransport(_) => "HostFibreChannelTargetTransport",
+            Object::HostFileAccess(_) => "HostFileAccess",
+            Object::HostFileSystemMountInfo(_) => "HostFileSystemMountInfo",
+            Object::HostFileSystemVolume(_) => "HostFileSystemVolume",
+            Object::HostFileSystemVolumeFileSystemType(_) => "HostFileSystemVolumeFileSystemType",
+            Object::HostFileSystemVolumeInfo(_) => "HostFileSystemVolumeInfo",
+            Object::HostFirewallConfig(_) => "HostFirewallConfig",
+            Object::HostFirewallConfigRuleSetConfig(_) => "HostFirewallConfigRuleSetConfig",
+            Object::HostFirewallDefaultPolicy(_) => "HostFirewallDefaultPolicy",
+            Object::HostFirewallInfo(_) => "HostFirewallInfo",
+            Object::HostFirewallRule(_) => "HostFirewallRule",
+            Object::HostFirewallRuleDirection(_) => "HostFirewallRuleDirection",
+            Object::HostFirewallRulePortType(_) => "HostFirewallRulePortType",
+            Object::HostFirewallRuleProtocol(_) => "HostFirewallRuleProtocol",
+            Object::HostFirewallRuleset(_) => "HostFirewallRuleset",
+            Object::HostFirewallRulesetIpList(_) => "HostFirewallRulesetIpList",
+            Object::HostFirewallRulesetIpNetwork(_) => "HostFirewallRulesetIpNetwork",
+            Object::HostFirewallRulesetRulesetSpec(_) => "HostFirewallRulesetRulesetSpec",
+            Object::HostFirewallSystemRuleSetId(_) => "HostFirewallSystemRuleSetId",
+            Object::HostFirewallSystemServiceName(_) => "HostFirewallSystemServiceName",
+            Object::HostFlagInfo(_) => "HostFlagInfo",
+            Object::HostForceMountedInfo(_) => "HostForceMountedInfo",
+            Object::HostFru(_) => "HostFru",
+            Object::HostFruFruType(_) => "HostFruFruType",
+            Object::HostGatewaySpec(_) => "HostGatewaySpec",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::HostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiagnosticPartitionCreateDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiagnosticPartitionCreateOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiagnosticPartitionCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDigestInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDigestInfoDigestMethodType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDigestVerificationSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDirectoryStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDisconnectedEventReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskDimensions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskDimensionsChs(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskDimensionsLba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskMappingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskMappingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskMappingPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskMappingPartitionOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskPartitionAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskPartitionBlockRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskPartitionInfoPartitionFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskPartitionInfoType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskPartitionLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDiskPartitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDnsConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDnsConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostDvxClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostEnableAdminFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostEnterMaintenanceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostEsxAgentHostManagerConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostExtraNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFaultToleranceManagerComponentHealthInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFeatureMask(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFeatureVersionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFeatureVersionKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFibreChannelHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFibreChannelOverEthernetHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFibreChannelOverEthernetTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFibreChannelTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFileAccess(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFileSystemMountInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFileSystemVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFileSystemVolumeFileSystemType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFileSystemVolumeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallConfigRuleSetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallDefaultPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallRuleDirection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallRulePortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallRuleProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallRuleset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallRulesetIpList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallRulesetIpNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallRulesetRulesetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallSystemRuleSetId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFirewallSystemServiceName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFlagInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostForceMountedInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFru(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostFruFruType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::HostGatewaySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for HostDiagnosticPartition {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiagnosticPartition(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiagnosticPartition(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiagnosticPartition(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiagnosticPartitionCreateDescription {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiagnosticPartitionCreateDescription(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiagnosticPartitionCreateDescription(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiagnosticPartitionCreateDescription(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiagnosticPartitionCreateOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiagnosticPartitionCreateOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiagnosticPartitionCreateOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiagnosticPartitionCreateOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiagnosticPartitionCreateSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiagnosticPartitionCreateSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiagnosticPartitionCreateSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiagnosticPartitionCreateSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDigestInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDigestInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDigestInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDigestInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDigestInfoDigestMethodType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDigestInfoDigestMethodType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDigestInfoDigestMethodType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDigestInfoDigestMethodType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDigestVerificationSetting {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDigestVerificationSetting(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDigestVerificationSetting(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDigestVerificationSetting(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDirectoryStoreInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDirectoryStoreInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDirectoryStoreInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDirectoryStoreInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDisconnectedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDisconnectedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDisconnectedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDisconnectedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDisconnectedEventReasonCode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDisconnectedEventReasonCode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDisconnectedEventReasonCode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDisconnectedEventReasonCode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskConfigurationResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskConfigurationResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskConfigurationResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskConfigurationResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskDimensions {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskDimensions(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskDimensions(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskDimensions(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskDimensionsChs {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskDimensionsChs(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskDimensionsChs(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskDimensionsChs(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskDimensionsLba {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskDimensionsLba(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskDimensionsLba(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskDimensionsLba(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskMappingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskMappingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskMappingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskMappingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskMappingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskMappingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskMappingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskMappingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskMappingPartitionInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskMappingPartitionInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskMappingPartitionInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskMappingPartitionInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskMappingPartitionOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskMappingPartitionOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskMappingPartitionOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskMappingPartitionOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskPartitionAttributes {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskPartitionAttributes(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskPartitionAttributes(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskPartitionAttributes(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskPartitionBlockRange {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskPartitionBlockRange(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskPartitionBlockRange(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskPartitionBlockRange(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskPartitionInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskPartitionInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskPartitionInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskPartitionInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskPartitionInfoPartitionFormat {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskPartitionInfoPartitionFormat(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskPartitionInfoType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskPartitionInfoType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskPartitionInfoType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskPartitionInfoType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskPartitionLayout {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskPartitionLayout(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskPartitionLayout(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskPartitionLayout(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDiskPartitionSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDiskPartitionSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDiskPartitionSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDiskPartitionSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDistributedVirtualSwitchManagerFailoverReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDistributedVirtualSwitchManagerFailoverReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDistributedVirtualSwitchManagerFailoverStage {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDistributedVirtualSwitchManagerFailoverStage(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDnsConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDnsConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDnsConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDnsConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDnsConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDnsConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDnsConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDnsConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostDvxClass {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostDvxClass(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostDvxClass(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostDvxClass(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostEnableAdminFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostEnableAdminFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostEnableAdminFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostEnableAdminFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostEnterMaintenanceResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostEnterMaintenanceResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostEnterMaintenanceResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostEnterMaintenanceResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostEsxAgentHostManagerConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostEsxAgentHostManagerConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostEsxAgentHostManagerConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostEsxAgentHostManagerConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostEventArgument {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostEventArgument(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostEventArgument(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostEventArgument(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostExtraNetworksEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostExtraNetworksEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostExtraNetworksEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostExtraNetworksEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFaultToleranceManagerComponentHealthInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFaultToleranceManagerComponentHealthInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFaultToleranceManagerComponentHealthInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFaultToleranceManagerComponentHealthInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFeatureCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFeatureCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFeatureCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFeatureCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFeatureMask {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFeatureMask(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFeatureMask(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFeatureMask(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFeatureVersionInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFeatureVersionInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFeatureVersionInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFeatureVersionInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFeatureVersionKey {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFeatureVersionKey(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFeatureVersionKey(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFeatureVersionKey(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFibreChannelHba {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFibreChannelHba(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFibreChannelHba(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFibreChannelHba(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFibreChannelOverEthernetHba {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFibreChannelOverEthernetHba(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFibreChannelOverEthernetHba(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFibreChannelOverEthernetHba(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFibreChannelOverEthernetHbaLinkInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFibreChannelOverEthernetHbaLinkInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFibreChannelOverEthernetTargetTransport {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFibreChannelOverEthernetTargetTransport(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFibreChannelOverEthernetTargetTransport(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFibreChannelOverEthernetTargetTransport(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFibreChannelTargetTransport {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFibreChannelTargetTransport(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFibreChannelTargetTransport(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFibreChannelTargetTransport(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFileAccess {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFileAccess(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFileAccess(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFileAccess(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFileSystemMountInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFileSystemMountInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFileSystemMountInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFileSystemMountInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFileSystemVolume {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFileSystemVolume(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFileSystemVolume(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFileSystemVolume(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFileSystemVolumeFileSystemType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFileSystemVolumeFileSystemType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFileSystemVolumeFileSystemType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFileSystemVolumeFileSystemType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFileSystemVolumeInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFileSystemVolumeInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFileSystemVolumeInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFileSystemVolumeInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallConfigRuleSetConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallConfigRuleSetConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallConfigRuleSetConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallConfigRuleSetConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallDefaultPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallDefaultPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallDefaultPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallDefaultPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallRule {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRule(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRule(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRule(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallRuleDirection {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRuleDirection(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRuleDirection(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRuleDirection(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallRulePortType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRulePortType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRulePortType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRulePortType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallRuleProtocol {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRuleProtocol(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRuleProtocol(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRuleProtocol(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallRuleset {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRuleset(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRuleset(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRuleset(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallRulesetIpList {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRulesetIpList(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRulesetIpList(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRulesetIpList(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallRulesetIpNetwork {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRulesetIpNetwork(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRulesetIpNetwork(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRulesetIpNetwork(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallRulesetRulesetSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallRulesetRulesetSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallRulesetRulesetSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallRulesetRulesetSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallSystemRuleSetId {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallSystemRuleSetId(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallSystemRuleSetId(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallSystemRuleSetId(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFirewallSystemServiceName {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFirewallSystemServiceName(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFirewallSystemServiceName(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFirewallSystemServiceName(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFlagInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFlagInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFlagInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFlagInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostForceMountedInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostForceMountedInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostForceMountedInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostForceMountedInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFru {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFru(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFru(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFru(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostFruFruType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostFruFruType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostFruFruType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostFruFruType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for HostGatewaySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::HostGatewaySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::HostGatewaySpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::HostGatewaySpec(v) => Ok(v), other => Err(other), }
+    }
+}

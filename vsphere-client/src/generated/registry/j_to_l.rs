@@ -6,8 +6,8 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x133ad15), x::Name::NONE, 0, 4), // JoinDomainRequestType
-        x::TypeEntry::structure(x::Name(0x133c31c), x::Name::NONE, 4, 3), // JoinDomainWithCAMRequestType
+        x::TypeEntry::request(x::Name(0x133ad15), 0, 4), // JoinDomainRequestType
+        x::TypeEntry::request(x::Name(0x133c31c), 4, 3), // JoinDomainWithCAMRequestType
         x::TypeEntry::structure(x::Name(0x133e010), x::Name(0xbb9c0b), 7, 13), // KernelModuleInfo: DynamicData
         x::TypeEntry::structure(x::Name(0x133f117), x::Name(0xbb9c0b), 20, 2), // KernelModuleSectionInfo: DynamicData
         x::TypeEntry::structure(x::Name(0x134090b), x::Name(0xbb9c0b), 22, 2), // KeyAnyValue: DynamicData
@@ -30,7 +30,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x136a21f), x::Name(0x210340d), 65, 3), // LargeRDMNotSupportedOnDatastore: VmConfigFault
         x::TypeEntry::structure(x::Name(0x136c212), x::Name(0xbb9c0b), 68, 2), // LatencySensitivity: DynamicData
         x::TypeEntry::enumeration(x::Name(0x136d522), 6, 5), // LatencySensitivitySensitivityLevel
-        x::TypeEntry::structure(x::Name(0x136f81d), x::Name::NONE, 70, 2), // LeaveCurrentDomainRequestType
+        x::TypeEntry::request(x::Name(0x136f81d), 70, 2), // LeaveCurrentDomainRequestType
         x::TypeEntry::structure(x::Name(0x137161b), x::Name(0x5e3513), 72, 0), // LegacyNetworkInterfaceInUse: CannotAccessNetwork
         x::TypeEntry::structure(x::Name(0x1374317), x::Name(0x19b140c), 72, 1), // LicenseAssignmentFailed: RuntimeFault
         x::TypeEntry::enumeration(x::Name(0x1375b1d), 11, 4), // LicenseAssignmentFailedReason
@@ -70,145 +70,28 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x13aa71e), x::Name(0xbb9c0b), 131, 4), // LinkLayerDiscoveryProtocolInfo: DynamicData
         x::TypeEntry::structure(x::Name(0x13ac60b), x::Name(0xad70c), 135, 0), // LinkProfile: ApplyProfile
         x::TypeEntry::structure(x::Name(0x13ad213), x::Name(0x893612), 135, 0), // LinuxVolumeNotClean: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x13ae62b), x::Name::NONE, 135, 1), // ListCACertificateRevocationListsRequestType
-        x::TypeEntry::structure(x::Name(0x13b121d), x::Name::NONE, 136, 1), // ListCACertificatesRequestType
-        x::TypeEntry::structure(x::Name(0x13b301b), x::Name::NONE, 137, 7), // ListFilesInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x13b4c1b), x::Name::NONE, 144, 4), // ListGuestAliasesRequestType
-        x::TypeEntry::structure(x::Name(0x13b6821), x::Name::NONE, 148, 3), // ListGuestMappedAliasesRequestType
-        x::TypeEntry::structure(x::Name(0x13b8a13), x::Name::NONE, 151, 2), // ListKeysRequestType
-        x::TypeEntry::structure(x::Name(0x13b9e1a), x::Name::NONE, 153, 2), // ListKmipServersRequestType
-        x::TypeEntry::structure(x::Name(0x13bb91a), x::Name::NONE, 155, 4), // ListKmsClustersRequestType
-        x::TypeEntry::structure(x::Name(0x13bd41f), x::Name::NONE, 159, 4), // ListProcessesInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x13bf422), x::Name::NONE, 163, 6), // ListRegistryKeysInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x13c1724), x::Name::NONE, 169, 6), // ListRegistryValuesInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x13c3c24), x::Name::NONE, 175, 1), // ListSmartCardTrustAnchorsRequestType
-        x::TypeEntry::structure(x::Name(0x13c612b), x::Name::NONE, 176, 2), // ListTagsAttachedToVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x13c8d1d), x::Name::NONE, 178, 2), // ListVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x13cab2b), x::Name::NONE, 180, 3), // ListVStorageObjectsAttachedToTagRequestType
+        x::TypeEntry::request(x::Name(0x13ae62b), 135, 1), // ListCACertificateRevocationListsRequestType
+        x::TypeEntry::request(x::Name(0x13b121d), 136, 1), // ListCACertificatesRequestType
+        x::TypeEntry::request(x::Name(0x13b301b), 137, 7), // ListFilesInGuestRequestType
+        x::TypeEntry::request(x::Name(0x13b4c1b), 144, 4), // ListGuestAliasesRequestType
+        x::TypeEntry::request(x::Name(0x13b6821), 148, 3), // ListGuestMappedAliasesRequestType
+        x::TypeEntry::request(x::Name(0x13b8a13), 151, 2), // ListKeysRequestType
+        x::TypeEntry::request(x::Name(0x13b9e1a), 153, 2), // ListKmipServersRequestType
+        x::TypeEntry::request(x::Name(0x13bb91a), 155, 4), // ListKmsClustersRequestType
+        x::TypeEntry::request(x::Name(0x13bd41f), 159, 4), // ListProcessesInGuestRequestType
+        x::TypeEntry::request(x::Name(0x13bf422), 163, 6), // ListRegistryKeysInGuestRequestType
+        x::TypeEntry::request(x::Name(0x13c1724), 169, 6), // ListRegistryValuesInGuestRequestType
+        x::TypeEntry::request(x::Name(0x13c3c24), 175, 1), // ListSmartCardTrustAnchorsRequestType
+        x::TypeEntry::request(x::Name(0x13c612b), 176, 2), // ListTagsAttachedToVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0x13c8d1d), 178, 2), // ListVStorageObjectRequestType
+        x::TypeEntry::request(x::Name(0x13cab2b), 180, 3), // ListVStorageObjectsAttachedToTagRequestType
         x::TypeEntry::structure(x::Name(0x13cd71a), x::Name(0xea3c09), 183, 2), // LocalDatastoreCreatedEvent: HostEvent
         x::TypeEntry::structure(x::Name(0x13cf212), x::Name(0x98340d), 185, 1), // LocalDatastoreInfo: DatastoreInfo
         x::TypeEntry::structure(x::Name(0x13d0512), x::Name(0x139ef0d), 186, 1), // LocalLicenseSource: LicenseSource
         x::TypeEntry::structure(x::Name(0x13d1814), x::Name(0xea3c09), 187, 0), // LocalTSMEnabledEvent: HostEvent
         x::TypeEntry::structure(x::Name(0x13d2d12), x::Name(0xbb9c0b), 187, 3), // LocalizableMessage: DynamicData
-        x::TypeEntry::structure(x::Name(0x13d4021), x::Name(0xbb9c0b), 190, 7), // LocalizationManagerMessageCatalog: DynamicData
-        x::TypeEntry::structure(x::Name(0x13d6214), x::Name(0xbb9c0b), 197, 2), // LocalizedMethodFault: DynamicData
-        x::TypeEntry::structure(x::Name(0x13d7718), x::Name(0xc19905), 199, 1), // LockerMisconfiguredEvent: Event
-        x::TypeEntry::structure(x::Name(0x13d9017), x::Name(0xc19905), 200, 2), // LockerReconfiguredEvent: Event
-        x::TypeEntry::structure(x::Name(0x13da811), x::Name(0x1d94808), 202, 0), // LogBundlingFailed: VimFault
-        x::TypeEntry::structure(x::Name(0x13dba17), x::Name::NONE, 202, 3), // LogUserEventRequestType
-        x::TypeEntry::structure(x::Name(0x13dd216), x::Name::NONE, 205, 3), // LoginBySSPIRequestType
-        x::TypeEntry::structure(x::Name(0x13de917), x::Name::NONE, 208, 2), // LoginByTokenRequestType
-        x::TypeEntry::structure(x::Name(0x13e0126), x::Name::NONE, 210, 3), // LoginExtensionByCertificateRequestType
-        x::TypeEntry::structure(x::Name(0x13e2826), x::Name::NONE, 213, 3), // LoginExtensionBySubjectNameRequestType
-        x::TypeEntry::structure(x::Name(0x13e4f10), x::Name::NONE, 216, 4), // LoginRequestType
-        x::TypeEntry::structure(x::Name(0x13e6011), x::Name::NONE, 220, 1), // LogoutRequestType
-        x::TypeEntry::structure(x::Name(0x13e720a), x::Name(0x156580a), 221, 3), // LongOption: OptionType
-        x::TypeEntry::structure(x::Name(0x13e7d0a), x::Name(0x127c311), 224, 1), // LongPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x13e881c), x::Name::NONE, 225, 2), // LookupDvPortGroupRequestType
-        x::TypeEntry::structure(x::Name(0x13ea521), x::Name::NONE, 227, 3), // LookupVmOverheadMemoryRequestType
     ],
-    decoders: &[
-        None, // JoinDomainRequestType
-        None, // JoinDomainWithCAMRequestType
-        Some(x::decode_boxed::<KernelModuleInfo>),
-        Some(x::decode_boxed::<KernelModuleSectionInfo>),
-        Some(x::decode_boxed::<KeyAnyValue>),
-        Some(x::decode_boxed::<KeyNotFound>),
-        Some(x::decode_boxed::<KeyProviderId>),
-        Some(x::decode_boxed::<KeyValue>),
-        Some(x::decode_boxed::<KmipClusterInfo>),
-        Some(x::decode_boxed::<KmipClusterInfoKeyInfo>),
-        Some(x::decode_boxed::<KmipClusterInfoKeyType>),
-        Some(x::decode_boxed::<KmipClusterInfoKmsManagementType>),
-        Some(x::decode_boxed::<KmipClusterInfoWrappingKeyIdKeyInfo>),
-        Some(x::decode_boxed::<KmipClusterInfoWrappingRotationIntervalKeyInfo>),
-        Some(x::decode_boxed::<KmipServerInfo>),
-        Some(x::decode_boxed::<KmipServerSpec>),
-        Some(x::decode_boxed::<KmipServerSpecKeySpec>),
-        Some(x::decode_boxed::<KmipServerSpecWrappingKeyIdKeySpec>),
-        Some(x::decode_boxed::<KmipServerSpecWrappingRotationIntervalKeySpec>),
-        Some(x::decode_boxed::<KmipServerStatus>),
-        Some(x::decode_boxed::<LargeRDMConversionNotSupported>),
-        Some(x::decode_boxed::<LargeRDMNotSupportedOnDatastore>),
-        Some(x::decode_boxed::<LatencySensitivity>),
-        Some(x::decode_boxed::<LatencySensitivitySensitivityLevel>),
-        None, // LeaveCurrentDomainRequestType
-        Some(x::decode_boxed::<LegacyNetworkInterfaceInUse>),
-        Some(x::decode_boxed::<LicenseAssignmentFailed>),
-        Some(x::decode_boxed::<LicenseAssignmentFailedReason>),
-        Some(x::decode_boxed::<LicenseAssignmentManagerLicenseAssignment>),
-        Some(x::decode_boxed::<LicenseAvailabilityInfo>),
-        Some(x::decode_boxed::<LicenseDiagnostics>),
-        Some(x::decode_boxed::<LicenseDowngradeDisallowed>),
-        Some(x::decode_boxed::<LicenseEntityNotFound>),
-        Some(x::decode_boxed::<LicenseEvent>),
-        Some(x::decode_boxed::<LicenseExpired>),
-        Some(x::decode_boxed::<LicenseExpiredEvent>),
-        Some(x::decode_boxed::<LicenseFeatureInfo>),
-        Some(x::decode_boxed::<LicenseFeatureInfoSourceRestriction>),
-        Some(x::decode_boxed::<LicenseFeatureInfoState>),
-        Some(x::decode_boxed::<LicenseFeatureInfoUnit>),
-        Some(x::decode_boxed::<LicenseKeyEntityMismatch>),
-        Some(x::decode_boxed::<LicenseManagerEvaluationInfo>),
-        Some(x::decode_boxed::<LicenseManagerLicenseInfo>),
-        Some(x::decode_boxed::<LicenseManagerLicenseKey>),
-        Some(x::decode_boxed::<LicenseManagerState>),
-        Some(x::decode_boxed::<LicenseNonComplianceEvent>),
-        Some(x::decode_boxed::<LicenseReservationInfo>),
-        Some(x::decode_boxed::<LicenseReservationInfoState>),
-        Some(x::decode_boxed::<LicenseRestricted>),
-        Some(x::decode_boxed::<LicenseRestrictedEvent>),
-        Some(x::decode_boxed::<LicenseServerAvailableEvent>),
-        Some(x::decode_boxed::<LicenseServerSource>),
-        Some(x::decode_boxed::<LicenseServerUnavailable>),
-        Some(x::decode_boxed::<LicenseServerUnavailableEvent>),
-        Some(x::decode_boxed::<LicenseSource>),
-        Some(x::decode_boxed::<LicenseSourceUnavailable>),
-        Some(x::decode_boxed::<LicenseUsageInfo>),
-        Some(x::decode_boxed::<LimitExceeded>),
-        Some(x::decode_boxed::<LinkDiscoveryProtocolConfig>),
-        Some(x::decode_boxed::<LinkDiscoveryProtocolConfigOperationType>),
-        Some(x::decode_boxed::<LinkDiscoveryProtocolConfigProtocolType>),
-        Some(x::decode_boxed::<LinkLayerDiscoveryProtocolInfo>),
-        Some(x::decode_boxed::<LinkProfile>),
-        Some(x::decode_boxed::<LinuxVolumeNotClean>),
-        None, // ListCACertificateRevocationListsRequestType
-        None, // ListCACertificatesRequestType
-        None, // ListFilesInGuestRequestType
-        None, // ListGuestAliasesRequestType
-        None, // ListGuestMappedAliasesRequestType
-        None, // ListKeysRequestType
-        None, // ListKmipServersRequestType
-        None, // ListKmsClustersRequestType
-        None, // ListProcessesInGuestRequestType
-        None, // ListRegistryKeysInGuestRequestType
-        None, // ListRegistryValuesInGuestRequestType
-        None, // ListSmartCardTrustAnchorsRequestType
-        None, // ListTagsAttachedToVStorageObjectRequestType
-        None, // ListVStorageObjectRequestType
-        None, // ListVStorageObjectsAttachedToTagRequestType
-        Some(x::decode_boxed::<LocalDatastoreCreatedEvent>),
-        Some(x::decode_boxed::<LocalDatastoreInfo>),
-        Some(x::decode_boxed::<LocalLicenseSource>),
-        Some(x::decode_boxed::<LocalTSMEnabledEvent>),
-        Some(x::decode_boxed::<LocalizableMessage>),
-        Some(x::decode_boxed::<LocalizationManagerMessageCatalog>),
-        Some(x::decode_boxed::<LocalizedMethodFault>),
-        Some(x::decode_boxed::<LockerMisconfiguredEvent>),
-        Some(x::decode_boxed::<LockerReconfiguredEvent>),
-        Some(x::decode_boxed::<LogBundlingFailed>),
-        None, // LogUserEventRequestType
-        None, // LoginBySSPIRequestType
-        None, // LoginByTokenRequestType
-        None, // LoginExtensionByCertificateRequestType
-        None, // LoginExtensionBySubjectNameRequestType
-        None, // LoginRequestType
-        None, // LogoutRequestType
-        Some(x::decode_boxed::<LongOption>),
-        Some(x::decode_boxed::<LongPolicy>),
-        None, // LookupDvPortGroupRequestType
-        None, // LookupVmOverheadMemoryRequestType
-    ],
+    decode,
     fields: &[
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
@@ -400,46 +283,6 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
         x::FieldEntry::repeated(x::Name(0x2363c03), x::Name(0x134090b)), // arg: KeyAnyValue
         x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
-        x::FieldEntry::required(x::Name(0x2cda70a), x::Name(0x3344606)), // moduleName: string
-        x::FieldEntry::required(x::Name(0x244680b), x::Name(0x3344606)), // catalogName: string
-        x::FieldEntry::required(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
-        x::FieldEntry::required(x::Name(0x244740a), x::Name(0x3344606)), // catalogUri: string
-        x::FieldEntry::optional(x::Name(0x2b7410c), x::Name(0x2607608)), // lastModified: dateTime
-        x::FieldEntry::optional(x::Name(0x2c69106), x::Name(0x3344606)), // md5sum: string
-        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x1428f0b)), // fault: MethodFault
-        x::FieldEntry::optional(x::Name(0x2bd1b10), x::Name(0x3344606)), // localizedMessage: string
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
-        x::FieldEntry::optional(x::Name(0x2e6ff0c), x::Name(0x976516)), // oldDatastore: DatastoreEventArgument
-        x::FieldEntry::optional(x::Name(0x2d77f0c), x::Name(0x976516)), // newDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2cf2603), x::Name(0x3344606)), // msg: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x23e910b), x::Name(0x3344606)), // base64Token: string
-        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
-        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
-        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::required(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
-        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2cb6003), x::Name(0x2be5304)), // min: long
-        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x2be5304)), // max: long
-        x::FieldEntry::required(x::Name(0x264950c), x::Name(0x2be5304)), // defaultValue: long
-        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x2be5304)), // value: long
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
     ],
     values: &[
         x::Name(0x3066906), // rawKey
@@ -501,3 +344,1593 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x2bbce04), // lldp
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    KernelModuleInfo(Box<KernelModuleInfo>),
+    KernelModuleSectionInfo(Box<KernelModuleSectionInfo>),
+    KeyAnyValue(Box<KeyAnyValue>),
+    KeyNotFound(Box<KeyNotFound>),
+    KeyProviderId(Box<KeyProviderId>),
+    KeyValue(Box<KeyValue>),
+    KmipClusterInfo(Box<KmipClusterInfo>),
+    KmipClusterInfoKeyInfo(Box<KmipClusterInfoKeyInfo>),
+    KmipClusterInfoKeyType(Box<KmipClusterInfoKeyType>),
+    KmipClusterInfoKmsManagementType(Box<KmipClusterInfoKmsManagementType>),
+    KmipClusterInfoWrappingKeyIdKeyInfo(Box<KmipClusterInfoWrappingKeyIdKeyInfo>),
+    KmipClusterInfoWrappingRotationIntervalKeyInfo(Box<KmipClusterInfoWrappingRotationIntervalKeyInfo>),
+    KmipServerInfo(Box<KmipServerInfo>),
+    KmipServerSpec(Box<KmipServerSpec>),
+    KmipServerSpecKeySpec(Box<KmipServerSpecKeySpec>),
+    KmipServerSpecWrappingKeyIdKeySpec(Box<KmipServerSpecWrappingKeyIdKeySpec>),
+    KmipServerSpecWrappingRotationIntervalKeySpec(Box<KmipServerSpecWrappingRotationIntervalKeySpec>),
+    KmipServerStatus(Box<KmipServerStatus>),
+    LargeRDMConversionNotSupported(Box<LargeRDMConversionNotSupported>),
+    LargeRDMNotSupportedOnDatastore(Box<LargeRDMNotSupportedOnDatastore>),
+    LatencySensitivity(Box<LatencySensitivity>),
+    LatencySensitivitySensitivityLevel(Box<LatencySensitivitySensitivityLevel>),
+    LegacyNetworkInterfaceInUse(Box<LegacyNetworkInterfaceInUse>),
+    LicenseAssignmentFailed(Box<LicenseAssignmentFailed>),
+    LicenseAssignmentFailedReason(Box<LicenseAssignmentFailedReason>),
+    LicenseAssignmentManagerLicenseAssignment(Box<LicenseAssignmentManagerLicenseAssignment>),
+    LicenseAvailabilityInfo(Box<LicenseAvailabilityInfo>),
+    LicenseDiagnostics(Box<LicenseDiagnostics>),
+    LicenseDowngradeDisallowed(Box<LicenseDowngradeDisallowed>),
+    LicenseEntityNotFound(Box<LicenseEntityNotFound>),
+    LicenseEvent(Box<LicenseEvent>),
+    LicenseExpired(Box<LicenseExpired>),
+    LicenseExpiredEvent(Box<LicenseExpiredEvent>),
+    LicenseFeatureInfo(Box<LicenseFeatureInfo>),
+    LicenseFeatureInfoSourceRestriction(Box<LicenseFeatureInfoSourceRestriction>),
+    LicenseFeatureInfoState(Box<LicenseFeatureInfoState>),
+    LicenseFeatureInfoUnit(Box<LicenseFeatureInfoUnit>),
+    LicenseKeyEntityMismatch(Box<LicenseKeyEntityMismatch>),
+    LicenseManagerEvaluationInfo(Box<LicenseManagerEvaluationInfo>),
+    LicenseManagerLicenseInfo(Box<LicenseManagerLicenseInfo>),
+    LicenseManagerLicenseKey(Box<LicenseManagerLicenseKey>),
+    LicenseManagerState(Box<LicenseManagerState>),
+    LicenseNonComplianceEvent(Box<LicenseNonComplianceEvent>),
+    LicenseReservationInfo(Box<LicenseReservationInfo>),
+    LicenseReservationInfoState(Box<LicenseReservationInfoState>),
+    LicenseRestricted(Box<LicenseRestricted>),
+    LicenseRestrictedEvent(Box<LicenseRestrictedEvent>),
+    LicenseServerAvailableEvent(Box<LicenseServerAvailableEvent>),
+    LicenseServerSource(Box<LicenseServerSource>),
+    LicenseServerUnavailable(Box<LicenseServerUnavailable>),
+    LicenseServerUnavailableEvent(Box<LicenseServerUnavailableEvent>),
+    LicenseSource(Box<LicenseSource>),
+    LicenseSourceUnavailable(Box<LicenseSourceUnavailable>),
+    LicenseUsageInfo(Box<LicenseUsageInfo>),
+    LimitExceeded(Box<LimitExceeded>),
+    LinkDiscoveryProtocolConfig(Box<LinkDiscoveryProtocolConfig>),
+    LinkDiscoveryProtocolConfigOperationType(Box<LinkDiscoveryProtocolConfigOperationType>),
+    LinkDiscoveryProtocolConfigProtocolType(Box<LinkDiscoveryProtocolConfigProtocolType>),
+    LinkLayerDiscoveryProtocolInfo(Box<LinkLayerDiscoveryProtocolInfo>),
+    LinkProfile(Box<LinkProfile>),
+    LinuxVolumeNotClean(Box<LinuxVolumeNotClean>),
+    LocalDatastoreCreatedEvent(Box<LocalDatastoreCreatedEvent>),
+    LocalDatastoreInfo(Box<LocalDatastoreInfo>),
+    LocalLicenseSource(Box<LocalLicenseSource>),
+    LocalTSMEnabledEvent(Box<LocalTSMEnabledEvent>),
+    LocalizableMessage(Box<LocalizableMessage>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleInfo(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleSectionInfo(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyAnyValue(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyNotFound(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyProviderId(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyValue(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfo(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKeyInfo(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKeyType(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKmsManagementType(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoWrappingKeyIdKeyInfo(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerInfo(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpec(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecKeySpec(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingKeyIdKeySpec(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingRotationIntervalKeySpec(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerStatus(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMConversionNotSupported(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMNotSupportedOnDatastore(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LatencySensitivity(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LatencySensitivitySensitivityLevel(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LegacyNetworkInterfaceInUse(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailed(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailedReason(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentManagerLicenseAssignment(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAvailabilityInfo(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDiagnostics(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDowngradeDisallowed(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEntityNotFound(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEvent(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseExpired(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfo(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoSourceRestriction(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoState(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoUnit(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseKeyEntityMismatch(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerEvaluationInfo(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerLicenseInfo(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerLicenseKey(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerState(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseNonComplianceEvent(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfo(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfoState(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestricted(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestrictedEvent(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerAvailableEvent(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerSource(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerUnavailable(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerUnavailableEvent(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseSource(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseSourceUnavailable(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseUsageInfo(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LimitExceeded(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfig(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigOperationType(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigProtocolType(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkLayerDiscoveryProtocolInfo(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkProfile(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinuxVolumeNotClean(v), Err(e) => return Some(Err(e)) },
+        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalDatastoreInfo(v), Err(e) => return Some(Err(e)) },
+        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalLicenseSource(v), Err(e) => return Some(Err(e)) },
+        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalTSMEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizableMessage(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::KernelModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KernelModuleSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KeyAnyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KeyNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KeyProviderId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KeyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipClusterInfoKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipClusterInfoKeyType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipClusterInfoKmsManagementType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipServerSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipServerSpecKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipServerSpecWrappingKeyIdKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::KmipServerStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LargeRDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LargeRDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LatencySensitivity(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LatencySensitivitySensitivityLevel(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LegacyNetworkInterfaceInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseAssignmentFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseAssignmentFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseAssignmentManagerLicenseAssignment(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseAvailabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseDiagnostics(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseDowngradeDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseEntityNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseExpired(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseFeatureInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseFeatureInfoSourceRestriction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseFeatureInfoState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseFeatureInfoUnit(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseKeyEntityMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseManagerEvaluationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseManagerLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseManagerLicenseKey(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseManagerState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseNonComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseReservationInfoState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseRestricted(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseRestrictedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseServerAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseServerSource(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseServerUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseServerUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseSource(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseSourceUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LicenseUsageInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LimitExceeded(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LinkDiscoveryProtocolConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LinkDiscoveryProtocolConfigOperationType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LinkDiscoveryProtocolConfigProtocolType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LinkLayerDiscoveryProtocolInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LinuxVolumeNotClean(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LocalDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LocalDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LocalLicenseSource(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LocalTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LocalizableMessage(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::KernelModuleInfo(a), Object::KernelModuleInfo(b)) => **a == **b,
+            (Object::KernelModuleSectionInfo(a), Object::KernelModuleSectionInfo(b)) => **a == **b,
+            (Object::KeyAnyValue(a), Object::KeyAnyValue(b)) => **a == **b,
+            (Object::KeyNotFound(a), Object::KeyNotFound(b)) => **a == **b,
+            (Object::KeyProviderId(a), Object::KeyProviderId(b)) => **a == **b,
+            (Object::KeyValue(a), Object::KeyValue(b)) => **a == **b,
+            (Object::KmipClusterInfo(a), Object::KmipClusterInfo(b)) => **a == **b,
+            (Object::KmipClusterInfoKeyInfo(a), Object::KmipClusterInfoKeyInfo(b)) => **a == **b,
+            (Object::KmipClusterInfoKeyType(a), Object::KmipClusterInfoKeyType(b)) => **a == **b,
+            (Object::KmipClusterInfoKmsManagementType(a), Object::KmipClusterInfoKmsManagementType(b)) => **a == **b,
+            (Object::KmipClusterInfoWrappingKeyIdKeyInfo(a), Object::KmipClusterInfoWrappingKeyIdKeyInfo(b)) => **a == **b,
+            (Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(a), Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(b)) => **a == **b,
+            (Object::KmipServerInfo(a), Object::KmipServerInfo(b)) => **a == **b,
+            (Object::KmipServerSpec(a), Object::KmipServerSpec(b)) => **a == **b,
+            (Object::KmipServerSpecKeySpec(a), Object::KmipServerSpecKeySpec(b)) => **a == **b,
+            (Object::KmipServerSpecWrappingKeyIdKeySpec(a), Object::KmipServerSpecWrappingKeyIdKeySpec(b)) => **a == **b,
+            (Object::KmipServerSpecWrappingRotationIntervalKeySpec(a), Object::KmipServerSpecWrappingRotationIntervalKeySpec(b)) => **a == **b,
+            (Object::KmipServerStatus(a), Object::KmipServerStatus(b)) => **a == **b,
+            (Object::LargeRDMConversionNotSupported(a), Object::LargeRDMConversionNotSupported(b)) => **a == **b,
+            (Object::LargeRDMNotSupportedOnDatastore(a), Object::LargeRDMNotSupportedOnDatastore(b)) => **a == **b,
+            (Object::LatencySensitivity(a), Object::LatencySensitivity(b)) => **a == **b,
+            (Object::LatencySensitivitySensitivityLevel(a), Object::LatencySensitivitySensitivityLevel(b)) => **a == **b,
+            (Object::LegacyNetworkInterfaceInUse(a), Object::LegacyNetworkInterfaceInUse(b)) => **a == **b,
+            (Object::LicenseAssignmentFailed(a), Object::LicenseAssignmentFailed(b)) => **a == **b,
+            (Object::LicenseAssignmentFailedReason(a), Object::LicenseAssignmentFailedReason(b)) => **a == **b,
+            (Object::LicenseAssignmentManagerLicenseAssignment(a), Object::LicenseAssignmentManagerLicenseAssignment(b)) => **a == **b,
+            (Object::LicenseAvailabilityInfo(a), Object::LicenseAvailabilityInfo(b)) => **a == **b,
+            (Object::LicenseDiagnostics(a), Object::LicenseDiagnostics(b)) => **a == **b,
+            (Object::LicenseDowngradeDisallowed(a), Object::LicenseDowngradeDisallowed(b)) => **a == **b,
+            (Object::LicenseEntityNotFound(a), Object::LicenseEntityNotFound(b)) => **a == **b,
+            (Object::LicenseEvent(a), Object::LicenseEvent(b)) => **a == **b,
+            (Object::LicenseExpired(a), Object::LicenseExpired(b)) => **a == **b,
+            (Object::LicenseExpiredEvent(a), Object::LicenseExpiredEvent(b)) => **a == **b,
+            (Object::LicenseFeatureInfo(a), Object::LicenseFeatureInfo(b)) => **a == **b,
+            (Object::LicenseFeatureInfoSourceRestriction(a), Object::LicenseFeatureInfoSourceRestriction(b)) => **a == **b,
+            (Object::LicenseFeatureInfoState(a), Object::LicenseFeatureInfoState(b)) => **a == **b,
+            (Object::LicenseFeatureInfoUnit(a), Object::LicenseFeatureInfoUnit(b)) => **a == **b,
+            (Object::LicenseKeyEntityMismatch(a), Object::LicenseKeyEntityMismatch(b)) => **a == **b,
+            (Object::LicenseManagerEvaluationInfo(a), Object::LicenseManagerEvaluationInfo(b)) => **a == **b,
+            (Object::LicenseManagerLicenseInfo(a), Object::LicenseManagerLicenseInfo(b)) => **a == **b,
+            (Object::LicenseManagerLicenseKey(a), Object::LicenseManagerLicenseKey(b)) => **a == **b,
+            (Object::LicenseManagerState(a), Object::LicenseManagerState(b)) => **a == **b,
+            (Object::LicenseNonComplianceEvent(a), Object::LicenseNonComplianceEvent(b)) => **a == **b,
+            (Object::LicenseReservationInfo(a), Object::LicenseReservationInfo(b)) => **a == **b,
+            (Object::LicenseReservationInfoState(a), Object::LicenseReservationInfoState(b)) => **a == **b,
+            (Object::LicenseRestricted(a), Object::LicenseRestricted(b)) => **a == **b,
+            (Object::LicenseRestrictedEvent(a), Object::LicenseRestrictedEvent(b)) => **a == **b,
+            (Object::LicenseServerAvailableEvent(a), Object::LicenseServerAvailableEvent(b)) => **a == **b,
+            (Object::LicenseServerSource(a), Object::LicenseServerSource(b)) => **a == **b,
+            (Object::LicenseServerUnavailable(a), Object::LicenseServerUnavailable(b)) => **a == **b,
+            (Object::LicenseServerUnavailableEvent(a), Object::LicenseServerUnavailableEvent(b)) => **a == **b,
+            (Object::LicenseSource(a), Object::LicenseSource(b)) => **a == **b,
+            (Object::LicenseSourceUnavailable(a), Object::LicenseSourceUnavailable(b)) => **a == **b,
+            (Object::LicenseUsageInfo(a), Object::LicenseUsageInfo(b)) => **a == **b,
+            (Object::LimitExceeded(a), Object::LimitExceeded(b)) => **a == **b,
+            (Object::LinkDiscoveryProtocolConfig(a), Object::LinkDiscoveryProtocolConfig(b)) => **a == **b,
+            (Object::LinkDiscoveryProtocolConfigOperationType(a), Object::LinkDiscoveryProtocolConfigOperationType(b)) => **a == **b,
+            (Object::LinkDiscoveryProtocolConfigProtocolType(a), Object::LinkDiscoveryProtocolConfigProtocolType(b)) => **a == **b,
+            (Object::LinkLayerDiscoveryProtocolInfo(a), Object::LinkLayerDiscoveryProtocolInfo(b)) => **a == **b,
+            (Object::LinkProfile(a), Object::LinkProfile(b)) => **a == **b,
+            (Object::LinuxVolumeNotClean(a), Object::LinuxVolumeNotClean(b)) => **a == **b,
+            (Object::LocalDatastoreCreatedEvent(a), Object::LocalDatastoreCreatedEvent(b)) => **a == **b,
+            (Object::LocalDatastoreInfo(a), Object::LocalDatastoreInfo(b)) => **a == **b,
+            (Object::LocalLicenseSource(a), Object::LocalLicenseSource(b)) => **a == **b,
+            (Object::LocalTSMEnabledEvent(a), Object::LocalTSMEnabledEvent(b)) => **a == **b,
+            (Object::LocalizableMessage(a), Object::LocalizableMessage(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::KernelModuleInfo(v) => Object::KernelModuleInfo(Box::new((**v).clone())),
+            Object::KernelModuleSectionInfo(v) => Object::KernelModuleSectionInfo(Box::new((**v).clone())),
+            Object::KeyAnyValue(v) => Object::KeyAnyValue(Box::new((**v).clone())),
+            Object::KeyNotFound(v) => Object::KeyNotFound(Box::new((**v).clone())),
+            Object::KeyProviderId(v) => Object::KeyProviderId(Box::new((**v).clone())),
+            Object::KeyValue(v) => Object::KeyValue(Box::new((**v).clone())),
+            Object::KmipClusterInfo(v) => Object::KmipClusterInfo(Box::new((**v).clone())),
+            Object::KmipClusterInfoKeyInfo(v) => Object::KmipClusterInfoKeyInfo(Box::new((**v).clone())),
+            Object::KmipClusterInfoKeyType(v) => Object::KmipClusterInfoKeyType(Box::new((**v).clone())),
+            Object::KmipClusterInfoKmsManagementType(v) => Object::KmipClusterInfoKmsManagementType(Box::new((**v).clone())),
+            Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Object::KmipClusterInfoWrappingKeyIdKeyInfo(Box::new((**v).clone())),
+            Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(Box::new((**v).clone())),
+            Object::KmipServerInfo(v) => Object::KmipServerInfo(Box::new((**v).clone())),
+            Object::KmipServerSpec(v) => Object::KmipServerSpec(Box::new((**v).clone())),
+            Object::KmipServerSpecKeySpec(v) => Object::KmipServerSpecKeySpec(Box::new((**v).clone())),
+            Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Object::KmipServerSpecWrappingKeyIdKeySpec(Box::new((**v).clone())),
+            Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Object::KmipServerSpecWrappingRotationIntervalKeySpec(Box::new((**v).clone())),
+            Object::KmipServerStatus(v) => Object::KmipServerStatus(Box::new((**v).clone())),
+            Object::LargeRDMConversionNotSupported(v) => Object::LargeRDMConversionNotSupported(Box::new((**v).clone())),
+            Object::LargeRDMNotSupportedOnDatastore(v) => Object::LargeRDMNotSupportedOnDatastore(Box::new((**v).clone())),
+            Object::LatencySensitivity(v) => Object::LatencySensitivity(Box::new((**v).clone())),
+            Object::LatencySensitivitySensitivityLevel(v) => Object::LatencySensitivitySensitivityLevel(Box::new((**v).clone())),
+            Object::LegacyNetworkInterfaceInUse(v) => Object::LegacyNetworkInterfaceInUse(Box::new((**v).clone())),
+            Object::LicenseAssignmentFailed(v) => Object::LicenseAssignmentFailed(Box::new((**v).clone())),
+            Object::LicenseAssignmentFailedReason(v) => Object::LicenseAssignmentFailedReason(Box::new((**v).clone())),
+            Object::LicenseAssignmentManagerLicenseAssignment(v) => Object::LicenseAssignmentManagerLicenseAssignment(Box::new((**v).clone())),
+            Object::LicenseAvailabilityInfo(v) => Object::LicenseAvailabilityInfo(Box::new((**v).clone())),
+            Object::LicenseDiagnostics(v) => Object::LicenseDiagnostics(Box::new((**v).clone())),
+            Object::LicenseDowngradeDisallowed(v) => Object::LicenseDowngradeDisallowed(Box::new((**v).clone())),
+            Object::LicenseEntityNotFound(v) => Object::LicenseEntityNotFound(Box::new((**v).clone())),
+            Object::LicenseEvent(v) => Object::LicenseEvent(Box::new((**v).clone())),
+            Object::LicenseExpired(v) => Object::LicenseExpired(Box::new((**v).clone())),
+            Object::LicenseExpiredEvent(v) => Object::LicenseExpiredEvent(Box::new((**v).clone())),
+            Object::LicenseFeatureInfo(v) => Object::LicenseFeatureInfo(Box::new((**v).clone())),
+            Object::LicenseFeatureInfoSourceRestriction(v) => Object::LicenseFeatureInfoSourceRestriction(Box::new((**v).clone())),
+            Object::LicenseFeatureInfoState(v) => Object::LicenseFeatureInfoState(Box::new((**v).clone())),
+            Object::LicenseFeatureInfoUnit(v) => Object::LicenseFeatureInfoUnit(Box::new((**v).clone())),
+            Object::LicenseKeyEntityMismatch(v) => Object::LicenseKeyEntityMismatch(Box::new((**v).clone())),
+            Object::LicenseManagerEvaluationInfo(v) => Object::LicenseManagerEvaluationInfo(Box::new((**v).clone())),
+            Object::LicenseManagerLicenseInfo(v) => Object::LicenseManagerLicenseInfo(Box::new((**v).clone())),
+            Object::LicenseManagerLicenseKey(v) => Object::LicenseManagerLicenseKey(Box::new((**v).clone())),
+            Object::LicenseManagerState(v) => Object::LicenseManagerState(Box::new((**v).clone())),
+            Object::LicenseNonComplianceEvent(v) => Object::LicenseNonComplianceEvent(Box::new((**v).clone())),
+            Object::LicenseReservationInfo(v) => Object::LicenseReservationInfo(Box::new((**v).clone())),
+            Object::LicenseReservationInfoState(v) => Object::LicenseReservationInfoState(Box::new((**v).clone())),
+            Object::LicenseRestricted(v) => Object::LicenseRestricted(Box::new((**v).clone())),
+            Object::LicenseRestrictedEvent(v) => Object::LicenseRestrictedEvent(Box::new((**v).clone())),
+            Object::LicenseServerAvailableEvent(v) => Object::LicenseServerAvailableEvent(Box::new((**v).clone())),
+            Object::LicenseServerSource(v) => Object::LicenseServerSource(Box::new((**v).clone())),
+            Object::LicenseServerUnavailable(v) => Object::LicenseServerUnavailable(Box::new((**v).clone())),
+            Object::LicenseServerUnavailableEvent(v) => Object::LicenseServerUnavailableEvent(Box::new((**v).clone())),
+            Object::LicenseSource(v) => Object::LicenseSource(Box::new((**v).clone())),
+            Object::LicenseSourceUnavailable(v) => Object::LicenseSourceUnavailable(Box::new((**v).clone())),
+            Object::LicenseUsageInfo(v) => Object::LicenseUsageInfo(Box::new((**v).clone())),
+            Object::LimitExceeded(v) => Object::LimitExceeded(Box::new((**v).clone())),
+            Object::LinkDiscoveryProtocolConfig(v) => Object::LinkDiscoveryProtocolConfig(Box::new((**v).clone())),
+            Object::LinkDiscoveryProtocolConfigOperationType(v) => Object::LinkDiscoveryProtocolConfigOperationType(Box::new((**v).clone())),
+            Object::LinkDiscoveryProtocolConfigProtocolType(v) => Object::LinkDiscoveryProtocolConfigProtocolType(Box::new((**v).clone())),
+            Object::LinkLayerDiscoveryProtocolInfo(v) => Object::LinkLayerDiscoveryProtocolInfo(Box::new((**v).clone())),
+            Object::LinkProfile(v) => Object::LinkProfile(Box::new((**v).clone())),
+            Object::LinuxVolumeNotClean(v) => Object::LinuxVolumeNotClean(Box::new((**v).clone())),
+            Object::LocalDatastoreCreatedEvent(v) => Object::LocalDatastoreCreatedEvent(Box::new((**v).clone())),
+            Object::LocalDatastoreInfo(v) => Object::LocalDatastoreInfo(Box::new((**v).clone())),
+            Object::LocalLicenseSource(v) => Object::LocalLicenseSource(Box::new((**v).clone())),
+            Object::LocalTSMEnabledEvent(v) => Object::LocalTSMEnabledEvent(Box::new((**v).clone())),
+            Object::LocalizableMessage(v) => Object::LocalizableMessage(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::KernelModuleInfo(_) => "KernelModuleInfo",
+            Object::KernelModuleSectionInfo(_) => "KernelModuleSectionInfo",
+            Object::KeyAnyValue(_) => "KeyAnyValue",
+            Object::KeyNotFound(_) => "KeyNotFound",
+            Object::KeyProviderId(_) => "KeyProviderId",
+            Object::KeyValue(_) => "KeyValue",
+            Object::KmipClusterInfo(_) => "KmipClusterInfo",
+            Object::KmipClusterInfoKeyInfo(_) => "KmipClusterInfoKeyInfo",
+            Object::KmipClusterInfoKeyType(_) => "KmipClusterInfoKeyType",
+            Object::KmipClusterInfoKmsManagementType(_) => "KmipClusterInfoKmsManagementType",
+            Object::KmipClusterInfoWrappingKeyIdKeyInfo(_) => "KmipClusterInfoWrappingKeyIdKeyInfo",
+            Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(_) => "KmipClusterInfoWrappingRotationIntervalKeyInfo",
+            Object::KmipServerInfo(_) => "KmipServerInfo",
+            Object::KmipServerSpec(_) => "KmipServerSpec",
+            Object::KmipServerSpecKeySpec(_) => "KmipServerSpecKeySpec",
+            Object::KmipServerSpecWrappingKeyIdKeySpec(_) => "KmipServerSpecWrappingKeyIdKeySpec",
+            Object::KmipServerSpecWrappingRotationIntervalKeySpec(_) => "KmipServerSpecWrappingRotationIntervalKeySpec",
+            Object::KmipServerStatus(_) => "KmipServerStatus",
+            Object::LargeRDMConversionNotSupported(_) => "LargeRDMConversionNotSupported",
+            Object::LargeRDMNotSupportedOnDatastore(_) => "LargeRDMNotSupportedOnDatastore",
+            Object::LatencySensitivity(_) => "LatencySensitivity",
+            Object::LatencySensitivitySensitivityLevel(_) => "LatencySensitivitySensitivityLevel",
+            Object::LegacyNetworkInterfaceInUse(_) => "LegacyNetworkInterfaceInUse",
+            Object::LicenseAssignmentFailed(_) => "LicenseAssignmentFailed",
+            Object::LicenseAssignmentFailedReason(_) => "LicenseAssignmentFailedReason",
+            Object::LicenseAssignmentManagerLicenseAssignment(_) => "LicenseAssignmentManagerLicenseAssignment",
+            Object::LicenseAvailabilityInfo(_) => "LicenseAvailabilityInfo",
+            Object::LicenseDiagnostics(_) => "LicenseDiagnostics",
+            Object::LicenseDowngradeDisallowed(_) => "LicenseDowngradeDisallowed",
+            Object::LicenseEntityNotFound(_) => "LicenseEntityNotFound",
+            Object::LicenseEvent(_) => "LicenseEvent",
+            Object::LicenseExpired(_) => "LicenseExpired",
+            Object::LicenseExpiredEvent(_) => "LicenseExpiredEvent",
+            Object::LicenseFeatureInfo(_) => "LicenseFeatureInfo",
+            Object::LicenseFeatureInfoSourceRestriction(_) => "LicenseFeatureInfoSourceRestriction",
+            Object::LicenseFeatureInfoState(_) => "LicenseFeatureInfoState",
+            Object::LicenseFeatureInfoUnit(_) => "LicenseFeatureInfoUnit",
+            Object::LicenseKeyEntityMismatch(_) => "LicenseKeyEntityMismatch",
+            Object::LicenseManagerEvaluationInfo(_) => "LicenseManagerEvaluationInfo",
+            Object::LicenseManagerLicenseInfo(_) => "LicenseManagerLicenseInfo",
+            Object::LicenseManagerLicenseKey(_) => "LicenseManagerLicenseKey",
+            Object::LicenseManagerState(_) => "LicenseManagerState",
+            Object::LicenseNonComplianceEvent(_) => "LicenseNonComplianceEvent",
+            Object::LicenseReservationInfo(_) => "LicenseReservationInfo",
+            Object::LicenseReservationInfoState(_) => "LicenseReservationInfoState",
+            Object::LicenseRestricted(_) => "LicenseRestricted",
+            Object::LicenseRestrictedEvent(_) => "LicenseRestrictedEvent",
+            Object::LicenseServerAvailableEvent(_) => "LicenseServerAvailableEvent",
+            Object::LicenseServerSource(_) => "LicenseServerSource",
+            Object::LicenseServerUnavailable(_) => "LicenseServerUnavailable",
+            Object::LicenseServerUnavailableEvent(_) => "LicenseServerUnavailableEvent",
+            Object::LicenseSource(_) => "LicenseSource",
+            Object::LicenseSourceUnavailable(_) => "LicenseSourceUnavailable",
+            Object::LicenseUsageInfo(_) => "LicenseUsageInfo",
+            Object::LimitExceeded(_) => "LimitExceeded",
+            Object::LinkDiscoveryProtocolConfig(_) => "LinkDiscoveryProtocolConfig",
+            Object::LinkDiscoveryProtocolConfigOperationType(_) => "LinkDiscoveryProtocolConfigOperationType",
+            Object::LinkDiscoveryProtocolConfigProtocolType(_) => "LinkDiscoveryProtocolConfigProtocolType",
+            Object::LinkLayerDiscoveryProtocolInfo(_) => "LinkLayerDiscoveryProtocolInfo",
+            Object::LinkProfile(_) => "LinkProfile",
+            Object::LinuxVolumeNotClean(_) => "LinuxVolumeNotClean",
+            Object::LocalDatastoreCreatedEvent(_) => "LocalDatastoreCreatedEvent",
+            Object::LocalDatastoreInfo(_) => "LocalDatastoreInfo",
+            Object::LocalLicenseSource(_) => "LocalLicenseSource",
+            Object::LocalTSMEnabledEvent(_) => "LocalTSMEnabledEvent",
+            Object::LocalizableMessage(_) => "LocalizableMessage",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::KernelModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KernelModuleSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KeyAnyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KeyNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KeyProviderId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KeyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipClusterInfoKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipClusterInfoKeyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipClusterInfoKmsManagementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipServerSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipServerSpecKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipServerSpecWrappingKeyIdKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::KmipServerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LargeRDMConversionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LargeRDMNotSupportedOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LatencySensitivity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LatencySensitivitySensitivityLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LegacyNetworkInterfaceInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseAssignmentFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseAssignmentFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseAssignmentManagerLicenseAssignment(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseAvailabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseDiagnostics(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseDowngradeDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseEntityNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseExpired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseFeatureInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseFeatureInfoSourceRestriction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseFeatureInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseFeatureInfoUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseKeyEntityMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseManagerEvaluationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseManagerLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseManagerLicenseKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseManagerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseNonComplianceEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseReservationInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseRestricted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseRestrictedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseServerAvailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseServerSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseServerUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseServerUnavailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseSourceUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LicenseUsageInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LimitExceeded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LinkDiscoveryProtocolConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LinkDiscoveryProtocolConfigOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LinkDiscoveryProtocolConfigProtocolType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LinkLayerDiscoveryProtocolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LinkProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LinuxVolumeNotClean(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LocalDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LocalDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LocalLicenseSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LocalTSMEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LocalizableMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for KernelModuleInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KernelModuleInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KernelModuleInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KernelModuleInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KernelModuleSectionInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KernelModuleSectionInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KernelModuleSectionInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KernelModuleSectionInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KeyAnyValue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KeyAnyValue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KeyAnyValue(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KeyAnyValue(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KeyNotFound {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KeyNotFound(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KeyNotFound(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KeyNotFound(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KeyProviderId {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KeyProviderId(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KeyProviderId(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KeyProviderId(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KeyValue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KeyValue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KeyValue(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KeyValue(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipClusterInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipClusterInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipClusterInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipClusterInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipClusterInfoKeyInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipClusterInfoKeyInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipClusterInfoKeyInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipClusterInfoKeyInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipClusterInfoKeyType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipClusterInfoKeyType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipClusterInfoKeyType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipClusterInfoKeyType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipClusterInfoKmsManagementType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipClusterInfoKmsManagementType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipClusterInfoKmsManagementType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipClusterInfoKmsManagementType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipClusterInfoWrappingKeyIdKeyInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipClusterInfoWrappingKeyIdKeyInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipClusterInfoWrappingRotationIntervalKeyInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipServerInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipServerInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipServerInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipServerInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipServerSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipServerSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipServerSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipServerSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipServerSpecKeySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipServerSpecKeySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipServerSpecKeySpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipServerSpecKeySpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipServerSpecWrappingKeyIdKeySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipServerSpecWrappingKeyIdKeySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipServerSpecWrappingRotationIntervalKeySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipServerSpecWrappingRotationIntervalKeySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for KmipServerStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::KmipServerStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::KmipServerStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::KmipServerStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LargeRDMConversionNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LargeRDMConversionNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LargeRDMConversionNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LargeRDMConversionNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LargeRDMNotSupportedOnDatastore {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LargeRDMNotSupportedOnDatastore(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LargeRDMNotSupportedOnDatastore(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LargeRDMNotSupportedOnDatastore(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LatencySensitivity {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LatencySensitivity(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LatencySensitivity(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LatencySensitivity(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LatencySensitivitySensitivityLevel {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LatencySensitivitySensitivityLevel(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LatencySensitivitySensitivityLevel(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LatencySensitivitySensitivityLevel(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LegacyNetworkInterfaceInUse {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LegacyNetworkInterfaceInUse(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LegacyNetworkInterfaceInUse(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LegacyNetworkInterfaceInUse(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseAssignmentFailed {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseAssignmentFailed(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseAssignmentFailed(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseAssignmentFailed(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseAssignmentFailedReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseAssignmentFailedReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseAssignmentFailedReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseAssignmentFailedReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseAssignmentManagerLicenseAssignment {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseAssignmentManagerLicenseAssignment(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseAssignmentManagerLicenseAssignment(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseAssignmentManagerLicenseAssignment(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseAvailabilityInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseAvailabilityInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseAvailabilityInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseAvailabilityInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseDiagnostics {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseDiagnostics(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseDiagnostics(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseDiagnostics(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseDowngradeDisallowed {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseDowngradeDisallowed(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseDowngradeDisallowed(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseDowngradeDisallowed(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseEntityNotFound {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseEntityNotFound(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseEntityNotFound(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseEntityNotFound(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseExpired {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseExpired(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseExpired(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseExpired(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseExpiredEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseExpiredEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseExpiredEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseExpiredEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseFeatureInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseFeatureInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseFeatureInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseFeatureInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseFeatureInfoSourceRestriction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseFeatureInfoSourceRestriction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseFeatureInfoSourceRestriction(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseFeatureInfoSourceRestriction(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseFeatureInfoState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseFeatureInfoState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseFeatureInfoState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseFeatureInfoState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseFeatureInfoUnit {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseFeatureInfoUnit(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseFeatureInfoUnit(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseFeatureInfoUnit(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseKeyEntityMismatch {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseKeyEntityMismatch(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseKeyEntityMismatch(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseKeyEntityMismatch(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseManagerEvaluationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseManagerEvaluationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseManagerEvaluationInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseManagerEvaluationInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseManagerLicenseInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseManagerLicenseInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseManagerLicenseInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseManagerLicenseInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseManagerLicenseKey {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseManagerLicenseKey(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseManagerLicenseKey(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseManagerLicenseKey(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseManagerState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseManagerState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseManagerState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseManagerState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseNonComplianceEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseNonComplianceEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseNonComplianceEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseNonComplianceEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseReservationInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseReservationInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseReservationInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseReservationInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseReservationInfoState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseReservationInfoState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseReservationInfoState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseReservationInfoState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseRestricted {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseRestricted(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseRestricted(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseRestricted(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseRestrictedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseRestrictedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseRestrictedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseRestrictedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseServerAvailableEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseServerAvailableEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseServerAvailableEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseServerAvailableEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseServerSource {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseServerSource(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseServerSource(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseServerSource(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseServerUnavailable {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseServerUnavailable(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseServerUnavailable(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseServerUnavailable(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseServerUnavailableEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseServerUnavailableEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseServerUnavailableEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseServerUnavailableEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseSource {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseSource(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseSource(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseSource(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseSourceUnavailable {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseSourceUnavailable(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseSourceUnavailable(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseSourceUnavailable(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LicenseUsageInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LicenseUsageInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LicenseUsageInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LicenseUsageInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LimitExceeded {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LimitExceeded(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LimitExceeded(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LimitExceeded(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LinkDiscoveryProtocolConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LinkDiscoveryProtocolConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LinkDiscoveryProtocolConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LinkDiscoveryProtocolConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LinkDiscoveryProtocolConfigOperationType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LinkDiscoveryProtocolConfigOperationType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LinkDiscoveryProtocolConfigOperationType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LinkDiscoveryProtocolConfigOperationType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LinkDiscoveryProtocolConfigProtocolType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LinkDiscoveryProtocolConfigProtocolType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LinkDiscoveryProtocolConfigProtocolType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LinkDiscoveryProtocolConfigProtocolType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LinkLayerDiscoveryProtocolInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LinkLayerDiscoveryProtocolInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LinkLayerDiscoveryProtocolInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LinkLayerDiscoveryProtocolInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LinkProfile {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LinkProfile(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LinkProfile(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LinkProfile(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LinuxVolumeNotClean {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LinuxVolumeNotClean(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LinuxVolumeNotClean(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LinuxVolumeNotClean(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LocalDatastoreCreatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LocalDatastoreCreatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LocalDatastoreCreatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LocalDatastoreCreatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LocalDatastoreInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LocalDatastoreInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LocalDatastoreInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LocalDatastoreInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LocalLicenseSource {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LocalLicenseSource(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LocalLicenseSource(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LocalLicenseSource(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LocalTSMEnabledEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LocalTSMEnabledEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LocalTSMEnabledEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LocalTSMEnabledEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LocalizableMessage {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LocalizableMessage(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LocalizableMessage(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LocalizableMessage(v) => Ok(v), other => Err(other), }
+    }
+}

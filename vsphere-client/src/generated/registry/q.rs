@@ -8,259 +8,132 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
         x::TypeEntry::structure(x::Name(0x16d7d13), x::Name(0x210340d), 0, 2), // QuarantineModeFault: VmConfigFault
         x::TypeEntry::enumeration(x::Name(0x16d911c), 0, 3), // QuarantineModeFaultFaultType
-        x::TypeEntry::structure(x::Name(0x16dae20), x::Name::NONE, 2, 2), // QueryAnswerFileStatusRequestType
-        x::TypeEntry::structure(x::Name(0x16dcf20), x::Name::NONE, 4, 2), // QueryAssignedLicensesRequestType
-        x::TypeEntry::structure(x::Name(0x16df025), x::Name::NONE, 6, 2), // QueryAvailableDisksForVmfsRequestType
-        x::TypeEntry::structure(x::Name(0x16e1620), x::Name::NONE, 8, 2), // QueryAvailableDvsSpecRequestType
-        x::TypeEntry::structure(x::Name(0x16e3722), x::Name::NONE, 10, 1), // QueryAvailablePartitionRequestType
-        x::TypeEntry::structure(x::Name(0x16e5a23), x::Name::NONE, 11, 5), // QueryAvailablePerfMetricRequestType
-        x::TypeEntry::structure(x::Name(0x16e7e1d), x::Name::NONE, 16, 2), // QueryAvailableSsdsRequestType
-        x::TypeEntry::structure(x::Name(0x16e9c22), x::Name::NONE, 18, 1), // QueryAvailableTimeZonesRequestType
-        x::TypeEntry::structure(x::Name(0x16ebf1b), x::Name::NONE, 19, 1), // QueryBootDevicesRequestType
-        x::TypeEntry::structure(x::Name(0x16edb1a), x::Name::NONE, 20, 2), // QueryBoundVnicsRequestType
-        x::TypeEntry::structure(x::Name(0x16ef61d), x::Name::NONE, 22, 2), // QueryCandidateNicsRequestType
-        x::TypeEntry::structure(x::Name(0x16f1420), x::Name::NONE, 24, 5), // QueryChangedDiskAreasRequestType
-        x::TypeEntry::structure(x::Name(0x16f3515), x::Name::NONE, 29, 2), // QueryCmmdsRequestType
-        x::TypeEntry::structure(x::Name(0x16f4b2c), x::Name::NONE, 31, 4), // QueryCompatibleHostForExistingDvsRequestType
-        x::TypeEntry::structure(x::Name(0x16f7827), x::Name::NONE, 35, 4), // QueryCompatibleHostForNewDvsRequestType
-        x::TypeEntry::structure(x::Name(0x16fa029), x::Name::NONE, 39, 3), // QueryCompatibleVmnicsFromHostsRequestType
-        x::TypeEntry::structure(x::Name(0x16fca20), x::Name::NONE, 42, 3), // QueryComplianceStatusRequestType
-        x::TypeEntry::structure(x::Name(0x16feb26), x::Name::NONE, 45, 1), // QueryConfigOptionDescriptorRequestType
-        x::TypeEntry::structure(x::Name(0x170121e), x::Name::NONE, 46, 2), // QueryConfigOptionExRequestType
-        x::TypeEntry::structure(x::Name(0x170311c), x::Name::NONE, 48, 3), // QueryConfigOptionRequestType
-        x::TypeEntry::structure(x::Name(0x1704e1c), x::Name::NONE, 51, 2), // QueryConfigTargetRequestType
-        x::TypeEntry::structure(x::Name(0x1706b2c), x::Name::NONE, 53, 2), // QueryConfiguredModuleOptionStringRequestType
-        x::TypeEntry::structure(x::Name(0x170981e), x::Name::NONE, 55, 7), // QueryConnectionInfoRequestType
-        x::TypeEntry::structure(x::Name(0x170b725), x::Name::NONE, 62, 2), // QueryConnectionInfoViaSpecRequestType
-        x::TypeEntry::structure(x::Name(0x170dd1b), x::Name::NONE, 64, 1), // QueryConnectionsRequestType
-        x::TypeEntry::structure(x::Name(0x170f91f), x::Name::NONE, 65, 3), // QueryCryptoKeyStatusRequestType
-        x::TypeEntry::structure(x::Name(0x171192b), x::Name::NONE, 68, 2), // QueryDatastorePerformanceSummaryRequestType
-        x::TypeEntry::structure(x::Name(0x1714518), x::Name::NONE, 70, 1), // QueryDateTimeRequestType
-        x::TypeEntry::structure(x::Name(0x1715e1c), x::Name::NONE, 71, 2), // QueryDescriptionsRequestType
-        x::TypeEntry::structure(x::Name(0x1717b1d), x::Name::NONE, 73, 3), // QueryDirectoryInfoRequestType
-        x::TypeEntry::structure(x::Name(0x171991c), x::Name::NONE, 76, 2), // QueryDisksForVsanRequestType
-        x::TypeEntry::structure(x::Name(0x171b620), x::Name::NONE, 78, 3), // QueryDisksUsingFilterRequestType
-        x::TypeEntry::structure(x::Name(0x171d719), x::Name::NONE, 81, 2), // QueryDvsByUuidRequestType
-        x::TypeEntry::structure(x::Name(0x171f125), x::Name::NONE, 83, 4), // QueryDvsCheckCompatibilityRequestType
-        x::TypeEntry::structure(x::Name(0x1721725), x::Name::NONE, 87, 2), // QueryDvsCompatibleHostSpecRequestType
-        x::TypeEntry::structure(x::Name(0x1723d1f), x::Name::NONE, 89, 3), // QueryDvsConfigTargetRequestType
-        x::TypeEntry::structure(x::Name(0x1725d24), x::Name::NONE, 92, 2), // QueryDvsFeatureCapabilityRequestType
-        x::TypeEntry::structure(x::Name(0x1728216), x::Name::NONE, 94, 3), // QueryEventsRequestType
-        x::TypeEntry::structure(x::Name(0x1729922), x::Name::NONE, 97, 3), // QueryExpressionMetadataRequestType
-        x::TypeEntry::structure(x::Name(0x172bc2a), x::Name::NONE, 100, 2), // QueryExtensionIpAllocationUsageRequestType
-        x::TypeEntry::structure(x::Name(0x172e72d), x::Name::NONE, 102, 2), // QueryFaultToleranceCompatibilityExRequestType
-        x::TypeEntry::structure(x::Name(0x173152b), x::Name::NONE, 104, 1), // QueryFaultToleranceCompatibilityRequestType
-        x::TypeEntry::structure(x::Name(0x173411c), x::Name::NONE, 105, 3), // QueryFileLockInfoRequestType
-        x::TypeEntry::structure(x::Name(0x1735e1e), x::Name::NONE, 108, 2), // QueryFilterEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x1737d1d), x::Name::NONE, 110, 2), // QueryFilterInfoIdsRequestType
-        x::TypeEntry::structure(x::Name(0x1739b1a), x::Name::NONE, 112, 2), // QueryFilterListRequestType
-        x::TypeEntry::structure(x::Name(0x173b61a), x::Name::NONE, 114, 2), // QueryFilterNameRequestType
-        x::TypeEntry::structure(x::Name(0x173d127), x::Name::NONE, 116, 1), // QueryFirmwareConfigUploadURLRequestType
-        x::TypeEntry::structure(x::Name(0x173f921), x::Name::NONE, 117, 2), // QueryHealthUpdateInfosRequestType
-        x::TypeEntry::structure(x::Name(0x1741b1d), x::Name::NONE, 119, 2), // QueryHealthUpdatesRequestType
-        x::TypeEntry::structure(x::Name(0x1743922), x::Name::NONE, 121, 1), // QueryHostConnectionInfoRequestType
-        x::TypeEntry::structure(x::Name(0x1745c19), x::Name::NONE, 122, 2), // QueryHostPatchRequestType
-        x::TypeEntry::structure(x::Name(0x1747623), x::Name::NONE, 124, 3), // QueryHostProfileMetadataRequestType
-        x::TypeEntry::structure(x::Name(0x1749a1a), x::Name::NONE, 127, 1), // QueryHostStatusRequestType
-        x::TypeEntry::structure(x::Name(0x174b524), x::Name::NONE, 128, 2), // QueryHostsWithAttachedLunRequestType
-        x::TypeEntry::structure(x::Name(0x174da20), x::Name::NONE, 130, 2), // QueryIORMConfigOptionRequestType
-        x::TypeEntry::structure(x::Name(0x174fb1d), x::Name::NONE, 132, 4), // QueryIPAllocationsRequestType
-        x::TypeEntry::structure(x::Name(0x175191c), x::Name::NONE, 136, 2), // QueryIoFilterInfoRequestType
-        x::TypeEntry::structure(x::Name(0x175361e), x::Name::NONE, 138, 3), // QueryIoFilterIssuesRequestType
-        x::TypeEntry::structure(x::Name(0x1755517), x::Name::NONE, 141, 2), // QueryIpPoolsRequestType
-        x::TypeEntry::structure(x::Name(0x1756d29), x::Name::NONE, 143, 2), // QueryLicenseSourceAvailabilityRequestType
-        x::TypeEntry::structure(x::Name(0x175971c), x::Name::NONE, 145, 2), // QueryLicenseUsageRequestType
-        x::TypeEntry::structure(x::Name(0x175b422), x::Name::NONE, 147, 1), // QueryLockdownExceptionsRequestType
-        x::TypeEntry::structure(x::Name(0x175d719), x::Name::NONE, 148, 2), // QueryManagedByRequestType
-        x::TypeEntry::structure(x::Name(0x175f11d), x::Name::NONE, 150, 2), // QueryMaxQueueDepthRequestType
-        x::TypeEntry::structure(x::Name(0x1760f20), x::Name::NONE, 152, 2), // QueryMemoryOverheadExRequestType
-        x::TypeEntry::structure(x::Name(0x176301e), x::Name::NONE, 154, 4), // QueryMemoryOverheadRequestType
-        x::TypeEntry::structure(x::Name(0x1764f25), x::Name::NONE, 158, 2), // QueryMigrationDependenciesRequestType
-        x::TypeEntry::structure(x::Name(0x1767517), x::Name::NONE, 160, 1), // QueryModulesRequestType
-        x::TypeEntry::structure(x::Name(0x1768d21), x::Name::NONE, 161, 2), // QueryMonitoredEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x176af17), x::Name::NONE, 163, 1), // QueryNFSUserRequestType
-        x::TypeEntry::structure(x::Name(0x176c719), x::Name::NONE, 164, 2), // QueryNetConfigRequestType
-        x::TypeEntry::structure(x::Name(0x176e11b), x::Name::NONE, 166, 2), // QueryNetworkHintRequestType
-        x::TypeEntry::structure(x::Name(0x176fd14), x::Name::NONE, 168, 2), // QueryNextRequestType
-        x::TypeEntry::structure(x::Name(0x1771229), x::Name::NONE, 170, 2), // QueryObjectsOnPhysicalVsanDiskRequestType
-        x::TypeEntry::structure(x::Name(0x1773c17), x::Name::NONE, 172, 2), // QueryOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x1775423), x::Name::NONE, 174, 3), // QueryPartitionCreateDescRequestType
-        x::TypeEntry::structure(x::Name(0x1777826), x::Name::NONE, 177, 3), // QueryPartitionCreateOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x1779f2a), x::Name::NONE, 180, 1), // QueryPathSelectionPolicyOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x177ca1d), x::Name::NONE, 181, 2), // QueryPerfCompositeRequestType
-        x::TypeEntry::structure(x::Name(0x177e822), x::Name::NONE, 183, 2), // QueryPerfCounterByLevelRequestType
-        x::TypeEntry::structure(x::Name(0x1780b1b), x::Name::NONE, 185, 2), // QueryPerfCounterRequestType
-        x::TypeEntry::structure(x::Name(0x1782723), x::Name::NONE, 187, 2), // QueryPerfProviderSummaryRequestType
-        x::TypeEntry::structure(x::Name(0x1784b14), x::Name::NONE, 189, 2), // QueryPerfRequestType
-        x::TypeEntry::structure(x::Name(0x1786021), x::Name::NONE, 191, 2), // QueryPhysicalVsanDisksRequestType
-        x::TypeEntry::structure(x::Name(0x178821a), x::Name::NONE, 193, 2), // QueryPnicStatusRequestType
-        x::TypeEntry::structure(x::Name(0x1789d1e), x::Name::NONE, 195, 3), // QueryPolicyMetadataRequestType
-        x::TypeEntry::structure(x::Name(0x178bc25), x::Name::NONE, 198, 1), // QueryProductLockerLocationRequestType
-        x::TypeEntry::structure(x::Name(0x178e220), x::Name::NONE, 199, 2), // QueryProfileStructureRequestType
-        x::TypeEntry::structure(x::Name(0x179031c), x::Name::NONE, 201, 1), // QueryProviderListRequestType
-        x::TypeEntry::structure(x::Name(0x179201c), x::Name::NONE, 202, 2), // QueryProviderNameRequestType
-        x::TypeEntry::structure(x::Name(0x1793d10), x::Name::NONE, 204, 2), // QueryRequestType
-        x::TypeEntry::structure(x::Name(0x1794e24), x::Name::NONE, 206, 1), // QueryResourceConfigOptionRequestType
-        x::TypeEntry::structure(x::Name(0x179731b), x::Name::NONE, 207, 3), // QueryServiceListRequestType
-        x::TypeEntry::structure(x::Name(0x1798f2d), x::Name::NONE, 210, 1), // QueryStorageArrayTypePolicyOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x179bd21), x::Name::NONE, 211, 2), // QuerySupportedFeaturesRequestType
-        x::TypeEntry::structure(x::Name(0x179df2b), x::Name::NONE, 213, 2), // QuerySupportedNetworkOffloadSpecRequestType
-        x::TypeEntry::structure(x::Name(0x17a0b22), x::Name::NONE, 215, 2), // QuerySyncingVsanObjectsRequestType
-        x::TypeEntry::structure(x::Name(0x17a2e1b), x::Name::NONE, 217, 1), // QuerySystemUsersRequestType
-        x::TypeEntry::structure(x::Name(0x17a4a22), x::Name::NONE, 218, 2), // QueryTargetCapabilitiesRequestType
-        x::TypeEntry::structure(x::Name(0x17a6d24), x::Name::NONE, 220, 1), // QueryTpmAttestationReportRequestType
-        x::TypeEntry::structure(x::Name(0x17a9220), x::Name::NONE, 221, 3), // QueryUnmonitoredHostsRequestType
-        x::TypeEntry::structure(x::Name(0x17ab31c), x::Name::NONE, 224, 1), // QueryUnownedFilesRequestType
-        x::TypeEntry::structure(x::Name(0x17ad024), x::Name::NONE, 225, 1), // QueryUnresolvedVmfsVolumeRequestType
-        x::TypeEntry::structure(x::Name(0x17af525), x::Name::NONE, 226, 1), // QueryUnresolvedVmfsVolumesRequestType
-        x::TypeEntry::structure(x::Name(0x17b1b1f), x::Name::NONE, 227, 1), // QueryUsedVlanIdInDvsRequestType
-        x::TypeEntry::structure(x::Name(0x17b3b26), x::Name::NONE, 228, 3), // QueryVMotionCompatibilityExRequestType
-        x::TypeEntry::structure(x::Name(0x17b6224), x::Name::NONE, 231, 4), // QueryVMotionCompatibilityRequestType
-        x::TypeEntry::structure(x::Name(0x17b8728), x::Name::NONE, 235, 3), // QueryVirtualDiskFragmentationRequestType
-        x::TypeEntry::structure(x::Name(0x17bb023), x::Name::NONE, 238, 3), // QueryVirtualDiskGeometryRequestType
-        x::TypeEntry::structure(x::Name(0x17bd421), x::Name::NONE, 241, 3), // QueryVirtualDiskUuidExRequestType
-        x::TypeEntry::structure(x::Name(0x17bf61f), x::Name::NONE, 244, 3), // QueryVirtualDiskUuidRequestType
-        x::TypeEntry::structure(x::Name(0x17c1620), x::Name::NONE, 247, 1), // QueryVmfsConfigOptionRequestType
-        x::TypeEntry::structure(x::Name(0x17c372a), x::Name::NONE, 248, 3), // QueryVmfsDatastoreCreateOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x17c622a), x::Name::NONE, 251, 2), // QueryVmfsDatastoreExpandOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x17c8d2a), x::Name::NONE, 253, 4), // QueryVmfsDatastoreExtendOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x17cb81a), x::Name::NONE, 257, 2), // QueryVnicStatusRequestType
-        x::TypeEntry::structure(x::Name(0x17cd327), x::Name::NONE, 259, 4), // QueryVsanObjectUuidsByFilterRequestType
-        x::TypeEntry::structure(x::Name(0x17cfb1b), x::Name::NONE, 263, 2), // QueryVsanObjectsRequestType
-        x::TypeEntry::structure(x::Name(0x17d171e), x::Name::NONE, 265, 2), // QueryVsanStatisticsRequestType
-        x::TypeEntry::structure(x::Name(0x17d3621), x::Name::NONE, 267, 2), // QueryVsanUpgradeStatusRequestType
+        x::TypeEntry::request(x::Name(0x16dae20), 2, 2), // QueryAnswerFileStatusRequestType
+        x::TypeEntry::request(x::Name(0x16dcf20), 4, 2), // QueryAssignedLicensesRequestType
+        x::TypeEntry::request(x::Name(0x16df025), 6, 2), // QueryAvailableDisksForVmfsRequestType
+        x::TypeEntry::request(x::Name(0x16e1620), 8, 2), // QueryAvailableDvsSpecRequestType
+        x::TypeEntry::request(x::Name(0x16e3722), 10, 1), // QueryAvailablePartitionRequestType
+        x::TypeEntry::request(x::Name(0x16e5a23), 11, 5), // QueryAvailablePerfMetricRequestType
+        x::TypeEntry::request(x::Name(0x16e7e1d), 16, 2), // QueryAvailableSsdsRequestType
+        x::TypeEntry::request(x::Name(0x16e9c22), 18, 1), // QueryAvailableTimeZonesRequestType
+        x::TypeEntry::request(x::Name(0x16ebf1b), 19, 1), // QueryBootDevicesRequestType
+        x::TypeEntry::request(x::Name(0x16edb1a), 20, 2), // QueryBoundVnicsRequestType
+        x::TypeEntry::request(x::Name(0x16ef61d), 22, 2), // QueryCandidateNicsRequestType
+        x::TypeEntry::request(x::Name(0x16f1420), 24, 5), // QueryChangedDiskAreasRequestType
+        x::TypeEntry::request(x::Name(0x16f3515), 29, 2), // QueryCmmdsRequestType
+        x::TypeEntry::request(x::Name(0x16f4b2c), 31, 4), // QueryCompatibleHostForExistingDvsRequestType
+        x::TypeEntry::request(x::Name(0x16f7827), 35, 4), // QueryCompatibleHostForNewDvsRequestType
+        x::TypeEntry::request(x::Name(0x16fa029), 39, 3), // QueryCompatibleVmnicsFromHostsRequestType
+        x::TypeEntry::request(x::Name(0x16fca20), 42, 3), // QueryComplianceStatusRequestType
+        x::TypeEntry::request(x::Name(0x16feb26), 45, 1), // QueryConfigOptionDescriptorRequestType
+        x::TypeEntry::request(x::Name(0x170121e), 46, 2), // QueryConfigOptionExRequestType
+        x::TypeEntry::request(x::Name(0x170311c), 48, 3), // QueryConfigOptionRequestType
+        x::TypeEntry::request(x::Name(0x1704e1c), 51, 2), // QueryConfigTargetRequestType
+        x::TypeEntry::request(x::Name(0x1706b2c), 53, 2), // QueryConfiguredModuleOptionStringRequestType
+        x::TypeEntry::request(x::Name(0x170981e), 55, 7), // QueryConnectionInfoRequestType
+        x::TypeEntry::request(x::Name(0x170b725), 62, 2), // QueryConnectionInfoViaSpecRequestType
+        x::TypeEntry::request(x::Name(0x170dd1b), 64, 1), // QueryConnectionsRequestType
+        x::TypeEntry::request(x::Name(0x170f91f), 65, 3), // QueryCryptoKeyStatusRequestType
+        x::TypeEntry::request(x::Name(0x171192b), 68, 2), // QueryDatastorePerformanceSummaryRequestType
+        x::TypeEntry::request(x::Name(0x1714518), 70, 1), // QueryDateTimeRequestType
+        x::TypeEntry::request(x::Name(0x1715e1c), 71, 2), // QueryDescriptionsRequestType
+        x::TypeEntry::request(x::Name(0x1717b1d), 73, 3), // QueryDirectoryInfoRequestType
+        x::TypeEntry::request(x::Name(0x171991c), 76, 2), // QueryDisksForVsanRequestType
+        x::TypeEntry::request(x::Name(0x171b620), 78, 3), // QueryDisksUsingFilterRequestType
+        x::TypeEntry::request(x::Name(0x171d719), 81, 2), // QueryDvsByUuidRequestType
+        x::TypeEntry::request(x::Name(0x171f125), 83, 4), // QueryDvsCheckCompatibilityRequestType
+        x::TypeEntry::request(x::Name(0x1721725), 87, 2), // QueryDvsCompatibleHostSpecRequestType
+        x::TypeEntry::request(x::Name(0x1723d1f), 89, 3), // QueryDvsConfigTargetRequestType
+        x::TypeEntry::request(x::Name(0x1725d24), 92, 2), // QueryDvsFeatureCapabilityRequestType
+        x::TypeEntry::request(x::Name(0x1728216), 94, 3), // QueryEventsRequestType
+        x::TypeEntry::request(x::Name(0x1729922), 97, 3), // QueryExpressionMetadataRequestType
+        x::TypeEntry::request(x::Name(0x172bc2a), 100, 2), // QueryExtensionIpAllocationUsageRequestType
+        x::TypeEntry::request(x::Name(0x172e72d), 102, 2), // QueryFaultToleranceCompatibilityExRequestType
+        x::TypeEntry::request(x::Name(0x173152b), 104, 1), // QueryFaultToleranceCompatibilityRequestType
+        x::TypeEntry::request(x::Name(0x173411c), 105, 3), // QueryFileLockInfoRequestType
+        x::TypeEntry::request(x::Name(0x1735e1e), 108, 2), // QueryFilterEntitiesRequestType
+        x::TypeEntry::request(x::Name(0x1737d1d), 110, 2), // QueryFilterInfoIdsRequestType
+        x::TypeEntry::request(x::Name(0x1739b1a), 112, 2), // QueryFilterListRequestType
+        x::TypeEntry::request(x::Name(0x173b61a), 114, 2), // QueryFilterNameRequestType
+        x::TypeEntry::request(x::Name(0x173d127), 116, 1), // QueryFirmwareConfigUploadURLRequestType
+        x::TypeEntry::request(x::Name(0x173f921), 117, 2), // QueryHealthUpdateInfosRequestType
+        x::TypeEntry::request(x::Name(0x1741b1d), 119, 2), // QueryHealthUpdatesRequestType
+        x::TypeEntry::request(x::Name(0x1743922), 121, 1), // QueryHostConnectionInfoRequestType
+        x::TypeEntry::request(x::Name(0x1745c19), 122, 2), // QueryHostPatchRequestType
+        x::TypeEntry::request(x::Name(0x1747623), 124, 3), // QueryHostProfileMetadataRequestType
+        x::TypeEntry::request(x::Name(0x1749a1a), 127, 1), // QueryHostStatusRequestType
+        x::TypeEntry::request(x::Name(0x174b524), 128, 2), // QueryHostsWithAttachedLunRequestType
+        x::TypeEntry::request(x::Name(0x174da20), 130, 2), // QueryIORMConfigOptionRequestType
+        x::TypeEntry::request(x::Name(0x174fb1d), 132, 4), // QueryIPAllocationsRequestType
+        x::TypeEntry::request(x::Name(0x175191c), 136, 2), // QueryIoFilterInfoRequestType
+        x::TypeEntry::request(x::Name(0x175361e), 138, 3), // QueryIoFilterIssuesRequestType
+        x::TypeEntry::request(x::Name(0x1755517), 141, 2), // QueryIpPoolsRequestType
+        x::TypeEntry::request(x::Name(0x1756d29), 143, 2), // QueryLicenseSourceAvailabilityRequestType
+        x::TypeEntry::request(x::Name(0x175971c), 145, 2), // QueryLicenseUsageRequestType
+        x::TypeEntry::request(x::Name(0x175b422), 147, 1), // QueryLockdownExceptionsRequestType
+        x::TypeEntry::request(x::Name(0x175d719), 148, 2), // QueryManagedByRequestType
+        x::TypeEntry::request(x::Name(0x175f11d), 150, 2), // QueryMaxQueueDepthRequestType
+        x::TypeEntry::request(x::Name(0x1760f20), 152, 2), // QueryMemoryOverheadExRequestType
+        x::TypeEntry::request(x::Name(0x176301e), 154, 4), // QueryMemoryOverheadRequestType
+        x::TypeEntry::request(x::Name(0x1764f25), 158, 2), // QueryMigrationDependenciesRequestType
+        x::TypeEntry::request(x::Name(0x1767517), 160, 1), // QueryModulesRequestType
+        x::TypeEntry::request(x::Name(0x1768d21), 161, 2), // QueryMonitoredEntitiesRequestType
+        x::TypeEntry::request(x::Name(0x176af17), 163, 1), // QueryNFSUserRequestType
+        x::TypeEntry::request(x::Name(0x176c719), 164, 2), // QueryNetConfigRequestType
+        x::TypeEntry::request(x::Name(0x176e11b), 166, 2), // QueryNetworkHintRequestType
+        x::TypeEntry::request(x::Name(0x176fd14), 168, 2), // QueryNextRequestType
+        x::TypeEntry::request(x::Name(0x1771229), 170, 2), // QueryObjectsOnPhysicalVsanDiskRequestType
+        x::TypeEntry::request(x::Name(0x1773c17), 172, 2), // QueryOptionsRequestType
+        x::TypeEntry::request(x::Name(0x1775423), 174, 3), // QueryPartitionCreateDescRequestType
+        x::TypeEntry::request(x::Name(0x1777826), 177, 3), // QueryPartitionCreateOptionsRequestType
+        x::TypeEntry::request(x::Name(0x1779f2a), 180, 1), // QueryPathSelectionPolicyOptionsRequestType
+        x::TypeEntry::request(x::Name(0x177ca1d), 181, 2), // QueryPerfCompositeRequestType
+        x::TypeEntry::request(x::Name(0x177e822), 183, 2), // QueryPerfCounterByLevelRequestType
+        x::TypeEntry::request(x::Name(0x1780b1b), 185, 2), // QueryPerfCounterRequestType
+        x::TypeEntry::request(x::Name(0x1782723), 187, 2), // QueryPerfProviderSummaryRequestType
+        x::TypeEntry::request(x::Name(0x1784b14), 189, 2), // QueryPerfRequestType
+        x::TypeEntry::request(x::Name(0x1786021), 191, 2), // QueryPhysicalVsanDisksRequestType
+        x::TypeEntry::request(x::Name(0x178821a), 193, 2), // QueryPnicStatusRequestType
+        x::TypeEntry::request(x::Name(0x1789d1e), 195, 3), // QueryPolicyMetadataRequestType
+        x::TypeEntry::request(x::Name(0x178bc25), 198, 1), // QueryProductLockerLocationRequestType
+        x::TypeEntry::request(x::Name(0x178e220), 199, 2), // QueryProfileStructureRequestType
+        x::TypeEntry::request(x::Name(0x179031c), 201, 1), // QueryProviderListRequestType
+        x::TypeEntry::request(x::Name(0x179201c), 202, 2), // QueryProviderNameRequestType
+        x::TypeEntry::request(x::Name(0x1793d10), 204, 2), // QueryRequestType
+        x::TypeEntry::request(x::Name(0x1794e24), 206, 1), // QueryResourceConfigOptionRequestType
+        x::TypeEntry::request(x::Name(0x179731b), 207, 3), // QueryServiceListRequestType
+        x::TypeEntry::request(x::Name(0x1798f2d), 210, 1), // QueryStorageArrayTypePolicyOptionsRequestType
+        x::TypeEntry::request(x::Name(0x179bd21), 211, 2), // QuerySupportedFeaturesRequestType
+        x::TypeEntry::request(x::Name(0x179df2b), 213, 2), // QuerySupportedNetworkOffloadSpecRequestType
+        x::TypeEntry::request(x::Name(0x17a0b22), 215, 2), // QuerySyncingVsanObjectsRequestType
+        x::TypeEntry::request(x::Name(0x17a2e1b), 217, 1), // QuerySystemUsersRequestType
+        x::TypeEntry::request(x::Name(0x17a4a22), 218, 2), // QueryTargetCapabilitiesRequestType
+        x::TypeEntry::request(x::Name(0x17a6d24), 220, 1), // QueryTpmAttestationReportRequestType
+        x::TypeEntry::request(x::Name(0x17a9220), 221, 3), // QueryUnmonitoredHostsRequestType
+        x::TypeEntry::request(x::Name(0x17ab31c), 224, 1), // QueryUnownedFilesRequestType
+        x::TypeEntry::request(x::Name(0x17ad024), 225, 1), // QueryUnresolvedVmfsVolumeRequestType
+        x::TypeEntry::request(x::Name(0x17af525), 226, 1), // QueryUnresolvedVmfsVolumesRequestType
+        x::TypeEntry::request(x::Name(0x17b1b1f), 227, 1), // QueryUsedVlanIdInDvsRequestType
+        x::TypeEntry::request(x::Name(0x17b3b26), 228, 3), // QueryVMotionCompatibilityExRequestType
+        x::TypeEntry::request(x::Name(0x17b6224), 231, 4), // QueryVMotionCompatibilityRequestType
+        x::TypeEntry::request(x::Name(0x17b8728), 235, 3), // QueryVirtualDiskFragmentationRequestType
+        x::TypeEntry::request(x::Name(0x17bb023), 238, 3), // QueryVirtualDiskGeometryRequestType
+        x::TypeEntry::request(x::Name(0x17bd421), 241, 3), // QueryVirtualDiskUuidExRequestType
+        x::TypeEntry::request(x::Name(0x17bf61f), 244, 3), // QueryVirtualDiskUuidRequestType
+        x::TypeEntry::request(x::Name(0x17c1620), 247, 1), // QueryVmfsConfigOptionRequestType
+        x::TypeEntry::request(x::Name(0x17c372a), 248, 3), // QueryVmfsDatastoreCreateOptionsRequestType
+        x::TypeEntry::request(x::Name(0x17c622a), 251, 2), // QueryVmfsDatastoreExpandOptionsRequestType
+        x::TypeEntry::request(x::Name(0x17c8d2a), 253, 4), // QueryVmfsDatastoreExtendOptionsRequestType
+        x::TypeEntry::request(x::Name(0x17cb81a), 257, 2), // QueryVnicStatusRequestType
+        x::TypeEntry::request(x::Name(0x17cd327), 259, 4), // QueryVsanObjectUuidsByFilterRequestType
+        x::TypeEntry::request(x::Name(0x17cfb1b), 263, 2), // QueryVsanObjectsRequestType
+        x::TypeEntry::request(x::Name(0x17d171e), 265, 2), // QueryVsanStatisticsRequestType
+        x::TypeEntry::request(x::Name(0x17d3621), 267, 2), // QueryVsanUpgradeStatusRequestType
         x::TypeEntry::structure(x::Name(0x17d580f), x::Name(0x1302a0c), 269, 1), // QuestionPending: InvalidState
         x::TypeEntry::structure(x::Name(0x17d681d), x::Name(0x191f50d), 270, 4), // QuiesceDatastoreIOForHAFailed: ResourceInUse
         x::TypeEntry::enumeration(x::Name(0x17d860b), 3, 3), // QuiesceMode
     ],
-    decoders: &[
-        Some(x::decode_boxed::<QuarantineModeFault>),
-        Some(x::decode_boxed::<QuarantineModeFaultFaultType>),
-        None, // QueryAnswerFileStatusRequestType
-        None, // QueryAssignedLicensesRequestType
-        None, // QueryAvailableDisksForVmfsRequestType
-        None, // QueryAvailableDvsSpecRequestType
-        None, // QueryAvailablePartitionRequestType
-        None, // QueryAvailablePerfMetricRequestType
-        None, // QueryAvailableSsdsRequestType
-        None, // QueryAvailableTimeZonesRequestType
-        None, // QueryBootDevicesRequestType
-        None, // QueryBoundVnicsRequestType
-        None, // QueryCandidateNicsRequestType
-        None, // QueryChangedDiskAreasRequestType
-        None, // QueryCmmdsRequestType
-        None, // QueryCompatibleHostForExistingDvsRequestType
-        None, // QueryCompatibleHostForNewDvsRequestType
-        None, // QueryCompatibleVmnicsFromHostsRequestType
-        None, // QueryComplianceStatusRequestType
-        None, // QueryConfigOptionDescriptorRequestType
-        None, // QueryConfigOptionExRequestType
-        None, // QueryConfigOptionRequestType
-        None, // QueryConfigTargetRequestType
-        None, // QueryConfiguredModuleOptionStringRequestType
-        None, // QueryConnectionInfoRequestType
-        None, // QueryConnectionInfoViaSpecRequestType
-        None, // QueryConnectionsRequestType
-        None, // QueryCryptoKeyStatusRequestType
-        None, // QueryDatastorePerformanceSummaryRequestType
-        None, // QueryDateTimeRequestType
-        None, // QueryDescriptionsRequestType
-        None, // QueryDirectoryInfoRequestType
-        None, // QueryDisksForVsanRequestType
-        None, // QueryDisksUsingFilterRequestType
-        None, // QueryDvsByUuidRequestType
-        None, // QueryDvsCheckCompatibilityRequestType
-        None, // QueryDvsCompatibleHostSpecRequestType
-        None, // QueryDvsConfigTargetRequestType
-        None, // QueryDvsFeatureCapabilityRequestType
-        None, // QueryEventsRequestType
-        None, // QueryExpressionMetadataRequestType
-        None, // QueryExtensionIpAllocationUsageRequestType
-        None, // QueryFaultToleranceCompatibilityExRequestType
-        None, // QueryFaultToleranceCompatibilityRequestType
-        None, // QueryFileLockInfoRequestType
-        None, // QueryFilterEntitiesRequestType
-        None, // QueryFilterInfoIdsRequestType
-        None, // QueryFilterListRequestType
-        None, // QueryFilterNameRequestType
-        None, // QueryFirmwareConfigUploadURLRequestType
-        None, // QueryHealthUpdateInfosRequestType
-        None, // QueryHealthUpdatesRequestType
-        None, // QueryHostConnectionInfoRequestType
-        None, // QueryHostPatchRequestType
-        None, // QueryHostProfileMetadataRequestType
-        None, // QueryHostStatusRequestType
-        None, // QueryHostsWithAttachedLunRequestType
-        None, // QueryIORMConfigOptionRequestType
-        None, // QueryIPAllocationsRequestType
-        None, // QueryIoFilterInfoRequestType
-        None, // QueryIoFilterIssuesRequestType
-        None, // QueryIpPoolsRequestType
-        None, // QueryLicenseSourceAvailabilityRequestType
-        None, // QueryLicenseUsageRequestType
-        None, // QueryLockdownExceptionsRequestType
-        None, // QueryManagedByRequestType
-        None, // QueryMaxQueueDepthRequestType
-        None, // QueryMemoryOverheadExRequestType
-        None, // QueryMemoryOverheadRequestType
-        None, // QueryMigrationDependenciesRequestType
-        None, // QueryModulesRequestType
-        None, // QueryMonitoredEntitiesRequestType
-        None, // QueryNFSUserRequestType
-        None, // QueryNetConfigRequestType
-        None, // QueryNetworkHintRequestType
-        None, // QueryNextRequestType
-        None, // QueryObjectsOnPhysicalVsanDiskRequestType
-        None, // QueryOptionsRequestType
-        None, // QueryPartitionCreateDescRequestType
-        None, // QueryPartitionCreateOptionsRequestType
-        None, // QueryPathSelectionPolicyOptionsRequestType
-        None, // QueryPerfCompositeRequestType
-        None, // QueryPerfCounterByLevelRequestType
-        None, // QueryPerfCounterRequestType
-        None, // QueryPerfProviderSummaryRequestType
-        None, // QueryPerfRequestType
-        None, // QueryPhysicalVsanDisksRequestType
-        None, // QueryPnicStatusRequestType
-        None, // QueryPolicyMetadataRequestType
-        None, // QueryProductLockerLocationRequestType
-        None, // QueryProfileStructureRequestType
-        None, // QueryProviderListRequestType
-        None, // QueryProviderNameRequestType
-        None, // QueryRequestType
-        None, // QueryResourceConfigOptionRequestType
-        None, // QueryServiceListRequestType
-        None, // QueryStorageArrayTypePolicyOptionsRequestType
-        None, // QuerySupportedFeaturesRequestType
-        None, // QuerySupportedNetworkOffloadSpecRequestType
-        None, // QuerySyncingVsanObjectsRequestType
-        None, // QuerySystemUsersRequestType
-        None, // QueryTargetCapabilitiesRequestType
-        None, // QueryTpmAttestationReportRequestType
-        None, // QueryUnmonitoredHostsRequestType
-        None, // QueryUnownedFilesRequestType
-        None, // QueryUnresolvedVmfsVolumeRequestType
-        None, // QueryUnresolvedVmfsVolumesRequestType
-        None, // QueryUsedVlanIdInDvsRequestType
-        None, // QueryVMotionCompatibilityExRequestType
-        None, // QueryVMotionCompatibilityRequestType
-        None, // QueryVirtualDiskFragmentationRequestType
-        None, // QueryVirtualDiskGeometryRequestType
-        None, // QueryVirtualDiskUuidExRequestType
-        None, // QueryVirtualDiskUuidRequestType
-        None, // QueryVmfsConfigOptionRequestType
-        None, // QueryVmfsDatastoreCreateOptionsRequestType
-        None, // QueryVmfsDatastoreExpandOptionsRequestType
-        None, // QueryVmfsDatastoreExtendOptionsRequestType
-        None, // QueryVnicStatusRequestType
-        None, // QueryVsanObjectUuidsByFilterRequestType
-        None, // QueryVsanObjectsRequestType
-        None, // QueryVsanStatisticsRequestType
-        None, // QueryVsanUpgradeStatusRequestType
-        Some(x::decode_boxed::<QuestionPending>),
-        Some(x::decode_boxed::<QuiesceDatastoreIOForHAFailed>),
-        Some(x::decode_boxed::<QuiesceMode>),
-    ],
+    decode,
     fields: &[
         x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
         x::FieldEntry::required(x::Name(0x2878309), x::Name(0x3344606)), // faultType: string
@@ -546,3 +419,190 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x2daff04), // none
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    QuarantineModeFault(Box<QuarantineModeFault>),
+    QuarantineModeFaultFaultType(Box<QuarantineModeFaultFaultType>),
+    QuestionPending(Box<QuestionPending>),
+    QuiesceDatastoreIOForHAFailed(Box<QuiesceDatastoreIOForHAFailed>),
+    QuiesceMode(Box<QuiesceMode>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuarantineModeFault(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuarantineModeFaultFaultType(v), Err(e) => return Some(Err(e)) },
+        123 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuestionPending(v), Err(e) => return Some(Err(e)) },
+        124 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuiesceDatastoreIOForHAFailed(v), Err(e) => return Some(Err(e)) },
+        125 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuiesceMode(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::QuarantineModeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::QuarantineModeFaultFaultType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::QuestionPending(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::QuiesceDatastoreIOForHAFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::QuiesceMode(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::QuarantineModeFault(a), Object::QuarantineModeFault(b)) => **a == **b,
+            (Object::QuarantineModeFaultFaultType(a), Object::QuarantineModeFaultFaultType(b)) => **a == **b,
+            (Object::QuestionPending(a), Object::QuestionPending(b)) => **a == **b,
+            (Object::QuiesceDatastoreIOForHAFailed(a), Object::QuiesceDatastoreIOForHAFailed(b)) => **a == **b,
+            (Object::QuiesceMode(a), Object::QuiesceMode(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::QuarantineModeFault(v) => Object::QuarantineModeFault(Box::new((**v).clone())),
+            Object::QuarantineModeFaultFaultType(v) => Object::QuarantineModeFaultFaultType(Box::new((**v).clone())),
+            Object::QuestionPending(v) => Object::QuestionPending(Box::new((**v).clone())),
+            Object::QuiesceDatastoreIOForHAFailed(v) => Object::QuiesceDatastoreIOForHAFailed(Box::new((**v).clone())),
+            Object::QuiesceMode(v) => Object::QuiesceMode(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::QuarantineModeFault(_) => "QuarantineModeFault",
+            Object::QuarantineModeFaultFaultType(_) => "QuarantineModeFaultFaultType",
+            Object::QuestionPending(_) => "QuestionPending",
+            Object::QuiesceDatastoreIOForHAFailed(_) => "QuiesceDatastoreIOForHAFailed",
+            Object::QuiesceMode(_) => "QuiesceMode",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::QuarantineModeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::QuarantineModeFaultFaultType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::QuestionPending(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::QuiesceDatastoreIOForHAFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::QuiesceMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for QuarantineModeFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::QuarantineModeFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::QuarantineModeFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::QuarantineModeFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for QuarantineModeFaultFaultType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::QuarantineModeFaultFaultType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::QuarantineModeFaultFaultType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::QuarantineModeFaultFaultType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for QuestionPending {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::QuestionPending(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::QuestionPending(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::QuestionPending(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for QuiesceDatastoreIOForHAFailed {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::QuiesceDatastoreIOForHAFailed(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::QuiesceDatastoreIOForHAFailed(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::QuiesceDatastoreIOForHAFailed(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for QuiesceMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::QuiesceMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::QuiesceMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::QuiesceMode(v) => Ok(v), other => Err(other), }
+    }
+}

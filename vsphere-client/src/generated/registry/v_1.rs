@@ -33,7 +33,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x1cce910), x::Name(0xbb9c0b), 70, 12), // VAppPropertyInfo: DynamicData
         x::TypeEntry::structure(x::Name(0x1ccfa10), x::Name(0x57b40f), 82, 1), // VAppPropertySpec: ArrayUpdateSpec
         x::TypeEntry::structure(x::Name(0x1cd0b12), x::Name(0x1b3a10e), 83, 0), // VAppTaskInProgress: TaskInProgress
-        x::TypeEntry::structure(x::Name(0x1cd1e30), x::Name::NONE, 83, 5), // VCenterUpdateVStorageObjectMetadataExRequestType
+        x::TypeEntry::request(x::Name(0x1cd1e30), 83, 5), // VCenterUpdateVStorageObjectMetadataExRequestType
         x::TypeEntry::structure(x::Name(0x1cd5420), x::Name(0x210340d), 88, 0), // VFlashCacheHotConfigNotSupported: VmConfigFault
         x::TypeEntry::structure(x::Name(0x1cd7518), x::Name(0x210340d), 88, 4), // VFlashModuleNotSupported: VmConfigFault
         x::TypeEntry::enumeration(x::Name(0x1cd8e1e), 16, 5), // VFlashModuleNotSupportedReason
@@ -77,402 +77,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x1d17f18), x::Name(0xbb9c0b), 177, 3), // VMwareDvsIpfixCapability: DynamicData
         x::TypeEntry::enumeration(x::Name(0x1d19817), 35, 2), // VMwareDvsLacpApiVersion
         x::TypeEntry::structure(x::Name(0x1d1b017), x::Name(0xbb9c0b), 180, 3), // VMwareDvsLacpCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d1c818), x::Name(0xbb9c0b), 183, 10), // VMwareDvsLacpGroupConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d1e116), x::Name(0xbb9c0b), 193, 2), // VMwareDvsLacpGroupSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d1f821), 37, 20), // VMwareDvsLacpLoadBalanceAlgorithm
-        x::TypeEntry::structure(x::Name(0x1d21a17), x::Name(0xbb9c0b), 195, 1), // VMwareDvsLagIpfixConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d23216), x::Name(0xbb9c0b), 196, 1), // VMwareDvsLagVlanConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d24916), x::Name(0xbb9c0b), 197, 2), // VMwareDvsMtuCapability: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d2601f), 57, 2), // VMwareDvsMulticastFilteringMode
-        x::TypeEntry::structure(x::Name(0x1d28021), x::Name(0xbb9c0b), 199, 1), // VMwareDvsPerfNicOffloadCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d2a222), x::Name(0xbb9c0b), 200, 1), // VMwareDvsSystemTrafficCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d2c511), x::Name(0xbb9c0b), 201, 7), // VMwareIpfixConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d2d714), 59, 2), // VMwareUplinkLacpMode
-        x::TypeEntry::structure(x::Name(0x1d2ec16), x::Name(0x127c311), 208, 2), // VMwareUplinkLacpPolicy: InheritablePolicy
-        x::TypeEntry::enumeration(x::Name(0x1d3031b), 61, 2), // VMwareUplinkLacpTimeoutMode
-        x::TypeEntry::structure(x::Name(0x1d31f1b), x::Name(0x127c311), 210, 2), // VMwareUplinkPortOrderPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x1d33b0f), x::Name(0xbb9c0b), 212, 5), // VMwareVspanPort: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d34b12), x::Name(0xbb9c0b), 217, 18), // VMwareVspanSession: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d3b90e), x::Name(0xbb9c0b), 235, 1), // VStorageObject: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d3c81a), x::Name(0xbb9c0b), 236, 3), // VStorageObjectAssociations: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d3e32c), x::Name(0xbb9c0b), 239, 2), // VStorageObjectAssociationsVmDiskAssociations: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d4101a), x::Name(0xbb9c0b), 241, 3), // VStorageObjectAttachResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d42b18), x::Name(0xbb9c0b), 244, 6), // VStorageObjectAttachSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d44418), x::Name(0x5aaf0e), 250, 7), // VStorageObjectConfigInfo: BaseConfigInfo
-        x::TypeEntry::enumeration(x::Name(0x1d45d1d), 63, 1), // VStorageObjectConsumptionType
-        x::TypeEntry::structure(x::Name(0x1d47b29), x::Name::NONE, 257, 5), // VStorageObjectCreateSnapshotExRequestType
-        x::TypeEntry::structure(x::Name(0x1d4a527), x::Name::NONE, 262, 4), // VStorageObjectCreateSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x1d4cd2a), x::Name::NONE, 266, 4), // VStorageObjectDeleteSnapshotEx2RequestType
-        x::TypeEntry::structure(x::Name(0x1d4f829), x::Name::NONE, 270, 4), // VStorageObjectDeleteSnapshotExRequestType
-        x::TypeEntry::structure(x::Name(0x1d52225), x::Name::NONE, 274, 4), // VStorageObjectExtendDiskExRequestType
-        x::TypeEntry::structure(x::Name(0x1d5481d), x::Name(0xbb9c0b), 278, 1), // VStorageObjectReconcileResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5662c), x::Name(0xbb9c0b), 279, 2), // VStorageObjectReconcileResultInvalidDiskPath: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5932c), x::Name(0xbb9c0b), 281, 8), // VStorageObjectReconcileResultReconcileDetail: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5c01b), x::Name(0xbb9c0b), 289, 6), // VStorageObjectReconcileSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5dc16), x::Name(0xbb9c0b), 295, 3), // VStorageObjectSnapshot: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5f31d), x::Name(0xbb9c0b), 298, 2), // VStorageObjectSnapshotDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d6111a), x::Name(0xbb9c0b), 300, 1), // VStorageObjectSnapshotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d62c30), x::Name(0xbb9c0b), 301, 4), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d65d17), x::Name(0xbb9c0b), 305, 1), // VStorageObjectStateInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d67a0a), x::Name(0xbb9c0b), 306, 2), // VVolHostPE: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d6851c), x::Name(0xbb9c0b), 308, 2), // VVolVmConfigFileUpdateResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d6a232), x::Name(0xbb9c0b), 310, 3), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d6d525), x::Name::NONE, 313, 3), // ValidateCredentialsInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1d6fb23), x::Name::NONE, 316, 3), // ValidateHCIConfigurationRequestType
-        x::TypeEntry::structure(x::Name(0x1d71f29), x::Name::NONE, 319, 8), // ValidateHostProfileCompositionRequestType
-        x::TypeEntry::structure(x::Name(0x1d74917), x::Name::NONE, 327, 4), // ValidateHostRequestType
-        x::TypeEntry::structure(x::Name(0x1d7611c), x::Name::NONE, 331, 6), // ValidateMigrationRequestType
-        x::TypeEntry::enumeration(x::Name(0x1d77e19), 64, 4), // ValidateMigrationTestType
-        x::TypeEntry::structure(x::Name(0x1d79823), x::Name::NONE, 337, 3), // ValidateStoragePodConfigRequestType
-        x::TypeEntry::structure(x::Name(0x1d7bc19), x::Name(0xbb9c0b), 340, 4), // VasaProviderContainerSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d7d61b), x::Name(0xea3c09), 344, 1), // VcAgentUninstallFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d7f217), x::Name(0xea3c09), 345, 0), // VcAgentUninstalledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d80a19), x::Name(0xea3c09), 345, 1), // VcAgentUpgradeFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d82414), x::Name(0xea3c09), 346, 0), // VcAgentUpgradedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d84915), x::Name(0xbb9c0b), 346, 4), // VchaClusterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d85f15), x::Name(0xbb9c0b), 350, 2), // VchaClusterConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d87519), x::Name(0xbb9c0b), 352, 4), // VchaClusterDeploymentSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d88f11), x::Name(0xbb9c0b), 356, 3), // VchaClusterHealth: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d8a10f), 68, 3), // VchaClusterMode
-        x::TypeEntry::structure(x::Name(0x1d8b116), x::Name(0xbb9c0b), 359, 2), // VchaClusterNetworkSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d8c816), x::Name(0xbb9c0b), 361, 3), // VchaClusterRuntimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d8df10), 71, 3), // VchaClusterState
-        x::TypeEntry::enumeration(x::Name(0x1d8f00c), 74, 3), // VchaNodeRole
-        x::TypeEntry::structure(x::Name(0x1d8fd13), x::Name(0xbb9c0b), 364, 3), // VchaNodeRuntimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d9110d), 77, 2), // VchaNodeState
-        x::TypeEntry::enumeration(x::Name(0x1d91f09), 79, 4), // VchaState
-        x::TypeEntry::structure(x::Name(0x1d9291e), x::Name(0xea3c09), 367, 0), // VimAccountPasswordChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1d94808), x::Name(0x1428f0b), 367, 0), // VimFault: MethodFault
-        x::TypeEntry::structure(x::Name(0x1d9510f), x::Name(0xbb9c0b), 367, 6), // VimVasaProvider: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d96113), x::Name(0xbb9c0b), 373, 2), // VimVasaProviderInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d9751c), x::Name(0xbb9c0b), 375, 3), // VimVasaProviderStatePerArray: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d99220), x::Name(0xbb9c0b), 378, 3), // VimVasaProviderVirtualHostConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d9b315), x::Name(0x207cc15), 381, 0), // VirtualAHCIController: VirtualSATAController
-        x::TypeEntry::structure(x::Name(0x1d9c91b), x::Name(0x207e21b), 381, 0), // VirtualAHCIControllerOption: VirtualSATAControllerOption
-        x::TypeEntry::structure(x::Name(0x1d9f014), x::Name(0x125360a), 381, 4), // VirtualAppImportSpec: ImportSpec
-        x::TypeEntry::structure(x::Name(0x1da0512), x::Name(0xbb9c0b), 385, 2), // VirtualAppLinkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1da1811), x::Name(0x1930313), 387, 5), // VirtualAppSummary: ResourcePoolSummary
-        x::TypeEntry::enumeration(x::Name(0x1da2a13), 83, 4), // VirtualAppVAppState
-        x::TypeEntry::structure(x::Name(0x1da3e19), x::Name(0x207fe15), 392, 0), // VirtualBusLogicController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1da581f), x::Name(0x208141b), 392, 0), // VirtualBusLogicControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1da780c), x::Name(0x1dc1a0d), 392, 0), // VirtualCdrom: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1da851c), x::Name(0x1ddaf1e), 392, 0), // VirtualCdromAtapiBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1daa21e), x::Name(0x1ddce20), 392, 0), // VirtualCdromAtapiBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1dac11a), x::Name(0x1de0c1c), 392, 0), // VirtualCdromIsoBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1dadc1c), x::Name(0x1de291e), 392, 0), // VirtualCdromIsoBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1daf912), x::Name(0x1de6313), 392, 0), // VirtualCdromOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1db0c22), x::Name(0x1ddaf1e), 392, 1), // VirtualCdromPassthroughBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1db2f24), x::Name(0x1ddce20), 393, 1), // VirtualCdromPassthroughBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1db5422), x::Name(0x1decf24), 394, 0), // VirtualCdromRemoteAtapiBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1db7724), x::Name(0x1ddce20), 394, 0), // VirtualCdromRemoteAtapiBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1db9c28), x::Name(0x1decf24), 394, 1), // VirtualCdromRemotePassthroughBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1dbc52a), x::Name(0x1def426), 395, 1), // VirtualCdromRemotePassthroughBackingOption: VirtualDeviceRemoteDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1dbf011), x::Name(0x1dc1a0d), 396, 2), // VirtualController: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1dc0217), x::Name(0x1de6313), 398, 2), // VirtualControllerOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1dc1a0d), x::Name(0xbb9c0b), 400, 9), // VirtualDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc2818), x::Name(0xbb9c0b), 409, 0), // VirtualDeviceBackingInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc411a), x::Name(0xbb9c0b), 409, 1), // VirtualDeviceBackingOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc5c18), x::Name(0xbb9c0b), 410, 0), // VirtualDeviceBusSlotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc751a), x::Name(0xbb9c0b), 410, 1), // VirtualDeviceBusSlotOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dc9017), x::Name(0xbb9c0b), 411, 7), // VirtualDeviceConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1dca822), x::Name(0xbb9c0b), 418, 2), // VirtualDeviceConfigSpecBackingSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1dccb21), 87, 2), // VirtualDeviceConfigSpecChangeMode
-        x::TypeEntry::enumeration(x::Name(0x1dced24), 89, 3), // VirtualDeviceConfigSpecFileOperation
-        x::TypeEntry::enumeration(x::Name(0x1dd1220), 92, 3), // VirtualDeviceConfigSpecOperation
-        x::TypeEntry::structure(x::Name(0x1dd3318), x::Name(0xbb9c0b), 420, 5), // VirtualDeviceConnectInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1dd4c28), 95, 3), // VirtualDeviceConnectInfoMigrateConnectOp
-        x::TypeEntry::enumeration(x::Name(0x1dd751e), 98, 4), // VirtualDeviceConnectInfoStatus
-        x::TypeEntry::structure(x::Name(0x1dd941a), x::Name(0xbb9c0b), 425, 2), // VirtualDeviceConnectOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ddaf1e), x::Name(0x1dc2818), 427, 2), // VirtualDeviceDeviceBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1ddce20), x::Name(0x1dc411a), 429, 1), // VirtualDeviceDeviceBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1ddef1c), x::Name(0xbb9c0b), 430, 2), // VirtualDeviceDeviceGroupInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1de0c1c), x::Name(0x1dc2818), 432, 3), // VirtualDeviceFileBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1de291e), x::Name(0x1dc411a), 435, 1), // VirtualDeviceFileBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1de481a), 102, 5), // VirtualDeviceFileExtension
-        x::TypeEntry::structure(x::Name(0x1de6313), x::Name(0xbb9c0b), 436, 12), // VirtualDeviceOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1de771b), x::Name(0x1dc5c18), 448, 1), // VirtualDevicePciBusSlotInfo: VirtualDeviceBusSlotInfo
-        x::TypeEntry::structure(x::Name(0x1de931c), x::Name(0x1dc2818), 449, 1), // VirtualDevicePipeBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1deb01e), x::Name(0x1dc411a), 450, 0), // VirtualDevicePipeBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1decf24), x::Name(0x1dc2818), 450, 2), // VirtualDeviceRemoteDeviceBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1def426), x::Name(0x1dc411a), 452, 1), // VirtualDeviceRemoteDeviceBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1df1b1b), x::Name(0x1dc2818), 453, 3), // VirtualDeviceURIBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1df371d), x::Name(0x1dc411a), 456, 1), // VirtualDeviceURIBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1df5526), 107, 2), // VirtualDeviceURIBackingOptionDirection
-        x::TypeEntry::structure(x::Name(0x1df7c0b), x::Name(0x1dc1a0d), 457, 14), // VirtualDisk: VirtualDevice
-        x::TypeEntry::enumeration(x::Name(0x1df8816), 109, 3), // VirtualDiskAdapterType
-        x::TypeEntry::structure(x::Name(0x1df9f1f), x::Name(0x75640f), 471, 1), // VirtualDiskAntiAffinityRuleSpec: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x1dfbf24), x::Name(0x9f7819), 472, 0), // VirtualDiskBlocksNotFullyProvisioned: DeviceBackingNotSupported
-        x::TypeEntry::enumeration(x::Name(0x1dfe41c), 112, 2), // VirtualDiskCompatibilityMode
-        x::TypeEntry::structure(x::Name(0x1e00115), x::Name(0x1dc9017), 472, 2), // VirtualDiskConfigSpec: VirtualDeviceConfigSpec
-        x::TypeEntry::enumeration(x::Name(0x1e0171a), 114, 3), // VirtualDiskDeltaDiskFormat
-        x::TypeEntry::enumeration(x::Name(0x1e03221), 117, 2), // VirtualDiskDeltaDiskFormatVariant
-        x::TypeEntry::structure(x::Name(0x1e05424), x::Name(0xbb9c0b), 474, 2), // VirtualDiskDeltaDiskFormatsSupported: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1e0791f), 119, 2), // VirtualDiskDiskChainBrokenIssue
-        x::TypeEntry::structure(x::Name(0x1e0991e), x::Name(0x1de0c1c), 476, 5), // VirtualDiskFlatVer1BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e0b820), x::Name(0x1de291e), 481, 4), // VirtualDiskFlatVer1BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e0d91e), x::Name(0x1de0c1c), 485, 15), // VirtualDiskFlatVer2BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e0f820), x::Name(0x1de291e), 500, 11), // VirtualDiskFlatVer2BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e1190d), x::Name(0xbb9c0b), 511, 2), // VirtualDiskId: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e1271f), x::Name(0x1de0c1c), 513, 4), // VirtualDiskLocalPMemBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e14721), x::Name(0x1de291e), 517, 4), // VirtualDiskLocalPMemBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1e1690f), 121, 6), // VirtualDiskMode
-        x::TypeEntry::structure(x::Name(0x1e1791b), x::Name(0x9fe612), 521, 1), // VirtualDiskModeNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x1e19511), x::Name(0x1de6313), 522, 3), // VirtualDiskOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e1a728), x::Name(0xbb9c0b), 525, 4), // VirtualDiskOptionVFlashCacheConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e1d02c), x::Name(0x1e28021), 529, 1), // VirtualDiskPartitionedRawDiskVer2BackingInfo: VirtualDiskRawDiskVer2BackingInfo
-        x::TypeEntry::structure(x::Name(0x1e1fd2e), x::Name(0x1e2a223), 530, 0), // VirtualDiskPartitionedRawDiskVer2BackingOption: VirtualDiskRawDiskVer2BackingOption
-        x::TypeEntry::structure(x::Name(0x1e22c28), x::Name(0x1de0c1c), 530, 11), // VirtualDiskRawDiskMappingVer1BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e2552a), x::Name(0x1ddce20), 541, 5), // VirtualDiskRawDiskMappingVer1BackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e28021), x::Name(0x1ddaf1e), 546, 4), // VirtualDiskRawDiskVer2BackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e2a223), x::Name(0x1ddce20), 550, 2), // VirtualDiskRawDiskVer2BackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e2c613), x::Name(0x75640f), 552, 2), // VirtualDiskRuleSpec: ClusterRuleInfo
-        x::TypeEntry::enumeration(x::Name(0x1e2da1b), 127, 3), // VirtualDiskRuleSpecRuleType
-        x::TypeEntry::structure(x::Name(0x1e2f61e), x::Name(0x1de0c1c), 554, 10), // VirtualDiskSeSparseBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e31520), x::Name(0x1de291e), 564, 7), // VirtualDiskSeSparseBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1e33612), 130, 2), // VirtualDiskSharing
-        x::TypeEntry::structure(x::Name(0x1e34920), x::Name(0x1de0c1c), 571, 6), // VirtualDiskSparseVer1BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e36a22), x::Name(0x1de291e), 577, 4), // VirtualDiskSparseVer1BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e38d20), x::Name(0x1de0c1c), 581, 9), // VirtualDiskSparseVer2BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e3ae22), x::Name(0x1de291e), 590, 7), // VirtualDiskSparseVer2BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e3d10f), x::Name(0xbb9c0b), 597, 2), // VirtualDiskSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1e3e10f), 132, 13), // VirtualDiskType
-        x::TypeEntry::structure(x::Name(0x1e3f120), x::Name(0xbb9c0b), 599, 5), // VirtualDiskVFlashCacheConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1e41234), 145, 2), // VirtualDiskVFlashCacheConfigInfoCacheConsistencyType
     ],
-    decoders: &[
-        Some(x::decode_boxed::<VASAStorageArray>),
-        Some(x::decode_boxed::<VASAStorageArrayDiscoveryFcTransport>),
-        Some(x::decode_boxed::<VASAStorageArrayDiscoveryIpTransport>),
-        Some(x::decode_boxed::<VASAStorageArrayDiscoverySvcInfo>),
-        Some(x::decode_boxed::<VAppAutoStartAction>),
-        Some(x::decode_boxed::<VAppCloneSpec>),
-        Some(x::decode_boxed::<VAppCloneSpecNetworkMappingPair>),
-        Some(x::decode_boxed::<VAppCloneSpecProvisioningType>),
-        Some(x::decode_boxed::<VAppCloneSpecResourceMap>),
-        Some(x::decode_boxed::<VAppConfigFault>),
-        Some(x::decode_boxed::<VAppConfigInfo>),
-        Some(x::decode_boxed::<VAppConfigSpec>),
-        Some(x::decode_boxed::<VAppEntityConfigInfo>),
-        Some(x::decode_boxed::<VAppIPAssignmentInfo>),
-        Some(x::decode_boxed::<VAppIPAssignmentInfoAllocationSchemes>),
-        Some(x::decode_boxed::<VAppIPAssignmentInfoIpAllocationPolicy>),
-        Some(x::decode_boxed::<VAppIPAssignmentInfoProtocols>),
-        Some(x::decode_boxed::<VAppNotRunning>),
-        Some(x::decode_boxed::<VAppOperationInProgress>),
-        Some(x::decode_boxed::<VAppOvfSectionInfo>),
-        Some(x::decode_boxed::<VAppOvfSectionSpec>),
-        Some(x::decode_boxed::<VAppProductInfo>),
-        Some(x::decode_boxed::<VAppProductSpec>),
-        Some(x::decode_boxed::<VAppPropertyFault>),
-        Some(x::decode_boxed::<VAppPropertyInfo>),
-        Some(x::decode_boxed::<VAppPropertySpec>),
-        Some(x::decode_boxed::<VAppTaskInProgress>),
-        None, // VCenterUpdateVStorageObjectMetadataExRequestType
-        Some(x::decode_boxed::<VFlashCacheHotConfigNotSupported>),
-        Some(x::decode_boxed::<VFlashModuleNotSupported>),
-        Some(x::decode_boxed::<VFlashModuleNotSupportedReason>),
-        Some(x::decode_boxed::<VFlashModuleVersionIncompatible>),
-        Some(x::decode_boxed::<VMFSDatastoreCreatedEvent>),
-        Some(x::decode_boxed::<VMFSDatastoreExpandedEvent>),
-        Some(x::decode_boxed::<VMFSDatastoreExtendedEvent>),
-        Some(x::decode_boxed::<VMINotSupported>),
-        Some(x::decode_boxed::<VMOnConflictDVPort>),
-        Some(x::decode_boxed::<VMOnVirtualIntranet>),
-        Some(x::decode_boxed::<VMotionAcrossNetworkNotSupported>),
-        Some(x::decode_boxed::<VMotionCompatibilityType>),
-        Some(x::decode_boxed::<VMotionInterfaceIssue>),
-        Some(x::decode_boxed::<VMotionLicenseExpiredEvent>),
-        Some(x::decode_boxed::<VMotionLinkCapacityLow>),
-        Some(x::decode_boxed::<VMotionLinkDown>),
-        Some(x::decode_boxed::<VMotionNotConfigured>),
-        Some(x::decode_boxed::<VMotionNotLicensed>),
-        Some(x::decode_boxed::<VMotionNotSupported>),
-        Some(x::decode_boxed::<VMotionProtocolIncompatible>),
-        Some(x::decode_boxed::<VMwareDVSConfigInfo>),
-        Some(x::decode_boxed::<VMwareDVSConfigSpec>),
-        Some(x::decode_boxed::<VMwareDVSFeatureCapability>),
-        Some(x::decode_boxed::<VMwareDVSHealthCheckCapability>),
-        Some(x::decode_boxed::<VMwareDVSHealthCheckConfig>),
-        Some(x::decode_boxed::<VMwareDVSMtuHealthCheckResult>),
-        Some(x::decode_boxed::<VMwareDVSPortSetting>),
-        Some(x::decode_boxed::<VMwareDVSPortgroupPolicy>),
-        Some(x::decode_boxed::<VMwareDVSPvlanConfigSpec>),
-        Some(x::decode_boxed::<VMwareDVSPvlanMapEntry>),
-        Some(x::decode_boxed::<VMwareDVSTeamingHealthCheckConfig>),
-        Some(x::decode_boxed::<VMwareDVSTeamingHealthCheckResult>),
-        Some(x::decode_boxed::<VMwareDVSTeamingMatchStatus>),
-        Some(x::decode_boxed::<VMwareDVSVlanHealthCheckResult>),
-        Some(x::decode_boxed::<VMwareDVSVlanMtuHealthCheckConfig>),
-        Some(x::decode_boxed::<VMwareDVSVspanCapability>),
-        Some(x::decode_boxed::<VMwareDVSVspanConfigSpec>),
-        Some(x::decode_boxed::<VMwareDVSVspanSessionEncapType>),
-        Some(x::decode_boxed::<VMwareDVSVspanSessionType>),
-        Some(x::decode_boxed::<VMwareDvsDpuCapability>),
-        Some(x::decode_boxed::<VMwareDvsIpfixCapability>),
-        Some(x::decode_boxed::<VMwareDvsLacpApiVersion>),
-        Some(x::decode_boxed::<VMwareDvsLacpCapability>),
-        Some(x::decode_boxed::<VMwareDvsLacpGroupConfig>),
-        Some(x::decode_boxed::<VMwareDvsLacpGroupSpec>),
-        Some(x::decode_boxed::<VMwareDvsLacpLoadBalanceAlgorithm>),
-        Some(x::decode_boxed::<VMwareDvsLagIpfixConfig>),
-        Some(x::decode_boxed::<VMwareDvsLagVlanConfig>),
-        Some(x::decode_boxed::<VMwareDvsMtuCapability>),
-        Some(x::decode_boxed::<VMwareDvsMulticastFilteringMode>),
-        Some(x::decode_boxed::<VMwareDvsPerfNicOffloadCapability>),
-        Some(x::decode_boxed::<VMwareDvsSystemTrafficCapabilities>),
-        Some(x::decode_boxed::<VMwareIpfixConfig>),
-        Some(x::decode_boxed::<VMwareUplinkLacpMode>),
-        Some(x::decode_boxed::<VMwareUplinkLacpPolicy>),
-        Some(x::decode_boxed::<VMwareUplinkLacpTimeoutMode>),
-        Some(x::decode_boxed::<VMwareUplinkPortOrderPolicy>),
-        Some(x::decode_boxed::<VMwareVspanPort>),
-        Some(x::decode_boxed::<VMwareVspanSession>),
-        Some(x::decode_boxed::<VStorageObject>),
-        Some(x::decode_boxed::<VStorageObjectAssociations>),
-        Some(x::decode_boxed::<VStorageObjectAssociationsVmDiskAssociations>),
-        Some(x::decode_boxed::<VStorageObjectAttachResult>),
-        Some(x::decode_boxed::<VStorageObjectAttachSpec>),
-        Some(x::decode_boxed::<VStorageObjectConfigInfo>),
-        Some(x::decode_boxed::<VStorageObjectConsumptionType>),
-        None, // VStorageObjectCreateSnapshotExRequestType
-        None, // VStorageObjectCreateSnapshotRequestType
-        None, // VStorageObjectDeleteSnapshotEx2RequestType
-        None, // VStorageObjectDeleteSnapshotExRequestType
-        None, // VStorageObjectExtendDiskExRequestType
-        Some(x::decode_boxed::<VStorageObjectReconcileResult>),
-        Some(x::decode_boxed::<VStorageObjectReconcileResultInvalidDiskPath>),
-        Some(x::decode_boxed::<VStorageObjectReconcileResultReconcileDetail>),
-        Some(x::decode_boxed::<VStorageObjectReconcileSpec>),
-        Some(x::decode_boxed::<VStorageObjectSnapshot>),
-        Some(x::decode_boxed::<VStorageObjectSnapshotDetails>),
-        Some(x::decode_boxed::<VStorageObjectSnapshotInfo>),
-        Some(x::decode_boxed::<VStorageObjectSnapshotInfoVStorageObjectSnapshot>),
-        Some(x::decode_boxed::<VStorageObjectStateInfo>),
-        Some(x::decode_boxed::<VVolHostPE>),
-        Some(x::decode_boxed::<VVolVmConfigFileUpdateResult>),
-        Some(x::decode_boxed::<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>),
-        None, // ValidateCredentialsInGuestRequestType
-        None, // ValidateHCIConfigurationRequestType
-        None, // ValidateHostProfileCompositionRequestType
-        None, // ValidateHostRequestType
-        None, // ValidateMigrationRequestType
-        Some(x::decode_boxed::<ValidateMigrationTestType>),
-        None, // ValidateStoragePodConfigRequestType
-        Some(x::decode_boxed::<VasaProviderContainerSpec>),
-        Some(x::decode_boxed::<VcAgentUninstallFailedEvent>),
-        Some(x::decode_boxed::<VcAgentUninstalledEvent>),
-        Some(x::decode_boxed::<VcAgentUpgradeFailedEvent>),
-        Some(x::decode_boxed::<VcAgentUpgradedEvent>),
-        Some(x::decode_boxed::<VchaClusterConfigInfo>),
-        Some(x::decode_boxed::<VchaClusterConfigSpec>),
-        Some(x::decode_boxed::<VchaClusterDeploymentSpec>),
-        Some(x::decode_boxed::<VchaClusterHealth>),
-        Some(x::decode_boxed::<VchaClusterMode>),
-        Some(x::decode_boxed::<VchaClusterNetworkSpec>),
-        Some(x::decode_boxed::<VchaClusterRuntimeInfo>),
-        Some(x::decode_boxed::<VchaClusterState>),
-        Some(x::decode_boxed::<VchaNodeRole>),
-        Some(x::decode_boxed::<VchaNodeRuntimeInfo>),
-        Some(x::decode_boxed::<VchaNodeState>),
-        Some(x::decode_boxed::<VchaState>),
-        Some(x::decode_boxed::<VimAccountPasswordChangedEvent>),
-        Some(x::decode_boxed::<VimFault>),
-        Some(x::decode_boxed::<VimVasaProvider>),
-        Some(x::decode_boxed::<VimVasaProviderInfo>),
-        Some(x::decode_boxed::<VimVasaProviderStatePerArray>),
-        Some(x::decode_boxed::<VimVasaProviderVirtualHostConfig>),
-        Some(x::decode_boxed::<VirtualAHCIController>),
-        Some(x::decode_boxed::<VirtualAHCIControllerOption>),
-        Some(x::decode_boxed::<VirtualAppImportSpec>),
-        Some(x::decode_boxed::<VirtualAppLinkInfo>),
-        Some(x::decode_boxed::<VirtualAppSummary>),
-        Some(x::decode_boxed::<VirtualAppVAppState>),
-        Some(x::decode_boxed::<VirtualBusLogicController>),
-        Some(x::decode_boxed::<VirtualBusLogicControllerOption>),
-        Some(x::decode_boxed::<VirtualCdrom>),
-        Some(x::decode_boxed::<VirtualCdromAtapiBackingInfo>),
-        Some(x::decode_boxed::<VirtualCdromAtapiBackingOption>),
-        Some(x::decode_boxed::<VirtualCdromIsoBackingInfo>),
-        Some(x::decode_boxed::<VirtualCdromIsoBackingOption>),
-        Some(x::decode_boxed::<VirtualCdromOption>),
-        Some(x::decode_boxed::<VirtualCdromPassthroughBackingInfo>),
-        Some(x::decode_boxed::<VirtualCdromPassthroughBackingOption>),
-        Some(x::decode_boxed::<VirtualCdromRemoteAtapiBackingInfo>),
-        Some(x::decode_boxed::<VirtualCdromRemoteAtapiBackingOption>),
-        Some(x::decode_boxed::<VirtualCdromRemotePassthroughBackingInfo>),
-        Some(x::decode_boxed::<VirtualCdromRemotePassthroughBackingOption>),
-        Some(x::decode_boxed::<VirtualController>),
-        Some(x::decode_boxed::<VirtualControllerOption>),
-        Some(x::decode_boxed::<VirtualDevice>),
-        Some(x::decode_boxed::<VirtualDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualDeviceBusSlotInfo>),
-        Some(x::decode_boxed::<VirtualDeviceBusSlotOption>),
-        Some(x::decode_boxed::<VirtualDeviceConfigSpec>),
-        Some(x::decode_boxed::<VirtualDeviceConfigSpecBackingSpec>),
-        Some(x::decode_boxed::<VirtualDeviceConfigSpecChangeMode>),
-        Some(x::decode_boxed::<VirtualDeviceConfigSpecFileOperation>),
-        Some(x::decode_boxed::<VirtualDeviceConfigSpecOperation>),
-        Some(x::decode_boxed::<VirtualDeviceConnectInfo>),
-        Some(x::decode_boxed::<VirtualDeviceConnectInfoMigrateConnectOp>),
-        Some(x::decode_boxed::<VirtualDeviceConnectInfoStatus>),
-        Some(x::decode_boxed::<VirtualDeviceConnectOption>),
-        Some(x::decode_boxed::<VirtualDeviceDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualDeviceDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualDeviceDeviceGroupInfo>),
-        Some(x::decode_boxed::<VirtualDeviceFileBackingInfo>),
-        Some(x::decode_boxed::<VirtualDeviceFileBackingOption>),
-        Some(x::decode_boxed::<VirtualDeviceFileExtension>),
-        Some(x::decode_boxed::<VirtualDeviceOption>),
-        Some(x::decode_boxed::<VirtualDevicePciBusSlotInfo>),
-        Some(x::decode_boxed::<VirtualDevicePipeBackingInfo>),
-        Some(x::decode_boxed::<VirtualDevicePipeBackingOption>),
-        Some(x::decode_boxed::<VirtualDeviceRemoteDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualDeviceRemoteDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualDeviceURIBackingInfo>),
-        Some(x::decode_boxed::<VirtualDeviceURIBackingOption>),
-        Some(x::decode_boxed::<VirtualDeviceURIBackingOptionDirection>),
-        Some(x::decode_boxed::<VirtualDisk>),
-        Some(x::decode_boxed::<VirtualDiskAdapterType>),
-        Some(x::decode_boxed::<VirtualDiskAntiAffinityRuleSpec>),
-        Some(x::decode_boxed::<VirtualDiskBlocksNotFullyProvisioned>),
-        Some(x::decode_boxed::<VirtualDiskCompatibilityMode>),
-        Some(x::decode_boxed::<VirtualDiskConfigSpec>),
-        Some(x::decode_boxed::<VirtualDiskDeltaDiskFormat>),
-        Some(x::decode_boxed::<VirtualDiskDeltaDiskFormatVariant>),
-        Some(x::decode_boxed::<VirtualDiskDeltaDiskFormatsSupported>),
-        Some(x::decode_boxed::<VirtualDiskDiskChainBrokenIssue>),
-        Some(x::decode_boxed::<VirtualDiskFlatVer1BackingInfo>),
-        Some(x::decode_boxed::<VirtualDiskFlatVer1BackingOption>),
-        Some(x::decode_boxed::<VirtualDiskFlatVer2BackingInfo>),
-        Some(x::decode_boxed::<VirtualDiskFlatVer2BackingOption>),
-        Some(x::decode_boxed::<VirtualDiskId>),
-        Some(x::decode_boxed::<VirtualDiskLocalPMemBackingInfo>),
-        Some(x::decode_boxed::<VirtualDiskLocalPMemBackingOption>),
-        Some(x::decode_boxed::<VirtualDiskMode>),
-        Some(x::decode_boxed::<VirtualDiskModeNotSupported>),
-        Some(x::decode_boxed::<VirtualDiskOption>),
-        Some(x::decode_boxed::<VirtualDiskOptionVFlashCacheConfigOption>),
-        Some(x::decode_boxed::<VirtualDiskPartitionedRawDiskVer2BackingInfo>),
-        Some(x::decode_boxed::<VirtualDiskPartitionedRawDiskVer2BackingOption>),
-        Some(x::decode_boxed::<VirtualDiskRawDiskMappingVer1BackingInfo>),
-        Some(x::decode_boxed::<VirtualDiskRawDiskMappingVer1BackingOption>),
-        Some(x::decode_boxed::<VirtualDiskRawDiskVer2BackingInfo>),
-        Some(x::decode_boxed::<VirtualDiskRawDiskVer2BackingOption>),
-        Some(x::decode_boxed::<VirtualDiskRuleSpec>),
-        Some(x::decode_boxed::<VirtualDiskRuleSpecRuleType>),
-        Some(x::decode_boxed::<VirtualDiskSeSparseBackingInfo>),
-        Some(x::decode_boxed::<VirtualDiskSeSparseBackingOption>),
-        Some(x::decode_boxed::<VirtualDiskSharing>),
-        Some(x::decode_boxed::<VirtualDiskSparseVer1BackingInfo>),
-        Some(x::decode_boxed::<VirtualDiskSparseVer1BackingOption>),
-        Some(x::decode_boxed::<VirtualDiskSparseVer2BackingInfo>),
-        Some(x::decode_boxed::<VirtualDiskSparseVer2BackingOption>),
-        Some(x::decode_boxed::<VirtualDiskSpec>),
-        Some(x::decode_boxed::<VirtualDiskType>),
-        Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfo>),
-        Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfoCacheConsistencyType>),
-    ],
+    decode,
     fields: &[
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
         x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
@@ -657,427 +263,6 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::FieldEntry::optional(x::Name(0x2b6b50d), x::Name(0x2405e07)), // lacpSupported: boolean
         x::FieldEntry::optional(x::Name(0x2cf8c17), x::Name(0x2405e07)), // multiLacpGroupSupported: boolean
         x::FieldEntry::optional(x::Name(0x2b67615), x::Name(0x2405e07)), // lacpFastModeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
-        x::FieldEntry::optional(x::Name(0x34c6c09), x::Name(0x2a94603)), // uplinkNum: int
-        x::FieldEntry::optional(x::Name(0x2bc0114), x::Name(0x3344606)), // loadbalanceAlgorithm: string
-        x::FieldEntry::optional(x::Name(0x35ac704), x::Name(0x1d23216)), // vlan: VMwareDvsLagVlanConfig
-        x::FieldEntry::optional(x::Name(0x2af8905), x::Name(0x1d21a17)), // ipfix: VMwareDvsLagIpfixConfig
-        x::FieldEntry::repeated(x::Name(0x34c610a), x::Name(0x3344606)), // uplinkName: string
-        x::FieldEntry::repeated(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
-        x::FieldEntry::optional(x::Name(0x341180b), x::Name(0x3344606)), // timeoutMode: string
-        x::FieldEntry::required(x::Name(0x2b68c0f), x::Name(0x1d1c818)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
-        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::optional(x::Name(0x2afab0c), x::Name(0x2405e07)), // ipfixEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x35ad506), x::Name(0x153380c)), // vlanId: NumericRange
-        x::FieldEntry::required(x::Name(0x2cb7d0f), x::Name(0x2a94603)), // minMtuSupported: int
-        x::FieldEntry::required(x::Name(0x2c3570f), x::Name(0x2a94603)), // maxMtuSupported: int
-        x::FieldEntry::optional(x::Name(0x3362809), x::Name(0x2405e07)), // supported: boolean
-        x::FieldEntry::repeated(x::Name(0x33ce917), x::Name(0x3344606)), // systemTrafficQualifiers: string
-        x::FieldEntry::optional(x::Name(0x24b9b12), x::Name(0x3344606)), // collectorIpAddress: string
-        x::FieldEntry::optional(x::Name(0x24bae0d), x::Name(0x2a94603)), // collectorPort: int
-        x::FieldEntry::optional(x::Name(0x2e62913), x::Name(0x2be5304)), // observationDomainId: long
-        x::FieldEntry::required(x::Name(0x22df711), x::Name(0x2a94603)), // activeFlowTimeout: int
-        x::FieldEntry::required(x::Name(0x2a3480f), x::Name(0x2a94603)), // idleFlowTimeout: int
-        x::FieldEntry::required(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
-        x::FieldEntry::required(x::Name(0x2aa4711), x::Name(0x2405e07)), // internalFlowsOnly: boolean
-        x::FieldEntry::optional(x::Name(0x27a1306), x::Name(0x5c340a)), // enable: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x1b13c0c)), // mode: StringPolicy
-        x::FieldEntry::repeated(x::Name(0x22e6810), x::Name(0x3344606)), // activeUplinkPort: string
-        x::FieldEntry::repeated(x::Name(0x32e7d11), x::Name(0x3344606)), // standbyUplinkPort: string
-        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::repeated(x::Name(0x34c8f0e), x::Name(0x3344606)), // uplinkPortName: string
-        x::FieldEntry::repeated(x::Name(0x36c4319), x::Name(0x3344606)), // wildcardPortConnecteeType: string
-        x::FieldEntry::repeated(x::Name(0x35b6c05), x::Name(0x2a94603)), // vlans: int
-        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x3298215), x::Name(0x1d33b0f)), // sourcePortTransmitted: VMwareVspanPort
-        x::FieldEntry::optional(x::Name(0x3296f12), x::Name(0x1d33b0f)), // sourcePortReceived: VMwareVspanPort
-        x::FieldEntry::optional(x::Name(0x268b00f), x::Name(0x1d33b0f)), // destinationPort: VMwareVspanPort
-        x::FieldEntry::optional(x::Name(0x27b7d13), x::Name(0x2a94603)), // encapsulationVlanId: int
-        x::FieldEntry::required(x::Name(0x3344d11), x::Name(0x2405e07)), // stripOriginalVlan: boolean
-        x::FieldEntry::optional(x::Name(0x2cc3c14), x::Name(0x2a94603)), // mirroredPacketLength: int
-        x::FieldEntry::required(x::Name(0x2db2d14), x::Name(0x2405e07)), // normalTrafficAllowed: boolean
-        x::FieldEntry::optional(x::Name(0x31ff00b), x::Name(0x3344606)), // sessionType: string
-        x::FieldEntry::optional(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
-        x::FieldEntry::optional(x::Name(0x27b4409), x::Name(0x3344606)), // encapType: string
-        x::FieldEntry::optional(x::Name(0x2808e08), x::Name(0x2a94603)), // erspanId: int
-        x::FieldEntry::optional(x::Name(0x2807309), x::Name(0x2a94603)), // erspanCOS: int
-        x::FieldEntry::optional(x::Name(0x2807d10), x::Name(0x2405e07)), // erspanGraNanosec: boolean
-        x::FieldEntry::optional(x::Name(0x2d3d908), x::Name(0x3344606)), // netstack: string
-        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1d44418)), // config: VStorageObjectConfigInfo
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::repeated(x::Name(0x35d7d12), x::Name(0x1d3e32c)), // vmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x35e4104), x::Name(0x3344606)), // vmId: string
-        x::FieldEntry::required(x::Name(0x270ad07), x::Name(0x2a94603)), // diskKey: int
-        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
-        x::FieldEntry::optional(x::Name(0x2722a08), x::Name(0x3344606)), // diskUUID: string
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
-        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
-        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
-        x::FieldEntry::optional(x::Name(0x266f311), x::Name(0x2a94603)), // descriptorVersion: int
-        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
-        x::FieldEntry::repeated(x::Name(0x253540f), x::Name(0x3344606)), // consumptionType: string
-        x::FieldEntry::repeated(x::Name(0x2533f0a), x::Name(0x1243a02)), // consumerId: ID
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x2bb0f13), x::Name(0x3344606)), // linkedCloneBasePath: string
-        x::FieldEntry::optional(x::Name(0x2bb3613), x::Name(0x1243a02)), // linkedCloneParentId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
-        x::FieldEntry::repeated(x::Name(0x3091810), x::Name(0x1d5932c)), // reconcileDetails: VStorageObjectReconcileResultReconcileDetail
-        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x3092913), x::Name(0x3344606)), // reconcileReportPath: string
-        x::FieldEntry::optional(x::Name(0x2b32e0c), x::Name(0x2405e07)), // isReconciled: boolean
-        x::FieldEntry::optional(x::Name(0x2b25a0d), x::Name(0x2405e07)), // isDeepScanned: boolean
-        x::FieldEntry::optional(x::Name(0x2e49917), x::Name(0x2a94603)), // numberOfReconcileIssues: int
-        x::FieldEntry::optional(x::Name(0x2e44a1b), x::Name(0x2a94603)), // numberOfFcdsBeforeReconcile: int
-        x::FieldEntry::optional(x::Name(0x2e42f1a), x::Name(0x2a94603)), // numberOfFcdsAfterReconcile: int
-        x::FieldEntry::repeated(x::Name(0x2aaf510), x::Name(0x1d5662c)), // invalidDiskPaths: VStorageObjectReconcileResultInvalidDiskPath
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a51e10), x::Name(0x3344606)), // includeDiskPaths: string
-        x::FieldEntry::repeated(x::Name(0x2824910), x::Name(0x3344606)), // excludeDiskPaths: string
-        x::FieldEntry::optional(x::Name(0x2624108), x::Name(0x2405e07)), // deepScan: boolean
-        x::FieldEntry::optional(x::Name(0x275c806), x::Name(0x2405e07)), // dryRun: boolean
-        x::FieldEntry::optional(x::Name(0x2914f0e), x::Name(0x2a94603)), // generateReport: int
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x354cc06), x::Name(0x369940e)), // vclock: vslmVClockInfo
-        x::FieldEntry::optional(x::Name(0x34ef50c), x::Name(0x2be5304)), // usedCapacity: long
-        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::optional(x::Name(0x246af16), x::Name(0x3344606)), // changedBlockTrackingId: string
-        x::FieldEntry::repeated(x::Name(0x326c209), x::Name(0x1d62c30)), // snapshots: VStorageObjectSnapshotInfoVStorageObjectSnapshot
-        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
-        x::FieldEntry::required(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::optional(x::Name(0x33fa909), x::Name(0x2405e07)), // tentative: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x302ae10), x::Name(0x10a1f14)), // protocolEndpoint: HostProtocolEndpoint
-        x::FieldEntry::repeated(x::Name(0x3357a15), x::Name(0x134dd08)), // succeededVmConfigFile: KeyValue
-        x::FieldEntry::repeated(x::Name(0x2855812), x::Name(0x1d6a232)), // failedVmConfigFile: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
-        x::FieldEntry::required(x::Name(0x33d7a12), x::Name(0x3344606)), // targetConfigVVolId: string
-        x::FieldEntry::optional(x::Name(0x275d906), x::Name(0x3344606)), // dsPath: string
-        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x299280d), x::Name(0x68f723)), // hciConfigSpec: ClusterComputeResourceHCIConfigSpec
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0x13ff016)), // targets: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0xdc2c10)), // toBeMerged: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0xdc2c10)), // toReplaceWith: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x27ac116), x::Name(0xdc2c10)), // enableStatusToBeCopied: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2804609), x::Name(0x2405e07)), // errorOnly: boolean
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ed9b0d), x::Name(0x3344606)), // ovfDescriptor: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x356a303), x::Name(0x15f4815)), // vhp: OvfValidateHostParams
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
-        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
-        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1acdb14)), // spec: StorageDrsConfigSpec
-        x::FieldEntry::repeated(x::Name(0x3547810), x::Name(0x1d96113)), // vasaProviderInfo: VimVasaProviderInfo
-        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
-        x::FieldEntry::required(x::Name(0x2654b07), x::Name(0x2405e07)), // deleted: boolean
-        x::FieldEntry::optional(x::Name(0x333f909), x::Name(0x2405e07)), // stretched: boolean
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x285f511), x::Name(0xc78810)), // failoverNodeInfo1: FailoverNodeInfo
-        x::FieldEntry::optional(x::Name(0x2860711), x::Name(0xc78810)), // failoverNodeInfo2: FailoverNodeInfo
-        x::FieldEntry::optional(x::Name(0x36f6c0f), x::Name(0x22baf0f)), // witnessNodeInfo: WitnessNodeInfo
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::required(x::Name(0x2f17409), x::Name(0x3344606)), // passiveIp: string
-        x::FieldEntry::required(x::Name(0x36f4f09), x::Name(0x3344606)), // witnessIp: string
-        x::FieldEntry::required(x::Name(0x2f15e15), x::Name(0x1602919)), // passiveDeploymentSpec: PassiveNodeDeploymentSpec
-        x::FieldEntry::required(x::Name(0x36f3915), x::Name(0x14fa112)), // witnessDeploymentSpec: NodeDeploymentSpec
-        x::FieldEntry::required(x::Name(0x22e980c), x::Name(0x1a9b30e)), // activeVcSpec: SourceNodeSpec
-        x::FieldEntry::optional(x::Name(0x22e8215), x::Name(0x738118)), // activeVcNetworkConfig: ClusterNetworkConfigSpec
-        x::FieldEntry::required(x::Name(0x318250b), x::Name(0x1d8c816)), // runtimeInfo: VchaClusterRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x29a1b0e), x::Name(0x13d2d12)), // healthMessages: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x22f2115), x::Name(0x13d2d12)), // additionalInformation: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x36f5912), x::Name(0x14fb40f)), // witnessNetworkSpec: NodeNetworkSpec
-        x::FieldEntry::required(x::Name(0x2f17e12), x::Name(0x1604316)), // passiveNetworkSpec: PassiveNodeNetworkSpec
-        x::FieldEntry::required(x::Name(0x24b1b0c), x::Name(0x3344606)), // clusterState: string
-        x::FieldEntry::repeated(x::Name(0x2da4708), x::Name(0x1d8fd13)), // nodeInfo: VchaNodeRuntimeInfo
-        x::FieldEntry::required(x::Name(0x24a880b), x::Name(0x3344606)), // clusterMode: string
-        x::FieldEntry::required(x::Name(0x2da6909), x::Name(0x3344606)), // nodeState: string
-        x::FieldEntry::required(x::Name(0x2da6008), x::Name(0x3344606)), // nodeRole: string
-        x::FieldEntry::required(x::Name(0x2da5006), x::Name(0x3344606)), // nodeIp: string
-        x::FieldEntry::optional(x::Name(0x3477103), x::Name(0x3344606)), // uid: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x31d2715), x::Name(0x3344606)), // selfSignedCertificate: string
-        x::FieldEntry::optional(x::Name(0x3568d0b), x::Name(0x1d99220)), // vhostConfig: VimVasaProviderVirtualHostConfig
-        x::FieldEntry::optional(x::Name(0x3561209), x::Name(0x2a94603)), // versionId: int
-        x::FieldEntry::required(x::Name(0x302d408), x::Name(0x1d9510f)), // provider: VimVasaProvider
-        x::FieldEntry::repeated(x::Name(0x236ad0a), x::Name(0x1d9751c)), // arrayState: VimVasaProviderStatePerArray
-        x::FieldEntry::required(x::Name(0x2ff4008), x::Name(0x2a94603)), // priority: int
-        x::FieldEntry::required(x::Name(0x2369707), x::Name(0x3344606)), // arrayId: string
-        x::FieldEntry::required(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
-        x::FieldEntry::optional(x::Name(0x3569909), x::Name(0x3344606)), // vhostName: string
-        x::FieldEntry::required(x::Name(0x31f170b), x::Name(0x3344606)), // serviceHost: string
-        x::FieldEntry::optional(x::Name(0x31f640b), x::Name(0x2a94603)), // servicePort: int
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x351580e), x::Name(0x1cbc60e)), // vAppConfigSpec: VAppConfigSpec
-        x::FieldEntry::required(x::Name(0x313bc10), x::Name(0x191bc12)), // resourcePoolSpec: ResourceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x125360a)), // child: ImportSpec
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x268f711), x::Name(0x2405e07)), // destroyWithParent: boolean
-        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
-        x::FieldEntry::optional(x::Name(0x3516709), x::Name(0x1da2a13)), // vAppState: VirtualAppVAppState
-        x::FieldEntry::optional(x::Name(0x33a5609), x::Name(0x2405e07)), // suspended: boolean
-        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
-        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
-        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
-        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
-        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
-        x::FieldEntry::required(x::Name(0x241ee09), x::Name(0x2a94603)), // busNumber: int
-        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x2a94603)), // device: int
-        x::FieldEntry::required(x::Name(0x26b1c07), x::Name(0x12bb409)), // devices: IntOption
-        x::FieldEntry::repeated(x::Name(0x336790f), x::Name(0x3344606)), // supportedDevice: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::optional(x::Name(0x26a210a), x::Name(0x9cd80b)), // deviceInfo: Description
-        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dc2818)), // backing: VirtualDeviceBackingInfo
-        x::FieldEntry::optional(x::Name(0x2516c0b), x::Name(0x1dd3318)), // connectable: VirtualDeviceConnectInfo
-        x::FieldEntry::optional(x::Name(0x3242608), x::Name(0x1dc5c18)), // slotInfo: VirtualDeviceBusSlotInfo
-        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
-        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
-        x::FieldEntry::optional(x::Name(0x2e41108), x::Name(0x2a94603)), // numaNode: int
-        x::FieldEntry::optional(x::Name(0x269ce0f), x::Name(0x1ddef1c)), // deviceGroupInfo: VirtualDeviceDeviceGroupInfo
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x1dd1220)), // operation: VirtualDeviceConfigSpecOperation
-        x::FieldEntry::optional(x::Name(0x289de0d), x::Name(0x1dced24)), // fileOperation: VirtualDeviceConfigSpecFileOperation
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dca822)), // backing: VirtualDeviceConfigSpecBackingSpec
-        x::FieldEntry::repeated(x::Name(0x28ae40a), x::Name(0x1e9ba27)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::optional(x::Name(0x245f90a), x::Name(0x3344606)), // changeMode: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1dca822)), // parent: VirtualDeviceConfigSpecBackingSpec
-        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
-        x::FieldEntry::optional(x::Name(0x2cac40e), x::Name(0x3344606)), // migrateConnect: string
-        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x2405e07)), // startConnected: boolean
-        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x2405e07)), // allowGuestControl: boolean
-        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
-        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x5c290a)), // startConnected: BoolOption
-        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x5c290a)), // allowGuestControl: BoolOption
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
-        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
-        x::FieldEntry::required(x::Name(0x2932710), x::Name(0x2a94603)), // groupInstanceKey: int
-        x::FieldEntry::required(x::Name(0x31dd90a), x::Name(0x2a94603)), // sequenceId: int
-        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
-        x::FieldEntry::optional(x::Name(0x289cb12), x::Name(0x65700c)), // fileNameExtensions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::optional(x::Name(0x251520d), x::Name(0x1dd941a)), // connectOption: VirtualDeviceConnectOption
-        x::FieldEntry::optional(x::Name(0x241f80d), x::Name(0x1dc751a)), // busSlotOption: VirtualDeviceBusSlotOption
-        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
-        x::FieldEntry::optional(x::Name(0x239d514), x::Name(0x5c290a)), // autoAssignController: BoolOption
-        x::FieldEntry::repeated(x::Name(0x23d3b0d), x::Name(0x1dc411a)), // backingOption: VirtualDeviceBackingOption
-        x::FieldEntry::optional(x::Name(0x2624a19), x::Name(0x2a94603)), // defaultBackingOptionIndex: int
-        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
-        x::FieldEntry::required(x::Name(0x2666c0a), x::Name(0x2405e07)), // deprecated: boolean
-        x::FieldEntry::required(x::Name(0x2f78a0b), x::Name(0x2405e07)), // plugAndPlay: boolean
-        x::FieldEntry::optional(x::Name(0x2a15112), x::Name(0x2405e07)), // hotRemoveSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2e41a0d), x::Name(0x2405e07)), // numaSupported: boolean
-        x::FieldEntry::required(x::Name(0x2f2b60d), x::Name(0x2a94603)), // pciSlotNumber: int
-        x::FieldEntry::required(x::Name(0x2f72908), x::Name(0x3344606)), // pipeName: string
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
-        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
-        x::FieldEntry::required(x::Name(0x31f960a), x::Name(0x3344606)), // serviceURI: string
-        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x3344606)), // direction: string
-        x::FieldEntry::optional(x::Name(0x3038408), x::Name(0x3344606)), // proxyURI: string
-        x::FieldEntry::required(x::Name(0x26d780a), x::Name(0x65700c)), // directions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x2be5304)), // capacityInKB: long
-        x::FieldEntry::optional(x::Name(0x244260f), x::Name(0x2be5304)), // capacityInBytes: long
-        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
-        x::FieldEntry::optional(x::Name(0x3327c13), x::Name(0x1af3517)), // storageIOAllocation: StorageIOAllocationInfo
-        x::FieldEntry::optional(x::Name(0x271180c), x::Name(0x3344606)), // diskObjectId: string
-        x::FieldEntry::optional(x::Name(0x351bf15), x::Name(0x1e3f120)), // vFlashCacheConfigInfo: VirtualDiskVFlashCacheConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2ad2b08), x::Name(0x3344606)), // iofilter: string
-        x::FieldEntry::optional(x::Name(0x3519407), x::Name(0x1243a02)), // vDiskId: ID
-        x::FieldEntry::optional(x::Name(0x3519c0c), x::Name(0x2a94603)), // vDiskVersion: int
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x2d21c1a), x::Name(0x2405e07)), // nativeUnmanagedLinkedClone: boolean
-        x::FieldEntry::repeated(x::Name(0x2a64212), x::Name(0x1e9ba27)), // independentFilters: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::optional(x::Name(0x295400d), x::Name(0x2405e07)), // guestReadOnly: boolean
-        x::FieldEntry::optional(x::Name(0x2700614), x::Name(0x3344606)), // diskChainBrokenIssue: string
-        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x2cab70c), x::Name(0x2405e07)), // migrateCache: boolean
-        x::FieldEntry::required(x::Name(0x260140d), x::Name(0x3344606)), // datastoreType: string
-        x::FieldEntry::required(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0991e)), // parent: VirtualDiskFlatVer1BackingInfo
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x2405e07)), // thinProvisioned: boolean
-        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x2405e07)), // eagerlyScrub: boolean
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0d91e)), // parent: VirtualDiskFlatVer2BackingInfo
-        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
-        x::FieldEntry::optional(x::Name(0x2658416), x::Name(0x3344606)), // deltaDiskFormatVariant: string
-        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x5c290a)), // thinProvisioned: BoolOption
-        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x5c290a)), // eagerlyScrub: BoolOption
-        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
-        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x367030a), x::Name(0x3344606)), // volumeUUID: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
-        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x13e720a)), // capacityInKB: LongOption
-        x::FieldEntry::optional(x::Name(0x2ac4b12), x::Name(0x1af4d19)), // ioAllocationOption: StorageIOAllocationOption
-        x::FieldEntry::optional(x::Name(0x351d517), x::Name(0x1e1a728)), // vFlashCacheConfigOption: VirtualDiskOptionVFlashCacheConfigOption
-        x::FieldEntry::required(x::Name(0x2430014), x::Name(0x65700c)), // cacheConsistencyType: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2431509), x::Name(0x65700c)), // cacheMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x311a40f), x::Name(0x13e720a)), // reservationInMB: LongOption
-        x::FieldEntry::required(x::Name(0x23fe80d), x::Name(0x13e720a)), // blockSizeInKB: LongOption
-        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
-        x::FieldEntry::optional(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
-        x::FieldEntry::optional(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x24cd311), x::Name(0x3344606)), // compatibilityMode: string
-        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e22c28)), // parent: VirtualDiskRawDiskMappingVer1BackingInfo
-        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
-        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
-        x::FieldEntry::optional(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x24cd311), x::Name(0x65700c)), // compatibilityMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x266c312), x::Name(0x3344606)), // descriptorFileName: string
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
-        x::FieldEntry::required(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::required(x::Name(0x271b80c), x::Name(0x3344606)), // diskRuleType: string
-        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e2f61e)), // parent: VirtualDiskSeSparseBackingInfo
-        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2922509), x::Name(0x2a94603)), // grainSize: int
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e34920)), // parent: VirtualDiskSparseVer1BackingInfo
-        x::FieldEntry::required(x::Name(0x270eb09), x::Name(0x65700c)), // diskModes: ChoiceOption
-        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e38d20)), // parent: VirtualDiskSparseVer2BackingInfo
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
-        x::FieldEntry::required(x::Name(0x22ead0b), x::Name(0x3344606)), // adapterType: string
-        x::FieldEntry::optional(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
-        x::FieldEntry::optional(x::Name(0x311a40f), x::Name(0x2be5304)), // reservationInMB: long
-        x::FieldEntry::optional(x::Name(0x2430014), x::Name(0x3344606)), // cacheConsistencyType: string
-        x::FieldEntry::optional(x::Name(0x2431509), x::Name(0x3344606)), // cacheMode: string
-        x::FieldEntry::optional(x::Name(0x23fe80d), x::Name(0x2be5304)), // blockSizeInKB: long
     ],
     values: &[
         x::Name(0x2daff04), // none
@@ -1117,115 +302,1687 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x27b4e1e), // encapsulatedRemoteMirrorSource
         x::Name(0x3232709), // singleLag
         x::Name(0x2d0480b), // multipleLag
-        x::Name(0x32c8906), // srcMac
-        x::Name(0x267b007), // destMac
-        x::Name(0x32c0f0a), // srcDestMac
-        x::Name(0x267a50a), // destIpVlan
-        x::Name(0x32c7f09), // srcIpVlan
-        x::Name(0x32c010d), // srcDestIpVlan
-        x::Name(0x267e80e), // destTcpUdpPort
-        x::Name(0x32cb50d), // srcTcpUdpPort
-        x::Name(0x32c1a11), // srcDestTcpUdpPort
-        x::Name(0x2677f10), // destIpTcpUdpPort
-        x::Name(0x32c5b0f), // srcIpTcpUdpPort
-        x::Name(0x32bd513), // srcDestIpTcpUdpPort
-        x::Name(0x2679014), // destIpTcpUdpPortVlan
-        x::Name(0x32c6b13), // srcIpTcpUdpPortVlan
-        x::Name(0x32be917), // srcDestIpTcpUdpPortVlan
-        x::Name(0x2677806), // destIp
-        x::Name(0x32c5505), // srcIp
-        x::Name(0x32bcb09), // srcDestIp
-        x::Name(0x35ac704), // vlan
-        x::Name(0x32c9009), // srcPortId
-        x::Name(0x2b8dc0f), // legacyFiltering
-        x::Name(0x326d708), // snooping
-        x::Name(0x22dba06), // active
-        x::Name(0x2f15607), // passive
-        x::Name(0x286ba04), // fast
-        x::Name(0x3244b04), // slow
-        x::Name(0x26fca04), // disk
-        x::Name(0x329bc0b), // sourceTests
-        x::Name(0x24ce512), // compatibilityTests
-        x::Name(0x26fcf16), // diskAccessibilityTests
-        x::Name(0x314230d), // resourceTests
-        x::Name(0x27af207), // enabled
-        x::Name(0x26e4608), // disabled
-        x::Name(0x2bf920b), // maintenance
-        x::Name(0x29aaf07), // healthy
-        x::Name(0x2650108), // degraded
-        x::Name(0x2b40f08), // isolated
-        x::Name(0x22dba06), // active
-        x::Name(0x2f15607), // passive
-        x::Name(0x36f3107), // witness
-        x::Name(0x34ba802), // up
-        x::Name(0x2748804), // down
-        x::Name(0x24fce0a), // configured
-        x::Name(0x2db9d0d), // notConfigured
-        x::Name(0x2aa9b07), // invalid
-        x::Name(0x2fde008), // prepared
-        x::Name(0x32f6607), // started
-        x::Name(0x331e307), // stopped
-        x::Name(0x32f7a08), // starting
-        x::Name(0x331eb08), // stopping
-        x::Name(0x284f604), // fail
-        x::Name(0x3237504), // skip
-        x::Name(0x2573006), // create
-        x::Name(0x268d807), // destroy
-        x::Name(0x30df307), // replace
-        x::Name(0x22eb903), // add
-        x::Name(0x30d8106), // remove
-        x::Name(0x278e604), // edit
-        x::Name(0x2514a07), // connect
-        x::Name(0x26f410a), // disconnect
-        x::Name(0x34ab005), // unset
-        x::Name(0x2e6e802), // ok
-        x::Name(0x30a4610), // recoverableError
-        x::Name(0x349f712), // unrecoverableError
-        x::Name(0x34b6407), // untried
-        x::Name(0x2b40b03), // iso
-        x::Name(0x28c9e03), // flp
-        x::Name(0x362f604), // vmdk
-        x::Name(0x2760103), // dsk
-        x::Name(0x3067003), // rdm
-        x::Name(0x31dff06), // server
-        x::Name(0x2494a06), // client
-        x::Name(0x2a30003), // ide
-        x::Name(0x241e508), // busLogic
-        x::Name(0x2bece08), // lsiLogic
-        x::Name(0x3597f0b), // virtualMode
-        x::Name(0x2f6990c), // physicalMode
-        x::Name(0x30ab20d), // redoLogFormat
-        x::Name(0x2d1e80c), // nativeFormat
-        x::Name(0x31b300e), // seSparseFormat
-        x::Name(0x363a011), // vmfsSparseVariant
-        x::Name(0x368d411), // vsanSparseVariant
-        x::Name(0x2da0307), // noIssue
-        x::Name(0x248f30b), // cidMismatch
-        x::Name(0x2f4c30a), // persistent
-        x::Name(0x2db0f0d), // nonpersistent
-        x::Name(0x347f208), // undoable
-        x::Name(0x2a68916), // independent_persistent
-        x::Name(0x2a66f19), // independent_nonpersistent
-        x::Name(0x2356c06), // append
-        x::Name(0x2308a08), // affinity
-        x::Name(0x234780c), // antiAffinity
-        x::Name(0x26e4608), // disabled
-        x::Name(0x322520b), // sharingNone
-        x::Name(0x3223f12), // sharingMultiWriter
-        x::Name(0x2fcd50c), // preallocated
-        x::Name(0x3403004), // thin
-        x::Name(0x31b1108), // seSparse
-        x::Name(0x3067003), // rdm
-        x::Name(0x3069304), // rdmp
-        x::Name(0x3063603), // raw
-        x::Name(0x2655305), // delta
-        x::Name(0x32b1b09), // sparse2Gb
-        x::Name(0x3402708), // thick2Gb
-        x::Name(0x278af10), // eagerZeroedThick
-        x::Name(0x32b3a10), // sparseMonolithic
-        x::Name(0x28c610e), // flatMonolithic
-        x::Name(0x3402105), // thick
-        x::Name(0x3345f06), // strong
-        x::Name(0x36bf504), // weak
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    VASAStorageArray(Box<VASAStorageArray>),
+    VASAStorageArrayDiscoveryFcTransport(Box<VASAStorageArrayDiscoveryFcTransport>),
+    VASAStorageArrayDiscoveryIpTransport(Box<VASAStorageArrayDiscoveryIpTransport>),
+    VASAStorageArrayDiscoverySvcInfo(Box<VASAStorageArrayDiscoverySvcInfo>),
+    VAppAutoStartAction(Box<VAppAutoStartAction>),
+    VAppCloneSpec(Box<VAppCloneSpec>),
+    VAppCloneSpecNetworkMappingPair(Box<VAppCloneSpecNetworkMappingPair>),
+    VAppCloneSpecProvisioningType(Box<VAppCloneSpecProvisioningType>),
+    VAppCloneSpecResourceMap(Box<VAppCloneSpecResourceMap>),
+    VAppConfigFault(Box<VAppConfigFault>),
+    VAppConfigInfo(Box<VAppConfigInfo>),
+    VAppConfigSpec(Box<VAppConfigSpec>),
+    VAppEntityConfigInfo(Box<VAppEntityConfigInfo>),
+    VAppIPAssignmentInfo(Box<VAppIPAssignmentInfo>),
+    VAppIPAssignmentInfoAllocationSchemes(Box<VAppIPAssignmentInfoAllocationSchemes>),
+    VAppIPAssignmentInfoIpAllocationPolicy(Box<VAppIPAssignmentInfoIpAllocationPolicy>),
+    VAppIPAssignmentInfoProtocols(Box<VAppIPAssignmentInfoProtocols>),
+    VAppNotRunning(Box<VAppNotRunning>),
+    VAppOperationInProgress(Box<VAppOperationInProgress>),
+    VAppOvfSectionInfo(Box<VAppOvfSectionInfo>),
+    VAppOvfSectionSpec(Box<VAppOvfSectionSpec>),
+    VAppProductInfo(Box<VAppProductInfo>),
+    VAppProductSpec(Box<VAppProductSpec>),
+    VAppPropertyFault(Box<VAppPropertyFault>),
+    VAppPropertyInfo(Box<VAppPropertyInfo>),
+    VAppPropertySpec(Box<VAppPropertySpec>),
+    VAppTaskInProgress(Box<VAppTaskInProgress>),
+    VFlashCacheHotConfigNotSupported(Box<VFlashCacheHotConfigNotSupported>),
+    VFlashModuleNotSupported(Box<VFlashModuleNotSupported>),
+    VFlashModuleNotSupportedReason(Box<VFlashModuleNotSupportedReason>),
+    VFlashModuleVersionIncompatible(Box<VFlashModuleVersionIncompatible>),
+    VMFSDatastoreCreatedEvent(Box<VMFSDatastoreCreatedEvent>),
+    VMFSDatastoreExpandedEvent(Box<VMFSDatastoreExpandedEvent>),
+    VMFSDatastoreExtendedEvent(Box<VMFSDatastoreExtendedEvent>),
+    VMINotSupported(Box<VMINotSupported>),
+    VMOnConflictDVPort(Box<VMOnConflictDVPort>),
+    VMOnVirtualIntranet(Box<VMOnVirtualIntranet>),
+    VMotionAcrossNetworkNotSupported(Box<VMotionAcrossNetworkNotSupported>),
+    VMotionCompatibilityType(Box<VMotionCompatibilityType>),
+    VMotionInterfaceIssue(Box<VMotionInterfaceIssue>),
+    VMotionLicenseExpiredEvent(Box<VMotionLicenseExpiredEvent>),
+    VMotionLinkCapacityLow(Box<VMotionLinkCapacityLow>),
+    VMotionLinkDown(Box<VMotionLinkDown>),
+    VMotionNotConfigured(Box<VMotionNotConfigured>),
+    VMotionNotLicensed(Box<VMotionNotLicensed>),
+    VMotionNotSupported(Box<VMotionNotSupported>),
+    VMotionProtocolIncompatible(Box<VMotionProtocolIncompatible>),
+    VMwareDVSConfigInfo(Box<VMwareDVSConfigInfo>),
+    VMwareDVSConfigSpec(Box<VMwareDVSConfigSpec>),
+    VMwareDVSFeatureCapability(Box<VMwareDVSFeatureCapability>),
+    VMwareDVSHealthCheckCapability(Box<VMwareDVSHealthCheckCapability>),
+    VMwareDVSHealthCheckConfig(Box<VMwareDVSHealthCheckConfig>),
+    VMwareDVSMtuHealthCheckResult(Box<VMwareDVSMtuHealthCheckResult>),
+    VMwareDVSPortSetting(Box<VMwareDVSPortSetting>),
+    VMwareDVSPortgroupPolicy(Box<VMwareDVSPortgroupPolicy>),
+    VMwareDVSPvlanConfigSpec(Box<VMwareDVSPvlanConfigSpec>),
+    VMwareDVSPvlanMapEntry(Box<VMwareDVSPvlanMapEntry>),
+    VMwareDVSTeamingHealthCheckConfig(Box<VMwareDVSTeamingHealthCheckConfig>),
+    VMwareDVSTeamingHealthCheckResult(Box<VMwareDVSTeamingHealthCheckResult>),
+    VMwareDVSTeamingMatchStatus(Box<VMwareDVSTeamingMatchStatus>),
+    VMwareDVSVlanHealthCheckResult(Box<VMwareDVSVlanHealthCheckResult>),
+    VMwareDVSVlanMtuHealthCheckConfig(Box<VMwareDVSVlanMtuHealthCheckConfig>),
+    VMwareDVSVspanCapability(Box<VMwareDVSVspanCapability>),
+    VMwareDVSVspanConfigSpec(Box<VMwareDVSVspanConfigSpec>),
+    VMwareDVSVspanSessionEncapType(Box<VMwareDVSVspanSessionEncapType>),
+    VMwareDVSVspanSessionType(Box<VMwareDVSVspanSessionType>),
+    VMwareDvsDpuCapability(Box<VMwareDvsDpuCapability>),
+    VMwareDvsIpfixCapability(Box<VMwareDvsIpfixCapability>),
+    VMwareDvsLacpApiVersion(Box<VMwareDvsLacpApiVersion>),
+    VMwareDvsLacpCapability(Box<VMwareDvsLacpCapability>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VASAStorageArray(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VASAStorageArrayDiscoveryFcTransport(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VASAStorageArrayDiscoveryIpTransport(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VASAStorageArrayDiscoverySvcInfo(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppAutoStartAction(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpec(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecNetworkMappingPair(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecProvisioningType(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecResourceMap(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigFault(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigInfo(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigSpec(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppEntityConfigInfo(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfo(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoAllocationSchemes(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoIpAllocationPolicy(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoProtocols(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppNotRunning(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOperationInProgress(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOvfSectionInfo(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOvfSectionSpec(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppProductInfo(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppProductSpec(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertyFault(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertyInfo(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertySpec(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppTaskInProgress(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashCacheHotConfigNotSupported(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleNotSupported(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleNotSupportedReason(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleVersionIncompatible(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreExpandedEvent(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreExtendedEvent(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMINotSupported(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMOnConflictDVPort(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMOnVirtualIntranet(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionAcrossNetworkNotSupported(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionCompatibilityType(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionInterfaceIssue(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLinkCapacityLow(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLinkDown(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotConfigured(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotLicensed(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotSupported(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionProtocolIncompatible(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSConfigInfo(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSConfigSpec(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSFeatureCapability(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSHealthCheckCapability(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSMtuHealthCheckResult(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPortSetting(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPortgroupPolicy(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPvlanConfigSpec(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPvlanMapEntry(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingHealthCheckResult(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingMatchStatus(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVlanHealthCheckResult(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVlanMtuHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanCapability(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanConfigSpec(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanSessionEncapType(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanSessionType(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsDpuCapability(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsIpfixCapability(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpApiVersion(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpCapability(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::VASAStorageArray(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VASAStorageArrayDiscoveryFcTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VASAStorageArrayDiscoveryIpTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VASAStorageArrayDiscoverySvcInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppAutoStartAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppCloneSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppCloneSpecNetworkMappingPair(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppCloneSpecProvisioningType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppCloneSpecResourceMap(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppEntityConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppIPAssignmentInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppIPAssignmentInfoAllocationSchemes(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppIPAssignmentInfoProtocols(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppNotRunning(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppOperationInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppOvfSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppOvfSectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppProductInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppPropertyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppPropertyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppPropertySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VAppTaskInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VFlashCacheHotConfigNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VFlashModuleNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VFlashModuleNotSupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VFlashModuleVersionIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMFSDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMFSDatastoreExpandedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMFSDatastoreExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMINotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMOnConflictDVPort(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMOnVirtualIntranet(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionAcrossNetworkNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionCompatibilityType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionInterfaceIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionLinkCapacityLow(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionLinkDown(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionNotConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionNotLicensed(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMotionProtocolIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSHealthCheckCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSMtuHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSPortSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSPortgroupPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSPvlanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSPvlanMapEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSTeamingHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSTeamingHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSTeamingMatchStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSVlanHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSVlanMtuHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSVspanCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSVspanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSVspanSessionEncapType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDVSVspanSessionType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsDpuCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsIpfixCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsLacpApiVersion(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsLacpCapability(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::VASAStorageArray(a), Object::VASAStorageArray(b)) => **a == **b,
+            (Object::VASAStorageArrayDiscoveryFcTransport(a), Object::VASAStorageArrayDiscoveryFcTransport(b)) => **a == **b,
+            (Object::VASAStorageArrayDiscoveryIpTransport(a), Object::VASAStorageArrayDiscoveryIpTransport(b)) => **a == **b,
+            (Object::VASAStorageArrayDiscoverySvcInfo(a), Object::VASAStorageArrayDiscoverySvcInfo(b)) => **a == **b,
+            (Object::VAppAutoStartAction(a), Object::VAppAutoStartAction(b)) => **a == **b,
+            (Object::VAppCloneSpec(a), Object::VAppCloneSpec(b)) => **a == **b,
+            (Object::VAppCloneSpecNetworkMappingPair(a), Object::VAppCloneSpecNetworkMappingPair(b)) => **a == **b,
+            (Object::VAppCloneSpecProvisioningType(a), Object::VAppCloneSpecProvisioningType(b)) => **a == **b,
+            (Object::VAppCloneSpecResourceMap(a), Object::VAppCloneSpecResourceMap(b)) => **a == **b,
+            (Object::VAppConfigFault(a), Object::VAppConfigFault(b)) => **a == **b,
+            (Object::VAppConfigInfo(a), Object::VAppConfigInfo(b)) => **a == **b,
+            (Object::VAppConfigSpec(a), Object::VAppConfigSpec(b)) => **a == **b,
+            (Object::VAppEntityConfigInfo(a), Object::VAppEntityConfigInfo(b)) => **a == **b,
+            (Object::VAppIPAssignmentInfo(a), Object::VAppIPAssignmentInfo(b)) => **a == **b,
+            (Object::VAppIPAssignmentInfoAllocationSchemes(a), Object::VAppIPAssignmentInfoAllocationSchemes(b)) => **a == **b,
+            (Object::VAppIPAssignmentInfoIpAllocationPolicy(a), Object::VAppIPAssignmentInfoIpAllocationPolicy(b)) => **a == **b,
+            (Object::VAppIPAssignmentInfoProtocols(a), Object::VAppIPAssignmentInfoProtocols(b)) => **a == **b,
+            (Object::VAppNotRunning(a), Object::VAppNotRunning(b)) => **a == **b,
+            (Object::VAppOperationInProgress(a), Object::VAppOperationInProgress(b)) => **a == **b,
+            (Object::VAppOvfSectionInfo(a), Object::VAppOvfSectionInfo(b)) => **a == **b,
+            (Object::VAppOvfSectionSpec(a), Object::VAppOvfSectionSpec(b)) => **a == **b,
+            (Object::VAppProductInfo(a), Object::VAppProductInfo(b)) => **a == **b,
+            (Object::VAppProductSpec(a), Object::VAppProductSpec(b)) => **a == **b,
+            (Object::VAppPropertyFault(a), Object::VAppPropertyFault(b)) => **a == **b,
+            (Object::VAppPropertyInfo(a), Object::VAppPropertyInfo(b)) => **a == **b,
+            (Object::VAppPropertySpec(a), Object::VAppPropertySpec(b)) => **a == **b,
+            (Object::VAppTaskInProgress(a), Object::VAppTaskInProgress(b)) => **a == **b,
+            (Object::VFlashCacheHotConfigNotSupported(a), Object::VFlashCacheHotConfigNotSupported(b)) => **a == **b,
+            (Object::VFlashModuleNotSupported(a), Object::VFlashModuleNotSupported(b)) => **a == **b,
+            (Object::VFlashModuleNotSupportedReason(a), Object::VFlashModuleNotSupportedReason(b)) => **a == **b,
+            (Object::VFlashModuleVersionIncompatible(a), Object::VFlashModuleVersionIncompatible(b)) => **a == **b,
+            (Object::VMFSDatastoreCreatedEvent(a), Object::VMFSDatastoreCreatedEvent(b)) => **a == **b,
+            (Object::VMFSDatastoreExpandedEvent(a), Object::VMFSDatastoreExpandedEvent(b)) => **a == **b,
+            (Object::VMFSDatastoreExtendedEvent(a), Object::VMFSDatastoreExtendedEvent(b)) => **a == **b,
+            (Object::VMINotSupported(a), Object::VMINotSupported(b)) => **a == **b,
+            (Object::VMOnConflictDVPort(a), Object::VMOnConflictDVPort(b)) => **a == **b,
+            (Object::VMOnVirtualIntranet(a), Object::VMOnVirtualIntranet(b)) => **a == **b,
+            (Object::VMotionAcrossNetworkNotSupported(a), Object::VMotionAcrossNetworkNotSupported(b)) => **a == **b,
+            (Object::VMotionCompatibilityType(a), Object::VMotionCompatibilityType(b)) => **a == **b,
+            (Object::VMotionInterfaceIssue(a), Object::VMotionInterfaceIssue(b)) => **a == **b,
+            (Object::VMotionLicenseExpiredEvent(a), Object::VMotionLicenseExpiredEvent(b)) => **a == **b,
+            (Object::VMotionLinkCapacityLow(a), Object::VMotionLinkCapacityLow(b)) => **a == **b,
+            (Object::VMotionLinkDown(a), Object::VMotionLinkDown(b)) => **a == **b,
+            (Object::VMotionNotConfigured(a), Object::VMotionNotConfigured(b)) => **a == **b,
+            (Object::VMotionNotLicensed(a), Object::VMotionNotLicensed(b)) => **a == **b,
+            (Object::VMotionNotSupported(a), Object::VMotionNotSupported(b)) => **a == **b,
+            (Object::VMotionProtocolIncompatible(a), Object::VMotionProtocolIncompatible(b)) => **a == **b,
+            (Object::VMwareDVSConfigInfo(a), Object::VMwareDVSConfigInfo(b)) => **a == **b,
+            (Object::VMwareDVSConfigSpec(a), Object::VMwareDVSConfigSpec(b)) => **a == **b,
+            (Object::VMwareDVSFeatureCapability(a), Object::VMwareDVSFeatureCapability(b)) => **a == **b,
+            (Object::VMwareDVSHealthCheckCapability(a), Object::VMwareDVSHealthCheckCapability(b)) => **a == **b,
+            (Object::VMwareDVSHealthCheckConfig(a), Object::VMwareDVSHealthCheckConfig(b)) => **a == **b,
+            (Object::VMwareDVSMtuHealthCheckResult(a), Object::VMwareDVSMtuHealthCheckResult(b)) => **a == **b,
+            (Object::VMwareDVSPortSetting(a), Object::VMwareDVSPortSetting(b)) => **a == **b,
+            (Object::VMwareDVSPortgroupPolicy(a), Object::VMwareDVSPortgroupPolicy(b)) => **a == **b,
+            (Object::VMwareDVSPvlanConfigSpec(a), Object::VMwareDVSPvlanConfigSpec(b)) => **a == **b,
+            (Object::VMwareDVSPvlanMapEntry(a), Object::VMwareDVSPvlanMapEntry(b)) => **a == **b,
+            (Object::VMwareDVSTeamingHealthCheckConfig(a), Object::VMwareDVSTeamingHealthCheckConfig(b)) => **a == **b,
+            (Object::VMwareDVSTeamingHealthCheckResult(a), Object::VMwareDVSTeamingHealthCheckResult(b)) => **a == **b,
+            (Object::VMwareDVSTeamingMatchStatus(a), Object::VMwareDVSTeamingMatchStatus(b)) => **a == **b,
+            (Object::VMwareDVSVlanHealthCheckResult(a), Object::VMwareDVSVlanHealthCheckResult(b)) => **a == **b,
+            (Object::VMwareDVSVlanMtuHealthCheckConfig(a), Object::VMwareDVSVlanMtuHealthCheckConfig(b)) => **a == **b,
+            (Object::VMwareDVSVspanCapability(a), Object::VMwareDVSVspanCapability(b)) => **a == **b,
+            (Object::VMwareDVSVspanConfigSpec(a), Object::VMwareDVSVspanConfigSpec(b)) => **a == **b,
+            (Object::VMwareDVSVspanSessionEncapType(a), Object::VMwareDVSVspanSessionEncapType(b)) => **a == **b,
+            (Object::VMwareDVSVspanSessionType(a), Object::VMwareDVSVspanSessionType(b)) => **a == **b,
+            (Object::VMwareDvsDpuCapability(a), Object::VMwareDvsDpuCapability(b)) => **a == **b,
+            (Object::VMwareDvsIpfixCapability(a), Object::VMwareDvsIpfixCapability(b)) => **a == **b,
+            (Object::VMwareDvsLacpApiVersion(a), Object::VMwareDvsLacpApiVersion(b)) => **a == **b,
+            (Object::VMwareDvsLacpCapability(a), Object::VMwareDvsLacpCapability(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::VASAStorageArray(v) => Object::VASAStorageArray(Box::new((**v).clone())),
+            Object::VASAStorageArrayDiscoveryFcTransport(v) => Object::VASAStorageArrayDiscoveryFcTransport(Box::new((**v).clone())),
+            Object::VASAStorageArrayDiscoveryIpTransport(v) => Object::VASAStorageArrayDiscoveryIpTransport(Box::new((**v).clone())),
+            Object::VASAStorageArrayDiscoverySvcInfo(v) => Object::VASAStorageArrayDiscoverySvcInfo(Box::new((**v).clone())),
+            Object::VAppAutoStartAction(v) => Object::VAppAutoStartAction(Box::new((**v).clone())),
+            Object::VAppCloneSpec(v) => Object::VAppCloneSpec(Box::new((**v).clone())),
+            Object::VAppCloneSpecNetworkMappingPair(v) => Object::VAppCloneSpecNetworkMappingPair(Box::new((**v).clone())),
+            Object::VAppCloneSpecProvisioningType(v) => Object::VAppCloneSpecProvisioningType(Box::new((**v).clone())),
+            Object::VAppCloneSpecResourceMap(v) => Object::VAppCloneSpecResourceMap(Box::new((**v).clone())),
+            Object::VAppConfigFault(v) => Object::VAppConfigFault(Box::new((**v).clone())),
+            Object::VAppConfigInfo(v) => Object::VAppConfigInfo(Box::new((**v).clone())),
+            Object::VAppConfigSpec(v) => Object::VAppConfigSpec(Box::new((**v).clone())),
+            Object::VAppEntityConfigInfo(v) => Object::VAppEntityConfigInfo(Box::new((**v).clone())),
+            Object::VAppIPAssignmentInfo(v) => Object::VAppIPAssignmentInfo(Box::new((**v).clone())),
+            Object::VAppIPAssignmentInfoAllocationSchemes(v) => Object::VAppIPAssignmentInfoAllocationSchemes(Box::new((**v).clone())),
+            Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Object::VAppIPAssignmentInfoIpAllocationPolicy(Box::new((**v).clone())),
+            Object::VAppIPAssignmentInfoProtocols(v) => Object::VAppIPAssignmentInfoProtocols(Box::new((**v).clone())),
+            Object::VAppNotRunning(v) => Object::VAppNotRunning(Box::new((**v).clone())),
+            Object::VAppOperationInProgress(v) => Object::VAppOperationInProgress(Box::new((**v).clone())),
+            Object::VAppOvfSectionInfo(v) => Object::VAppOvfSectionInfo(Box::new((**v).clone())),
+            Object::VAppOvfSectionSpec(v) => Object::VAppOvfSectionSpec(Box::new((**v).clone())),
+            Object::VAppProductInfo(v) => Object::VAppProductInfo(Box::new((**v).clone())),
+            Object::VAppProductSpec(v) => Object::VAppProductSpec(Box::new((**v).clone())),
+            Object::VAppPropertyFault(v) => Object::VAppPropertyFault(Box::new((**v).clone())),
+            Object::VAppPropertyInfo(v) => Object::VAppPropertyInfo(Box::new((**v).clone())),
+            Object::VAppPropertySpec(v) => Object::VAppPropertySpec(Box::new((**v).clone())),
+            Object::VAppTaskInProgress(v) => Object::VAppTaskInProgress(Box::new((**v).clone())),
+            Object::VFlashCacheHotConfigNotSupported(v) => Object::VFlashCacheHotConfigNotSupported(Box::new((**v).clone())),
+            Object::VFlashModuleNotSupported(v) => Object::VFlashModuleNotSupported(Box::new((**v).clone())),
+            Object::VFlashModuleNotSupportedReason(v) => Object::VFlashModuleNotSupportedReason(Box::new((**v).clone())),
+            Object::VFlashModuleVersionIncompatible(v) => Object::VFlashModuleVersionIncompatible(Box::new((**v).clone())),
+            Object::VMFSDatastoreCreatedEvent(v) => Object::VMFSDatastoreCreatedEvent(Box::new((**v).clone())),
+            Object::VMFSDatastoreExpandedEvent(v) => Object::VMFSDatastoreExpandedEvent(Box::new((**v).clone())),
+            Object::VMFSDatastoreExtendedEvent(v) => Object::VMFSDatastoreExtendedEvent(Box::new((**v).clone())),
+            Object::VMINotSupported(v) => Object::VMINotSupported(Box::new((**v).clone())),
+            Object::VMOnConflictDVPort(v) => Object::VMOnConflictDVPort(Box::new((**v).clone())),
+            Object::VMOnVirtualIntranet(v) => Object::VMOnVirtualIntranet(Box::new((**v).clone())),
+            Object::VMotionAcrossNetworkNotSupported(v) => Object::VMotionAcrossNetworkNotSupported(Box::new((**v).clone())),
+            Object::VMotionCompatibilityType(v) => Object::VMotionCompatibilityType(Box::new((**v).clone())),
+            Object::VMotionInterfaceIssue(v) => Object::VMotionInterfaceIssue(Box::new((**v).clone())),
+            Object::VMotionLicenseExpiredEvent(v) => Object::VMotionLicenseExpiredEvent(Box::new((**v).clone())),
+            Object::VMotionLinkCapacityLow(v) => Object::VMotionLinkCapacityLow(Box::new((**v).clone())),
+            Object::VMotionLinkDown(v) => Object::VMotionLinkDown(Box::new((**v).clone())),
+            Object::VMotionNotConfigured(v) => Object::VMotionNotConfigured(Box::new((**v).clone())),
+            Object::VMotionNotLicensed(v) => Object::VMotionNotLicensed(Box::new((**v).clone())),
+            Object::VMotionNotSupported(v) => Object::VMotionNotSupported(Box::new((**v).clone())),
+            Object::VMotionProtocolIncompatible(v) => Object::VMotionProtocolIncompatible(Box::new((**v).clone())),
+            Object::VMwareDVSConfigInfo(v) => Object::VMwareDVSConfigInfo(Box::new((**v).clone())),
+            Object::VMwareDVSConfigSpec(v) => Object::VMwareDVSConfigSpec(Box::new((**v).clone())),
+            Object::VMwareDVSFeatureCapability(v) => Object::VMwareDVSFeatureCapability(Box::new((**v).clone())),
+            Object::VMwareDVSHealthCheckCapability(v) => Object::VMwareDVSHealthCheckCapability(Box::new((**v).clone())),
+            Object::VMwareDVSHealthCheckConfig(v) => Object::VMwareDVSHealthCheckConfig(Box::new((**v).clone())),
+            Object::VMwareDVSMtuHealthCheckResult(v) => Object::VMwareDVSMtuHealthCheckResult(Box::new((**v).clone())),
+            Object::VMwareDVSPortSetting(v) => Object::VMwareDVSPortSetting(Box::new((**v).clone())),
+            Object::VMwareDVSPortgroupPolicy(v) => Object::VMwareDVSPortgroupPolicy(Box::new((**v).clone())),
+            Object::VMwareDVSPvlanConfigSpec(v) => Object::VMwareDVSPvlanConfigSpec(Box::new((**v).clone())),
+            Object::VMwareDVSPvlanMapEntry(v) => Object::VMwareDVSPvlanMapEntry(Box::new((**v).clone())),
+            Object::VMwareDVSTeamingHealthCheckConfig(v) => Object::VMwareDVSTeamingHealthCheckConfig(Box::new((**v).clone())),
+            Object::VMwareDVSTeamingHealthCheckResult(v) => Object::VMwareDVSTeamingHealthCheckResult(Box::new((**v).clone())),
+            Object::VMwareDVSTeamingMatchStatus(v) => Object::VMwareDVSTeamingMatchStatus(Box::new((**v).clone())),
+            Object::VMwareDVSVlanHealthCheckResult(v) => Object::VMwareDVSVlanHealthCheckResult(Box::new((**v).clone())),
+            Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Object::VMwareDVSVlanMtuHealthCheckConfig(Box::new((**v).clone())),
+            Object::VMwareDVSVspanCapability(v) => Object::VMwareDVSVspanCapability(Box::new((**v).clone())),
+            Object::VMwareDVSVspanConfigSpec(v) => Object::VMwareDVSVspanConfigSpec(Box::new((**v).clone())),
+            Object::VMwareDVSVspanSessionEncapType(v) => Object::VMwareDVSVspanSessionEncapType(Box::new((**v).clone())),
+            Object::VMwareDVSVspanSessionType(v) => Object::VMwareDVSVspanSessionType(Box::new((**v).clone())),
+            Object::VMwareDvsDpuCapability(v) => Object::VMwareDvsDpuCapability(Box::new((**v).clone())),
+            Object::VMwareDvsIpfixCapability(v) => Object::VMwareDvsIpfixCapability(Box::new((**v).clone())),
+            Object::VMwareDvsLacpApiVersion(v) => Object::VMwareDvsLacpApiVersion(Box::new((**v).clone())),
+            Object::VMwareDvsLacpCapability(v) => Object::VMwareDvsLacpCapability(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::VASAStorageArray(_) => "VASAStorageArray",
+            Object::VASAStorageArrayDiscoveryFcTransport(_) => "VASAStorageArrayDiscoveryFcTransport",
+            Object::VASAStorageArrayDiscoveryIpTransport(_) => "VASAStorageArrayDiscoveryIpTransport",
+            Object::VASAStorageArrayDiscoverySvcInfo(_) => "VASAStorageArrayDiscoverySvcInfo",
+            Object::VAppAutoStartAction(_) => "VAppAutoStartAction",
+            Object::VAppCloneSpec(_) => "VAppCloneSpec",
+            Object::VAppCloneSpecNetworkMappingPair(_) => "VAppCloneSpecNetworkMappingPair",
+            Object::VAppCloneSpecProvisioningType(_) => "VAppCloneSpecProvisioningType",
+            Object::VAppCloneSpecResourceMap(_) => "VAppCloneSpecResourceMap",
+            Object::VAppConfigFault(_) => "VAppConfigFault",
+            Object::VAppConfigInfo(_) => "VAppConfigInfo",
+            Object::VAppConfigSpec(_) => "VAppConfigSpec",
+            Object::VAppEntityConfigInfo(_) => "VAppEntityConfigInfo",
+            Object::VAppIPAssignmentInfo(_) => "VAppIPAssignmentInfo",
+            Object::VAppIPAssignmentInfoAllocationSchemes(_) => "VAppIPAssignmentInfoAllocationSchemes",
+            Object::VAppIPAssignmentInfoIpAllocationPolicy(_) => "VAppIPAssignmentInfoIpAllocationPolicy",
+            Object::VAppIPAssignmentInfoProtocols(_) => "VAppIPAssignmentInfoProtocols",
+            Object::VAppNotRunning(_) => "VAppNotRunning",
+            Object::VAppOperationInProgress(_) => "VAppOperationInProgress",
+            Object::VAppOvfSectionInfo(_) => "VAppOvfSectionInfo",
+            Object::VAppOvfSectionSpec(_) => "VAppOvfSectionSpec",
+            Object::VAppProductInfo(_) => "VAppProductInfo",
+            Object::VAppProductSpec(_) => "VAppProductSpec",
+            Object::VAppPropertyFault(_) => "VAppPropertyFault",
+            Object::VAppPropertyInfo(_) => "VAppPropertyInfo",
+            Object::VAppPropertySpec(_) => "VAppPropertySpec",
+            Object::VAppTaskInProgress(_) => "VAppTaskInProgress",
+            Object::VFlashCacheHotConfigNotSupported(_) => "VFlashCacheHotConfigNotSupported",
+            Object::VFlashModuleNotSupported(_) => "VFlashModuleNotSupported",
+            Object::VFlashModuleNotSupportedReason(_) => "VFlashModuleNotSupportedReason",
+            Object::VFlashModuleVersionIncompatible(_) => "VFlashModuleVersionIncompatible",
+            Object::VMFSDatastoreCreatedEvent(_) => "VMFSDatastoreCreatedEvent",
+            Object::VMFSDatastoreExpandedEvent(_) => "VMFSDatastoreExpandedEvent",
+            Object::VMFSDatastoreExtendedEvent(_) => "VMFSDatastoreExtendedEvent",
+            Object::VMINotSupported(_) => "VMINotSupported",
+            Object::VMOnConflictDVPort(_) => "VMOnConflictDVPort",
+            Object::VMOnVirtualIntranet(_) => "VMOnVirtualIntranet",
+            Object::VMotionAcrossNetworkNotSupported(_) => "VMotionAcrossNetworkNotSupported",
+            Object::VMotionCompatibilityType(_) => "VMotionCompatibilityType",
+            Object::VMotionInterfaceIssue(_) => "VMotionInterfaceIssue",
+            Object::VMotionLicenseExpiredEvent(_) => "VMotionLicenseExpiredEvent",
+            Object::VMotionLinkCapacityLow(_) => "VMotionLinkCapacityLow",
+            Object::VMotionLinkDown(_) => "VMotionLinkDown",
+            Object::VMotionNotConfigured(_) => "VMotionNotConfigured",
+            Object::VMotionNotLicensed(_) => "VMotionNotLicensed",
+            Object::VMotionNotSupported(_) => "VMotionNotSupported",
+            Object::VMotionProtocolIncompatible(_) => "VMotionProtocolIncompatible",
+            Object::VMwareDVSConfigInfo(_) => "VMwareDVSConfigInfo",
+            Object::VMwareDVSConfigSpec(_) => "VMwareDVSConfigSpec",
+            Object::VMwareDVSFeatureCapability(_) => "VMwareDVSFeatureCapability",
+            Object::VMwareDVSHealthCheckCapability(_) => "VMwareDVSHealthCheckCapability",
+            Object::VMwareDVSHealthCheckConfig(_) => "VMwareDVSHealthCheckConfig",
+            Object::VMwareDVSMtuHealthCheckResult(_) => "VMwareDVSMtuHealthCheckResult",
+            Object::VMwareDVSPortSetting(_) => "VMwareDVSPortSetting",
+            Object::VMwareDVSPortgroupPolicy(_) => "VMwareDVSPortgroupPolicy",
+            Object::VMwareDVSPvlanConfigSpec(_) => "VMwareDVSPvlanConfigSpec",
+            Object::VMwareDVSPvlanMapEntry(_) => "VMwareDVSPvlanMapEntry",
+            Object::VMwareDVSTeamingHealthCheckConfig(_) => "VMwareDVSTeamingHealthCheckConfig",
+            Object::VMwareDVSTeamingHealthCheckResult(_) => "VMwareDVSTeamingHealthCheckResult",
+            Object::VMwareDVSTeamingMatchStatus(_) => "VMwareDVSTeamingMatchStatus",
+            Object::VMwareDVSVlanHealthCheckResult(_) => "VMwareDVSVlanHealthCheckResult",
+            Object::VMwareDVSVlanMtuHealthCheckConfig(_) => "VMwareDVSVlanMtuHealthCheckConfig",
+            Object::VMwareDVSVspanCapability(_) => "VMwareDVSVspanCapability",
+            Object::VMwareDVSVspanConfigSpec(_) => "VMwareDVSVspanConfigSpec",
+            Object::VMwareDVSVspanSessionEncapType(_) => "VMwareDVSVspanSessionEncapType",
+            Object::VMwareDVSVspanSessionType(_) => "VMwareDVSVspanSessionType",
+            Object::VMwareDvsDpuCapability(_) => "VMwareDvsDpuCapability",
+            Object::VMwareDvsIpfixCapability(_) => "VMwareDvsIpfixCapability",
+            Object::VMwareDvsLacpApiVersion(_) => "VMwareDvsLacpApiVersion",
+            Object::VMwareDvsLacpCapability(_) => "VMwareDvsLacpCapability",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::VASAStorageArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VASAStorageArrayDiscoveryFcTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VASAStorageArrayDiscoveryIpTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VASAStorageArrayDiscoverySvcInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppAutoStartAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppCloneSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppCloneSpecNetworkMappingPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppCloneSpecProvisioningType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppCloneSpecResourceMap(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppEntityConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppIPAssignmentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppIPAssignmentInfoAllocationSchemes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppIPAssignmentInfoProtocols(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppNotRunning(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppOperationInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppOvfSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppOvfSectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppProductInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppPropertyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppPropertyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppPropertySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VAppTaskInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VFlashCacheHotConfigNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VFlashModuleNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VFlashModuleNotSupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VFlashModuleVersionIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMFSDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMFSDatastoreExpandedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMFSDatastoreExtendedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMINotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMOnConflictDVPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMOnVirtualIntranet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionAcrossNetworkNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionCompatibilityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionInterfaceIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionLinkCapacityLow(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionLinkDown(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionNotConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionNotLicensed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMotionProtocolIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSHealthCheckCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSMtuHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSPortSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSPortgroupPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSPvlanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSPvlanMapEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSTeamingHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSTeamingHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSTeamingMatchStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSVlanHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSVlanMtuHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSVspanCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSVspanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSVspanSessionEncapType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDVSVspanSessionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsDpuCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsIpfixCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsLacpApiVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsLacpCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for VASAStorageArray {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VASAStorageArray(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VASAStorageArray(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VASAStorageArray(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VASAStorageArrayDiscoveryFcTransport {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VASAStorageArrayDiscoveryFcTransport(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VASAStorageArrayDiscoveryFcTransport(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VASAStorageArrayDiscoveryFcTransport(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VASAStorageArrayDiscoveryIpTransport {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VASAStorageArrayDiscoveryIpTransport(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VASAStorageArrayDiscoveryIpTransport(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VASAStorageArrayDiscoveryIpTransport(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VASAStorageArrayDiscoverySvcInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VASAStorageArrayDiscoverySvcInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VASAStorageArrayDiscoverySvcInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VASAStorageArrayDiscoverySvcInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppAutoStartAction {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppAutoStartAction(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppAutoStartAction(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppAutoStartAction(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppCloneSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppCloneSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppCloneSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppCloneSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppCloneSpecNetworkMappingPair {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppCloneSpecNetworkMappingPair(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppCloneSpecNetworkMappingPair(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppCloneSpecNetworkMappingPair(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppCloneSpecProvisioningType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppCloneSpecProvisioningType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppCloneSpecProvisioningType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppCloneSpecProvisioningType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppCloneSpecResourceMap {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppCloneSpecResourceMap(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppCloneSpecResourceMap(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppCloneSpecResourceMap(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppConfigFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppConfigFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppConfigFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppConfigFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppEntityConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppEntityConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppEntityConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppEntityConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppIPAssignmentInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppIPAssignmentInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppIPAssignmentInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppIPAssignmentInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppIPAssignmentInfoAllocationSchemes {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppIPAssignmentInfoAllocationSchemes(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppIPAssignmentInfoIpAllocationPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppIPAssignmentInfoIpAllocationPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppIPAssignmentInfoProtocols {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppIPAssignmentInfoProtocols(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppIPAssignmentInfoProtocols(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppIPAssignmentInfoProtocols(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppNotRunning {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppNotRunning(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppNotRunning(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppNotRunning(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppOperationInProgress {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppOperationInProgress(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppOperationInProgress(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppOperationInProgress(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppOvfSectionInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppOvfSectionInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppOvfSectionInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppOvfSectionInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppOvfSectionSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppOvfSectionSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppOvfSectionSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppOvfSectionSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppProductInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppProductInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppProductInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppProductInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppProductSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppProductSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppProductSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppProductSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppPropertyFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppPropertyFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppPropertyFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppPropertyFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppPropertyInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppPropertyInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppPropertyInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppPropertyInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppPropertySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppPropertySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppPropertySpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppPropertySpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VAppTaskInProgress {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VAppTaskInProgress(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VAppTaskInProgress(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VAppTaskInProgress(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VFlashCacheHotConfigNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VFlashCacheHotConfigNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VFlashCacheHotConfigNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VFlashCacheHotConfigNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VFlashModuleNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VFlashModuleNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VFlashModuleNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VFlashModuleNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VFlashModuleNotSupportedReason {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VFlashModuleNotSupportedReason(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VFlashModuleNotSupportedReason(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VFlashModuleNotSupportedReason(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VFlashModuleVersionIncompatible {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VFlashModuleVersionIncompatible(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VFlashModuleVersionIncompatible(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VFlashModuleVersionIncompatible(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMFSDatastoreCreatedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMFSDatastoreCreatedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMFSDatastoreCreatedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMFSDatastoreCreatedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMFSDatastoreExpandedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMFSDatastoreExpandedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMFSDatastoreExpandedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMFSDatastoreExpandedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMFSDatastoreExtendedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMFSDatastoreExtendedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMFSDatastoreExtendedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMFSDatastoreExtendedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMINotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMINotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMINotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMINotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMOnConflictDVPort {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMOnConflictDVPort(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMOnConflictDVPort(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMOnConflictDVPort(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMOnVirtualIntranet {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMOnVirtualIntranet(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMOnVirtualIntranet(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMOnVirtualIntranet(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionAcrossNetworkNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionAcrossNetworkNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionAcrossNetworkNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionAcrossNetworkNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionCompatibilityType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionCompatibilityType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionCompatibilityType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionCompatibilityType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionInterfaceIssue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionInterfaceIssue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionInterfaceIssue(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionInterfaceIssue(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionLicenseExpiredEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionLicenseExpiredEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionLicenseExpiredEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionLicenseExpiredEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionLinkCapacityLow {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionLinkCapacityLow(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionLinkCapacityLow(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionLinkCapacityLow(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionLinkDown {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionLinkDown(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionLinkDown(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionLinkDown(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionNotConfigured {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionNotConfigured(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionNotConfigured(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionNotConfigured(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionNotLicensed {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionNotLicensed(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionNotLicensed(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionNotLicensed(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMotionProtocolIncompatible {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMotionProtocolIncompatible(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMotionProtocolIncompatible(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMotionProtocolIncompatible(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSFeatureCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSFeatureCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSFeatureCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSFeatureCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSHealthCheckCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSHealthCheckCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSHealthCheckCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSHealthCheckCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSHealthCheckConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSHealthCheckConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSHealthCheckConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSHealthCheckConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSMtuHealthCheckResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSMtuHealthCheckResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSMtuHealthCheckResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSMtuHealthCheckResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSPortSetting {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSPortSetting(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSPortSetting(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSPortSetting(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSPortgroupPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSPortgroupPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSPortgroupPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSPortgroupPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSPvlanConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSPvlanConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSPvlanConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSPvlanConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSPvlanMapEntry {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSPvlanMapEntry(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSPvlanMapEntry(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSPvlanMapEntry(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSTeamingHealthCheckConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSTeamingHealthCheckConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSTeamingHealthCheckConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSTeamingHealthCheckConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSTeamingHealthCheckResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSTeamingHealthCheckResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSTeamingHealthCheckResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSTeamingHealthCheckResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSTeamingMatchStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSTeamingMatchStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSTeamingMatchStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSTeamingMatchStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSVlanHealthCheckResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSVlanHealthCheckResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSVlanHealthCheckResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSVlanHealthCheckResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSVlanMtuHealthCheckConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSVlanMtuHealthCheckConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSVspanCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSVspanCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSVspanCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSVspanCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSVspanConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSVspanConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSVspanConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSVspanConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSVspanSessionEncapType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSVspanSessionEncapType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSVspanSessionEncapType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSVspanSessionEncapType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDVSVspanSessionType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDVSVspanSessionType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDVSVspanSessionType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDVSVspanSessionType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsDpuCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsDpuCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsDpuCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsDpuCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsIpfixCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsIpfixCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsIpfixCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsIpfixCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsLacpApiVersion {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsLacpApiVersion(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsLacpApiVersion(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsLacpApiVersion(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsLacpCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsLacpCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsLacpCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsLacpCapability(v) => Ok(v), other => Err(other), }
+    }
+}

@@ -6,1178 +6,1912 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::enumeration(x::Name(0x1e44729), 0, 2), // VirtualDiskVFlashCacheConfigInfoCacheMode
-        x::TypeEntry::structure(x::Name(0x1e4710c), x::Name(0x1e4df13), 0, 0), // VirtualE1000: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x1e47e12), x::Name(0x1e6b719), 0, 0), // VirtualE1000Option: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x1e4910d), x::Name(0x1e4df13), 0, 0), // VirtualE1000e: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x1e49f13), x::Name(0x1e6b719), 0, 0), // VirtualE1000eOption: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x1e4b312), x::Name(0x20acf10), 0, 0), // VirtualEnsoniq1371: VirtualSoundCard
-        x::TypeEntry::structure(x::Name(0x1e4c618), x::Name(0x20b2616), 0, 0), // VirtualEnsoniq1371Option: VirtualSoundCardOption
-        x::TypeEntry::structure(x::Name(0x1e4df13), x::Name(0x1dc1a0d), 0, 7), // VirtualEthernetCard: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e4f326), x::Name(0x1dc411a), 7, 0), // VirtualEthernetCardDVPortBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e51a34), x::Name(0x1dc2818), 7, 1), // VirtualEthernetCardDistributedVirtualPortBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e54f2b), x::Name(0x1ddaf1e), 8, 0), // VirtualEthernetCardLegacyNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e57b2d), x::Name(0x1ddce20), 8, 0), // VirtualEthernetCardLegacyNetworkBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1e5a92a), 2, 3), // VirtualEthernetCardLegacyNetworkDeviceName
-        x::TypeEntry::enumeration(x::Name(0x1e5d41a), 5, 3), // VirtualEthernetCardMacType
-        x::TypeEntry::structure(x::Name(0x1e5ef25), x::Name(0x1ddaf1e), 8, 2), // VirtualEthernetCardNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e61527), x::Name(0x1ddce20), 10, 0), // VirtualEthernetCardNetworkBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e63d1f), x::Name(0x9fe612), 10, 0), // VirtualEthernetCardNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x1e65d2b), x::Name(0x1dc2818), 10, 2), // VirtualEthernetCardOpaqueNetworkBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e6892d), x::Name(0x1dc411a), 12, 0), // VirtualEthernetCardOpaqueNetworkBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e6b719), x::Name(0x1de6313), 12, 5), // VirtualEthernetCardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e6d125), x::Name(0xbb9c0b), 17, 3), // VirtualEthernetCardResourceAllocation: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e6f70d), x::Name(0x1dc1a0d), 20, 0), // VirtualFloppy: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e7051e), x::Name(0x1ddaf1e), 20, 0), // VirtualFloppyDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e72420), x::Name(0x1ddce20), 20, 0), // VirtualFloppyDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e7451d), x::Name(0x1de0c1c), 20, 0), // VirtualFloppyImageBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e7631f), x::Name(0x1de291e), 20, 0), // VirtualFloppyImageBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e78313), x::Name(0x1de6313), 20, 0), // VirtualFloppyOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e79724), x::Name(0x1decf24), 20, 0), // VirtualFloppyRemoteDeviceBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e7bc26), x::Name(0x1def426), 20, 0), // VirtualFloppyRemoteDeviceBackingOption: VirtualDeviceRemoteDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e7e30f), x::Name(0xbb9c0b), 20, 9), // VirtualHardware: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e7f321), x::Name(0x210340d), 29, 0), // VirtualHardwareCompatibilityIssue: VmConfigFault
-        x::TypeEntry::enumeration(x::Name(0x1e81520), 8, 2), // VirtualHardwareMotherboardLayout
-        x::TypeEntry::structure(x::Name(0x1e83615), x::Name(0xbb9c0b), 29, 28), // VirtualHardwareOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e84c22), x::Name(0x1e7f321), 57, 2), // VirtualHardwareVersionNotSupported: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x1e86f12), x::Name(0x20acf10), 59, 0), // VirtualHdAudioCard: VirtualSoundCard
-        x::TypeEntry::structure(x::Name(0x1e88218), x::Name(0x20b2616), 59, 0), // VirtualHdAudioCardOption: VirtualSoundCardOption
-        x::TypeEntry::structure(x::Name(0x1e89b14), x::Name(0x1dbf011), 59, 0), // VirtualIDEController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1e8b01a), x::Name(0x1dc0217), 59, 2), // VirtualIDEControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1e8cb0f), x::Name(0x1dc1a0d), 61, 0), // VirtualKeyboard: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e8db15), x::Name(0x1de6313), 61, 0), // VirtualKeyboardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e8f119), x::Name(0x207fe15), 61, 0), // VirtualLsiLogicController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1e90b1f), x::Name(0x208141b), 61, 0), // VirtualLsiLogicControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1e92b1c), x::Name(0x207fe15), 61, 0), // VirtualLsiLogicSASController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1e94822), x::Name(0x208141b), 61, 0), // VirtualLsiLogicSASControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1e97a1a), x::Name(0xbb9c0b), 61, 1), // VirtualMachineAffinityInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1e99524), 10, 3), // VirtualMachineAppHeartbeatStatusType
-        x::TypeEntry::structure(x::Name(0x1e9ba27), x::Name(0xbb9c0b), 62, 0), // VirtualMachineBaseIndependentFilterSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e9e219), x::Name(0xbb9c0b), 62, 7), // VirtualMachineBootOptions: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e9fc2c), x::Name(0x1ea2927), 69, 0), // VirtualMachineBootOptionsBootableCdromDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::structure(x::Name(0x1ea2927), x::Name(0xbb9c0b), 69, 0), // VirtualMachineBootOptionsBootableDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ea512b), x::Name(0x1ea2927), 69, 1), // VirtualMachineBootOptionsBootableDiskDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::structure(x::Name(0x1ea7d2f), x::Name(0x1ea2927), 70, 1), // VirtualMachineBootOptionsBootableEthernetDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::structure(x::Name(0x1eaad2d), x::Name(0x1ea2927), 71, 0), // VirtualMachineBootOptionsBootableFloppyDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::enumeration(x::Name(0x1eadb30), 13, 2), // VirtualMachineBootOptionsNetworkBootProtocolType
-        x::TypeEntry::structure(x::Name(0x1eb0c18), x::Name(0xbb9c0b), 71, 52), // VirtualMachineCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x1eb2517), x::Name(0x1fc7f18), 123, 1), // VirtualMachineCdromInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1eb3d1c), x::Name(0xbb9c0b), 124, 2), // VirtualMachineCertThumbprint: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1eb5a29), 15, 1), // VirtualMachineCertThumbprintHashAlgorithm
-        x::TypeEntry::structure(x::Name(0x1eb8417), x::Name(0xbb9c0b), 126, 8), // VirtualMachineCloneSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1eb9c29), 16, 2), // VirtualMachineCloneSpecTpmProvisionPolicy
-        x::TypeEntry::structure(x::Name(0x1ebc618), x::Name(0xbb9c0b), 134, 87), // VirtualMachineConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ebdf28), x::Name(0xbb9c0b), 221, 2), // VirtualMachineConfigInfoDatastoreUrlPair: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ec0823), 18, 3), // VirtualMachineConfigInfoNpivWwnType
-        x::TypeEntry::structure(x::Name(0x1ec2c24), x::Name(0xbb9c0b), 223, 2), // VirtualMachineConfigInfoOverheadInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ec5129), 21, 3), // VirtualMachineConfigInfoSwapPlacementType
-        x::TypeEntry::structure(x::Name(0x1ec7b1a), x::Name(0xbb9c0b), 225, 12), // VirtualMachineConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ec9624), x::Name(0xbb9c0b), 237, 7), // VirtualMachineConfigOptionDescriptor: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ecbb18), x::Name(0xbb9c0b), 244, 83), // VirtualMachineConfigSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ecd428), 24, 3), // VirtualMachineConfigSpecEncryptedFtModes
-        x::TypeEntry::enumeration(x::Name(0x1ecfd2d), 27, 3), // VirtualMachineConfigSpecEncryptedVMotionModes
-        x::TypeEntry::enumeration(x::Name(0x1ed2b21), 30, 4), // VirtualMachineConfigSpecNpivWwnOp
-        x::TypeEntry::structure(x::Name(0x1ed4d1b), x::Name(0xbb9c0b), 327, 21), // VirtualMachineConfigSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ed6918), x::Name(0xbb9c0b), 348, 3), // VirtualMachineConnection: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ed821d), 34, 5), // VirtualMachineConnectionState
-        x::TypeEntry::structure(x::Name(0x1eda020), x::Name(0xbb9c0b), 351, 3), // VirtualMachineConsolePreferences: DynamicData
-        x::TypeEntry::structure(x::Name(0x1edc124), x::Name(0xbb9c0b), 354, 2), // VirtualMachineContentLibraryItemInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ede61b), x::Name(0x57b40f), 356, 1), // VirtualMachineCpuIdInfoSpec: ArrayUpdateSpec
-        x::TypeEntry::enumeration(x::Name(0x1ee0219), 39, 2), // VirtualMachineCryptoState
-        x::TypeEntry::structure(x::Name(0x1ee1c1b), x::Name(0x1fc7f18), 357, 9), // VirtualMachineDatastoreInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1ee3823), x::Name(0xbb9c0b), 366, 2), // VirtualMachineDatastoreVolumeOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ee5c20), x::Name(0xbb9c0b), 368, 7), // VirtualMachineDefaultPowerOpInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ee7d20), x::Name(0x1f8db19), 375, 0), // VirtualMachineDefaultProfileSpec: VirtualMachineProfileSpec
-        x::TypeEntry::structure(x::Name(0x1ee9e20), x::Name(0x1f8db19), 375, 4), // VirtualMachineDefinedProfileSpec: VirtualMachineProfileSpec
-        x::TypeEntry::structure(x::Name(0x1eebf1f), x::Name(0xbb9c0b), 379, 2), // VirtualMachineDeviceRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1eedf31), x::Name(0xbb9c0b), 381, 0), // VirtualMachineDeviceRuntimeInfoDeviceRuntimeState: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ef113e), x::Name(0x1eedf31), 381, 10), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
-        x::TypeEntry::enumeration(x::Name(0x1ef5061), 41, 2), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther
-        x::TypeEntry::enumeration(x::Name(0x1efb25e), 43, 14), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm
-        x::TypeEntry::structure(x::Name(0x1f0111c), x::Name(0x1fc7f18), 391, 2), // VirtualMachineDiskDeviceInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f02e1d), x::Name(0xbb9c0b), 393, 4), // VirtualMachineDisplayTopology: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f04c1a), x::Name(0xbb9c0b), 397, 4), // VirtualMachineDvxClassInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f06724), x::Name(0x1fc7f18), 401, 5), // VirtualMachineDynamicPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f08c28), x::Name(0x1e9ba27), 406, 0), // VirtualMachineEmptyIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::TypeEntry::structure(x::Name(0x1f0b51e), x::Name(0x1f8db19), 406, 0), // VirtualMachineEmptyProfileSpec: VirtualMachineProfileSpec
-        x::TypeEntry::enumeration(x::Name(0x1f0d421), 57, 6), // VirtualMachineFaultToleranceState
-        x::TypeEntry::enumeration(x::Name(0x1f0f620), 63, 3), // VirtualMachineFaultToleranceType
-        x::TypeEntry::structure(x::Name(0x1f11720), x::Name(0xbb9c0b), 406, 3), // VirtualMachineFeatureRequirement: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f13816), x::Name(0xbb9c0b), 409, 5), // VirtualMachineFileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f14f18), x::Name(0xbb9c0b), 414, 5), // VirtualMachineFileLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f16822), x::Name(0xbb9c0b), 419, 2), // VirtualMachineFileLayoutDiskLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f18b1a), x::Name(0xbb9c0b), 421, 4), // VirtualMachineFileLayoutEx: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f1a624), x::Name(0xbb9c0b), 425, 3), // VirtualMachineFileLayoutExDiskLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f1cb22), x::Name(0xbb9c0b), 428, 1), // VirtualMachineFileLayoutExDiskUnit: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f1ee22), x::Name(0xbb9c0b), 429, 7), // VirtualMachineFileLayoutExFileInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f21122), 66, 25), // VirtualMachineFileLayoutExFileType
-        x::TypeEntry::structure(x::Name(0x1f23428), x::Name(0xbb9c0b), 436, 4), // VirtualMachineFileLayoutExSnapshotLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f25d26), x::Name(0xbb9c0b), 440, 2), // VirtualMachineFileLayoutSnapshotLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f28416), x::Name(0xbb9c0b), 442, 17), // VirtualMachineFlagInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f29b21), 91, 3), // VirtualMachineFlagInfoMonitorType
-        x::TypeEntry::enumeration(x::Name(0x1f2bd26), 94, 3), // VirtualMachineFlagInfoVirtualExecUsage
-        x::TypeEntry::enumeration(x::Name(0x1f2e425), 97, 3), // VirtualMachineFlagInfoVirtualMmuUsage
-        x::TypeEntry::structure(x::Name(0x1f30a18), x::Name(0x1fc7f18), 459, 0), // VirtualMachineFloppyInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f3231c), x::Name(0xbb9c0b), 459, 4), // VirtualMachineForkConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f34025), 100, 3), // VirtualMachineForkConfigInfoChildType
-        x::TypeEntry::enumeration(x::Name(0x1f3661f), 103, 2), // VirtualMachineGuestArchitecture
-        x::TypeEntry::structure(x::Name(0x1f38620), x::Name(0xbb9c0b), 463, 1), // VirtualMachineGuestIntegrityInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f3a725), x::Name(0xbb9c0b), 464, 2), // VirtualMachineGuestMonitoringModeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f3cd1b), 105, 6), // VirtualMachineGuestOsFamily
-        x::TypeEntry::enumeration(x::Name(0x1f3e91f), 111, 211), // VirtualMachineGuestOsIdentifier
-        x::TypeEntry::structure(x::Name(0x1f4091e), x::Name(0xbb9c0b), 466, 1), // VirtualMachineGuestQuiesceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f4281f), x::Name(0xbb9c0b), 467, 3), // VirtualMachineGuestRebootStatus: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f44818), 322, 6), // VirtualMachineGuestState
-        x::TypeEntry::structure(x::Name(0x1f4611a), x::Name(0xbb9c0b), 470, 9), // VirtualMachineGuestSummary: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f47c17), 328, 3), // VirtualMachineHtSharing
-        x::TypeEntry::structure(x::Name(0x1f4941f), x::Name(0x1f0111c), 479, 1), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineDiskDeviceInfo
-        x::TypeEntry::structure(x::Name(0x1f4b428), x::Name(0xbb9c0b), 480, 2), // VirtualMachineIdeDiskDevicePartitionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f4dd18), x::Name(0x125360a), 482, 2), // VirtualMachineImportSpec: ImportSpec
-        x::TypeEntry::structure(x::Name(0x1f4f623), x::Name(0x1e9ba27), 484, 3), // VirtualMachineIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::TypeEntry::structure(x::Name(0x1f51a1e), x::Name(0xbb9c0b), 487, 4), // VirtualMachineInstantCloneSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f53925), x::Name(0xbb9c0b), 491, 1), // VirtualMachineLegacyNetworkSwitchInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f55f24), 331, 3), // VirtualMachineMemoryAllocationPolicy
-        x::TypeEntry::structure(x::Name(0x1f58423), x::Name(0xbb9c0b), 492, 4), // VirtualMachineMemoryReservationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f5a823), x::Name(0xbb9c0b), 496, 2), // VirtualMachineMemoryReservationSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f5cc15), x::Name(0xbb9c0b), 498, 3), // VirtualMachineMessage: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f5e227), x::Name(0xbb9c0b), 501, 2), // VirtualMachineMetadataManagerVmMetadata: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f60a2c), x::Name(0xbb9c0b), 503, 2), // VirtualMachineMetadataManagerVmMetadataInput: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f63729), 334, 2), // VirtualMachineMetadataManagerVmMetadataOp
-        x::TypeEntry::structure(x::Name(0x1f6612c), x::Name(0xbb9c0b), 505, 1), // VirtualMachineMetadataManagerVmMetadataOwner: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f68e31), 336, 1), // VirtualMachineMetadataManagerVmMetadataOwnerOwner
-        x::TypeEntry::structure(x::Name(0x1f6c02d), x::Name(0xbb9c0b), 506, 2), // VirtualMachineMetadataManagerVmMetadataResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f6ee1b), x::Name(0x1ed6918), 508, 0), // VirtualMachineMksConnection: VirtualMachineConnection
-        x::TypeEntry::structure(x::Name(0x1f70a17), x::Name(0xbb9c0b), 508, 5), // VirtualMachineMksTicket: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f7221a), 337, 3), // VirtualMachineMovePriority
-        x::TypeEntry::enumeration(x::Name(0x1f73d21), 340, 7), // VirtualMachineNeedSecondaryReason
-        x::TypeEntry::structure(x::Name(0x1f75f19), x::Name(0x1fc7f18), 513, 2), // VirtualMachineNetworkInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f7791f), x::Name(0xbb9c0b), 515, 4), // VirtualMachineNetworkShaperInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f7991a), x::Name(0x1fc7f18), 519, 0), // VirtualMachineParallelInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f7b420), x::Name(0x1fc7f18), 519, 2), // VirtualMachinePciPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f7d529), x::Name(0x1fc7f18), 521, 1), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d1c818), x::Name(0xbb9c0b), 0, 10), // VMwareDvsLacpGroupConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d1e116), x::Name(0xbb9c0b), 10, 2), // VMwareDvsLacpGroupSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d1f821), 0, 20), // VMwareDvsLacpLoadBalanceAlgorithm
+        x::TypeEntry::structure(x::Name(0x1d21a17), x::Name(0xbb9c0b), 12, 1), // VMwareDvsLagIpfixConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d23216), x::Name(0xbb9c0b), 13, 1), // VMwareDvsLagVlanConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d24916), x::Name(0xbb9c0b), 14, 2), // VMwareDvsMtuCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d2601f), 20, 2), // VMwareDvsMulticastFilteringMode
+        x::TypeEntry::structure(x::Name(0x1d28021), x::Name(0xbb9c0b), 16, 1), // VMwareDvsPerfNicOffloadCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d2a222), x::Name(0xbb9c0b), 17, 1), // VMwareDvsSystemTrafficCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d2c511), x::Name(0xbb9c0b), 18, 7), // VMwareIpfixConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d2d714), 22, 2), // VMwareUplinkLacpMode
+        x::TypeEntry::structure(x::Name(0x1d2ec16), x::Name(0x127c311), 25, 2), // VMwareUplinkLacpPolicy: InheritablePolicy
+        x::TypeEntry::enumeration(x::Name(0x1d3031b), 24, 2), // VMwareUplinkLacpTimeoutMode
+        x::TypeEntry::structure(x::Name(0x1d31f1b), x::Name(0x127c311), 27, 2), // VMwareUplinkPortOrderPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x1d33b0f), x::Name(0xbb9c0b), 29, 5), // VMwareVspanPort: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d34b12), x::Name(0xbb9c0b), 34, 18), // VMwareVspanSession: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3b90e), x::Name(0xbb9c0b), 52, 1), // VStorageObject: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3c81a), x::Name(0xbb9c0b), 53, 3), // VStorageObjectAssociations: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3e32c), x::Name(0xbb9c0b), 56, 2), // VStorageObjectAssociationsVmDiskAssociations: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d4101a), x::Name(0xbb9c0b), 58, 3), // VStorageObjectAttachResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d42b18), x::Name(0xbb9c0b), 61, 6), // VStorageObjectAttachSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d44418), x::Name(0x5aaf0e), 67, 7), // VStorageObjectConfigInfo: BaseConfigInfo
+        x::TypeEntry::enumeration(x::Name(0x1d45d1d), 26, 1), // VStorageObjectConsumptionType
+        x::TypeEntry::request(x::Name(0x1d47b29), 74, 5), // VStorageObjectCreateSnapshotExRequestType
+        x::TypeEntry::request(x::Name(0x1d4a527), 79, 4), // VStorageObjectCreateSnapshotRequestType
+        x::TypeEntry::request(x::Name(0x1d4cd2a), 83, 4), // VStorageObjectDeleteSnapshotEx2RequestType
+        x::TypeEntry::request(x::Name(0x1d4f829), 87, 4), // VStorageObjectDeleteSnapshotExRequestType
+        x::TypeEntry::request(x::Name(0x1d52225), 91, 4), // VStorageObjectExtendDiskExRequestType
+        x::TypeEntry::structure(x::Name(0x1d5481d), x::Name(0xbb9c0b), 95, 1), // VStorageObjectReconcileResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5662c), x::Name(0xbb9c0b), 96, 2), // VStorageObjectReconcileResultInvalidDiskPath: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5932c), x::Name(0xbb9c0b), 98, 8), // VStorageObjectReconcileResultReconcileDetail: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5c01b), x::Name(0xbb9c0b), 106, 6), // VStorageObjectReconcileSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5dc16), x::Name(0xbb9c0b), 112, 3), // VStorageObjectSnapshot: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5f31d), x::Name(0xbb9c0b), 115, 2), // VStorageObjectSnapshotDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6111a), x::Name(0xbb9c0b), 117, 1), // VStorageObjectSnapshotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d62c30), x::Name(0xbb9c0b), 118, 4), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d65d17), x::Name(0xbb9c0b), 122, 1), // VStorageObjectStateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d67a0a), x::Name(0xbb9c0b), 123, 2), // VVolHostPE: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6851c), x::Name(0xbb9c0b), 125, 2), // VVolVmConfigFileUpdateResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6a232), x::Name(0xbb9c0b), 127, 3), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: DynamicData
+        x::TypeEntry::request(x::Name(0x1d6d525), 130, 3), // ValidateCredentialsInGuestRequestType
+        x::TypeEntry::request(x::Name(0x1d6fb23), 133, 3), // ValidateHCIConfigurationRequestType
+        x::TypeEntry::request(x::Name(0x1d71f29), 136, 8), // ValidateHostProfileCompositionRequestType
+        x::TypeEntry::request(x::Name(0x1d74917), 144, 4), // ValidateHostRequestType
+        x::TypeEntry::request(x::Name(0x1d7611c), 148, 6), // ValidateMigrationRequestType
+        x::TypeEntry::enumeration(x::Name(0x1d77e19), 27, 4), // ValidateMigrationTestType
+        x::TypeEntry::request(x::Name(0x1d79823), 154, 3), // ValidateStoragePodConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1d7bc19), x::Name(0xbb9c0b), 157, 4), // VasaProviderContainerSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d7d61b), x::Name(0xea3c09), 161, 1), // VcAgentUninstallFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d7f217), x::Name(0xea3c09), 162, 0), // VcAgentUninstalledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d80a19), x::Name(0xea3c09), 162, 1), // VcAgentUpgradeFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d82414), x::Name(0xea3c09), 163, 0), // VcAgentUpgradedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d84915), x::Name(0xbb9c0b), 163, 4), // VchaClusterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d85f15), x::Name(0xbb9c0b), 167, 2), // VchaClusterConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d87519), x::Name(0xbb9c0b), 169, 4), // VchaClusterDeploymentSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d88f11), x::Name(0xbb9c0b), 173, 3), // VchaClusterHealth: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d8a10f), 31, 3), // VchaClusterMode
+        x::TypeEntry::structure(x::Name(0x1d8b116), x::Name(0xbb9c0b), 176, 2), // VchaClusterNetworkSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d8c816), x::Name(0xbb9c0b), 178, 3), // VchaClusterRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d8df10), 34, 3), // VchaClusterState
+        x::TypeEntry::enumeration(x::Name(0x1d8f00c), 37, 3), // VchaNodeRole
+        x::TypeEntry::structure(x::Name(0x1d8fd13), x::Name(0xbb9c0b), 181, 3), // VchaNodeRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d9110d), 40, 2), // VchaNodeState
+        x::TypeEntry::enumeration(x::Name(0x1d91f09), 42, 4), // VchaState
+        x::TypeEntry::structure(x::Name(0x1d9291e), x::Name(0xea3c09), 184, 0), // VimAccountPasswordChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d94808), x::Name(0x1428f0b), 184, 0), // VimFault: MethodFault
+        x::TypeEntry::structure(x::Name(0x1d9510f), x::Name(0xbb9c0b), 184, 6), // VimVasaProvider: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d96113), x::Name(0xbb9c0b), 190, 2), // VimVasaProviderInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d9751c), x::Name(0xbb9c0b), 192, 3), // VimVasaProviderStatePerArray: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d99220), x::Name(0xbb9c0b), 195, 3), // VimVasaProviderVirtualHostConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d9b315), x::Name(0x207cc15), 198, 0), // VirtualAHCIController: VirtualSATAController
+        x::TypeEntry::structure(x::Name(0x1d9c91b), x::Name(0x207e21b), 198, 0), // VirtualAHCIControllerOption: VirtualSATAControllerOption
+        x::TypeEntry::structure(x::Name(0x1d9f014), x::Name(0x125360a), 198, 4), // VirtualAppImportSpec: ImportSpec
+        x::TypeEntry::structure(x::Name(0x1da0512), x::Name(0xbb9c0b), 202, 2), // VirtualAppLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1da1811), x::Name(0x1930313), 204, 5), // VirtualAppSummary: ResourcePoolSummary
+        x::TypeEntry::enumeration(x::Name(0x1da2a13), 46, 4), // VirtualAppVAppState
     ],
-    decoders: &[
-        Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfoCacheMode>),
-        Some(x::decode_boxed::<VirtualE1000>),
-        Some(x::decode_boxed::<VirtualE1000Option>),
-        Some(x::decode_boxed::<VirtualE1000e>),
-        Some(x::decode_boxed::<VirtualE1000eOption>),
-        Some(x::decode_boxed::<VirtualEnsoniq1371>),
-        Some(x::decode_boxed::<VirtualEnsoniq1371Option>),
-        Some(x::decode_boxed::<VirtualEthernetCard>),
-        Some(x::decode_boxed::<VirtualEthernetCardDVPortBackingOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardDistributedVirtualPortBackingInfo>),
-        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingInfo>),
-        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkDeviceName>),
-        Some(x::decode_boxed::<VirtualEthernetCardMacType>),
-        Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingInfo>),
-        Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardNotSupported>),
-        Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingInfo>),
-        Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardResourceAllocation>),
-        Some(x::decode_boxed::<VirtualFloppy>),
-        Some(x::decode_boxed::<VirtualFloppyDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualFloppyDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualFloppyImageBackingInfo>),
-        Some(x::decode_boxed::<VirtualFloppyImageBackingOption>),
-        Some(x::decode_boxed::<VirtualFloppyOption>),
-        Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualHardware>),
-        Some(x::decode_boxed::<VirtualHardwareCompatibilityIssue>),
-        Some(x::decode_boxed::<VirtualHardwareMotherboardLayout>),
-        Some(x::decode_boxed::<VirtualHardwareOption>),
-        Some(x::decode_boxed::<VirtualHardwareVersionNotSupported>),
-        Some(x::decode_boxed::<VirtualHdAudioCard>),
-        Some(x::decode_boxed::<VirtualHdAudioCardOption>),
-        Some(x::decode_boxed::<VirtualIDEController>),
-        Some(x::decode_boxed::<VirtualIDEControllerOption>),
-        Some(x::decode_boxed::<VirtualKeyboard>),
-        Some(x::decode_boxed::<VirtualKeyboardOption>),
-        Some(x::decode_boxed::<VirtualLsiLogicController>),
-        Some(x::decode_boxed::<VirtualLsiLogicControllerOption>),
-        Some(x::decode_boxed::<VirtualLsiLogicSASController>),
-        Some(x::decode_boxed::<VirtualLsiLogicSASControllerOption>),
-        Some(x::decode_boxed::<VirtualMachineAffinityInfo>),
-        Some(x::decode_boxed::<VirtualMachineAppHeartbeatStatusType>),
-        Some(x::decode_boxed::<VirtualMachineBaseIndependentFilterSpec>),
-        Some(x::decode_boxed::<VirtualMachineBootOptions>),
-        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableCdromDevice>),
-        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableDevice>),
-        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableDiskDevice>),
-        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableEthernetDevice>),
-        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableFloppyDevice>),
-        Some(x::decode_boxed::<VirtualMachineBootOptionsNetworkBootProtocolType>),
-        Some(x::decode_boxed::<VirtualMachineCapability>),
-        Some(x::decode_boxed::<VirtualMachineCdromInfo>),
-        Some(x::decode_boxed::<VirtualMachineCertThumbprint>),
-        Some(x::decode_boxed::<VirtualMachineCertThumbprintHashAlgorithm>),
-        Some(x::decode_boxed::<VirtualMachineCloneSpec>),
-        Some(x::decode_boxed::<VirtualMachineCloneSpecTpmProvisionPolicy>),
-        Some(x::decode_boxed::<VirtualMachineConfigInfo>),
-        Some(x::decode_boxed::<VirtualMachineConfigInfoDatastoreUrlPair>),
-        Some(x::decode_boxed::<VirtualMachineConfigInfoNpivWwnType>),
-        Some(x::decode_boxed::<VirtualMachineConfigInfoOverheadInfo>),
-        Some(x::decode_boxed::<VirtualMachineConfigInfoSwapPlacementType>),
-        Some(x::decode_boxed::<VirtualMachineConfigOption>),
-        Some(x::decode_boxed::<VirtualMachineConfigOptionDescriptor>),
-        Some(x::decode_boxed::<VirtualMachineConfigSpec>),
-        Some(x::decode_boxed::<VirtualMachineConfigSpecEncryptedFtModes>),
-        Some(x::decode_boxed::<VirtualMachineConfigSpecEncryptedVMotionModes>),
-        Some(x::decode_boxed::<VirtualMachineConfigSpecNpivWwnOp>),
-        Some(x::decode_boxed::<VirtualMachineConfigSummary>),
-        Some(x::decode_boxed::<VirtualMachineConnection>),
-        Some(x::decode_boxed::<VirtualMachineConnectionState>),
-        Some(x::decode_boxed::<VirtualMachineConsolePreferences>),
-        Some(x::decode_boxed::<VirtualMachineContentLibraryItemInfo>),
-        Some(x::decode_boxed::<VirtualMachineCpuIdInfoSpec>),
-        Some(x::decode_boxed::<VirtualMachineCryptoState>),
-        Some(x::decode_boxed::<VirtualMachineDatastoreInfo>),
-        Some(x::decode_boxed::<VirtualMachineDatastoreVolumeOption>),
-        Some(x::decode_boxed::<VirtualMachineDefaultPowerOpInfo>),
-        Some(x::decode_boxed::<VirtualMachineDefaultProfileSpec>),
-        Some(x::decode_boxed::<VirtualMachineDefinedProfileSpec>),
-        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfo>),
-        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfoDeviceRuntimeState>),
-        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState>),
-        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther>),
-        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm>),
-        Some(x::decode_boxed::<VirtualMachineDiskDeviceInfo>),
-        Some(x::decode_boxed::<VirtualMachineDisplayTopology>),
-        Some(x::decode_boxed::<VirtualMachineDvxClassInfo>),
-        Some(x::decode_boxed::<VirtualMachineDynamicPassthroughInfo>),
-        Some(x::decode_boxed::<VirtualMachineEmptyIndependentFilterSpec>),
-        Some(x::decode_boxed::<VirtualMachineEmptyProfileSpec>),
-        Some(x::decode_boxed::<VirtualMachineFaultToleranceState>),
-        Some(x::decode_boxed::<VirtualMachineFaultToleranceType>),
-        Some(x::decode_boxed::<VirtualMachineFeatureRequirement>),
-        Some(x::decode_boxed::<VirtualMachineFileInfo>),
-        Some(x::decode_boxed::<VirtualMachineFileLayout>),
-        Some(x::decode_boxed::<VirtualMachineFileLayoutDiskLayout>),
-        Some(x::decode_boxed::<VirtualMachineFileLayoutEx>),
-        Some(x::decode_boxed::<VirtualMachineFileLayoutExDiskLayout>),
-        Some(x::decode_boxed::<VirtualMachineFileLayoutExDiskUnit>),
-        Some(x::decode_boxed::<VirtualMachineFileLayoutExFileInfo>),
-        Some(x::decode_boxed::<VirtualMachineFileLayoutExFileType>),
-        Some(x::decode_boxed::<VirtualMachineFileLayoutExSnapshotLayout>),
-        Some(x::decode_boxed::<VirtualMachineFileLayoutSnapshotLayout>),
-        Some(x::decode_boxed::<VirtualMachineFlagInfo>),
-        Some(x::decode_boxed::<VirtualMachineFlagInfoMonitorType>),
-        Some(x::decode_boxed::<VirtualMachineFlagInfoVirtualExecUsage>),
-        Some(x::decode_boxed::<VirtualMachineFlagInfoVirtualMmuUsage>),
-        Some(x::decode_boxed::<VirtualMachineFloppyInfo>),
-        Some(x::decode_boxed::<VirtualMachineForkConfigInfo>),
-        Some(x::decode_boxed::<VirtualMachineForkConfigInfoChildType>),
-        Some(x::decode_boxed::<VirtualMachineGuestArchitecture>),
-        Some(x::decode_boxed::<VirtualMachineGuestIntegrityInfo>),
-        Some(x::decode_boxed::<VirtualMachineGuestMonitoringModeInfo>),
-        Some(x::decode_boxed::<VirtualMachineGuestOsFamily>),
-        Some(x::decode_boxed::<VirtualMachineGuestOsIdentifier>),
-        Some(x::decode_boxed::<VirtualMachineGuestQuiesceSpec>),
-        Some(x::decode_boxed::<VirtualMachineGuestRebootStatus>),
-        Some(x::decode_boxed::<VirtualMachineGuestState>),
-        Some(x::decode_boxed::<VirtualMachineGuestSummary>),
-        Some(x::decode_boxed::<VirtualMachineHtSharing>),
-        Some(x::decode_boxed::<VirtualMachineIdeDiskDeviceInfo>),
-        Some(x::decode_boxed::<VirtualMachineIdeDiskDevicePartitionInfo>),
-        Some(x::decode_boxed::<VirtualMachineImportSpec>),
-        Some(x::decode_boxed::<VirtualMachineIndependentFilterSpec>),
-        Some(x::decode_boxed::<VirtualMachineInstantCloneSpec>),
-        Some(x::decode_boxed::<VirtualMachineLegacyNetworkSwitchInfo>),
-        Some(x::decode_boxed::<VirtualMachineMemoryAllocationPolicy>),
-        Some(x::decode_boxed::<VirtualMachineMemoryReservationInfo>),
-        Some(x::decode_boxed::<VirtualMachineMemoryReservationSpec>),
-        Some(x::decode_boxed::<VirtualMachineMessage>),
-        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadata>),
-        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataInput>),
-        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataOp>),
-        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataOwner>),
-        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataOwnerOwner>),
-        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataResult>),
-        Some(x::decode_boxed::<VirtualMachineMksConnection>),
-        Some(x::decode_boxed::<VirtualMachineMksTicket>),
-        Some(x::decode_boxed::<VirtualMachineMovePriority>),
-        Some(x::decode_boxed::<VirtualMachineNeedSecondaryReason>),
-        Some(x::decode_boxed::<VirtualMachineNetworkInfo>),
-        Some(x::decode_boxed::<VirtualMachineNetworkShaperInfo>),
-        Some(x::decode_boxed::<VirtualMachineParallelInfo>),
-        Some(x::decode_boxed::<VirtualMachinePciPassthroughInfo>),
-        Some(x::decode_boxed::<VirtualMachinePciSharedGpuPassthroughInfo>),
-    ],
+    decode,
     fields: &[
-        x::FieldEntry::optional(x::Name(0x22f770b), x::Name(0x3344606)), // addressType: string
-        x::FieldEntry::optional(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
-        x::FieldEntry::optional(x::Name(0x36b8110), x::Name(0x2405e07)), // wakeOnLanEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x312f112), x::Name(0x1e6d125)), // resourceAllocation: VirtualEthernetCardResourceAllocation
-        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
-        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x2405e07)), // uptCompatibilityEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3351908), x::Name(0x3344606)), // subnetId: string
-        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0xaffc26)), // port: DistributedVirtualSwitchPortConnection
-        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a46011), x::Name(0x2405e07)), // inPassthroughMode: boolean
-        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
-        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
-        x::FieldEntry::required(x::Name(0x337d20c), x::Name(0x65700c)), // supportedOUI: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2bf8a07), x::Name(0x65700c)), // macType: ChoiceOption
-        x::FieldEntry::required(x::Name(0x36b8110), x::Name(0x5c290a)), // wakeOnLanEnabled: BoolOption
-        x::FieldEntry::optional(x::Name(0x35ced19), x::Name(0x2405e07)), // vmDirectPathGen2Supported: boolean
-        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x5c290a)), // uptCompatibilityEnabled: BoolOption
-        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
-        x::FieldEntry::required(x::Name(0x3216b05), x::Name(0x1a6f70a)), // share: SharesInfo
-        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
-        x::FieldEntry::required(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
-        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x2a94603)), // numCoresPerSocket: int
-        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x2405e07)), // autoCoresPerSocket: boolean
-        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x2a94603)), // memoryMB: int
-        x::FieldEntry::optional(x::Name(0x3588b13), x::Name(0x2405e07)), // virtualICH7MPresent: boolean
-        x::FieldEntry::optional(x::Name(0x35a1b11), x::Name(0x2405e07)), // virtualSMCPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
-        x::FieldEntry::optional(x::Name(0x2ce2d11), x::Name(0x3344606)), // motherboardLayout: string
-        x::FieldEntry::optional(x::Name(0x322f913), x::Name(0x2a94603)), // simultaneousThreads: int
-        x::FieldEntry::required(x::Name(0x2a21409), x::Name(0x2a94603)), // hwVersion: int
-        x::FieldEntry::repeated(x::Name(0x3577d13), x::Name(0x1de6313)), // virtualDeviceOption: VirtualDeviceOption
-        x::FieldEntry::required(x::Name(0x26a4d12), x::Name(0x2405e07)), // deviceListReadonly: boolean
-        x::FieldEntry::repeated(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
-        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x12bb409)), // numCoresPerSocket: IntOption
-        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x5c290a)), // autoCoresPerSocket: BoolOption
-        x::FieldEntry::required(x::Name(0x2dea60e), x::Name(0x2405e07)), // numCpuReadonly: boolean
-        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x13e720a)), // memoryMB: LongOption
-        x::FieldEntry::required(x::Name(0x2e03511), x::Name(0x12bb409)), // numPCIControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2df6f11), x::Name(0x12bb409)), // numIDEControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2e2c211), x::Name(0x12bb409)), // numUSBControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2e2d415), x::Name(0x12bb409)), // numUSBXHCIControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2e1bb11), x::Name(0x12bb409)), // numSIOControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2e06011), x::Name(0x12bb409)), // numPS2Controllers: IntOption
-        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
-        x::FieldEntry::optional(x::Name(0x2e27914), x::Name(0x12bb409)), // numSupportedWwnPorts: IntOption
-        x::FieldEntry::optional(x::Name(0x2e26414), x::Name(0x12bb409)), // numSupportedWwnNodes: IntOption
-        x::FieldEntry::optional(x::Name(0x3130414), x::Name(0x191a714)), // resourceConfigOption: ResourceConfigOption
-        x::FieldEntry::optional(x::Name(0x2dfca14), x::Name(0x12bb409)), // numNVDIMMControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2e2a20d), x::Name(0x12bb409)), // numTPMDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2e3fa0d), x::Name(0x12bb409)), // numWDTDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2e0e718), x::Name(0x12bb409)), // numPrecisionClockDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x27fe10b), x::Name(0x13e720a)), // epcMemoryMB: LongOption
-        x::FieldEntry::repeated(x::Name(0x22d5c17), x::Name(0x3344606)), // acpiHostBridgesFirmware: string
-        x::FieldEntry::optional(x::Name(0x2deb519), x::Name(0x12bb409)), // numCpuSimultaneousThreads: IntOption
-        x::FieldEntry::optional(x::Name(0x2e0280c), x::Name(0x12bb409)), // numNumaNodes: IntOption
-        x::FieldEntry::optional(x::Name(0x2deee0f), x::Name(0x12bb409)), // numDeviceGroups: IntOption
-        x::FieldEntry::repeated(x::Name(0x269ee10), x::Name(0x3344606)), // deviceGroupTypes: string
-        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2df810b), x::Name(0x12bb409)), // numIDEDisks: IntOption
-        x::FieldEntry::required(x::Name(0x2df620c), x::Name(0x12bb409)), // numIDECdroms: IntOption
-        x::FieldEntry::repeated(x::Name(0x230930b), x::Name(0x2a94603)), // affinitySet: int
-        x::FieldEntry::optional(x::Name(0x2407609), x::Name(0x2be5304)), // bootDelay: long
-        x::FieldEntry::optional(x::Name(0x27e710e), x::Name(0x2405e07)), // enterBIOSSetup: boolean
-        x::FieldEntry::optional(x::Name(0x2792314), x::Name(0x2405e07)), // efiSecureBootEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x240d710), x::Name(0x2405e07)), // bootRetryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x240c80e), x::Name(0x2be5304)), // bootRetryDelay: long
-        x::FieldEntry::repeated(x::Name(0x240be09), x::Name(0x1ea2927)), // bootOrder: VirtualMachineBootOptionsBootableDevice
-        x::FieldEntry::optional(x::Name(0x2d4a713), x::Name(0x3344606)), // networkBootProtocol: string
-        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
-        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
-        x::FieldEntry::required(x::Name(0x326731b), x::Name(0x2405e07)), // snapshotOperationsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2d07a1a), x::Name(0x2405e07)), // multipleSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x325a417), x::Name(0x2405e07)), // snapshotConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x2fc451c), x::Name(0x2405e07)), // poweredOffSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2c8d618), x::Name(0x2405e07)), // memorySnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x3151719), x::Name(0x2405e07)), // revertToSnapshotSupported: boolean
-        x::FieldEntry::required(x::Name(0x305e41a), x::Name(0x2405e07)), // quiescedSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x26e2c19), x::Name(0x2405e07)), // disableSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2bd5d16), x::Name(0x2405e07)), // lockSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x252701b), x::Name(0x2405e07)), // consolePreferencesSupported: boolean
-        x::FieldEntry::required(x::Name(0x255d517), x::Name(0x2405e07)), // cpuFeatureMaskSupported: boolean
-        x::FieldEntry::required(x::Name(0x3185f19), x::Name(0x2405e07)), // s1AcpiManagementSupported: boolean
-        x::FieldEntry::required(x::Name(0x3206220), x::Name(0x2405e07)), // settingScreenResolutionSupported: boolean
-        x::FieldEntry::required(x::Name(0x341e118), x::Name(0x2405e07)), // toolsAutoUpdateSupported: boolean
-        x::FieldEntry::required(x::Name(0x35eb012), x::Name(0x2405e07)), // vmNpivWwnSupported: boolean
-        x::FieldEntry::required(x::Name(0x2dd1a1a), x::Name(0x2405e07)), // npivWwnOnNonRdmVmSupported: boolean
-        x::FieldEntry::optional(x::Name(0x35e9619), x::Name(0x2405e07)), // vmNpivWwnDisableSupported: boolean
-        x::FieldEntry::optional(x::Name(0x35ec318), x::Name(0x2405e07)), // vmNpivWwnUpdateSupported: boolean
-        x::FieldEntry::required(x::Name(0x33afa16), x::Name(0x2405e07)), // swapPlacementSupported: boolean
-        x::FieldEntry::required(x::Name(0x3428f16), x::Name(0x2405e07)), // toolsSyncTimeSupported: boolean
-        x::FieldEntry::required(x::Name(0x3596618), x::Name(0x2405e07)), // virtualMmuUsageSupported: boolean
-        x::FieldEntry::required(x::Name(0x271c513), x::Name(0x2405e07)), // diskSharesSupported: boolean
-        x::FieldEntry::required(x::Name(0x240a914), x::Name(0x2405e07)), // bootOptionsSupported: boolean
-        x::FieldEntry::optional(x::Name(0x240e819), x::Name(0x2405e07)), // bootRetryOptionsSupported: boolean
-        x::FieldEntry::required(x::Name(0x320831c), x::Name(0x2405e07)), // settingVideoRamSizeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x320421f), x::Name(0x2405e07)), // settingDisplayTopologySupported: boolean
-        x::FieldEntry::optional(x::Name(0x30a1e15), x::Name(0x2405e07)), // recordReplaySupported: boolean
-        x::FieldEntry::optional(x::Name(0x2466117), x::Name(0x2405e07)), // changeTrackingSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2d0151f), x::Name(0x2405e07)), // multipleCoresPerSocketSupported: boolean
-        x::FieldEntry::optional(x::Name(0x29b9e1d), x::Name(0x2405e07)), // hostBasedReplicationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x293a016), x::Name(0x2405e07)), // guestAutoLockSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2c85b1e), x::Name(0x2405e07)), // memoryReservationLockSupported: boolean
-        x::FieldEntry::optional(x::Name(0x288ae1b), x::Name(0x2405e07)), // featureRequirementSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2fc7e23), x::Name(0x2405e07)), // poweredOnMonitorTypeChangeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31b1a15), x::Name(0x2405e07)), // seSparseDiskSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2d2d711), x::Name(0x2405e07)), // nestedHVSupported: boolean
-        x::FieldEntry::optional(x::Name(0x352eb0d), x::Name(0x2405e07)), // vPMCSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31c3b13), x::Name(0x2405e07)), // secureBootSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2f3b111), x::Name(0x2405e07)), // perVmEvcSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3594f16), x::Name(0x2405e07)), // virtualMmuUsageIgnored: boolean
-        x::FieldEntry::optional(x::Name(0x3580f17), x::Name(0x2405e07)), // virtualExecUsageIgnored: boolean
-        x::FieldEntry::optional(x::Name(0x2712526), x::Name(0x2405e07)), // diskOnlySnapshotOnSuspendedVMSupported: boolean
-        x::FieldEntry::optional(x::Name(0x33a3118), x::Name(0x2405e07)), // suspendToMemorySupported: boolean
-        x::FieldEntry::optional(x::Name(0x342731b), x::Name(0x2405e07)), // toolsSyncTimeAllowSupported: boolean
-        x::FieldEntry::optional(x::Name(0x320da0c), x::Name(0x2405e07)), // sevSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2f7c815), x::Name(0x2405e07)), // pmemFailoverSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3107b1e), x::Name(0x2405e07)), // requireSgxAttestationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2460418), x::Name(0x2405e07)), // changeModeDisksSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3554a1a), x::Name(0x2405e07)), // vendorDeviceGroupSupported: boolean
-        x::FieldEntry::optional(x::Name(0x320c10f), x::Name(0x2405e07)), // sevSnpSupported: boolean
-        x::FieldEntry::optional(x::Name(0x33f360c), x::Name(0x2405e07)), // tdxSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2797a16), x::Name(0x2405e07)), // ehvSecureBootSupported: boolean
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x3405d0a), x::Name(0x3344606)), // thumbprint: string
-        x::FieldEntry::optional(x::Name(0x298dd0d), x::Name(0x3344606)), // hashAlgorithm: string
-        x::FieldEntry::required(x::Name(0x2bd2c08), x::Name(0x1f9b61a)), // location: VirtualMachineRelocateSpec
-        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
-        x::FieldEntry::optional(x::Name(0x24ea506), x::Name(0x1ecbb18)), // config: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x25b9e0d), x::Name(0x8bd911)), // customization: CustomizationSpec
-        x::FieldEntry::required(x::Name(0x2fb5c07), x::Name(0x2405e07)), // powerOn: boolean
-        x::FieldEntry::optional(x::Name(0x3258c08), x::Name(0x13ff016)), // snapshot: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0x2405e07)), // memory: boolean
-        x::FieldEntry::optional(x::Name(0x3443312), x::Name(0x3344606)), // tpmProvisionPolicy: string
-        x::FieldEntry::required(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
-        x::FieldEntry::required(x::Name(0x2cd6608), x::Name(0x2607608)), // modified: dateTime
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x257480a), x::Name(0x2607608)), // createDate: dateTime
-        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
-        x::FieldEntry::repeated(x::Name(0x2dc8e15), x::Name(0x2be5304)), // npivNodeWorldWideName: long
-        x::FieldEntry::repeated(x::Name(0x2dcb615), x::Name(0x2be5304)), // npivPortWorldWideName: long
-        x::FieldEntry::optional(x::Name(0x2dd0415), x::Name(0x3344606)), // npivWorldWideNameType: string
-        x::FieldEntry::optional(x::Name(0x2dc6613), x::Name(0x3226a05)), // npivDesiredNodeWwns: short
-        x::FieldEntry::optional(x::Name(0x2dc7a13), x::Name(0x3226a05)), // npivDesiredPortWwns: short
-        x::FieldEntry::optional(x::Name(0x2dcda15), x::Name(0x2405e07)), // npivTemporaryDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2dca411), x::Name(0x2405e07)), // npivOnNonRdmDisks: boolean
-        x::FieldEntry::optional(x::Name(0x2bd400a), x::Name(0x3344606)), // locationId: string
-        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
-        x::FieldEntry::required(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
-        x::FieldEntry::required(x::Name(0x2339112), x::Name(0x3344606)), // alternateGuestName: string
-        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
-        x::FieldEntry::required(x::Name(0x28a4505), x::Name(0x1f13816)), // files: VirtualMachineFileInfo
-        x::FieldEntry::optional(x::Name(0x341db05), x::Name(0x1b7820f)), // tools: ToolsConfigInfo
-        x::FieldEntry::required(x::Name(0x28c4305), x::Name(0x1f28416)), // flags: VirtualMachineFlagInfo
-        x::FieldEntry::optional(x::Name(0x2525d12), x::Name(0x1eda020)), // consolePreferences: VirtualMachineConsolePreferences
-        x::FieldEntry::required(x::Name(0x263da0f), x::Name(0x1ee5c20)), // defaultPowerOps: VirtualMachineDefaultPowerOpInfo
-        x::FieldEntry::optional(x::Name(0x307650e), x::Name(0x2405e07)), // rebootPowerOff: boolean
-        x::FieldEntry::required(x::Name(0x2976808), x::Name(0x1e7e30f)), // hardware: VirtualHardware
-        x::FieldEntry::repeated(x::Name(0x354d30a), x::Name(0x1ff3b18)), // vcpuConfig: VirtualMachineVcpuConfig
-        x::FieldEntry::optional(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
-        x::FieldEntry::optional(x::Name(0x2c7d713), x::Name(0x2405e07)), // memoryHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x255ed10), x::Name(0x2405e07)), // cpuHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x255fe13), x::Name(0x2405e07)), // cpuHotRemoveEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2a13e12), x::Name(0x2be5304)), // hotPlugMemoryLimit: long
-        x::FieldEntry::optional(x::Name(0x2a1231a), x::Name(0x2be5304)), // hotPlugMemoryIncrementSize: long
-        x::FieldEntry::optional(x::Name(0x2553e0b), x::Name(0x1e97a1a)), // cpuAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x2c7740e), x::Name(0x1e97a1a)), // memoryAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x2d6f00d), x::Name(0x1f7791f)), // networkShaper: VirtualMachineNetworkShaperInfo
-        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
-        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0xe2ca0d)), // cpuFeatureMask: HostCpuIdInfo
-        x::FieldEntry::repeated(x::Name(0x260220c), x::Name(0x1ebdf28)), // datastoreUrl: VirtualMachineConfigInfoDatastoreUrlPair
-        x::FieldEntry::optional(x::Name(0x33aec0d), x::Name(0x3344606)), // swapPlacement: string
-        x::FieldEntry::optional(x::Name(0x2409d0b), x::Name(0x1e9e219)), // bootOptions: VirtualMachineBootOptions
-        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x30dd809), x::Name(0x18cc715)), // repConfig: ReplicationConfigSpec
-        x::FieldEntry::optional(x::Name(0x3513b0a), x::Name(0x210f90c)), // vAppConfig: VmConfigInfo
-        x::FieldEntry::optional(x::Name(0x351710f), x::Name(0x2405e07)), // vAssertsEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2464b15), x::Name(0x2405e07)), // changeTrackingEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x28b8708), x::Name(0x3344606)), // firmware: string
-        x::FieldEntry::optional(x::Name(0x2c33e11), x::Name(0x2a94603)), // maxMksConnections: int
-        x::FieldEntry::optional(x::Name(0x2938b14), x::Name(0x2405e07)), // guestAutoLockEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x2c87a1c), x::Name(0x2405e07)), // memoryReservationLockedToMax: boolean
-        x::FieldEntry::optional(x::Name(0x2a7650f), x::Name(0x1ec2c24)), // initialOverhead: VirtualMachineConfigInfoOverheadInfo
-        x::FieldEntry::optional(x::Name(0x2d2c70f), x::Name(0x2405e07)), // nestedHVEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x352df0b), x::Name(0x2405e07)), // vPMCEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3198f1c), x::Name(0x19c6c1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
-        x::FieldEntry::optional(x::Name(0x28cfe0e), x::Name(0x1f3231c)), // forkConfigInfo: VirtualMachineForkConfigInfo
-        x::FieldEntry::optional(x::Name(0x351ed16), x::Name(0x2be5304)), // vFlashCacheReservation: long
-        x::FieldEntry::optional(x::Name(0x365bf11), x::Name(0x23e790c)), // vmxConfigChecksum: base64Binary
-        x::FieldEntry::optional(x::Name(0x2c98717), x::Name(0x2405e07)), // messageBusTunnelEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x361be11), x::Name(0x3344606)), // vmStorageObjectId: string
-        x::FieldEntry::optional(x::Name(0x33b2313), x::Name(0x3344606)), // swapStorageObjectId: string
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x2946a12), x::Name(0x1f38620)), // guestIntegrityInfo: VirtualMachineGuestIntegrityInfo
-        x::FieldEntry::optional(x::Name(0x2cad311), x::Name(0x3344606)), // migrateEncryption: string
-        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1fb1115)), // sgxInfo: VirtualMachineSgxInfo
-        x::FieldEntry::optional(x::Name(0x253a812), x::Name(0x1edc124)), // contentLibItemInfo: VirtualMachineContentLibraryItemInfo
-        x::FieldEntry::optional(x::Name(0x28f3c10), x::Name(0x3344606)), // ftEncryptionMode: string
-        x::FieldEntry::optional(x::Name(0x294b017), x::Name(0x1f3a725)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
-        x::FieldEntry::optional(x::Name(0x320a00a), x::Name(0x2405e07)), // sevEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2e40808), x::Name(0x201db1d)), // numaInfo: VirtualMachineVirtualNumaInfo
-        x::FieldEntry::optional(x::Name(0x2f7b413), x::Name(0x2405e07)), // pmemFailoverEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x365e219), x::Name(0x2405e07)), // vmxStatsCollectionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x360c21c), x::Name(0x2405e07)), // vmOpNotificationToAppEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x360aa17), x::Name(0x2be5304)), // vmOpNotificationTimeout: long
-        x::FieldEntry::optional(x::Name(0x26ad30a), x::Name(0x201431f)), // deviceSwap: VirtualMachineVirtualDeviceSwap
-        x::FieldEntry::optional(x::Name(0x2f7af04), x::Name(0x201f919)), // pmem: VirtualMachineVirtualPMem
-        x::FieldEntry::optional(x::Name(0x269ff0c), x::Name(0x200c121)), // deviceGroups: VirtualMachineVirtualDeviceGroups
-        x::FieldEntry::optional(x::Name(0x28c071b), x::Name(0x2405e07)), // fixedPassthruHotPlugEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x365d110), x::Name(0x156630b)), // vmxRuntimeConfig: OptionValue
-        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
-        x::FieldEntry::optional(x::Name(0x33f1a0a), x::Name(0x2405e07)), // tdxEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x320b30d), x::Name(0x2405e07)), // sevSnpEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2937911), x::Name(0x3344606)), // guestArchitecture: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::optional(x::Name(0x2a74c18), x::Name(0x2be5304)), // initialMemoryReservation: long
-        x::FieldEntry::optional(x::Name(0x2a77516), x::Name(0x2be5304)), // initialSwapReservation: long
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::repeated(x::Name(0x294dc11), x::Name(0xd5f311)), // guestOSDescriptor: GuestOsDescriptor
-        x::FieldEntry::required(x::Name(0x294c813), x::Name(0x2a94603)), // guestOSDefaultIndex: int
-        x::FieldEntry::required(x::Name(0x2978d0f), x::Name(0x1e83615)), // hardwareOptions: VirtualHardwareOption
-        x::FieldEntry::required(x::Name(0x243e10c), x::Name(0x1eb0c18)), // capabilities: VirtualMachineCapability
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x98a40f)), // datastore: DatastoreOption
-        x::FieldEntry::repeated(x::Name(0x262de0d), x::Name(0x1dc1a0d)), // defaultDevice: VirtualDevice
-        x::FieldEntry::repeated(x::Name(0x337ab14), x::Name(0x3344606)), // supportedMonitorType: string
-        x::FieldEntry::repeated(x::Name(0x337df20), x::Name(0x3344606)), // supportedOvfEnvironmentTransport: string
-        x::FieldEntry::repeated(x::Name(0x338001c), x::Name(0x3344606)), // supportedOvfInstallTransport: string
-        x::FieldEntry::repeated(x::Name(0x3026f11), x::Name(0x1f8f51e)), // propertyRelations: VirtualMachinePropertyRelation
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x257fe0f), x::Name(0x2405e07)), // createSupported: boolean
-        x::FieldEntry::optional(x::Name(0x262b213), x::Name(0x2405e07)), // defaultConfigOption: boolean
-        x::FieldEntry::optional(x::Name(0x317f70c), x::Name(0x2405e07)), // runSupported: boolean
-        x::FieldEntry::optional(x::Name(0x34c3b10), x::Name(0x2405e07)), // upgradeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
         x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::optional(x::Name(0x257480a), x::Name(0x2607608)), // createDate: dateTime
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
-        x::FieldEntry::repeated(x::Name(0x2dc8e15), x::Name(0x2be5304)), // npivNodeWorldWideName: long
-        x::FieldEntry::repeated(x::Name(0x2dcb615), x::Name(0x2be5304)), // npivPortWorldWideName: long
-        x::FieldEntry::optional(x::Name(0x2dd0415), x::Name(0x3344606)), // npivWorldWideNameType: string
-        x::FieldEntry::optional(x::Name(0x2dc6613), x::Name(0x3226a05)), // npivDesiredNodeWwns: short
-        x::FieldEntry::optional(x::Name(0x2dc7a13), x::Name(0x3226a05)), // npivDesiredPortWwns: short
-        x::FieldEntry::optional(x::Name(0x2dcda15), x::Name(0x2405e07)), // npivTemporaryDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2dca411), x::Name(0x2405e07)), // npivOnNonRdmDisks: boolean
-        x::FieldEntry::optional(x::Name(0x2dcf013), x::Name(0x3344606)), // npivWorldWideNameOp: string
-        x::FieldEntry::optional(x::Name(0x2bd400a), x::Name(0x3344606)), // locationId: string
-        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x2339112), x::Name(0x3344606)), // alternateGuestName: string
-        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x28a4505), x::Name(0x1f13816)), // files: VirtualMachineFileInfo
-        x::FieldEntry::optional(x::Name(0x341db05), x::Name(0x1b7820f)), // tools: ToolsConfigInfo
-        x::FieldEntry::optional(x::Name(0x28c4305), x::Name(0x1f28416)), // flags: VirtualMachineFlagInfo
-        x::FieldEntry::optional(x::Name(0x2525d12), x::Name(0x1eda020)), // consolePreferences: VirtualMachineConsolePreferences
-        x::FieldEntry::optional(x::Name(0x2fbae0b), x::Name(0x1ee5c20)), // powerOpInfo: VirtualMachineDefaultPowerOpInfo
-        x::FieldEntry::optional(x::Name(0x307650e), x::Name(0x2405e07)), // rebootPowerOff: boolean
-        x::FieldEntry::optional(x::Name(0x2de2a07), x::Name(0x2a94603)), // numCPUs: int
-        x::FieldEntry::repeated(x::Name(0x354d30a), x::Name(0x1ff3b18)), // vcpuConfig: VirtualMachineVcpuConfig
-        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x2a94603)), // numCoresPerSocket: int
-        x::FieldEntry::optional(x::Name(0x2c80008), x::Name(0x2be5304)), // memoryMB: long
-        x::FieldEntry::optional(x::Name(0x2c7d713), x::Name(0x2405e07)), // memoryHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x255ed10), x::Name(0x2405e07)), // cpuHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x255fe13), x::Name(0x2405e07)), // cpuHotRemoveEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3588b13), x::Name(0x2405e07)), // virtualICH7MPresent: boolean
-        x::FieldEntry::optional(x::Name(0x35a1b11), x::Name(0x2405e07)), // virtualSMCPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x269580c), x::Name(0x1dc9017)), // deviceChange: VirtualDeviceConfigSpec
-        x::FieldEntry::optional(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
-        x::FieldEntry::optional(x::Name(0x2553e0b), x::Name(0x1e97a1a)), // cpuAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x2c7740e), x::Name(0x1e97a1a)), // memoryAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x2d6f00d), x::Name(0x1f7791f)), // networkShaper: VirtualMachineNetworkShaperInfo
-        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0x1ede61b)), // cpuFeatureMask: VirtualMachineCpuIdInfoSpec
-        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
-        x::FieldEntry::optional(x::Name(0x33aec0d), x::Name(0x3344606)), // swapPlacement: string
-        x::FieldEntry::optional(x::Name(0x2409d0b), x::Name(0x1e9e219)), // bootOptions: VirtualMachineBootOptions
-        x::FieldEntry::optional(x::Name(0x3513b0a), x::Name(0x2111b0c)), // vAppConfig: VmConfigSpec
-        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x30dd809), x::Name(0x18cc715)), // repConfig: ReplicationConfigSpec
-        x::FieldEntry::optional(x::Name(0x3514611), x::Name(0x2405e07)), // vAppConfigRemoved: boolean
-        x::FieldEntry::optional(x::Name(0x351710f), x::Name(0x2405e07)), // vAssertsEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2464b15), x::Name(0x2405e07)), // changeTrackingEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x28b8708), x::Name(0x3344606)), // firmware: string
-        x::FieldEntry::optional(x::Name(0x2c33e11), x::Name(0x2a94603)), // maxMksConnections: int
-        x::FieldEntry::optional(x::Name(0x2938b14), x::Name(0x2405e07)), // guestAutoLockEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x2c87a1c), x::Name(0x2405e07)), // memoryReservationLockedToMax: boolean
-        x::FieldEntry::optional(x::Name(0x2d2c70f), x::Name(0x2405e07)), // nestedHVEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x352df0b), x::Name(0x2405e07)), // vPMCEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3198f1c), x::Name(0x19c6c1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
-        x::FieldEntry::repeated(x::Name(0x3614509), x::Name(0x1f8db19)), // vmProfile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x2c98717), x::Name(0x2405e07)), // messageBusTunnelEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
-        x::FieldEntry::optional(x::Name(0x2cad311), x::Name(0x3344606)), // migrateEncryption: string
-        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1fb1115)), // sgxInfo: VirtualMachineSgxInfo
-        x::FieldEntry::optional(x::Name(0x28f3c10), x::Name(0x3344606)), // ftEncryptionMode: string
-        x::FieldEntry::optional(x::Name(0x294b017), x::Name(0x1f3a725)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
-        x::FieldEntry::optional(x::Name(0x320a00a), x::Name(0x2405e07)), // sevEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x359fb0b), x::Name(0x201c119)), // virtualNuma: VirtualMachineVirtualNuma
-        x::FieldEntry::optional(x::Name(0x2ce2d11), x::Name(0x3344606)), // motherboardLayout: string
-        x::FieldEntry::optional(x::Name(0x2f7b413), x::Name(0x2405e07)), // pmemFailoverEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x365e219), x::Name(0x2405e07)), // vmxStatsCollectionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x360c21c), x::Name(0x2405e07)), // vmOpNotificationToAppEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x360aa17), x::Name(0x2be5304)), // vmOpNotificationTimeout: long
-        x::FieldEntry::optional(x::Name(0x26ad30a), x::Name(0x201431f)), // deviceSwap: VirtualMachineVirtualDeviceSwap
-        x::FieldEntry::optional(x::Name(0x322f913), x::Name(0x2a94603)), // simultaneousThreads: int
-        x::FieldEntry::optional(x::Name(0x2f7af04), x::Name(0x201f919)), // pmem: VirtualMachineVirtualPMem
-        x::FieldEntry::optional(x::Name(0x269ff0c), x::Name(0x200c121)), // deviceGroups: VirtualMachineVirtualDeviceGroups
-        x::FieldEntry::optional(x::Name(0x28c071b), x::Name(0x2405e07)), // fixedPassthruHotPlugEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
-        x::FieldEntry::optional(x::Name(0x33f1a0a), x::Name(0x2405e07)), // tdxEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x320b30d), x::Name(0x2405e07)), // sevSnpEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x33d3a08), x::Name(0x1b2f407)), // tagSpecs: TagSpec
-        x::FieldEntry::repeated(x::Name(0x3611513), x::Name(0x2188611)), // vmPlacementPolicies: VmPlacementPolicy
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
-        x::FieldEntry::required(x::Name(0x3610a0a), x::Name(0x3344606)), // vmPathName: string
-        x::FieldEntry::optional(x::Name(0x2c8b10c), x::Name(0x2a94603)), // memorySizeMB: int
-        x::FieldEntry::optional(x::Name(0x256d50e), x::Name(0x2a94603)), // cpuReservation: int
-        x::FieldEntry::optional(x::Name(0x2c84911), x::Name(0x2a94603)), // memoryReservation: int
-        x::FieldEntry::optional(x::Name(0x2de6406), x::Name(0x2a94603)), // numCpu: int
-        x::FieldEntry::optional(x::Name(0x2df3010), x::Name(0x2a94603)), // numEthernetCards: int
-        x::FieldEntry::optional(x::Name(0x2e3010f), x::Name(0x2a94603)), // numVirtualDisks: int
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
-        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
-        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
-        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
-        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x344280a), x::Name(0x2405e07)), // tpmPresent: boolean
-        x::FieldEntry::optional(x::Name(0x2e37310), x::Name(0x2a94603)), // numVmiopBackings: int
-        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
-        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
-        x::FieldEntry::required(x::Name(0x2494a06), x::Name(0x3344606)), // client: string
-        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2fb9c11), x::Name(0x2405e07)), // powerOnWhenOpened: boolean
-        x::FieldEntry::optional(x::Name(0x27e8018), x::Name(0x2405e07)), // enterFullScreenOnPowerOn: boolean
-        x::FieldEntry::optional(x::Name(0x249d418), x::Name(0x2405e07)), // closeOnPowerOffOrSuspend: boolean
-        x::FieldEntry::required(x::Name(0x253bb16), x::Name(0x3344606)), // contentLibraryItemUuid: string
-        x::FieldEntry::optional(x::Name(0x253d219), x::Name(0x3344606)), // contentLibraryItemVersion: string
-        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0xe2ca0d)), // info: HostCpuIdInfo
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x993510)), // datastore: DatastoreSummary
-        x::FieldEntry::required(x::Name(0x243ee0a), x::Name(0x96af13)), // capability: DatastoreCapability
-        x::FieldEntry::required(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
-        x::FieldEntry::optional(x::Name(0x2c5ba16), x::Name(0x2be5304)), // maxVirtualDiskCapacity: long
-        x::FieldEntry::optional(x::Name(0x2c3d716), x::Name(0x2be5304)), // maxPhysicalRDMFileSize: long
-        x::FieldEntry::optional(x::Name(0x2c61015), x::Name(0x2be5304)), // maxVirtualRDMFileSize: long
-        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
-        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
-        x::FieldEntry::repeated(x::Name(0x3385d15), x::Name(0x3344606)), // supportedVDiskFormats: string
-        x::FieldEntry::required(x::Name(0x28a130e), x::Name(0x3344606)), // fileSystemType: string
-        x::FieldEntry::optional(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
-        x::FieldEntry::optional(x::Name(0x2fb4f0c), x::Name(0x3344606)), // powerOffType: string
-        x::FieldEntry::optional(x::Name(0x33a4a0b), x::Name(0x3344606)), // suspendType: string
-        x::FieldEntry::optional(x::Name(0x3129509), x::Name(0x3344606)), // resetType: string
-        x::FieldEntry::optional(x::Name(0x263c613), x::Name(0x3344606)), // defaultPowerOffType: string
-        x::FieldEntry::optional(x::Name(0x2645c12), x::Name(0x3344606)), // defaultSuspendType: string
-        x::FieldEntry::optional(x::Name(0x2641810), x::Name(0x3344606)), // defaultResetType: string
-        x::FieldEntry::optional(x::Name(0x32e390d), x::Name(0x3344606)), // standbyAction: string
-        x::FieldEntry::required(x::Name(0x3010b09), x::Name(0x3344606)), // profileId: string
-        x::FieldEntry::optional(x::Name(0x30ef50f), x::Name(0x18db70f)), // replicationSpec: ReplicationSpec
-        x::FieldEntry::optional(x::Name(0x300ff0b), x::Name(0x1f8be1c)), // profileData: VirtualMachineProfileRawData
-        x::FieldEntry::repeated(x::Name(0x301310d), x::Name(0x134dd08)), // profileParams: KeyValue
-        x::FieldEntry::required(x::Name(0x318310c), x::Name(0x1eedf31)), // runtimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::required(x::Name(0x35c2c16), x::Name(0x2405e07)), // vmDirectPathGen2Active: boolean
-        x::FieldEntry::repeated(x::Name(0x35ccc20), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonVm: string
-        x::FieldEntry::repeated(x::Name(0x35ca823), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonOther: string
-        x::FieldEntry::optional(x::Name(0x35c5b26), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonExtended: string
-        x::FieldEntry::optional(x::Name(0x34d6b0b), x::Name(0x2405e07)), // uptv2Active: boolean
-        x::FieldEntry::repeated(x::Name(0x34d9d15), x::Name(0x3344606)), // uptv2InactiveReasonVm: string
-        x::FieldEntry::repeated(x::Name(0x34d8418), x::Name(0x3344606)), // uptv2InactiveReasonOther: string
-        x::FieldEntry::optional(x::Name(0x311fa11), x::Name(0x3344606)), // reservationStatus: string
-        x::FieldEntry::optional(x::Name(0x2388b10), x::Name(0x3344606)), // attachmentStatus: string
-        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3703e01), x::Name(0x2a94603)), // x: int
-        x::FieldEntry::required(x::Name(0x3706401), x::Name(0x2a94603)), // y: int
-        x::FieldEntry::required(x::Name(0x36c3d05), x::Name(0x2a94603)), // width: int
-        x::FieldEntry::required(x::Name(0x29aeb06), x::Name(0x2a94603)), // height: int
-        x::FieldEntry::required(x::Name(0x269650b), x::Name(0xbdad12)), // deviceClass: ElementDescription
-        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x32d1808), x::Name(0x2405e07)), // sriovNic: boolean
-        x::FieldEntry::repeated(x::Name(0x24f1c0c), x::Name(0x1564009)), // configParams: OptionDef
-        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x25b860b), x::Name(0x3344606)), // customLabel: string
-        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x2a94603)), // vendorId: int
-        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x2a94603)), // deviceId: int
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
-        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
-        x::FieldEntry::optional(x::Name(0x3610a0a), x::Name(0x3344606)), // vmPathName: string
-        x::FieldEntry::optional(x::Name(0x325c911), x::Name(0x3344606)), // snapshotDirectory: string
-        x::FieldEntry::optional(x::Name(0x339e510), x::Name(0x3344606)), // suspendDirectory: string
-        x::FieldEntry::optional(x::Name(0x2bdbb0c), x::Name(0x3344606)), // logDirectory: string
-        x::FieldEntry::optional(x::Name(0x28fad13), x::Name(0x3344606)), // ftMetadataDirectory: string
-        x::FieldEntry::repeated(x::Name(0x24ed20a), x::Name(0x3344606)), // configFile: string
-        x::FieldEntry::repeated(x::Name(0x2bdc807), x::Name(0x3344606)), // logFile: string
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f16822)), // disk: VirtualMachineFileLayoutDiskLayout
-        x::FieldEntry::repeated(x::Name(0x3258c08), x::Name(0x1f25d26)), // snapshot: VirtualMachineFileLayoutSnapshotLayout
-        x::FieldEntry::optional(x::Name(0x33ad108), x::Name(0x3344606)), // swapFile: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::repeated(x::Name(0x2706308), x::Name(0x3344606)), // diskFile: string
-        x::FieldEntry::repeated(x::Name(0x2899104), x::Name(0x1f1ee22)), // file: VirtualMachineFileLayoutExFileInfo
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f1a624)), // disk: VirtualMachineFileLayoutExDiskLayout
-        x::FieldEntry::repeated(x::Name(0x3258c08), x::Name(0x1f23428)), // snapshot: VirtualMachineFileLayoutExSnapshotLayout
-        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
-        x::FieldEntry::repeated(x::Name(0x245b105), x::Name(0x1f1cb22)), // chain: VirtualMachineFileLayoutExDiskUnit
-        x::FieldEntry::repeated(x::Name(0x289ae07), x::Name(0x2a94603)), // fileKey: int
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
-        x::FieldEntry::optional(x::Name(0x3484a0a), x::Name(0x2be5304)), // uniqueSize: long
-        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
-        x::FieldEntry::optional(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25e3e07), x::Name(0x2a94603)), // dataKey: int
-        x::FieldEntry::optional(x::Name(0x2c7eb09), x::Name(0x2a94603)), // memoryKey: int
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f1a624)), // disk: VirtualMachineFileLayoutExDiskLayout
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x325ec0c), x::Name(0x3344606)), // snapshotFile: string
-        x::FieldEntry::optional(x::Name(0x26db713), x::Name(0x2405e07)), // disableAcceleration: boolean
-        x::FieldEntry::optional(x::Name(0x27a900d), x::Name(0x2405e07)), // enableLogging: boolean
-        x::FieldEntry::optional(x::Name(0x34ebc06), x::Name(0x2405e07)), // useToe: boolean
-        x::FieldEntry::optional(x::Name(0x3180410), x::Name(0x2405e07)), // runWithDebugInfo: boolean
-        x::FieldEntry::optional(x::Name(0x2cdcc0b), x::Name(0x3344606)), // monitorType: string
-        x::FieldEntry::optional(x::Name(0x2a17909), x::Name(0x3344606)), // htSharing: string
-        x::FieldEntry::optional(x::Name(0x325db10), x::Name(0x2405e07)), // snapshotDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x326260e), x::Name(0x2405e07)), // snapshotLocked: boolean
-        x::FieldEntry::optional(x::Name(0x2723c0f), x::Name(0x2405e07)), // diskUuidEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3593f0f), x::Name(0x3344606)), // virtualMmuUsage: string
-        x::FieldEntry::optional(x::Name(0x357fe10), x::Name(0x3344606)), // virtualExecUsage: string
-        x::FieldEntry::optional(x::Name(0x3268f18), x::Name(0x3344606)), // snapshotPowerOffBehavior: string
-        x::FieldEntry::optional(x::Name(0x309df13), x::Name(0x2405e07)), // recordReplayEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2877012), x::Name(0x3344606)), // faultToleranceType: string
-        x::FieldEntry::optional(x::Name(0x2448810), x::Name(0x2405e07)), // cbrcCacheEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x36b270b), x::Name(0x2405e07)), // vvtdEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x354890a), x::Name(0x2405e07)), // vbsEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2f0320d), x::Name(0x2405e07)), // parentEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2489d10), x::Name(0x3344606)), // childForkGroupId: string
-        x::FieldEntry::optional(x::Name(0x2f04011), x::Name(0x3344606)), // parentForkGroupId: string
-        x::FieldEntry::optional(x::Name(0x248c009), x::Name(0x3344606)), // childType: string
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2920a07), x::Name(0x3344606)), // gmmFile: string
-        x::FieldEntry::optional(x::Name(0x291fd0c), x::Name(0x3344606)), // gmmAppliance: string
-        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
-        x::FieldEntry::required(x::Name(0x307740f), x::Name(0x2405e07)), // rebootRequested: boolean
-        x::FieldEntry::repeated(x::Name(0x30fff14), x::Name(0x3344606)), // requestingComponents: string
-        x::FieldEntry::optional(x::Name(0x30f6510), x::Name(0x2607608)), // requestTimestamp: dateTime
-        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
-        x::FieldEntry::optional(x::Name(0x342670b), x::Name(0x1fd2f19)), // toolsStatus: VirtualMachineToolsStatus
-        x::FieldEntry::optional(x::Name(0x342c612), x::Name(0x3344606)), // toolsVersionStatus: string
-        x::FieldEntry::optional(x::Name(0x342d913), x::Name(0x3344606)), // toolsVersionStatus2: string
-        x::FieldEntry::optional(x::Name(0x3425412), x::Name(0x3344606)), // toolsRunningStatus: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
-        x::FieldEntry::repeated(x::Name(0x2f1340e), x::Name(0x1f4b428)), // partitionTable: VirtualMachineIdeDiskDevicePartitionInfo
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
-        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x310f50d), x::Name(0x13ff016)), // resPoolEntity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x28ac20a), x::Name(0x3344606)), // filterName: string
-        x::FieldEntry::optional(x::Name(0x28a7f0b), x::Name(0x3344606)), // filterClass: string
-        x::FieldEntry::repeated(x::Name(0x28a6c12), x::Name(0x134dd08)), // filterCapabilities: KeyValue
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2bd2c08), x::Name(0x1f9b61a)), // location: VirtualMachineRelocateSpec
-        x::FieldEntry::repeated(x::Name(0x24ea506), x::Name(0x156630b)), // config: OptionValue
-        x::FieldEntry::optional(x::Name(0x23f7b08), x::Name(0x3344606)), // biosUuid: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x358e311), x::Name(0x2be5304)), // virtualMachineMin: long
-        x::FieldEntry::required(x::Name(0x358d111), x::Name(0x2be5304)), // virtualMachineMax: long
-        x::FieldEntry::required(x::Name(0x3592816), x::Name(0x2be5304)), // virtualMachineReserved: long
-        x::FieldEntry::required(x::Name(0x2323b10), x::Name(0x3344606)), // allocationPolicy: string
-        x::FieldEntry::optional(x::Name(0x3592816), x::Name(0x2be5304)), // virtualMachineReserved: long
-        x::FieldEntry::optional(x::Name(0x2323b10), x::Name(0x3344606)), // allocationPolicy: string
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::repeated(x::Name(0x2364008), x::Name(0x234a207)), // argument: anyType
-        x::FieldEntry::optional(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
-        x::FieldEntry::required(x::Name(0x35e4104), x::Name(0x3344606)), // vmId: string
-        x::FieldEntry::optional(x::Name(0x2ca1008), x::Name(0x3344606)), // metadata: string
+        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::optional(x::Name(0x34c6c09), x::Name(0x2a94603)), // uplinkNum: int
+        x::FieldEntry::optional(x::Name(0x2bc0114), x::Name(0x3344606)), // loadbalanceAlgorithm: string
+        x::FieldEntry::optional(x::Name(0x35ac704), x::Name(0x1d23216)), // vlan: VMwareDvsLagVlanConfig
+        x::FieldEntry::optional(x::Name(0x2af8905), x::Name(0x1d21a17)), // ipfix: VMwareDvsLagIpfixConfig
+        x::FieldEntry::repeated(x::Name(0x34c610a), x::Name(0x3344606)), // uplinkName: string
+        x::FieldEntry::repeated(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
+        x::FieldEntry::optional(x::Name(0x341180b), x::Name(0x3344606)), // timeoutMode: string
+        x::FieldEntry::required(x::Name(0x2b68c0f), x::Name(0x1d1c818)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
         x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::required(x::Name(0x35e460a), x::Name(0x1f5e227)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
+        x::FieldEntry::optional(x::Name(0x2afab0c), x::Name(0x2405e07)), // ipfixEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x35ad506), x::Name(0x153380c)), // vlanId: NumericRange
+        x::FieldEntry::required(x::Name(0x2cb7d0f), x::Name(0x2a94603)), // minMtuSupported: int
+        x::FieldEntry::required(x::Name(0x2c3570f), x::Name(0x2a94603)), // maxMtuSupported: int
+        x::FieldEntry::optional(x::Name(0x3362809), x::Name(0x2405e07)), // supported: boolean
+        x::FieldEntry::repeated(x::Name(0x33ce917), x::Name(0x3344606)), // systemTrafficQualifiers: string
+        x::FieldEntry::optional(x::Name(0x24b9b12), x::Name(0x3344606)), // collectorIpAddress: string
+        x::FieldEntry::optional(x::Name(0x24bae0d), x::Name(0x2a94603)), // collectorPort: int
+        x::FieldEntry::optional(x::Name(0x2e62913), x::Name(0x2be5304)), // observationDomainId: long
+        x::FieldEntry::required(x::Name(0x22df711), x::Name(0x2a94603)), // activeFlowTimeout: int
+        x::FieldEntry::required(x::Name(0x2a3480f), x::Name(0x2a94603)), // idleFlowTimeout: int
+        x::FieldEntry::required(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
+        x::FieldEntry::required(x::Name(0x2aa4711), x::Name(0x2405e07)), // internalFlowsOnly: boolean
+        x::FieldEntry::optional(x::Name(0x27a1306), x::Name(0x5c340a)), // enable: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x1b13c0c)), // mode: StringPolicy
+        x::FieldEntry::repeated(x::Name(0x22e6810), x::Name(0x3344606)), // activeUplinkPort: string
+        x::FieldEntry::repeated(x::Name(0x32e7d11), x::Name(0x3344606)), // standbyUplinkPort: string
+        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::repeated(x::Name(0x34c8f0e), x::Name(0x3344606)), // uplinkPortName: string
+        x::FieldEntry::repeated(x::Name(0x36c4319), x::Name(0x3344606)), // wildcardPortConnecteeType: string
+        x::FieldEntry::repeated(x::Name(0x35b6c05), x::Name(0x2a94603)), // vlans: int
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x3298215), x::Name(0x1d33b0f)), // sourcePortTransmitted: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x3296f12), x::Name(0x1d33b0f)), // sourcePortReceived: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x268b00f), x::Name(0x1d33b0f)), // destinationPort: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x27b7d13), x::Name(0x2a94603)), // encapsulationVlanId: int
+        x::FieldEntry::required(x::Name(0x3344d11), x::Name(0x2405e07)), // stripOriginalVlan: boolean
+        x::FieldEntry::optional(x::Name(0x2cc3c14), x::Name(0x2a94603)), // mirroredPacketLength: int
+        x::FieldEntry::required(x::Name(0x2db2d14), x::Name(0x2405e07)), // normalTrafficAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x31ff00b), x::Name(0x3344606)), // sessionType: string
+        x::FieldEntry::optional(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
+        x::FieldEntry::optional(x::Name(0x27b4409), x::Name(0x3344606)), // encapType: string
+        x::FieldEntry::optional(x::Name(0x2808e08), x::Name(0x2a94603)), // erspanId: int
+        x::FieldEntry::optional(x::Name(0x2807309), x::Name(0x2a94603)), // erspanCOS: int
+        x::FieldEntry::optional(x::Name(0x2807d10), x::Name(0x2405e07)), // erspanGraNanosec: boolean
+        x::FieldEntry::optional(x::Name(0x2d3d908), x::Name(0x3344606)), // netstack: string
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1d44418)), // config: VStorageObjectConfigInfo
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::repeated(x::Name(0x35d7d12), x::Name(0x1d3e32c)), // vmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35e4104), x::Name(0x3344606)), // vmId: string
+        x::FieldEntry::required(x::Name(0x270ad07), x::Name(0x2a94603)), // diskKey: int
+        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
+        x::FieldEntry::optional(x::Name(0x2722a08), x::Name(0x3344606)), // diskUUID: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
+        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
+        x::FieldEntry::optional(x::Name(0x266f311), x::Name(0x2a94603)), // descriptorVersion: int
+        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
+        x::FieldEntry::repeated(x::Name(0x253540f), x::Name(0x3344606)), // consumptionType: string
+        x::FieldEntry::repeated(x::Name(0x2533f0a), x::Name(0x1243a02)), // consumerId: ID
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x2bb0f13), x::Name(0x3344606)), // linkedCloneBasePath: string
+        x::FieldEntry::optional(x::Name(0x2bb3613), x::Name(0x1243a02)), // linkedCloneParentId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
+        x::FieldEntry::repeated(x::Name(0x3091810), x::Name(0x1d5932c)), // reconcileDetails: VStorageObjectReconcileResultReconcileDetail
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x3092913), x::Name(0x3344606)), // reconcileReportPath: string
+        x::FieldEntry::optional(x::Name(0x2b32e0c), x::Name(0x2405e07)), // isReconciled: boolean
+        x::FieldEntry::optional(x::Name(0x2b25a0d), x::Name(0x2405e07)), // isDeepScanned: boolean
+        x::FieldEntry::optional(x::Name(0x2e49917), x::Name(0x2a94603)), // numberOfReconcileIssues: int
+        x::FieldEntry::optional(x::Name(0x2e44a1b), x::Name(0x2a94603)), // numberOfFcdsBeforeReconcile: int
+        x::FieldEntry::optional(x::Name(0x2e42f1a), x::Name(0x2a94603)), // numberOfFcdsAfterReconcile: int
+        x::FieldEntry::repeated(x::Name(0x2aaf510), x::Name(0x1d5662c)), // invalidDiskPaths: VStorageObjectReconcileResultInvalidDiskPath
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a51e10), x::Name(0x3344606)), // includeDiskPaths: string
+        x::FieldEntry::repeated(x::Name(0x2824910), x::Name(0x3344606)), // excludeDiskPaths: string
+        x::FieldEntry::optional(x::Name(0x2624108), x::Name(0x2405e07)), // deepScan: boolean
+        x::FieldEntry::optional(x::Name(0x275c806), x::Name(0x2405e07)), // dryRun: boolean
+        x::FieldEntry::optional(x::Name(0x2914f0e), x::Name(0x2a94603)), // generateReport: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x354cc06), x::Name(0x369940e)), // vclock: vslmVClockInfo
+        x::FieldEntry::optional(x::Name(0x34ef50c), x::Name(0x2be5304)), // usedCapacity: long
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x246af16), x::Name(0x3344606)), // changedBlockTrackingId: string
+        x::FieldEntry::repeated(x::Name(0x326c209), x::Name(0x1d62c30)), // snapshots: VStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
+        x::FieldEntry::required(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x33fa909), x::Name(0x2405e07)), // tentative: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x302ae10), x::Name(0x10a1f14)), // protocolEndpoint: HostProtocolEndpoint
+        x::FieldEntry::repeated(x::Name(0x3357a15), x::Name(0x134dd08)), // succeededVmConfigFile: KeyValue
+        x::FieldEntry::repeated(x::Name(0x2855812), x::Name(0x1d6a232)), // failedVmConfigFile: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::FieldEntry::required(x::Name(0x33d7a12), x::Name(0x3344606)), // targetConfigVVolId: string
+        x::FieldEntry::optional(x::Name(0x275d906), x::Name(0x3344606)), // dsPath: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x299280d), x::Name(0x68f723)), // hciConfigSpec: ClusterComputeResourceHCIConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0x13ff016)), // targets: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0xdc2c10)), // toBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0xdc2c10)), // toReplaceWith: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x27ac116), x::Name(0xdc2c10)), // enableStatusToBeCopied: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2804609), x::Name(0x2405e07)), // errorOnly: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ed9b0d), x::Name(0x3344606)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x356a303), x::Name(0x15f4815)), // vhp: OvfValidateHostParams
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1acdb14)), // spec: StorageDrsConfigSpec
+        x::FieldEntry::repeated(x::Name(0x3547810), x::Name(0x1d96113)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
+        x::FieldEntry::required(x::Name(0x2654b07), x::Name(0x2405e07)), // deleted: boolean
+        x::FieldEntry::optional(x::Name(0x333f909), x::Name(0x2405e07)), // stretched: boolean
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x285f511), x::Name(0xc78810)), // failoverNodeInfo1: FailoverNodeInfo
+        x::FieldEntry::optional(x::Name(0x2860711), x::Name(0xc78810)), // failoverNodeInfo2: FailoverNodeInfo
+        x::FieldEntry::optional(x::Name(0x36f6c0f), x::Name(0x22baf0f)), // witnessNodeInfo: WitnessNodeInfo
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x2f17409), x::Name(0x3344606)), // passiveIp: string
+        x::FieldEntry::required(x::Name(0x36f4f09), x::Name(0x3344606)), // witnessIp: string
+        x::FieldEntry::required(x::Name(0x2f15e15), x::Name(0x1602919)), // passiveDeploymentSpec: PassiveNodeDeploymentSpec
+        x::FieldEntry::required(x::Name(0x36f3915), x::Name(0x14fa112)), // witnessDeploymentSpec: NodeDeploymentSpec
+        x::FieldEntry::required(x::Name(0x22e980c), x::Name(0x1a9b30e)), // activeVcSpec: SourceNodeSpec
+        x::FieldEntry::optional(x::Name(0x22e8215), x::Name(0x738118)), // activeVcNetworkConfig: ClusterNetworkConfigSpec
+        x::FieldEntry::required(x::Name(0x318250b), x::Name(0x1d8c816)), // runtimeInfo: VchaClusterRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x29a1b0e), x::Name(0x13d2d12)), // healthMessages: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x22f2115), x::Name(0x13d2d12)), // additionalInformation: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x36f5912), x::Name(0x14fb40f)), // witnessNetworkSpec: NodeNetworkSpec
+        x::FieldEntry::required(x::Name(0x2f17e12), x::Name(0x1604316)), // passiveNetworkSpec: PassiveNodeNetworkSpec
+        x::FieldEntry::required(x::Name(0x24b1b0c), x::Name(0x3344606)), // clusterState: string
+        x::FieldEntry::repeated(x::Name(0x2da4708), x::Name(0x1d8fd13)), // nodeInfo: VchaNodeRuntimeInfo
+        x::FieldEntry::required(x::Name(0x24a880b), x::Name(0x3344606)), // clusterMode: string
+        x::FieldEntry::required(x::Name(0x2da6909), x::Name(0x3344606)), // nodeState: string
+        x::FieldEntry::required(x::Name(0x2da6008), x::Name(0x3344606)), // nodeRole: string
+        x::FieldEntry::required(x::Name(0x2da5006), x::Name(0x3344606)), // nodeIp: string
+        x::FieldEntry::optional(x::Name(0x3477103), x::Name(0x3344606)), // uid: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x31d2715), x::Name(0x3344606)), // selfSignedCertificate: string
+        x::FieldEntry::optional(x::Name(0x3568d0b), x::Name(0x1d99220)), // vhostConfig: VimVasaProviderVirtualHostConfig
+        x::FieldEntry::optional(x::Name(0x3561209), x::Name(0x2a94603)), // versionId: int
+        x::FieldEntry::required(x::Name(0x302d408), x::Name(0x1d9510f)), // provider: VimVasaProvider
+        x::FieldEntry::repeated(x::Name(0x236ad0a), x::Name(0x1d9751c)), // arrayState: VimVasaProviderStatePerArray
+        x::FieldEntry::required(x::Name(0x2ff4008), x::Name(0x2a94603)), // priority: int
+        x::FieldEntry::required(x::Name(0x2369707), x::Name(0x3344606)), // arrayId: string
+        x::FieldEntry::required(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
+        x::FieldEntry::optional(x::Name(0x3569909), x::Name(0x3344606)), // vhostName: string
+        x::FieldEntry::required(x::Name(0x31f170b), x::Name(0x3344606)), // serviceHost: string
+        x::FieldEntry::optional(x::Name(0x31f640b), x::Name(0x2a94603)), // servicePort: int
         x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x35e460a), x::Name(0x1f5e227)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
-        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x3408006), x::Name(0x3344606)), // ticket: string
-        x::FieldEntry::required(x::Name(0x245a907), x::Name(0x3344606)), // cfgFile: string
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
-        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x14c730e)), // network: NetworkSummary
-        x::FieldEntry::optional(x::Name(0x36a8007), x::Name(0x3344606)), // vswitch: string
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2f30307), x::Name(0x2be5304)), // peakBps: long
-        x::FieldEntry::optional(x::Name(0x23cc40a), x::Name(0x2be5304)), // averageBps: long
-        x::FieldEntry::optional(x::Name(0x241d109), x::Name(0x2be5304)), // burstSize: long
-        x::FieldEntry::required(x::Name(0x2f25a09), x::Name(0x104710d)), // pciDevice: HostPciDevice
-        x::FieldEntry::required(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
-        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
+        x::FieldEntry::required(x::Name(0x351580e), x::Name(0x1cbc60e)), // vAppConfigSpec: VAppConfigSpec
+        x::FieldEntry::required(x::Name(0x313bc10), x::Name(0x191bc12)), // resourcePoolSpec: ResourceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x125360a)), // child: ImportSpec
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x268f711), x::Name(0x2405e07)), // destroyWithParent: boolean
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
+        x::FieldEntry::optional(x::Name(0x3516709), x::Name(0x1da2a13)), // vAppState: VirtualAppVAppState
+        x::FieldEntry::optional(x::Name(0x33a5609), x::Name(0x2405e07)), // suspended: boolean
+        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
     ],
     values: &[
-        x::Name(0x370160a), // write_thru
-        x::Name(0x3700b0a), // write_back
-        x::Name(0x2415f07), // bridged
-        x::Name(0x2d1d103), // nat
-        x::Name(0x2a06908), // hostonly
-        x::Name(0x2c0ff06), // manual
-        x::Name(0x2915e09), // generated
-        x::Name(0x237dc08), // assigned
-        x::Name(0x2a23e10), // i440bxHostBridge
-        x::Name(0x22d4c0f), // acpiHostBridges
-        x::Name(0x2353b0d), // appStatusGray
-        x::Name(0x235490e), // appStatusGreen
-        x::Name(0x235580c), // appStatusRed
-        x::Name(0x2b01704), // ipv4
-        x::Name(0x2b04604), // ipv6
-        x::Name(0x3213f06), // sha256
-        x::Name(0x2545d04), // copy
-        x::Name(0x30df307), // replace
-        x::Name(0x354a102), // vc
-        x::Name(0x29b4e04), // host
-        x::Name(0x284cf08), // external
-        x::Name(0x2a72a07), // inherit
-        x::Name(0x35d710b), // vmDirectory
-        x::Name(0x29d9409), // hostLocal
-        x::Name(0x28f2714), // ftEncryptionDisabled
-        x::Name(0x28f4d19), // ftEncryptionOpportunistic
-        x::Name(0x28f6714), // ftEncryptionRequired
-        x::Name(0x26e4608), // disabled
-        x::Name(0x2e9510d), // opportunistic
-        x::Name(0x3109a08), // required
-        x::Name(0x2914608), // generate
-        x::Name(0x31ffc03), // set
-        x::Name(0x30d8106), // remove
-        x::Name(0x2841b06), // extend
-        x::Name(0x2517809), // connected
-        x::Name(0x26f5b0c), // disconnected
-        x::Name(0x2eac308), // orphaned
-        x::Name(0x2a4c30c), // inaccessible
-        x::Name(0x2aa9b07), // invalid
-        x::Name(0x3490708), // unlocked
-        x::Name(0x2bdb006), // locked
-        x::Name(0x3600015), // vmNptIncompatibleHost
-        x::Name(0x3601618), // vmNptIncompatibleNetwork
-        x::Name(0x35fcc16), // vmNptIncompatibleGuest
-        x::Name(0x35fe31c), // vmNptIncompatibleGuestDriver
-        x::Name(0x35f921c), // vmNptIncompatibleAdapterType
-        x::Name(0x35f2222), // vmNptDisabledOrDisconnectedAdapter
-        x::Name(0x35f7120), // vmNptIncompatibleAdapterFeatures
-        x::Name(0x35faf1c), // vmNptIncompatibleBackingType
-        x::Name(0x3602f22), // vmNptInsufficientMemoryReservation
-        x::Name(0x35f452b), // vmNptFaultToleranceOrRecordReplayConfigured
-        x::Name(0x35edc21), // vmNptConflictingIOChainConfigured
-        x::Name(0x3605212), // vmNptMonitorBlocks
-        x::Name(0x35efe23), // vmNptConflictingOperationInProgress
-        x::Name(0x3607a11), // vmNptRuntimeError
-        x::Name(0x3606514), // vmNptOutOfIntrVector
-        x::Name(0x3608c0f), // vmNptVMCIActive
-        x::Name(0x2db9d0d), // notConfigured
-        x::Name(0x26e4608), // disabled
+        x::Name(0x32c8906), // srcMac
+        x::Name(0x267b007), // destMac
+        x::Name(0x32c0f0a), // srcDestMac
+        x::Name(0x267a50a), // destIpVlan
+        x::Name(0x32c7f09), // srcIpVlan
+        x::Name(0x32c010d), // srcDestIpVlan
+        x::Name(0x267e80e), // destTcpUdpPort
+        x::Name(0x32cb50d), // srcTcpUdpPort
+        x::Name(0x32c1a11), // srcDestTcpUdpPort
+        x::Name(0x2677f10), // destIpTcpUdpPort
+        x::Name(0x32c5b0f), // srcIpTcpUdpPort
+        x::Name(0x32bd513), // srcDestIpTcpUdpPort
+        x::Name(0x2679014), // destIpTcpUdpPortVlan
+        x::Name(0x32c6b13), // srcIpTcpUdpPortVlan
+        x::Name(0x32be917), // srcDestIpTcpUdpPortVlan
+        x::Name(0x2677806), // destIp
+        x::Name(0x32c5505), // srcIp
+        x::Name(0x32bcb09), // srcDestIp
+        x::Name(0x35ac704), // vlan
+        x::Name(0x32c9009), // srcPortId
+        x::Name(0x2b8dc0f), // legacyFiltering
+        x::Name(0x326d708), // snooping
+        x::Name(0x22dba06), // active
+        x::Name(0x2f15607), // passive
+        x::Name(0x286ba04), // fast
+        x::Name(0x3244b04), // slow
+        x::Name(0x26fca04), // disk
+        x::Name(0x329bc0b), // sourceTests
+        x::Name(0x24ce512), // compatibilityTests
+        x::Name(0x26fcf16), // diskAccessibilityTests
+        x::Name(0x314230d), // resourceTests
         x::Name(0x27af207), // enabled
-        x::Name(0x2d28d0d), // needSecondary
+        x::Name(0x26e4608), // disabled
+        x::Name(0x2bf920b), // maintenance
+        x::Name(0x29aaf07), // healthy
+        x::Name(0x2650108), // degraded
+        x::Name(0x2b40f08), // isolated
+        x::Name(0x22dba06), // active
+        x::Name(0x2f15607), // passive
+        x::Name(0x36f3107), // witness
+        x::Name(0x34ba802), // up
+        x::Name(0x2748804), // down
+        x::Name(0x24fce0a), // configured
+        x::Name(0x2db9d0d), // notConfigured
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x2fde008), // prepared
+        x::Name(0x32f6607), // started
+        x::Name(0x331e307), // stopped
         x::Name(0x32f7a08), // starting
-        x::Name(0x3181507), // running
-        x::Name(0x34ab005), // unset
-        x::Name(0x309d20c), // recordReplay
-        x::Name(0x2482e0d), // checkpointing
-        x::Name(0x24ea506), // config
-        x::Name(0x2842b0e), // extendedConfig
-        x::Name(0x2703d0e), // diskDescriptor
-        x::Name(0x2704c0a), // diskExtent
-        x::Name(0x26bda10), // digestDescriptor
-        x::Name(0x26c1a0c), // digestExtent
-        x::Name(0x2719814), // diskReplicationState
-        x::Name(0x2bdb703), // log
-        x::Name(0x32f9c04), // stat
-        x::Name(0x2d15f0d), // namespaceData
-        x::Name(0x25e6815), // dataSetsDiskModeStore
-        x::Name(0x25e9913), // dataSetsVmModeStore
-        x::Name(0x2e5c005), // nvram
-        x::Name(0x325bc0c), // snapshotData
-        x::Name(0x3264a0e), // snapshotMemory
-        x::Name(0x326190c), // snapshotList
-        x::Name(0x3263514), // snapshotManifestList
-        x::Name(0x339dd07), // suspend
-        x::Name(0x33a060d), // suspendMemory
-        x::Name(0x33ab304), // swap
-        x::Name(0x3513406), // uwswap
-        x::Name(0x2548004), // core
-        x::Name(0x31a3c0a), // screenshot
-        x::Name(0x28fa20a), // ftMetadata
-        x::Name(0x293c412), // guestCustomization
-        x::Name(0x30bdd07), // release
-        x::Name(0x2620c05), // debug
-        x::Name(0x3310d05), // stats
-        x::Name(0x2a1ec06), // hvAuto
-        x::Name(0x2a20404), // hvOn
-        x::Name(0x2a1fe05), // hvOff
-        x::Name(0x23b7109), // automatic
-        x::Name(0x2e79702), // on
-        x::Name(0x2e68003), // off
-        x::Name(0x2daff04), // none
-        x::Name(0x2f4c30a), // persistent
-        x::Name(0x2db0f0d), // nonpersistent
-        x::Name(0x3704003), // x86
-        x::Name(0x2366003), // arm
-        x::Name(0x36ef10c), // windowsGuest
-        x::Name(0x2bb540a), // linuxGuest
-        x::Name(0x2d40c0c), // netwareGuest
-        x::Name(0x327d80c), // solarisGuest
-        x::Name(0x25d5911), // darwinGuestFamily
-        x::Name(0x2ec0810), // otherGuestFamily
-        x::Name(0x2747808), // dosGuest
-        x::Name(0x36c920a), // win31Guest
-        x::Name(0x36c9d0a), // win95Guest
-        x::Name(0x36ca80a), // win98Guest
-        x::Name(0x36cd70a), // winMeGuest
-        x::Name(0x36ce20a), // winNTGuest
-        x::Name(0x36c710f), // win2000ProGuest
-        x::Name(0x36c8110), // win2000ServGuest
-        x::Name(0x36c5d13), // win2000AdvServGuest
-        x::Name(0x36db40e), // winXPHomeGuest
-        x::Name(0x36dd30d), // winXPProGuest
-        x::Name(0x36dc30f), // winXPPro64Guest
-        x::Name(0x36d870e), // winNetWebGuest
-        x::Name(0x36d7313), // winNetStandardGuest
-        x::Name(0x36d4715), // winNetEnterpriseGuest
-        x::Name(0x36d1915), // winNetDatacenterGuest
-        x::Name(0x36ced13), // winNetBusinessGuest
-        x::Name(0x36d5d15), // winNetStandard64Guest
-        x::Name(0x36d2f17), // winNetEnterprise64Guest
-        x::Name(0x36cc610), // winLonghornGuest
-        x::Name(0x36cb312), // winLonghorn64Guest
-        x::Name(0x36d0117), // winNetDatacenter64Guest
-        x::Name(0x36da60d), // winVistaGuest
-        x::Name(0x36d960f), // winVista64Guest
-        x::Name(0x36e520d), // windows7Guest
-        x::Name(0x36e7610), // windows7_64Guest
-        x::Name(0x36e6015), // windows7Server64Guest
-        x::Name(0x36e870d), // windows8Guest
-        x::Name(0x36eab10), // windows8_64Guest
-        x::Name(0x36e9515), // windows8Server64Guest
-        x::Name(0x36ebc0d), // windows9Guest
-        x::Name(0x36ee010), // windows9_64Guest
-        x::Name(0x36eca15), // windows9Server64Guest
-        x::Name(0x36de111), // windows11_64Guest
-        x::Name(0x36df311), // windows12_64Guest
-        x::Name(0x36efe12), // windowsHyperVGuest
-        x::Name(0x36e2016), // windows2019srv_64Guest
-        x::Name(0x36e051a), // windows2019srvNext_64Guest
-        x::Name(0x36e371a), // windows2022srvNext_64Guest
-        x::Name(0x28e9b0c), // freebsdGuest
-        x::Name(0x28e8c0e), // freebsd64Guest
-        x::Name(0x28de70e), // freebsd11Guest
-        x::Name(0x28df611), // freebsd11_64Guest
-        x::Name(0x28e080e), // freebsd12Guest
-        x::Name(0x28e1711), // freebsd12_64Guest
-        x::Name(0x28e290e), // freebsd13Guest
-        x::Name(0x28e3811), // freebsd13_64Guest
-        x::Name(0x28e4a0e), // freebsd14Guest
-        x::Name(0x28e5911), // freebsd14_64Guest
-        x::Name(0x28e6b0e), // freebsd15Guest
-        x::Name(0x28e7a11), // freebsd15_64Guest
-        x::Name(0x30aa60b), // redhatGuest
-        x::Name(0x315660a), // rhel2Guest
-        x::Name(0x315710a), // rhel3Guest
-        x::Name(0x3157c0d), // rhel3_64Guest
-        x::Name(0x3158a0a), // rhel4Guest
-        x::Name(0x315950d), // rhel4_64Guest
-        x::Name(0x315a30a), // rhel5Guest
-        x::Name(0x315ae0d), // rhel5_64Guest
-        x::Name(0x315bc0a), // rhel6Guest
-        x::Name(0x315c70d), // rhel6_64Guest
-        x::Name(0x315d50a), // rhel7Guest
-        x::Name(0x315e00d), // rhel7_64Guest
-        x::Name(0x315ee0d), // rhel8_64Guest
-        x::Name(0x315fc0d), // rhel9_64Guest
-        x::Name(0x315570e), // rhel10_64Guest
-        x::Name(0x245360b), // centosGuest
-        x::Name(0x244ce0d), // centos64Guest
-        x::Name(0x244dc0c), // centos6Guest
-        x::Name(0x244e90f), // centos6_64Guest
-        x::Name(0x244f90c), // centos7Guest
-        x::Name(0x245060f), // centos7_64Guest
-        x::Name(0x245160f), // centos8_64Guest
-        x::Name(0x245260f), // centos9_64Guest
-        x::Name(0x2ea6f10), // oracleLinuxGuest
-        x::Name(0x2e9e412), // oracleLinux64Guest
-        x::Name(0x2e9f711), // oracleLinux6Guest
-        x::Name(0x2ea0914), // oracleLinux6_64Guest
-        x::Name(0x2ea1e11), // oracleLinux7Guest
-        x::Name(0x2ea3014), // oracleLinux7_64Guest
-        x::Name(0x2ea4514), // oracleLinux8_64Guest
-        x::Name(0x2ea5a14), // oracleLinux9_64Guest
-        x::Name(0x2e9ce15), // oracleLinux10_64Guest
-        x::Name(0x339d309), // suseGuest
-        x::Name(0x339c70b), // suse64Guest
-        x::Name(0x3240709), // slesGuest
-        x::Name(0x323fb0b), // sles64Guest
-        x::Name(0x3238c0b), // sles10Guest
-        x::Name(0x323980e), // sles10_64Guest
-        x::Name(0x323a70b), // sles11Guest
-        x::Name(0x323b30e), // sles11_64Guest
-        x::Name(0x323c20b), // sles12Guest
-        x::Name(0x323ce0e), // sles12_64Guest
-        x::Name(0x323dd0e), // sles15_64Guest
-        x::Name(0x323ec0e), // sles16_64Guest
-        x::Name(0x2d9ce09), // nld9Guest
-        x::Name(0x2e67708), // oesGuest
-        x::Name(0x3236b09), // sjdsGuest
-        x::Name(0x2c0ca0d), // mandrakeGuest
-        x::Name(0x2c0e80d), // mandrivaGuest
-        x::Name(0x2c0d80f), // mandriva64Guest
-        x::Name(0x346730f), // turboLinuxGuest
-        x::Name(0x3466111), // turboLinux64Guest
-        x::Name(0x347470b), // ubuntuGuest
-        x::Name(0x347390d), // ubuntu64Guest
-        x::Name(0x2615e0c), // debian4Guest
-        x::Name(0x2616b0f), // debian4_64Guest
-        x::Name(0x2617b0c), // debian5Guest
-        x::Name(0x261880f), // debian5_64Guest
-        x::Name(0x261980c), // debian6Guest
-        x::Name(0x261a50f), // debian6_64Guest
-        x::Name(0x261b50c), // debian7Guest
-        x::Name(0x261c20f), // debian7_64Guest
-        x::Name(0x261d20c), // debian8Guest
-        x::Name(0x261df0f), // debian8_64Guest
-        x::Name(0x261ef0c), // debian9Guest
-        x::Name(0x261fc0f), // debian9_64Guest
-        x::Name(0x260e20d), // debian10Guest
-        x::Name(0x260f010), // debian10_64Guest
-        x::Name(0x261010d), // debian11Guest
-        x::Name(0x2610f10), // debian11_64Guest
-        x::Name(0x261200d), // debian12Guest
-        x::Name(0x2612e10), // debian12_64Guest
-        x::Name(0x2613f0d), // debian13Guest
-        x::Name(0x2614d10), // debian13_64Guest
-        x::Name(0x236cf0d), // asianux3Guest
-        x::Name(0x236dd10), // asianux3_64Guest
-        x::Name(0x236ee0d), // asianux4Guest
-        x::Name(0x236fc10), // asianux4_64Guest
-        x::Name(0x2370d10), // asianux5_64Guest
-        x::Name(0x2371e10), // asianux7_64Guest
-        x::Name(0x2372f10), // asianux8_64Guest
-        x::Name(0x2374010), // asianux9_64Guest
-        x::Name(0x2cc0814), // miraclelinux_64Guest
-        x::Name(0x2eff20e), // pardus_64Guest
-        x::Name(0x2e8c10d), // opensuseGuest
-        x::Name(0x2e8b10f), // opensuse64Guest
-        x::Name(0x289020b), // fedoraGuest
-        x::Name(0x288f40d), // fedora64Guest
-        x::Name(0x254850d), // coreos64Guest
-        x::Name(0x3658a13), // vmwarePhoton64Guest
-        x::Name(0x2eaf712), // other24xLinuxGuest
-        x::Name(0x2eb1f12), // other26xLinuxGuest
-        x::Name(0x2ec400f), // otherLinuxGuest
-        x::Name(0x2eb4611), // other3xLinuxGuest
-        x::Name(0x2eb6c11), // other4xLinuxGuest
-        x::Name(0x2eb9211), // other5xLinuxGuest
-        x::Name(0x2ebb811), // other6xLinuxGuest
-        x::Name(0x2ebde11), // other7xLinuxGuest
-        x::Name(0x2919d11), // genericLinuxGuest
-        x::Name(0x2eae214), // other24xLinux64Guest
-        x::Name(0x2eb0a14), // other26xLinux64Guest
-        x::Name(0x2eb3213), // other3xLinux64Guest
-        x::Name(0x2eb5813), // other4xLinux64Guest
-        x::Name(0x2eb7e13), // other5xLinux64Guest
-        x::Name(0x2eba413), // other6xLinux64Guest
-        x::Name(0x2ebca13), // other7xLinux64Guest
-        x::Name(0x2ec2e11), // otherLinux64Guest
-        x::Name(0x327a00d), // solaris6Guest
-        x::Name(0x327ae0d), // solaris7Guest
-        x::Name(0x327bc0d), // solaris8Guest
-        x::Name(0x327ca0d), // solaris9Guest
-        x::Name(0x3276d0e), // solaris10Guest
-        x::Name(0x3277c11), // solaris10_64Guest
-        x::Name(0x3278e11), // solaris11_64Guest
-        x::Name(0x290cf10), // fusionos_64Guest
-        x::Name(0x301d610), // prolinux_64Guest
-        x::Name(0x2b60512), // kylinlinux_64Guest
-        x::Name(0x28c700f), // flatcar_64Guest
-        x::Name(0x2eacc08), // os2Guest
-        x::Name(0x2789410), // eComStationGuest
-        x::Name(0x2788211), // eComStation2Guest
-        x::Name(0x2d3e20d), // netware4Guest
-        x::Name(0x2d3f00d), // netware5Guest
-        x::Name(0x2d3fe0d), // netware6Guest
-        x::Name(0x2e88f10), // openServer5Guest
-        x::Name(0x2e8a010), // openServer6Guest
-        x::Name(0x3487c0e), // unixWare7Guest
-        x::Name(0x25d4d0b), // darwinGuest
-        x::Name(0x25d3f0d), // darwin64Guest
-        x::Name(0x25c350d), // darwin10Guest
-        x::Name(0x25c4310), // darwin10_64Guest
-        x::Name(0x25c540d), // darwin11Guest
-        x::Name(0x25c6210), // darwin11_64Guest
-        x::Name(0x25c7310), // darwin12_64Guest
-        x::Name(0x25c8410), // darwin13_64Guest
-        x::Name(0x25c9510), // darwin14_64Guest
-        x::Name(0x25ca610), // darwin15_64Guest
-        x::Name(0x25cb710), // darwin16_64Guest
-        x::Name(0x25cc810), // darwin17_64Guest
-        x::Name(0x25cd910), // darwin18_64Guest
-        x::Name(0x25cea10), // darwin19_64Guest
-        x::Name(0x25cfb10), // darwin20_64Guest
-        x::Name(0x25d0c10), // darwin21_64Guest
-        x::Name(0x25d1d10), // darwin22_64Guest
-        x::Name(0x25d2e10), // darwin23_64Guest
-        x::Name(0x3643d0d), // vmkernelGuest
-        x::Name(0x363e20e), // vmkernel5Guest
-        x::Name(0x364010e), // vmkernel6Guest
-        x::Name(0x363f10f), // vmkernel65Guest
-        x::Name(0x364100e), // vmkernel7Guest
-        x::Name(0x3641f0e), // vmkernel8Guest
-        x::Name(0x3642e0e), // vmkernel9Guest
-        x::Name(0x233b914), // amazonlinux2_64Guest
-        x::Name(0x233ce14), // amazonlinux3_64Guest
-        x::Name(0x258930c), // crxPod1Guest
-        x::Name(0x258a00c), // crxSys1Guest
-        x::Name(0x3166a12), // rockylinux_64Guest
-        x::Name(0x2333311), // almalinux_64Guest
-        x::Name(0x2ebf00a), // otherGuest
-        x::Name(0x2ebfb0c), // otherGuest64
-        x::Name(0x3181507), // running
-        x::Name(0x322da0c), // shuttingDown
-        x::Name(0x3129f09), // resetting
-        x::Name(0x32e3107), // standby
-        x::Name(0x2dc0e0a), // notRunning
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2348503), // any
-        x::Name(0x2daff04), // none
-        x::Name(0x2aa3008), // internal
-        x::Name(0x33ae308), // swapNone
-        x::Name(0x33b1a08), // swapSome
-        x::Name(0x33ada08), // swapMost
-        x::Name(0x1bd3306), // Update
-        x::Name(0x186b306), // Remove
-        x::Name(0x779c12), // ComVmwareVsphereHA
-        x::Name(0x2be9b0b), // lowPriority
-        x::Name(0x29b250c), // highPriority
-        x::Name(0x263ea0f), // defaultPriority
-        x::Name(0x2a7bc0c), // initializing
-        x::Name(0x273450a), // divergence
-        x::Name(0x2be880e), // lostConnection
-        x::Name(0x2f07f16), // partialHardwareFailure
-        x::Name(0x34f340a), // userAction
-        x::Name(0x2480a0f), // checkpointError
-        x::Name(0x2eadc05), // other
+        x::Name(0x331eb08), // stopping
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    VMwareDvsLacpGroupConfig(Box<VMwareDvsLacpGroupConfig>),
+    VMwareDvsLacpGroupSpec(Box<VMwareDvsLacpGroupSpec>),
+    VMwareDvsLacpLoadBalanceAlgorithm(Box<VMwareDvsLacpLoadBalanceAlgorithm>),
+    VMwareDvsLagIpfixConfig(Box<VMwareDvsLagIpfixConfig>),
+    VMwareDvsLagVlanConfig(Box<VMwareDvsLagVlanConfig>),
+    VMwareDvsMtuCapability(Box<VMwareDvsMtuCapability>),
+    VMwareDvsMulticastFilteringMode(Box<VMwareDvsMulticastFilteringMode>),
+    VMwareDvsPerfNicOffloadCapability(Box<VMwareDvsPerfNicOffloadCapability>),
+    VMwareDvsSystemTrafficCapabilities(Box<VMwareDvsSystemTrafficCapabilities>),
+    VMwareIpfixConfig(Box<VMwareIpfixConfig>),
+    VMwareUplinkLacpMode(Box<VMwareUplinkLacpMode>),
+    VMwareUplinkLacpPolicy(Box<VMwareUplinkLacpPolicy>),
+    VMwareUplinkLacpTimeoutMode(Box<VMwareUplinkLacpTimeoutMode>),
+    VMwareUplinkPortOrderPolicy(Box<VMwareUplinkPortOrderPolicy>),
+    VMwareVspanPort(Box<VMwareVspanPort>),
+    VMwareVspanSession(Box<VMwareVspanSession>),
+    VStorageObject(Box<VStorageObject>),
+    VStorageObjectAssociations(Box<VStorageObjectAssociations>),
+    VStorageObjectAssociationsVmDiskAssociations(Box<VStorageObjectAssociationsVmDiskAssociations>),
+    VStorageObjectAttachResult(Box<VStorageObjectAttachResult>),
+    VStorageObjectAttachSpec(Box<VStorageObjectAttachSpec>),
+    VStorageObjectConfigInfo(Box<VStorageObjectConfigInfo>),
+    VStorageObjectConsumptionType(Box<VStorageObjectConsumptionType>),
+    VStorageObjectReconcileResult(Box<VStorageObjectReconcileResult>),
+    VStorageObjectReconcileResultInvalidDiskPath(Box<VStorageObjectReconcileResultInvalidDiskPath>),
+    VStorageObjectReconcileResultReconcileDetail(Box<VStorageObjectReconcileResultReconcileDetail>),
+    VStorageObjectReconcileSpec(Box<VStorageObjectReconcileSpec>),
+    VStorageObjectSnapshot(Box<VStorageObjectSnapshot>),
+    VStorageObjectSnapshotDetails(Box<VStorageObjectSnapshotDetails>),
+    VStorageObjectSnapshotInfo(Box<VStorageObjectSnapshotInfo>),
+    VStorageObjectSnapshotInfoVStorageObjectSnapshot(Box<VStorageObjectSnapshotInfoVStorageObjectSnapshot>),
+    VStorageObjectStateInfo(Box<VStorageObjectStateInfo>),
+    VVolHostPE(Box<VVolHostPE>),
+    VVolVmConfigFileUpdateResult(Box<VVolVmConfigFileUpdateResult>),
+    VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>),
+    ValidateMigrationTestType(Box<ValidateMigrationTestType>),
+    VasaProviderContainerSpec(Box<VasaProviderContainerSpec>),
+    VcAgentUninstallFailedEvent(Box<VcAgentUninstallFailedEvent>),
+    VcAgentUninstalledEvent(Box<VcAgentUninstalledEvent>),
+    VcAgentUpgradeFailedEvent(Box<VcAgentUpgradeFailedEvent>),
+    VcAgentUpgradedEvent(Box<VcAgentUpgradedEvent>),
+    VchaClusterConfigInfo(Box<VchaClusterConfigInfo>),
+    VchaClusterConfigSpec(Box<VchaClusterConfigSpec>),
+    VchaClusterDeploymentSpec(Box<VchaClusterDeploymentSpec>),
+    VchaClusterHealth(Box<VchaClusterHealth>),
+    VchaClusterMode(Box<VchaClusterMode>),
+    VchaClusterNetworkSpec(Box<VchaClusterNetworkSpec>),
+    VchaClusterRuntimeInfo(Box<VchaClusterRuntimeInfo>),
+    VchaClusterState(Box<VchaClusterState>),
+    VchaNodeRole(Box<VchaNodeRole>),
+    VchaNodeRuntimeInfo(Box<VchaNodeRuntimeInfo>),
+    VchaNodeState(Box<VchaNodeState>),
+    VchaState(Box<VchaState>),
+    VimAccountPasswordChangedEvent(Box<VimAccountPasswordChangedEvent>),
+    VimFault(Box<VimFault>),
+    VimVasaProvider(Box<VimVasaProvider>),
+    VimVasaProviderInfo(Box<VimVasaProviderInfo>),
+    VimVasaProviderStatePerArray(Box<VimVasaProviderStatePerArray>),
+    VimVasaProviderVirtualHostConfig(Box<VimVasaProviderVirtualHostConfig>),
+    VirtualAHCIController(Box<VirtualAHCIController>),
+    VirtualAHCIControllerOption(Box<VirtualAHCIControllerOption>),
+    VirtualAppImportSpec(Box<VirtualAppImportSpec>),
+    VirtualAppLinkInfo(Box<VirtualAppLinkInfo>),
+    VirtualAppSummary(Box<VirtualAppSummary>),
+    VirtualAppVAppState(Box<VirtualAppVAppState>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpGroupConfig(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpGroupSpec(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpLoadBalanceAlgorithm(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLagIpfixConfig(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLagVlanConfig(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsMtuCapability(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsMulticastFilteringMode(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsPerfNicOffloadCapability(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsSystemTrafficCapabilities(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareIpfixConfig(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkLacpMode(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkLacpPolicy(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkLacpTimeoutMode(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareUplinkPortOrderPolicy(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareVspanPort(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareVspanSession(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObject(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectAssociations(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectAssociationsVmDiskAssociations(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectAttachResult(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectAttachSpec(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectConfigInfo(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectConsumptionType(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectReconcileResult(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectReconcileResultInvalidDiskPath(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectReconcileResultReconcileDetail(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectReconcileSpec(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectSnapshot(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectSnapshotDetails(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectSnapshotInfo(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VStorageObjectStateInfo(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VVolHostPE(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VVolVmConfigFileUpdateResult(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ValidateMigrationTestType(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VasaProviderContainerSpec(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUninstallFailedEvent(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUninstalledEvent(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradedEvent(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigInfo(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigSpec(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterDeploymentSpec(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterHealth(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterMode(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterNetworkSpec(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterState(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeRole(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeState(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaState(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimAccountPasswordChangedEvent(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimFault(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProvider(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProviderInfo(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProviderStatePerArray(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProviderVirtualHostConfig(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAHCIController(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAHCIControllerOption(v), Err(e) => return Some(Err(e)) },
+        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAppImportSpec(v), Err(e) => return Some(Err(e)) },
+        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAppLinkInfo(v), Err(e) => return Some(Err(e)) },
+        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAppSummary(v), Err(e) => return Some(Err(e)) },
+        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualAppVAppState(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::VMwareDvsLacpGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsLacpGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsLagIpfixConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsLagVlanConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsMtuCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsMulticastFilteringMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsPerfNicOffloadCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareDvsSystemTrafficCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareIpfixConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareUplinkLacpMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareUplinkLacpPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareUplinkLacpTimeoutMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareUplinkPortOrderPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareVspanPort(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VMwareVspanSession(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObject(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectAssociations(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectAssociationsVmDiskAssociations(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectAttachResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectAttachSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectConsumptionType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectReconcileResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectReconcileResultInvalidDiskPath(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectReconcileResultReconcileDetail(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectReconcileSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectSnapshotDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectSnapshotInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VStorageObjectStateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VVolHostPE(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VVolVmConfigFileUpdateResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ValidateMigrationTestType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VasaProviderContainerSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VcAgentUninstallFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VcAgentUninstalledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VcAgentUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VcAgentUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterHealth(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaClusterState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaNodeRole(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaNodeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaNodeState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VchaState(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VimAccountPasswordChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VimFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VimVasaProvider(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VimVasaProviderInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VimVasaProviderStatePerArray(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VimVasaProviderVirtualHostConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualAHCIController(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualAHCIControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualAppImportSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualAppLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualAppSummary(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualAppVAppState(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::VMwareDvsLacpGroupConfig(a), Object::VMwareDvsLacpGroupConfig(b)) => **a == **b,
+            (Object::VMwareDvsLacpGroupSpec(a), Object::VMwareDvsLacpGroupSpec(b)) => **a == **b,
+            (Object::VMwareDvsLacpLoadBalanceAlgorithm(a), Object::VMwareDvsLacpLoadBalanceAlgorithm(b)) => **a == **b,
+            (Object::VMwareDvsLagIpfixConfig(a), Object::VMwareDvsLagIpfixConfig(b)) => **a == **b,
+            (Object::VMwareDvsLagVlanConfig(a), Object::VMwareDvsLagVlanConfig(b)) => **a == **b,
+            (Object::VMwareDvsMtuCapability(a), Object::VMwareDvsMtuCapability(b)) => **a == **b,
+            (Object::VMwareDvsMulticastFilteringMode(a), Object::VMwareDvsMulticastFilteringMode(b)) => **a == **b,
+            (Object::VMwareDvsPerfNicOffloadCapability(a), Object::VMwareDvsPerfNicOffloadCapability(b)) => **a == **b,
+            (Object::VMwareDvsSystemTrafficCapabilities(a), Object::VMwareDvsSystemTrafficCapabilities(b)) => **a == **b,
+            (Object::VMwareIpfixConfig(a), Object::VMwareIpfixConfig(b)) => **a == **b,
+            (Object::VMwareUplinkLacpMode(a), Object::VMwareUplinkLacpMode(b)) => **a == **b,
+            (Object::VMwareUplinkLacpPolicy(a), Object::VMwareUplinkLacpPolicy(b)) => **a == **b,
+            (Object::VMwareUplinkLacpTimeoutMode(a), Object::VMwareUplinkLacpTimeoutMode(b)) => **a == **b,
+            (Object::VMwareUplinkPortOrderPolicy(a), Object::VMwareUplinkPortOrderPolicy(b)) => **a == **b,
+            (Object::VMwareVspanPort(a), Object::VMwareVspanPort(b)) => **a == **b,
+            (Object::VMwareVspanSession(a), Object::VMwareVspanSession(b)) => **a == **b,
+            (Object::VStorageObject(a), Object::VStorageObject(b)) => **a == **b,
+            (Object::VStorageObjectAssociations(a), Object::VStorageObjectAssociations(b)) => **a == **b,
+            (Object::VStorageObjectAssociationsVmDiskAssociations(a), Object::VStorageObjectAssociationsVmDiskAssociations(b)) => **a == **b,
+            (Object::VStorageObjectAttachResult(a), Object::VStorageObjectAttachResult(b)) => **a == **b,
+            (Object::VStorageObjectAttachSpec(a), Object::VStorageObjectAttachSpec(b)) => **a == **b,
+            (Object::VStorageObjectConfigInfo(a), Object::VStorageObjectConfigInfo(b)) => **a == **b,
+            (Object::VStorageObjectConsumptionType(a), Object::VStorageObjectConsumptionType(b)) => **a == **b,
+            (Object::VStorageObjectReconcileResult(a), Object::VStorageObjectReconcileResult(b)) => **a == **b,
+            (Object::VStorageObjectReconcileResultInvalidDiskPath(a), Object::VStorageObjectReconcileResultInvalidDiskPath(b)) => **a == **b,
+            (Object::VStorageObjectReconcileResultReconcileDetail(a), Object::VStorageObjectReconcileResultReconcileDetail(b)) => **a == **b,
+            (Object::VStorageObjectReconcileSpec(a), Object::VStorageObjectReconcileSpec(b)) => **a == **b,
+            (Object::VStorageObjectSnapshot(a), Object::VStorageObjectSnapshot(b)) => **a == **b,
+            (Object::VStorageObjectSnapshotDetails(a), Object::VStorageObjectSnapshotDetails(b)) => **a == **b,
+            (Object::VStorageObjectSnapshotInfo(a), Object::VStorageObjectSnapshotInfo(b)) => **a == **b,
+            (Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(a), Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(b)) => **a == **b,
+            (Object::VStorageObjectStateInfo(a), Object::VStorageObjectStateInfo(b)) => **a == **b,
+            (Object::VVolHostPE(a), Object::VVolHostPE(b)) => **a == **b,
+            (Object::VVolVmConfigFileUpdateResult(a), Object::VVolVmConfigFileUpdateResult(b)) => **a == **b,
+            (Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(a), Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(b)) => **a == **b,
+            (Object::ValidateMigrationTestType(a), Object::ValidateMigrationTestType(b)) => **a == **b,
+            (Object::VasaProviderContainerSpec(a), Object::VasaProviderContainerSpec(b)) => **a == **b,
+            (Object::VcAgentUninstallFailedEvent(a), Object::VcAgentUninstallFailedEvent(b)) => **a == **b,
+            (Object::VcAgentUninstalledEvent(a), Object::VcAgentUninstalledEvent(b)) => **a == **b,
+            (Object::VcAgentUpgradeFailedEvent(a), Object::VcAgentUpgradeFailedEvent(b)) => **a == **b,
+            (Object::VcAgentUpgradedEvent(a), Object::VcAgentUpgradedEvent(b)) => **a == **b,
+            (Object::VchaClusterConfigInfo(a), Object::VchaClusterConfigInfo(b)) => **a == **b,
+            (Object::VchaClusterConfigSpec(a), Object::VchaClusterConfigSpec(b)) => **a == **b,
+            (Object::VchaClusterDeploymentSpec(a), Object::VchaClusterDeploymentSpec(b)) => **a == **b,
+            (Object::VchaClusterHealth(a), Object::VchaClusterHealth(b)) => **a == **b,
+            (Object::VchaClusterMode(a), Object::VchaClusterMode(b)) => **a == **b,
+            (Object::VchaClusterNetworkSpec(a), Object::VchaClusterNetworkSpec(b)) => **a == **b,
+            (Object::VchaClusterRuntimeInfo(a), Object::VchaClusterRuntimeInfo(b)) => **a == **b,
+            (Object::VchaClusterState(a), Object::VchaClusterState(b)) => **a == **b,
+            (Object::VchaNodeRole(a), Object::VchaNodeRole(b)) => **a == **b,
+            (Object::VchaNodeRuntimeInfo(a), Object::VchaNodeRuntimeInfo(b)) => **a == **b,
+            (Object::VchaNodeState(a), Object::VchaNodeState(b)) => **a == **b,
+            (Object::VchaState(a), Object::VchaState(b)) => **a == **b,
+            (Object::VimAccountPasswordChangedEvent(a), Object::VimAccountPasswordChangedEvent(b)) => **a == **b,
+            (Object::VimFault(a), Object::VimFault(b)) => **a == **b,
+            (Object::VimVasaProvider(a), Object::VimVasaProvider(b)) => **a == **b,
+            (Object::VimVasaProviderInfo(a), Object::VimVasaProviderInfo(b)) => **a == **b,
+            (Object::VimVasaProviderStatePerArray(a), Object::VimVasaProviderStatePerArray(b)) => **a == **b,
+            (Object::VimVasaProviderVirtualHostConfig(a), Object::VimVasaProviderVirtualHostConfig(b)) => **a == **b,
+            (Object::VirtualAHCIController(a), Object::VirtualAHCIController(b)) => **a == **b,
+            (Object::VirtualAHCIControllerOption(a), Object::VirtualAHCIControllerOption(b)) => **a == **b,
+            (Object::VirtualAppImportSpec(a), Object::VirtualAppImportSpec(b)) => **a == **b,
+            (Object::VirtualAppLinkInfo(a), Object::VirtualAppLinkInfo(b)) => **a == **b,
+            (Object::VirtualAppSummary(a), Object::VirtualAppSummary(b)) => **a == **b,
+            (Object::VirtualAppVAppState(a), Object::VirtualAppVAppState(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::VMwareDvsLacpGroupConfig(v) => Object::VMwareDvsLacpGroupConfig(Box::new((**v).clone())),
+            Object::VMwareDvsLacpGroupSpec(v) => Object::VMwareDvsLacpGroupSpec(Box::new((**v).clone())),
+            Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Object::VMwareDvsLacpLoadBalanceAlgorithm(Box::new((**v).clone())),
+            Object::VMwareDvsLagIpfixConfig(v) => Object::VMwareDvsLagIpfixConfig(Box::new((**v).clone())),
+            Object::VMwareDvsLagVlanConfig(v) => Object::VMwareDvsLagVlanConfig(Box::new((**v).clone())),
+            Object::VMwareDvsMtuCapability(v) => Object::VMwareDvsMtuCapability(Box::new((**v).clone())),
+            Object::VMwareDvsMulticastFilteringMode(v) => Object::VMwareDvsMulticastFilteringMode(Box::new((**v).clone())),
+            Object::VMwareDvsPerfNicOffloadCapability(v) => Object::VMwareDvsPerfNicOffloadCapability(Box::new((**v).clone())),
+            Object::VMwareDvsSystemTrafficCapabilities(v) => Object::VMwareDvsSystemTrafficCapabilities(Box::new((**v).clone())),
+            Object::VMwareIpfixConfig(v) => Object::VMwareIpfixConfig(Box::new((**v).clone())),
+            Object::VMwareUplinkLacpMode(v) => Object::VMwareUplinkLacpMode(Box::new((**v).clone())),
+            Object::VMwareUplinkLacpPolicy(v) => Object::VMwareUplinkLacpPolicy(Box::new((**v).clone())),
+            Object::VMwareUplinkLacpTimeoutMode(v) => Object::VMwareUplinkLacpTimeoutMode(Box::new((**v).clone())),
+            Object::VMwareUplinkPortOrderPolicy(v) => Object::VMwareUplinkPortOrderPolicy(Box::new((**v).clone())),
+            Object::VMwareVspanPort(v) => Object::VMwareVspanPort(Box::new((**v).clone())),
+            Object::VMwareVspanSession(v) => Object::VMwareVspanSession(Box::new((**v).clone())),
+            Object::VStorageObject(v) => Object::VStorageObject(Box::new((**v).clone())),
+            Object::VStorageObjectAssociations(v) => Object::VStorageObjectAssociations(Box::new((**v).clone())),
+            Object::VStorageObjectAssociationsVmDiskAssociations(v) => Object::VStorageObjectAssociationsVmDiskAssociations(Box::new((**v).clone())),
+            Object::VStorageObjectAttachResult(v) => Object::VStorageObjectAttachResult(Box::new((**v).clone())),
+            Object::VStorageObjectAttachSpec(v) => Object::VStorageObjectAttachSpec(Box::new((**v).clone())),
+            Object::VStorageObjectConfigInfo(v) => Object::VStorageObjectConfigInfo(Box::new((**v).clone())),
+            Object::VStorageObjectConsumptionType(v) => Object::VStorageObjectConsumptionType(Box::new((**v).clone())),
+            Object::VStorageObjectReconcileResult(v) => Object::VStorageObjectReconcileResult(Box::new((**v).clone())),
+            Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Object::VStorageObjectReconcileResultInvalidDiskPath(Box::new((**v).clone())),
+            Object::VStorageObjectReconcileResultReconcileDetail(v) => Object::VStorageObjectReconcileResultReconcileDetail(Box::new((**v).clone())),
+            Object::VStorageObjectReconcileSpec(v) => Object::VStorageObjectReconcileSpec(Box::new((**v).clone())),
+            Object::VStorageObjectSnapshot(v) => Object::VStorageObjectSnapshot(Box::new((**v).clone())),
+            Object::VStorageObjectSnapshotDetails(v) => Object::VStorageObjectSnapshotDetails(Box::new((**v).clone())),
+            Object::VStorageObjectSnapshotInfo(v) => Object::VStorageObjectSnapshotInfo(Box::new((**v).clone())),
+            Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(Box::new((**v).clone())),
+            Object::VStorageObjectStateInfo(v) => Object::VStorageObjectStateInfo(Box::new((**v).clone())),
+            Object::VVolHostPE(v) => Object::VVolHostPE(Box::new((**v).clone())),
+            Object::VVolVmConfigFileUpdateResult(v) => Object::VVolVmConfigFileUpdateResult(Box::new((**v).clone())),
+            Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box::new((**v).clone())),
+            Object::ValidateMigrationTestType(v) => Object::ValidateMigrationTestType(Box::new((**v).clone())),
+            Object::VasaProviderContainerSpec(v) => Object::VasaProviderContainerSpec(Box::new((**v).clone())),
+            Object::VcAgentUninstallFailedEvent(v) => Object::VcAgentUninstallFailedEvent(Box::new((**v).clone())),
+            Object::VcAgentUninstalledEvent(v) => Object::VcAgentUninstalledEvent(Box::new((**v).clone())),
+            Object::VcAgentUpgradeFailedEvent(v) => Object::VcAgentUpgradeFailedEvent(Box::new((**v).clone())),
+            Object::VcAgentUpgradedEvent(v) => Object::VcAgentUpgradedEvent(Box::new((**v).clone())),
+            Object::VchaClusterConfigInfo(v) => Object::VchaClusterConfigInfo(Box::new((**v).clone())),
+            Object::VchaClusterConfigSpec(v) => Object::VchaClusterConfigSpec(Box::new((**v).clone())),
+            Object::VchaClusterDeploymentSpec(v) => Object::VchaClusterDeploymentSpec(Box::new((**v).clone())),
+            Object::VchaClusterHealth(v) => Object::VchaClusterHealth(Box::new((**v).clone())),
+            Object::VchaClusterMode(v) => Object::VchaClusterMode(Box::new((**v).clone())),
+            Object::VchaClusterNetworkSpec(v) => Object::VchaClusterNetworkSpec(Box::new((**v).clone())),
+            Object::VchaClusterRuntimeInfo(v) => Object::VchaClusterRuntimeInfo(Box::new((**v).clone())),
+            Object::VchaClusterState(v) => Object::VchaClusterState(Box::new((**v).clone())),
+            Object::VchaNodeRole(v) => Object::VchaNodeRole(Box::new((**v).clone())),
+            Object::VchaNodeRuntimeInfo(v) => Object::VchaNodeRuntimeInfo(Box::new((**v).clone())),
+            Object::VchaNodeState(v) => Object::VchaNodeState(Box::new((**v).clone())),
+            Object::VchaState(v) => Object::VchaState(Box::new((**v).clone())),
+            Object::VimAccountPasswordChangedEvent(v) => Object::VimAccountPasswordChangedEvent(Box::new((**v).clone())),
+            Object::VimFault(v) => Object::VimFault(Box::new((**v).clone())),
+            Object::VimVasaProvider(v) => Object::VimVasaProvider(Box::new((**v).clone())),
+            Object::VimVasaProviderInfo(v) => Object::VimVasaProviderInfo(Box::new((**v).clone())),
+            Object::VimVasaProviderStatePerArray(v) => Object::VimVasaProviderStatePerArray(Box::new((**v).clone())),
+            Object::VimVasaProviderVirtualHostConfig(v) => Object::VimVasaProviderVirtualHostConfig(Box::new((**v).clone())),
+            Object::VirtualAHCIController(v) => Object::VirtualAHCIController(Box::new((**v).clone())),
+            Object::VirtualAHCIControllerOption(v) => Object::VirtualAHCIControllerOption(Box::new((**v).clone())),
+            Object::VirtualAppImportSpec(v) => Object::VirtualAppImportSpec(Box::new((**v).clone())),
+            Object::VirtualAppLinkInfo(v) => Object::VirtualAppLinkInfo(Box::new((**v).clone())),
+            Object::VirtualAppSummary(v) => Object::VirtualAppSummary(Box::new((**v).clone())),
+            Object::VirtualAppVAppState(v) => Object::VirtualAppVAppState(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::VMwareDvsLacpGroupConfig(_) => "VMwareDvsLacpGroupConfig",
+            Object::VMwareDvsLacpGroupSpec(_) => "VMwareDvsLacpGroupSpec",
+            Object::VMwareDvsLacpLoadBalanceAlgorithm(_) => "VMwareDvsLacpLoadBalanceAlgorithm",
+            Object::VMwareDvsLagIpfixConfig(_) => "VMwareDvsLagIpfixConfig",
+            Object::VMwareDvsLagVlanConfig(_) => "VMwareDvsLagVlanConfig",
+            Object::VMwareDvsMtuCapability(_) => "VMwareDvsMtuCapability",
+            Object::VMwareDvsMulticastFilteringMode(_) => "VMwareDvsMulticastFilteringMode",
+            Object::VMwareDvsPerfNicOffloadCapability(_) => "VMwareDvsPerfNicOffloadCapability",
+            Object::VMwareDvsSystemTrafficCapabilities(_) => "VMwareDvsSystemTrafficCapabilities",
+            Object::VMwareIpfixConfig(_) => "VMwareIpfixConfig",
+            Object::VMwareUplinkLacpMode(_) => "VMwareUplinkLacpMode",
+            Object::VMwareUplinkLacpPolicy(_) => "VMwareUplinkLacpPolicy",
+            Object::VMwareUplinkLacpTimeoutMode(_) => "VMwareUplinkLacpTimeoutMode",
+            Object::VMwareUplinkPortOrderPolicy(_) => "VMwareUplinkPortOrderPolicy",
+            Object::VMwareVspanPort(_) => "VMwareVspanPort",
+            Object::VMwareVspanSession(_) => "VMwareVspanSession",
+            Object::VStorageObject(_) => "VStorageObject",
+            Object::VStorageObjectAssociations(_) => "VStorageObjectAssociations",
+            Object::VStorageObjectAssociationsVmDiskAssociations(_) => "VStorageObjectAssociationsVmDiskAssociations",
+            Object::VStorageObjectAttachResult(_) => "VStorageObjectAttachResult",
+            Object::VStorageObjectAttachSpec(_) => "VStorageObjectAttachSpec",
+            Object::VStorageObjectConfigInfo(_) => "VStorageObjectConfigInfo",
+            Object::VStorageObjectConsumptionType(_) => "VStorageObjectConsumptionType",
+            Object::VStorageObjectReconcileResult(_) => "VStorageObjectReconcileResult",
+            Object::VStorageObjectReconcileResultInvalidDiskPath(_) => "VStorageObjectReconcileResultInvalidDiskPath",
+            Object::VStorageObjectReconcileResultReconcileDetail(_) => "VStorageObjectReconcileResultReconcileDetail",
+            Object::VStorageObjectReconcileSpec(_) => "VStorageObjectReconcileSpec",
+            Object::VStorageObjectSnapshot(_) => "VStorageObjectSnapshot",
+            Object::VStorageObjectSnapshotDetails(_) => "VStorageObjectSnapshotDetails",
+            Object::VStorageObjectSnapshotInfo(_) => "VStorageObjectSnapshotInfo",
+            Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(_) => "VStorageObjectSnapshotInfoVStorageObjectSnapshot",
+            Object::VStorageObjectStateInfo(_) => "VStorageObjectStateInfo",
+            Object::VVolHostPE(_) => "VVolHostPE",
+            Object::VVolVmConfigFileUpdateResult(_) => "VVolVmConfigFileUpdateResult",
+            Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(_) => "VVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
+            Object::ValidateMigrationTestType(_) => "ValidateMigrationTestType",
+            Object::VasaProviderContainerSpec(_) => "VasaProviderContainerSpec",
+            Object::VcAgentUninstallFailedEvent(_) => "VcAgentUninstallFailedEvent",
+            Object::VcAgentUninstalledEvent(_) => "VcAgentUninstalledEvent",
+            Object::VcAgentUpgradeFailedEvent(_) => "VcAgentUpgradeFailedEvent",
+            Object::VcAgentUpgradedEvent(_) => "VcAgentUpgradedEvent",
+            Object::VchaClusterConfigInfo(_) => "VchaClusterConfigInfo",
+            Object::VchaClusterConfigSpec(_) => "VchaClusterConfigSpec",
+            Object::VchaClusterDeploymentSpec(_) => "VchaClusterDeploymentSpec",
+            Object::VchaClusterHealth(_) => "VchaClusterHealth",
+            Object::VchaClusterMode(_) => "VchaClusterMode",
+            Object::VchaClusterNetworkSpec(_) => "VchaClusterNetworkSpec",
+            Object::VchaClusterRuntimeInfo(_) => "VchaClusterRuntimeInfo",
+            Object::VchaClusterState(_) => "VchaClusterState",
+            Object::VchaNodeRole(_) => "VchaNodeRole",
+            Object::VchaNodeRuntimeInfo(_) => "VchaNodeRuntimeInfo",
+            Object::VchaNodeState(_) => "VchaNodeState",
+            Object::VchaState(_) => "VchaState",
+            Object::VimAccountPasswordChangedEvent(_) => "VimAccountPasswordChangedEvent",
+            Object::VimFault(_) => "VimFault",
+            Object::VimVasaProvider(_) => "VimVasaProvider",
+            Object::VimVasaProviderInfo(_) => "VimVasaProviderInfo",
+            Object::VimVasaProviderStatePerArray(_) => "VimVasaProviderStatePerArray",
+            Object::VimVasaProviderVirtualHostConfig(_) => "VimVasaProviderVirtualHostConfig",
+            Object::VirtualAHCIController(_) => "VirtualAHCIController",
+            Object::VirtualAHCIControllerOption(_) => "VirtualAHCIControllerOption",
+            Object::VirtualAppImportSpec(_) => "VirtualAppImportSpec",
+            Object::VirtualAppLinkInfo(_) => "VirtualAppLinkInfo",
+            Object::VirtualAppSummary(_) => "VirtualAppSummary",
+            Object::VirtualAppVAppState(_) => "VirtualAppVAppState",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::VMwareDvsLacpGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsLacpGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsLagIpfixConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsLagVlanConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsMtuCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsMulticastFilteringMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsPerfNicOffloadCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareDvsSystemTrafficCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareIpfixConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareUplinkLacpMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareUplinkLacpPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareUplinkLacpTimeoutMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareUplinkPortOrderPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareVspanPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VMwareVspanSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectAssociationsVmDiskAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectAttachResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectAttachSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectConsumptionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectReconcileResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectReconcileResultInvalidDiskPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectReconcileResultReconcileDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectReconcileSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectSnapshotDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectSnapshotInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VStorageObjectStateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VVolHostPE(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VVolVmConfigFileUpdateResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ValidateMigrationTestType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VasaProviderContainerSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VcAgentUninstallFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VcAgentUninstalledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VcAgentUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VcAgentUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterHealth(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaClusterState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaNodeRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaNodeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VchaState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VimAccountPasswordChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VimFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VimVasaProvider(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VimVasaProviderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VimVasaProviderStatePerArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VimVasaProviderVirtualHostConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualAHCIController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualAHCIControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualAppImportSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualAppLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualAppSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualAppVAppState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for VMwareDvsLacpGroupConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsLacpGroupConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsLacpGroupConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsLacpGroupConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsLacpGroupSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsLacpGroupSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsLacpGroupSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsLacpGroupSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsLacpLoadBalanceAlgorithm {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsLacpLoadBalanceAlgorithm(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsLagIpfixConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsLagIpfixConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsLagIpfixConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsLagIpfixConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsLagVlanConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsLagVlanConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsLagVlanConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsLagVlanConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsMtuCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsMtuCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsMtuCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsMtuCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsMulticastFilteringMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsMulticastFilteringMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsMulticastFilteringMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsMulticastFilteringMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsPerfNicOffloadCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsPerfNicOffloadCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsPerfNicOffloadCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsPerfNicOffloadCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareDvsSystemTrafficCapabilities {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareDvsSystemTrafficCapabilities(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareDvsSystemTrafficCapabilities(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareDvsSystemTrafficCapabilities(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareIpfixConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareIpfixConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareIpfixConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareIpfixConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareUplinkLacpMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareUplinkLacpMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareUplinkLacpMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareUplinkLacpMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareUplinkLacpPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareUplinkLacpPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareUplinkLacpPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareUplinkLacpPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareUplinkLacpTimeoutMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareUplinkLacpTimeoutMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareUplinkPortOrderPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareUplinkPortOrderPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareUplinkPortOrderPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareUplinkPortOrderPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareVspanPort {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareVspanPort(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareVspanPort(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareVspanPort(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VMwareVspanSession {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VMwareVspanSession(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VMwareVspanSession(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VMwareVspanSession(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObject {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObject(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObject(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObject(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectAssociations {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectAssociations(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectAssociations(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectAssociations(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectAssociationsVmDiskAssociations {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectAssociationsVmDiskAssociations(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectAssociationsVmDiskAssociations(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectAssociationsVmDiskAssociations(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectAttachResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectAttachResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectAttachResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectAttachResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectAttachSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectAttachSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectAttachSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectAttachSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectConsumptionType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectConsumptionType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectConsumptionType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectConsumptionType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectReconcileResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectReconcileResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectReconcileResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectReconcileResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectReconcileResultInvalidDiskPath {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectReconcileResultInvalidDiskPath(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectReconcileResultReconcileDetail {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectReconcileResultReconcileDetail(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectReconcileResultReconcileDetail(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectReconcileResultReconcileDetail(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectReconcileSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectReconcileSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectReconcileSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectReconcileSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectSnapshot {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectSnapshot(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectSnapshot(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectSnapshot(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectSnapshotDetails {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectSnapshotDetails(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectSnapshotDetails(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectSnapshotDetails(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectSnapshotInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectSnapshotInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectSnapshotInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectSnapshotInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VStorageObjectStateInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VStorageObjectStateInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VStorageObjectStateInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VStorageObjectStateInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VVolHostPE {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VVolHostPE(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VVolHostPE(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VVolHostPE(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VVolVmConfigFileUpdateResult {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VVolVmConfigFileUpdateResult(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VVolVmConfigFileUpdateResult(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VVolVmConfigFileUpdateResult(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for ValidateMigrationTestType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::ValidateMigrationTestType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::ValidateMigrationTestType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::ValidateMigrationTestType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VasaProviderContainerSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VasaProviderContainerSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VasaProviderContainerSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VasaProviderContainerSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VcAgentUninstallFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VcAgentUninstallFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VcAgentUninstallFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VcAgentUninstallFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VcAgentUninstalledEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VcAgentUninstalledEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VcAgentUninstalledEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VcAgentUninstalledEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VcAgentUpgradeFailedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VcAgentUpgradeFailedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VcAgentUpgradeFailedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VcAgentUpgradeFailedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VcAgentUpgradedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VcAgentUpgradedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VcAgentUpgradedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VcAgentUpgradedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterDeploymentSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterDeploymentSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterDeploymentSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterDeploymentSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterHealth {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterHealth(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterHealth(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterHealth(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterNetworkSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterNetworkSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterNetworkSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterNetworkSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterRuntimeInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterRuntimeInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterRuntimeInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterRuntimeInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaClusterState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaClusterState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaClusterState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaClusterState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaNodeRole {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaNodeRole(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaNodeRole(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaNodeRole(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaNodeRuntimeInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaNodeRuntimeInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaNodeRuntimeInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaNodeRuntimeInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaNodeState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaNodeState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaNodeState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaNodeState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VchaState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VchaState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VchaState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VchaState(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VimAccountPasswordChangedEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VimAccountPasswordChangedEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VimAccountPasswordChangedEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VimAccountPasswordChangedEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VimFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VimFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VimFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VimFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VimVasaProvider {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VimVasaProvider(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VimVasaProvider(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VimVasaProvider(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VimVasaProviderInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VimVasaProviderInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VimVasaProviderInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VimVasaProviderInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VimVasaProviderStatePerArray {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VimVasaProviderStatePerArray(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VimVasaProviderStatePerArray(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VimVasaProviderStatePerArray(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VimVasaProviderVirtualHostConfig {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VimVasaProviderVirtualHostConfig(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VimVasaProviderVirtualHostConfig(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VimVasaProviderVirtualHostConfig(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualAHCIController {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualAHCIController(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualAHCIController(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualAHCIController(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualAHCIControllerOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualAHCIControllerOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualAHCIControllerOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualAHCIControllerOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualAppImportSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualAppImportSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualAppImportSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualAppImportSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualAppLinkInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualAppLinkInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualAppLinkInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualAppLinkInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualAppSummary {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualAppSummary(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualAppSummary(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualAppSummary(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualAppVAppState {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualAppVAppState(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualAppVAppState(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualAppVAppState(v) => Ok(v), other => Err(other), }
+    }
+}

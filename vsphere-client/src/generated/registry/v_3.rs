@@ -6,1251 +6,2010 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::enumeration(x::Name(0x1f7ff1e), 0, 4), // VirtualMachinePowerOffBehavior
-        x::TypeEntry::enumeration(x::Name(0x1f81e19), 4, 3), // VirtualMachinePowerOpType
-        x::TypeEntry::enumeration(x::Name(0x1f83818), 7, 3), // VirtualMachinePowerState
-        x::TypeEntry::structure(x::Name(0x1f85120), x::Name(0x1fc7f18), 0, 1), // VirtualMachinePrecisionClockInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1f8721c), x::Name(0xbb9c0b), 1, 2), // VirtualMachineProfileDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f88f2e), x::Name(0xbb9c0b), 3, 2), // VirtualMachineProfileDetailsDiskProfileDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f8be1c), x::Name(0xbb9c0b), 5, 2), // VirtualMachineProfileRawData: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f8db19), x::Name(0xbb9c0b), 7, 0), // VirtualMachineProfileSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f8f51e), x::Name(0xbb9c0b), 7, 2), // VirtualMachinePropertyRelation: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f9141a), x::Name(0xbb9c0b), 9, 4), // VirtualMachineQuestionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f92f18), x::Name(0xbb9c0b), 13, 24), // VirtualMachineQuickStats: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f94827), x::Name(0xbb9c0b), 37, 2), // VirtualMachineQuickStatsMemoryTierStats: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f9701f), 10, 3), // VirtualMachineRecordReplayState
-        x::TypeEntry::enumeration(x::Name(0x1f99025), 13, 5), // VirtualMachineRelocateDiskMoveOptions
-        x::TypeEntry::structure(x::Name(0x1f9b61a), x::Name(0xbb9c0b), 39, 13), // VirtualMachineRelocateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f9d125), x::Name(0xbb9c0b), 52, 7), // VirtualMachineRelocateSpecDiskLocator: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f9f730), x::Name(0xbb9c0b), 59, 2), // VirtualMachineRelocateSpecDiskLocatorBackingSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1fa2824), 18, 2), // VirtualMachineRelocateTransformation
-        x::TypeEntry::structure(x::Name(0x1fa4d19), x::Name(0xbb9c0b), 61, 37), // VirtualMachineRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fa672b), x::Name(0xbb9c0b), 98, 1), // VirtualMachineRuntimeInfoDasProtectionState: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fa9320), x::Name(0x1f0111c), 99, 3), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineDiskDeviceInfo
-        x::TypeEntry::structure(x::Name(0x1fab421), x::Name(0x1fc7f18), 102, 3), // VirtualMachineScsiPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::enumeration(x::Name(0x1fad621), 20, 12), // VirtualMachineScsiPassthroughType
-        x::TypeEntry::structure(x::Name(0x1faf818), x::Name(0x1fc7f18), 105, 0), // VirtualMachineSerialInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1fb1115), x::Name(0xbb9c0b), 105, 4), // VirtualMachineSgxInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1fb271d), 32, 2), // VirtualMachineSgxInfoFlcModes
-        x::TypeEntry::structure(x::Name(0x1fb451b), x::Name(0x1fc7f18), 109, 4), // VirtualMachineSgxTargetInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1fb611a), x::Name(0xbb9c0b), 113, 2), // VirtualMachineSnapshotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fb7c1a), x::Name(0xbb9c0b), 115, 11), // VirtualMachineSnapshotTree: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fb9717), x::Name(0x1fc7f18), 126, 0), // VirtualMachineSoundInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1fbaf21), x::Name(0xbb9c0b), 126, 1), // VirtualMachineSriovDevicePoolInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fbd117), x::Name(0x1f7b420), 127, 3), // VirtualMachineSriovInfo: VirtualMachinePciPassthroughInfo
-        x::TypeEntry::structure(x::Name(0x1fbe928), x::Name(0x1fbaf21), 130, 2), // VirtualMachineSriovNetworkDevicePoolInfo: VirtualMachineSriovDevicePoolInfo
-        x::TypeEntry::enumeration(x::Name(0x1fc121f), 34, 2), // VirtualMachineStandbyActionType
-        x::TypeEntry::structure(x::Name(0x1fc3219), x::Name(0xbb9c0b), 132, 2), // VirtualMachineStorageInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fc4c1c), x::Name(0xbb9c0b), 134, 4), // VirtualMachineStorageSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fc6915), x::Name(0xbb9c0b), 138, 8), // VirtualMachineSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fc7f18), x::Name(0xbb9c0b), 146, 2), // VirtualMachineTargetInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1fc9828), 36, 2), // VirtualMachineTargetInfoConfigurationTag
-        x::TypeEntry::structure(x::Name(0x1fcc114), x::Name(0xbb9c0b), 148, 8), // VirtualMachineTicket: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1fcd618), 38, 7), // VirtualMachineTicketType
-        x::TypeEntry::enumeration(x::Name(0x1fcef1e), 45, 5), // VirtualMachineToolsInstallType
-        x::TypeEntry::enumeration(x::Name(0x1fd0e20), 50, 3), // VirtualMachineToolsRunningStatus
-        x::TypeEntry::enumeration(x::Name(0x1fd2f19), 53, 4), // VirtualMachineToolsStatus
-        x::TypeEntry::enumeration(x::Name(0x1fd4920), 57, 9), // VirtualMachineToolsVersionStatus
-        x::TypeEntry::structure(x::Name(0x1fd6a1e), x::Name(0xbb9c0b), 156, 4), // VirtualMachineUsageOnDatastore: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fd8915), x::Name(0x1fc7f18), 160, 7), // VirtualMachineUsbInfo: VirtualMachineTargetInfo
-        x::TypeEntry::enumeration(x::Name(0x1fd9f1b), 66, 19), // VirtualMachineUsbInfoFamily
-        x::TypeEntry::enumeration(x::Name(0x1fdbb1a), 85, 7), // VirtualMachineUsbInfoSpeed
-        x::TypeEntry::structure(x::Name(0x1fdd61e), x::Name(0x1fc7f18), 167, 1), // VirtualMachineVFlashModuleInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1fdf518), x::Name(0x1dc1a0d), 168, 4), // VirtualMachineVMCIDevice: VirtualDevice
-        x::TypeEntry::enumeration(x::Name(0x1fe0e1e), 92, 2), // VirtualMachineVMCIDeviceAction
-        x::TypeEntry::enumeration(x::Name(0x1fe2d21), 94, 3), // VirtualMachineVMCIDeviceDirection
-        x::TypeEntry::structure(x::Name(0x1fe4f22), x::Name(0xbb9c0b), 172, 1), // VirtualMachineVMCIDeviceFilterInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fe7222), x::Name(0xbb9c0b), 173, 6), // VirtualMachineVMCIDeviceFilterSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1fe951e), x::Name(0x1de6313), 179, 3), // VirtualMachineVMCIDeviceOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1feb42e), x::Name(0xbb9c0b), 182, 5), // VirtualMachineVMCIDeviceOptionFilterSpecOption: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1fee320), 97, 6), // VirtualMachineVMCIDeviceProtocol
-        x::TypeEntry::structure(x::Name(0x1ff0414), x::Name(0x1dc1a0d), 187, 0), // VirtualMachineVMIROM: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1ff1921), x::Name(0x1fc7f18), 187, 2), // VirtualMachineVMotionStunTimeInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1ff3b18), x::Name(0xbb9c0b), 189, 1), // VirtualMachineVcpuConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ff5423), x::Name(0x1fc7f18), 190, 3), // VirtualMachineVendorDeviceGroupInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1ff7836), x::Name(0xbb9c0b), 193, 5), // VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ffaf43), 103, 4), // VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType
-        x::TypeEntry::structure(x::Name(0x1fff31c), x::Name(0x1fc7f18), 198, 7), // VirtualMachineVgpuDeviceInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x200101d), x::Name(0x1fc7f18), 205, 6), // VirtualMachineVgpuProfileInfo: VirtualMachineTargetInfo
-        x::TypeEntry::enumeration(x::Name(0x2002e29), 107, 2), // VirtualMachineVgpuProfileInfoProfileClass
-        x::TypeEntry::enumeration(x::Name(0x200582b), 109, 2), // VirtualMachineVgpuProfileInfoProfileSharing
-        x::TypeEntry::structure(x::Name(0x2008417), x::Name(0x1dc1a0d), 211, 6), // VirtualMachineVideoCard: VirtualDevice
-        x::TypeEntry::enumeration(x::Name(0x2009c24), 111, 3), // VirtualMachineVideoCardUse3dRenderer
-        x::TypeEntry::structure(x::Name(0x200c121), x::Name(0xbb9c0b), 217, 1), // VirtualMachineVirtualDeviceGroups: DynamicData
-        x::TypeEntry::structure(x::Name(0x200e32c), x::Name(0xbb9c0b), 218, 2), // VirtualMachineVirtualDeviceGroupsDeviceGroup: DynamicData
-        x::TypeEntry::structure(x::Name(0x2011032), x::Name(0x200e32c), 220, 1), // VirtualMachineVirtualDeviceGroupsVendorDeviceGroup: VirtualMachineVirtualDeviceGroupsDeviceGroup
-        x::TypeEntry::structure(x::Name(0x201431f), x::Name(0xbb9c0b), 221, 1), // VirtualMachineVirtualDeviceSwap: DynamicData
-        x::TypeEntry::structure(x::Name(0x201632d), x::Name(0xbb9c0b), 222, 3), // VirtualMachineVirtualDeviceSwapDeviceSwapInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x201912f), 114, 5), // VirtualMachineVirtualDeviceSwapDeviceSwapStatus
-        x::TypeEntry::structure(x::Name(0x201c119), x::Name(0xbb9c0b), 225, 2), // VirtualMachineVirtualNuma: DynamicData
-        x::TypeEntry::structure(x::Name(0x201db1d), x::Name(0xbb9c0b), 227, 3), // VirtualMachineVirtualNumaInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x201f919), x::Name(0xbb9c0b), 230, 1), // VirtualMachineVirtualPMem: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x2021325), 119, 2), // VirtualMachineVirtualPMemSnapshotMode
-        x::TypeEntry::structure(x::Name(0x2023920), x::Name(0x1f4091e), 231, 4), // VirtualMachineWindowsQuiesceSpec: VirtualMachineGuestQuiesceSpec
-        x::TypeEntry::enumeration(x::Name(0x2025a30), 121, 3), // VirtualMachineWindowsQuiesceSpecVssBackupContext
-        x::TypeEntry::structure(x::Name(0x2028b18), x::Name(0xbb9c0b), 235, 2), // VirtualMachineWipeResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x202a40d), x::Name(0x1dc1a0d), 237, 2), // VirtualNVDIMM: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x202b218), x::Name(0x1de0c1c), 239, 2), // VirtualNVDIMMBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x202cb17), x::Name(0x1dbf011), 241, 0), // VirtualNVDIMMController: VirtualController
-        x::TypeEntry::structure(x::Name(0x202e31d), x::Name(0x1dc0217), 241, 1), // VirtualNVDIMMControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x2030113), x::Name(0x1de6313), 242, 4), // VirtualNVDIMMOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x2031515), x::Name(0x1dbf011), 246, 1), // VirtualNVMEController: VirtualController
-        x::TypeEntry::structure(x::Name(0x2032b1b), x::Name(0x1dc0217), 247, 2), // VirtualNVMEControllerOption: VirtualControllerOption
-        x::TypeEntry::enumeration(x::Name(0x203471c), 124, 2), // VirtualNVMEControllerSharing
-        x::TypeEntry::structure(x::Name(0x203641a), x::Name(0xbb9c0b), 249, 4), // VirtualNicManagerNetConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x2037f14), x::Name(0x1dbf011), 253, 0), // VirtualPCIController: VirtualController
-        x::TypeEntry::structure(x::Name(0x203941a), x::Name(0x1dc0217), 253, 13), // VirtualPCIControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x203af15), x::Name(0x1dc1a0d), 266, 0), // VirtualPCIPassthrough: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x203c522), x::Name(0xbb9c0b), 266, 5), // VirtualPCIPassthroughAllowedDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x203e826), x::Name(0x1ddaf1e), 271, 4), // VirtualPCIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x2040f28), x::Name(0x1ddce20), 275, 0), // VirtualPCIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x2043823), x::Name(0x1dc2818), 275, 2), // VirtualPCIPassthroughDvxBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x2045c25), x::Name(0x1dc411a), 277, 0), // VirtualPCIPassthroughDvxBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x2048227), x::Name(0x1ddaf1e), 277, 3), // VirtualPCIPassthroughDynamicBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x204aa29), x::Name(0x1ddce20), 280, 0), // VirtualPCIPassthroughDynamicBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x204d41b), x::Name(0x1de6313), 280, 0), // VirtualPCIPassthroughOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x204f026), x::Name(0x1dc2818), 280, 0), // VirtualPCIPassthroughPluginBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x2051728), x::Name(0x1dc411a), 280, 0), // VirtualPCIPassthroughPluginBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x2054025), x::Name(0x204f026), 280, 4), // VirtualPCIPassthroughVmiopBackingInfo: VirtualPCIPassthroughPluginBackingInfo
-        x::TypeEntry::structure(x::Name(0x2056627), x::Name(0x2051728), 284, 2), // VirtualPCIPassthroughVmiopBackingOption: VirtualPCIPassthroughPluginBackingOption
-        x::TypeEntry::structure(x::Name(0x2058e0e), x::Name(0x1e4df13), 286, 0), // VirtualPCNet32: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x2059d14), x::Name(0x1e6b719), 286, 1), // VirtualPCNet32Option: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x205b214), x::Name(0x1dbf011), 287, 0), // VirtualPS2Controller: VirtualController
-        x::TypeEntry::structure(x::Name(0x205c71a), x::Name(0x1dc0217), 287, 2), // VirtualPS2ControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x205e213), x::Name(0x1dc1a0d), 289, 0), // VirtualParallelPort: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x205f624), x::Name(0x1ddaf1e), 289, 0), // VirtualParallelPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x2061b26), x::Name(0x1ddce20), 289, 0), // VirtualParallelPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x2064222), x::Name(0x1de0c1c), 289, 0), // VirtualParallelPortFileBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x2066524), x::Name(0x1de291e), 289, 0), // VirtualParallelPortFileBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x2068a19), x::Name(0x1de6313), 289, 0), // VirtualParallelPortOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x206a415), x::Name(0x1dc1a0d), 289, 0), // VirtualPointingDevice: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x206ba22), x::Name(0x1ddce20), 289, 1), // VirtualPointingDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x206dd26), x::Name(0x1ddaf1e), 290, 1), // VirtualPointingDeviceDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::enumeration(x::Name(0x207041f), 126, 8), // VirtualPointingDeviceHostChoice
-        x::TypeEntry::structure(x::Name(0x207241b), x::Name(0x1de6313), 291, 0), // VirtualPointingDeviceOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x2074015), x::Name(0x1dc1a0d), 291, 0), // VirtualPrecisionClock: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x207561b), x::Name(0x1de6313), 291, 0), // VirtualPrecisionClockOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x207722b), x::Name(0x1dc2818), 291, 1), // VirtualPrecisionClockSystemClockBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x2079e2d), x::Name(0x1dc411a), 292, 1), // VirtualPrecisionClockSystemClockBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x207cc15), x::Name(0x1dbf011), 293, 0), // VirtualSATAController: VirtualController
-        x::TypeEntry::structure(x::Name(0x207e21b), x::Name(0x1dc0217), 293, 2), // VirtualSATAControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x207fe15), x::Name(0x1dbf011), 295, 3), // VirtualSCSIController: VirtualController
-        x::TypeEntry::structure(x::Name(0x208141b), x::Name(0x1dc0217), 298, 7), // VirtualSCSIControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x2083016), x::Name(0x1dc1a0d), 305, 0), // VirtualSCSIPassthrough: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x2084727), x::Name(0x1ddaf1e), 305, 0), // VirtualSCSIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x2086f29), x::Name(0x1ddce20), 305, 0), // VirtualSCSIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x208991c), x::Name(0x1de6313), 305, 0), // VirtualSCSIPassthroughOption: VirtualDeviceOption
-        x::TypeEntry::enumeration(x::Name(0x208b612), 134, 3), // VirtualSCSISharing
-        x::TypeEntry::structure(x::Name(0x208c914), x::Name(0x1dbf011), 305, 0), // VirtualSIOController: VirtualController
-        x::TypeEntry::structure(x::Name(0x208de1a), x::Name(0x1dc0217), 305, 3), // VirtualSIOControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x208f911), x::Name(0x1dc1a0d), 308, 1), // VirtualSerialPort: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x2090b22), x::Name(0x1ddaf1e), 309, 0), // VirtualSerialPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x2092e24), x::Name(0x1ddce20), 309, 0), // VirtualSerialPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x2095319), 137, 2), // VirtualSerialPortEndPoint
-        x::TypeEntry::structure(x::Name(0x2096d20), x::Name(0x1de0c1c), 309, 0), // VirtualSerialPortFileBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x2098e22), x::Name(0x1de291e), 309, 0), // VirtualSerialPortFileBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x209b117), x::Name(0x1de6313), 309, 1), // VirtualSerialPortOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x209c920), x::Name(0x1de931c), 310, 2), // VirtualSerialPortPipeBackingInfo: VirtualDevicePipeBackingInfo
-        x::TypeEntry::structure(x::Name(0x209ea22), x::Name(0x1deb01e), 312, 2), // VirtualSerialPortPipeBackingOption: VirtualDevicePipeBackingOption
-        x::TypeEntry::structure(x::Name(0x20a0d25), x::Name(0x1dc2818), 314, 0), // VirtualSerialPortThinPrintBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x20a3327), x::Name(0x1dc411a), 314, 0), // VirtualSerialPortThinPrintBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x20a5b1f), x::Name(0x1df1b1b), 314, 0), // VirtualSerialPortURIBackingInfo: VirtualDeviceURIBackingInfo
-        x::TypeEntry::structure(x::Name(0x20a7b21), x::Name(0x1df371d), 314, 0), // VirtualSerialPortURIBackingOption: VirtualDeviceURIBackingOption
-        x::TypeEntry::structure(x::Name(0x20a9d15), x::Name(0x20acf10), 314, 0), // VirtualSoundBlaster16: VirtualSoundCard
-        x::TypeEntry::structure(x::Name(0x20ab31b), x::Name(0x20b2616), 314, 0), // VirtualSoundBlaster16Option: VirtualSoundCardOption
-        x::TypeEntry::structure(x::Name(0x20acf10), x::Name(0x1dc1a0d), 314, 0), // VirtualSoundCard: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x20ae021), x::Name(0x1ddaf1e), 314, 0), // VirtualSoundCardDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x20b0223), x::Name(0x1ddce20), 314, 0), // VirtualSoundCardDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x20b2616), x::Name(0x1de6313), 314, 0), // VirtualSoundCardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x20b3d18), x::Name(0x1e4df13), 314, 3), // VirtualSriovEthernetCard: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x20b561e), x::Name(0x1e6b719), 317, 0), // VirtualSriovEthernetCardOption: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x20b7528), x::Name(0x1dc2818), 317, 3), // VirtualSriovEthernetCardSriovBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x20b9e2a), x::Name(0x1dc411a), 320, 0), // VirtualSriovEthernetCardSriovBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x20bc914), x::Name(0xad70c), 320, 5), // VirtualSwitchProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x20bde1d), x::Name(0xad70c), 325, 0), // VirtualSwitchSelectionProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x20bfc0a), x::Name(0x1dc1a0d), 325, 2), // VirtualTPM: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x20c0710), x::Name(0x1de6313), 327, 1), // VirtualTPMOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x20c180a), x::Name(0x1dc1a0d), 328, 5), // VirtualUSB: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x20c2314), x::Name(0x1dbf011), 333, 2), // VirtualUSBController: VirtualController
-        x::TypeEntry::structure(x::Name(0x20c381a), x::Name(0x1dc0217), 335, 3), // VirtualUSBControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x20c5322), x::Name(0x1de771b), 338, 1), // VirtualUSBControllerPciBusSlotInfo: VirtualDevicePciBusSlotInfo
-        x::TypeEntry::structure(x::Name(0x20c7610), x::Name(0x1de6313), 339, 0), // VirtualUSBOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x20c8721), x::Name(0x1decf24), 339, 1), // VirtualUSBRemoteClientBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x20ca923), x::Name(0x1def426), 340, 0), // VirtualUSBRemoteClientBackingOption: VirtualDeviceRemoteDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x20ccd1f), x::Name(0x1ddaf1e), 340, 1), // VirtualUSBRemoteHostBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x20ced21), x::Name(0x1ddce20), 341, 0), // VirtualUSBRemoteHostBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x20d0f18), x::Name(0x1ddaf1e), 341, 0), // VirtualUSBUSBBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x20d281a), x::Name(0x1ddce20), 341, 0), // VirtualUSBUSBBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x20d4318), x::Name(0x1dbf011), 341, 1), // VirtualUSBXHCIController: VirtualController
-        x::TypeEntry::structure(x::Name(0x20d5c1e), x::Name(0x1dc0217), 342, 2), // VirtualUSBXHCIControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x20d7b13), x::Name(0x1de6313), 344, 0), // VirtualVMIROMOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x20d8f16), x::Name(0x1de6313), 344, 7), // VirtualVideoCardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x20da60d), x::Name(0x1e4df13), 351, 0), // VirtualVmxnet: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x20db40e), x::Name(0x20da60d), 351, 0), // VirtualVmxnet2: VirtualVmxnet
-        x::TypeEntry::structure(x::Name(0x20dc314), x::Name(0x20ed313), 351, 0), // VirtualVmxnet2Option: VirtualVmxnetOption
-        x::TypeEntry::structure(x::Name(0x20dd80e), x::Name(0x20da60d), 351, 2), // VirtualVmxnet3: VirtualVmxnet
-        x::TypeEntry::structure(x::Name(0x20de714), x::Name(0x20ed313), 353, 2), // VirtualVmxnet3Option: VirtualVmxnetOption
-        x::TypeEntry::structure(x::Name(0x20dfc2d), x::Name(0xbb9c0b), 355, 7), // VirtualVmxnet3OptionStrictLatencyConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x20e2a21), x::Name(0xbb9c0b), 362, 7), // VirtualVmxnet3StrictLatencyConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x20e4c2f), 139, 4), // VirtualVmxnet3StrictLatencyConfigDisableOffload
-        x::TypeEntry::structure(x::Name(0x20e7c13), x::Name(0x20dd80e), 369, 1), // VirtualVmxnet3Vrdma: VirtualVmxnet3
-        x::TypeEntry::structure(x::Name(0x20e9019), x::Name(0x20de714), 370, 1), // VirtualVmxnet3VrdmaOption: VirtualVmxnet3Option
-        x::TypeEntry::enumeration(x::Name(0x20eaa28), 143, 2), // VirtualVmxnet3VrdmaOptionDeviceProtocols
-        x::TypeEntry::structure(x::Name(0x20ed313), x::Name(0x1e6b719), 371, 0), // VirtualVmxnetOption: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x20ee70a), x::Name(0x1dc1a0d), 371, 2), // VirtualWDT: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x20ef210), x::Name(0x1de6313), 373, 1), // VirtualWDTOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x20f030b), x::Name(0xad70c), 374, 0), // VlanProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x20f0f18), x::Name(0x212ed07), 374, 0), // VmAcquiredMksTicketEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x20f2815), x::Name(0x212ed07), 374, 1), // VmAcquiredTicketEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x20f3e1b), x::Name(0x12de10d), 375, 3), // VmAlreadyExistsInDatacenter: InvalidFolder
-        x::TypeEntry::structure(x::Name(0x20f5a11), x::Name(0x212ed07), 378, 2), // VmAutoRenameEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x20f6c12), x::Name(0x210060c), 380, 3), // VmBeingClonedEvent: VmCloneEvent
-        x::TypeEntry::structure(x::Name(0x20f7f1a), x::Name(0x210060c), 383, 2), // VmBeingClonedNoFolderEvent: VmCloneEvent
-        x::TypeEntry::structure(x::Name(0x20f9a13), x::Name(0x212ed07), 385, 1), // VmBeingCreatedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x20fae14), x::Name(0x212ed07), 386, 1), // VmBeingDeployedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x20fc317), x::Name(0x212ed07), 387, 3), // VmBeingHotMigratedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x20fdb14), x::Name(0x212ed07), 390, 3), // VmBeingMigratedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x20ff015), x::Name(0x21a5213), 393, 3), // VmBeingRelocatedEvent: VmRelocateSpecEvent
-        x::TypeEntry::structure(x::Name(0x210060c), x::Name(0x212ed07), 396, 0), // VmCloneEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2101312), x::Name(0x210060c), 396, 4), // VmCloneFailedEvent: VmCloneEvent
-        x::TypeEntry::structure(x::Name(0x210260d), x::Name(0x210060c), 400, 1), // VmClonedEvent: VmCloneEvent
-        x::TypeEntry::structure(x::Name(0x210340d), x::Name(0x1d94808), 401, 0), // VmConfigFault: VimFault
-        x::TypeEntry::structure(x::Name(0x210421a), x::Name(0xbb9c0b), 401, 1), // VmConfigFileEncryptionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x2105d10), x::Name(0xcb4308), 402, 2), // VmConfigFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x2106e11), x::Name(0xcba409), 404, 2), // VmConfigFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x2108017), x::Name(0xbb9c0b), 406, 2), // VmConfigFileQueryFilter: DynamicData
-        x::TypeEntry::structure(x::Name(0x2109816), x::Name(0xbb9c0b), 408, 2), // VmConfigFileQueryFlags: DynamicData
-        x::TypeEntry::structure(x::Name(0x210af25), x::Name(0x210340d), 410, 1), // VmConfigIncompatibleForFaultTolerance: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x210d523), x::Name(0x210340d), 411, 1), // VmConfigIncompatibleForRecordReplay: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x210f90c), x::Name(0xbb9c0b), 412, 8), // VmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x2110614), x::Name(0x212ed07), 420, 0), // VmConfigMissingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2111b0c), x::Name(0xbb9c0b), 420, 8), // VmConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x2112810), x::Name(0x212ed07), 428, 0), // VmConnectedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x211390e), x::Name(0x212ed07), 428, 0), // VmCreatedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2114814), x::Name(0x212ed07), 428, 1), // VmDasBeingResetEvent: VmEvent
-        x::TypeEntry::enumeration(x::Name(0x2115d1e), 145, 5), // VmDasBeingResetEventReasonCode
-        x::TypeEntry::structure(x::Name(0x2117c22), x::Name(0x2114814), 429, 1), // VmDasBeingResetWithScreenshotEvent: VmDasBeingResetEvent
-        x::TypeEntry::structure(x::Name(0x2119f15), x::Name(0x212ed07), 430, 0), // VmDasResetFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x211b515), x::Name(0x212ed07), 430, 0), // VmDasUpdateErrorEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x211cb12), x::Name(0x212ed07), 430, 0), // VmDasUpdateOkEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x211de15), x::Name(0x212ed07), 430, 0), // VmDateRolledBackEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x211f413), x::Name(0x212ed07), 430, 2), // VmDeployFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x212080f), x::Name(0x212ed07), 432, 1), // VmDeployedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2121813), x::Name(0x212ed07), 433, 0), // VmDisconnectedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2122c11), x::Name(0x212ed07), 433, 0), // VmDiscoveredEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2123e11), x::Name(0x212ed07), 433, 2), // VmDiskFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2125018), x::Name(0xbb9c0b), 435, 1), // VmDiskFileEncryptionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x212690e), x::Name(0xcb4308), 436, 8), // VmDiskFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x212780f), x::Name(0xcba409), 444, 2), // VmDiskFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x2128815), x::Name(0xbb9c0b), 446, 5), // VmDiskFileQueryFilter: DynamicData
-        x::TypeEntry::structure(x::Name(0x2129e14), x::Name(0xbb9c0b), 451, 8), // VmDiskFileQueryFlags: DynamicData
-        x::TypeEntry::structure(x::Name(0x212b311), x::Name(0x212ed07), 459, 0), // VmEmigratingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x212c513), x::Name(0x212ed07), 459, 0), // VmEndRecordingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x212d913), x::Name(0x212ed07), 459, 0), // VmEndReplayingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x212ed07), x::Name(0xc19905), 459, 1), // VmEvent: Event
-        x::TypeEntry::structure(x::Name(0x212f50f), x::Name(0xc04213), 460, 1), // VmEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x2130514), x::Name(0x212ed07), 461, 4), // VmFailedMigrateEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2131a15), x::Name(0x212ed07), 465, 1), // VmFailedRelayoutEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2133025), x::Name(0x212ed07), 466, 0), // VmFailedRelayoutOnVmfs2DatastoreEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x213561e), x::Name(0x212ed07), 466, 1), // VmFailedStartingSecondaryEvent: VmEvent
-        x::TypeEntry::enumeration(x::Name(0x213752b), 150, 4), // VmFailedStartingSecondaryEventFailureReason
-        x::TypeEntry::structure(x::Name(0x213a117), x::Name(0x212ed07), 467, 1), // VmFailedToPowerOffEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x213b916), x::Name(0x212ed07), 468, 1), // VmFailedToPowerOnEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x213d01a), x::Name(0x212ed07), 469, 1), // VmFailedToRebootGuestEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x213eb14), x::Name(0x212ed07), 470, 1), // VmFailedToResetEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x214001c), x::Name(0x212ed07), 471, 1), // VmFailedToShutdownGuestEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2141d1b), x::Name(0x212ed07), 472, 1), // VmFailedToStandbyGuestEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2143916), x::Name(0x212ed07), 473, 1), // VmFailedToSuspendEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x214501f), x::Name(0x212ed07), 474, 0), // VmFailedUpdatingSecondaryConfig: VmEvent
-        x::TypeEntry::structure(x::Name(0x2147010), x::Name(0x212ed07), 474, 1), // VmFailoverFailed: VmEvent
-        x::TypeEntry::structure(x::Name(0x214811b), x::Name(0x2153a15), 475, 3), // VmFaultToleranceConfigIssue: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0x2149d29), 154, 39), // VmFaultToleranceConfigIssueReasonForIssue
-        x::TypeEntry::structure(x::Name(0x214c722), x::Name(0x2153a15), 478, 3), // VmFaultToleranceConfigIssueWrapper: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x214ea22), x::Name(0x2153a15), 481, 2), // VmFaultToleranceInvalidFileBacking: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0x2150d2c), 193, 5), // VmFaultToleranceInvalidFileBackingDeviceType
-        x::TypeEntry::structure(x::Name(0x2153a15), x::Name(0x1d94808), 483, 0), // VmFaultToleranceIssue: VimFault
-        x::TypeEntry::structure(x::Name(0x215501c), x::Name(0x2153a15), 483, 2), // VmFaultToleranceOpIssuesList: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x2156d21), x::Name(0x212ed07), 485, 2), // VmFaultToleranceStateChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2158f24), x::Name(0x12adc1a), 487, 2), // VmFaultToleranceTooManyFtVcpusOnHost: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x215b420), x::Name(0x12adc1a), 489, 2), // VmFaultToleranceTooManyVMsOnHost: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x215d51e), x::Name(0x212ed07), 491, 0), // VmFaultToleranceTurnedOffEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x215f421), x::Name(0x212ed07), 491, 1), // VmFaultToleranceVmTerminatedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2161615), x::Name(0x212ed07), 492, 0), // VmGuestOSCrashedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2162c12), x::Name(0x212ed07), 492, 0), // VmGuestRebootEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2163f14), x::Name(0x212ed07), 492, 0), // VmGuestShutdownEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2165413), x::Name(0x212ed07), 492, 0), // VmGuestStandbyEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2166823), x::Name(0x70950c), 492, 2), // VmHealthMonitoringStateChangedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x1da3e19), x::Name(0x207fe15), 0, 0), // VirtualBusLogicController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1da581f), x::Name(0x208141b), 0, 0), // VirtualBusLogicControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1da780c), x::Name(0x1dc1a0d), 0, 0), // VirtualCdrom: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1da851c), x::Name(0x1ddaf1e), 0, 0), // VirtualCdromAtapiBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1daa21e), x::Name(0x1ddce20), 0, 0), // VirtualCdromAtapiBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1dac11a), x::Name(0x1de0c1c), 0, 0), // VirtualCdromIsoBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1dadc1c), x::Name(0x1de291e), 0, 0), // VirtualCdromIsoBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1daf912), x::Name(0x1de6313), 0, 0), // VirtualCdromOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1db0c22), x::Name(0x1ddaf1e), 0, 1), // VirtualCdromPassthroughBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1db2f24), x::Name(0x1ddce20), 1, 1), // VirtualCdromPassthroughBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1db5422), x::Name(0x1decf24), 2, 0), // VirtualCdromRemoteAtapiBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1db7724), x::Name(0x1ddce20), 2, 0), // VirtualCdromRemoteAtapiBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1db9c28), x::Name(0x1decf24), 2, 1), // VirtualCdromRemotePassthroughBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1dbc52a), x::Name(0x1def426), 3, 1), // VirtualCdromRemotePassthroughBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1dbf011), x::Name(0x1dc1a0d), 4, 2), // VirtualController: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1dc0217), x::Name(0x1de6313), 6, 2), // VirtualControllerOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1dc1a0d), x::Name(0xbb9c0b), 8, 9), // VirtualDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc2818), x::Name(0xbb9c0b), 17, 0), // VirtualDeviceBackingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc411a), x::Name(0xbb9c0b), 17, 1), // VirtualDeviceBackingOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc5c18), x::Name(0xbb9c0b), 18, 0), // VirtualDeviceBusSlotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc751a), x::Name(0xbb9c0b), 18, 1), // VirtualDeviceBusSlotOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc9017), x::Name(0xbb9c0b), 19, 7), // VirtualDeviceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dca822), x::Name(0xbb9c0b), 26, 2), // VirtualDeviceConfigSpecBackingSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1dccb21), 0, 2), // VirtualDeviceConfigSpecChangeMode
+        x::TypeEntry::enumeration(x::Name(0x1dced24), 2, 3), // VirtualDeviceConfigSpecFileOperation
+        x::TypeEntry::enumeration(x::Name(0x1dd1220), 5, 3), // VirtualDeviceConfigSpecOperation
+        x::TypeEntry::structure(x::Name(0x1dd3318), x::Name(0xbb9c0b), 28, 5), // VirtualDeviceConnectInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1dd4c28), 8, 3), // VirtualDeviceConnectInfoMigrateConnectOp
+        x::TypeEntry::enumeration(x::Name(0x1dd751e), 11, 4), // VirtualDeviceConnectInfoStatus
+        x::TypeEntry::structure(x::Name(0x1dd941a), x::Name(0xbb9c0b), 33, 2), // VirtualDeviceConnectOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ddaf1e), x::Name(0x1dc2818), 35, 2), // VirtualDeviceDeviceBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1ddce20), x::Name(0x1dc411a), 37, 1), // VirtualDeviceDeviceBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1ddef1c), x::Name(0xbb9c0b), 38, 2), // VirtualDeviceDeviceGroupInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1de0c1c), x::Name(0x1dc2818), 40, 3), // VirtualDeviceFileBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1de291e), x::Name(0x1dc411a), 43, 1), // VirtualDeviceFileBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1de481a), 15, 5), // VirtualDeviceFileExtension
+        x::TypeEntry::structure(x::Name(0x1de6313), x::Name(0xbb9c0b), 44, 12), // VirtualDeviceOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1de771b), x::Name(0x1dc5c18), 56, 1), // VirtualDevicePciBusSlotInfo: VirtualDeviceBusSlotInfo
+        x::TypeEntry::structure(x::Name(0x1de931c), x::Name(0x1dc2818), 57, 1), // VirtualDevicePipeBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1deb01e), x::Name(0x1dc411a), 58, 0), // VirtualDevicePipeBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1decf24), x::Name(0x1dc2818), 58, 2), // VirtualDeviceRemoteDeviceBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1def426), x::Name(0x1dc411a), 60, 1), // VirtualDeviceRemoteDeviceBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1df1b1b), x::Name(0x1dc2818), 61, 3), // VirtualDeviceURIBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1df371d), x::Name(0x1dc411a), 64, 1), // VirtualDeviceURIBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1df5526), 20, 2), // VirtualDeviceURIBackingOptionDirection
+        x::TypeEntry::structure(x::Name(0x1df7c0b), x::Name(0x1dc1a0d), 65, 14), // VirtualDisk: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x1df8816), 22, 3), // VirtualDiskAdapterType
+        x::TypeEntry::structure(x::Name(0x1df9f1f), x::Name(0x75640f), 79, 1), // VirtualDiskAntiAffinityRuleSpec: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x1dfbf24), x::Name(0x9f7819), 80, 0), // VirtualDiskBlocksNotFullyProvisioned: DeviceBackingNotSupported
+        x::TypeEntry::enumeration(x::Name(0x1dfe41c), 25, 2), // VirtualDiskCompatibilityMode
+        x::TypeEntry::structure(x::Name(0x1e00115), x::Name(0x1dc9017), 80, 2), // VirtualDiskConfigSpec: VirtualDeviceConfigSpec
+        x::TypeEntry::enumeration(x::Name(0x1e0171a), 27, 3), // VirtualDiskDeltaDiskFormat
+        x::TypeEntry::enumeration(x::Name(0x1e03221), 30, 2), // VirtualDiskDeltaDiskFormatVariant
+        x::TypeEntry::structure(x::Name(0x1e05424), x::Name(0xbb9c0b), 82, 2), // VirtualDiskDeltaDiskFormatsSupported: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e0791f), 32, 2), // VirtualDiskDiskChainBrokenIssue
+        x::TypeEntry::structure(x::Name(0x1e0991e), x::Name(0x1de0c1c), 84, 5), // VirtualDiskFlatVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e0b820), x::Name(0x1de291e), 89, 4), // VirtualDiskFlatVer1BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e0d91e), x::Name(0x1de0c1c), 93, 15), // VirtualDiskFlatVer2BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e0f820), x::Name(0x1de291e), 108, 11), // VirtualDiskFlatVer2BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e1190d), x::Name(0xbb9c0b), 119, 2), // VirtualDiskId: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e1271f), x::Name(0x1de0c1c), 121, 4), // VirtualDiskLocalPMemBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e14721), x::Name(0x1de291e), 125, 4), // VirtualDiskLocalPMemBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e1690f), 34, 6), // VirtualDiskMode
+        x::TypeEntry::structure(x::Name(0x1e1791b), x::Name(0x9fe612), 129, 1), // VirtualDiskModeNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1e19511), x::Name(0x1de6313), 130, 3), // VirtualDiskOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e1a728), x::Name(0xbb9c0b), 133, 4), // VirtualDiskOptionVFlashCacheConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e1d02c), x::Name(0x1e28021), 137, 1), // VirtualDiskPartitionedRawDiskVer2BackingInfo: VirtualDiskRawDiskVer2BackingInfo
+        x::TypeEntry::structure(x::Name(0x1e1fd2e), x::Name(0x1e2a223), 138, 0), // VirtualDiskPartitionedRawDiskVer2BackingOption: VirtualDiskRawDiskVer2BackingOption
+        x::TypeEntry::structure(x::Name(0x1e22c28), x::Name(0x1de0c1c), 138, 11), // VirtualDiskRawDiskMappingVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e2552a), x::Name(0x1ddce20), 149, 5), // VirtualDiskRawDiskMappingVer1BackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e28021), x::Name(0x1ddaf1e), 154, 4), // VirtualDiskRawDiskVer2BackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e2a223), x::Name(0x1ddce20), 158, 2), // VirtualDiskRawDiskVer2BackingOption: VirtualDeviceDeviceBackingOption
     ],
-    decoders: &[
-        Some(x::decode_boxed::<VirtualMachinePowerOffBehavior>),
-        Some(x::decode_boxed::<VirtualMachinePowerOpType>),
-        Some(x::decode_boxed::<VirtualMachinePowerState>),
-        Some(x::decode_boxed::<VirtualMachinePrecisionClockInfo>),
-        Some(x::decode_boxed::<VirtualMachineProfileDetails>),
-        Some(x::decode_boxed::<VirtualMachineProfileDetailsDiskProfileDetails>),
-        Some(x::decode_boxed::<VirtualMachineProfileRawData>),
-        Some(x::decode_boxed::<VirtualMachineProfileSpec>),
-        Some(x::decode_boxed::<VirtualMachinePropertyRelation>),
-        Some(x::decode_boxed::<VirtualMachineQuestionInfo>),
-        Some(x::decode_boxed::<VirtualMachineQuickStats>),
-        Some(x::decode_boxed::<VirtualMachineQuickStatsMemoryTierStats>),
-        Some(x::decode_boxed::<VirtualMachineRecordReplayState>),
-        Some(x::decode_boxed::<VirtualMachineRelocateDiskMoveOptions>),
-        Some(x::decode_boxed::<VirtualMachineRelocateSpec>),
-        Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocator>),
-        Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocatorBackingSpec>),
-        Some(x::decode_boxed::<VirtualMachineRelocateTransformation>),
-        Some(x::decode_boxed::<VirtualMachineRuntimeInfo>),
-        Some(x::decode_boxed::<VirtualMachineRuntimeInfoDasProtectionState>),
-        Some(x::decode_boxed::<VirtualMachineScsiDiskDeviceInfo>),
-        Some(x::decode_boxed::<VirtualMachineScsiPassthroughInfo>),
-        Some(x::decode_boxed::<VirtualMachineScsiPassthroughType>),
-        Some(x::decode_boxed::<VirtualMachineSerialInfo>),
-        Some(x::decode_boxed::<VirtualMachineSgxInfo>),
-        Some(x::decode_boxed::<VirtualMachineSgxInfoFlcModes>),
-        Some(x::decode_boxed::<VirtualMachineSgxTargetInfo>),
-        Some(x::decode_boxed::<VirtualMachineSnapshotInfo>),
-        Some(x::decode_boxed::<VirtualMachineSnapshotTree>),
-        Some(x::decode_boxed::<VirtualMachineSoundInfo>),
-        Some(x::decode_boxed::<VirtualMachineSriovDevicePoolInfo>),
-        Some(x::decode_boxed::<VirtualMachineSriovInfo>),
-        Some(x::decode_boxed::<VirtualMachineSriovNetworkDevicePoolInfo>),
-        Some(x::decode_boxed::<VirtualMachineStandbyActionType>),
-        Some(x::decode_boxed::<VirtualMachineStorageInfo>),
-        Some(x::decode_boxed::<VirtualMachineStorageSummary>),
-        Some(x::decode_boxed::<VirtualMachineSummary>),
-        Some(x::decode_boxed::<VirtualMachineTargetInfo>),
-        Some(x::decode_boxed::<VirtualMachineTargetInfoConfigurationTag>),
-        Some(x::decode_boxed::<VirtualMachineTicket>),
-        Some(x::decode_boxed::<VirtualMachineTicketType>),
-        Some(x::decode_boxed::<VirtualMachineToolsInstallType>),
-        Some(x::decode_boxed::<VirtualMachineToolsRunningStatus>),
-        Some(x::decode_boxed::<VirtualMachineToolsStatus>),
-        Some(x::decode_boxed::<VirtualMachineToolsVersionStatus>),
-        Some(x::decode_boxed::<VirtualMachineUsageOnDatastore>),
-        Some(x::decode_boxed::<VirtualMachineUsbInfo>),
-        Some(x::decode_boxed::<VirtualMachineUsbInfoFamily>),
-        Some(x::decode_boxed::<VirtualMachineUsbInfoSpeed>),
-        Some(x::decode_boxed::<VirtualMachineVFlashModuleInfo>),
-        Some(x::decode_boxed::<VirtualMachineVMCIDevice>),
-        Some(x::decode_boxed::<VirtualMachineVMCIDeviceAction>),
-        Some(x::decode_boxed::<VirtualMachineVMCIDeviceDirection>),
-        Some(x::decode_boxed::<VirtualMachineVMCIDeviceFilterInfo>),
-        Some(x::decode_boxed::<VirtualMachineVMCIDeviceFilterSpec>),
-        Some(x::decode_boxed::<VirtualMachineVMCIDeviceOption>),
-        Some(x::decode_boxed::<VirtualMachineVMCIDeviceOptionFilterSpecOption>),
-        Some(x::decode_boxed::<VirtualMachineVMCIDeviceProtocol>),
-        Some(x::decode_boxed::<VirtualMachineVMIROM>),
-        Some(x::decode_boxed::<VirtualMachineVMotionStunTimeInfo>),
-        Some(x::decode_boxed::<VirtualMachineVcpuConfig>),
-        Some(x::decode_boxed::<VirtualMachineVendorDeviceGroupInfo>),
-        Some(x::decode_boxed::<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>),
-        Some(x::decode_boxed::<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType>),
-        Some(x::decode_boxed::<VirtualMachineVgpuDeviceInfo>),
-        Some(x::decode_boxed::<VirtualMachineVgpuProfileInfo>),
-        Some(x::decode_boxed::<VirtualMachineVgpuProfileInfoProfileClass>),
-        Some(x::decode_boxed::<VirtualMachineVgpuProfileInfoProfileSharing>),
-        Some(x::decode_boxed::<VirtualMachineVideoCard>),
-        Some(x::decode_boxed::<VirtualMachineVideoCardUse3dRenderer>),
-        Some(x::decode_boxed::<VirtualMachineVirtualDeviceGroups>),
-        Some(x::decode_boxed::<VirtualMachineVirtualDeviceGroupsDeviceGroup>),
-        Some(x::decode_boxed::<VirtualMachineVirtualDeviceGroupsVendorDeviceGroup>),
-        Some(x::decode_boxed::<VirtualMachineVirtualDeviceSwap>),
-        Some(x::decode_boxed::<VirtualMachineVirtualDeviceSwapDeviceSwapInfo>),
-        Some(x::decode_boxed::<VirtualMachineVirtualDeviceSwapDeviceSwapStatus>),
-        Some(x::decode_boxed::<VirtualMachineVirtualNuma>),
-        Some(x::decode_boxed::<VirtualMachineVirtualNumaInfo>),
-        Some(x::decode_boxed::<VirtualMachineVirtualPMem>),
-        Some(x::decode_boxed::<VirtualMachineVirtualPMemSnapshotMode>),
-        Some(x::decode_boxed::<VirtualMachineWindowsQuiesceSpec>),
-        Some(x::decode_boxed::<VirtualMachineWindowsQuiesceSpecVssBackupContext>),
-        Some(x::decode_boxed::<VirtualMachineWipeResult>),
-        Some(x::decode_boxed::<VirtualNVDIMM>),
-        Some(x::decode_boxed::<VirtualNVDIMMBackingInfo>),
-        Some(x::decode_boxed::<VirtualNVDIMMController>),
-        Some(x::decode_boxed::<VirtualNVDIMMControllerOption>),
-        Some(x::decode_boxed::<VirtualNVDIMMOption>),
-        Some(x::decode_boxed::<VirtualNVMEController>),
-        Some(x::decode_boxed::<VirtualNVMEControllerOption>),
-        Some(x::decode_boxed::<VirtualNVMEControllerSharing>),
-        Some(x::decode_boxed::<VirtualNicManagerNetConfig>),
-        Some(x::decode_boxed::<VirtualPCIController>),
-        Some(x::decode_boxed::<VirtualPCIControllerOption>),
-        Some(x::decode_boxed::<VirtualPCIPassthrough>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughAllowedDevice>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughDvxBackingInfo>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughDvxBackingOption>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughDynamicBackingInfo>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughDynamicBackingOption>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughOption>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughPluginBackingInfo>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughPluginBackingOption>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughVmiopBackingInfo>),
-        Some(x::decode_boxed::<VirtualPCIPassthroughVmiopBackingOption>),
-        Some(x::decode_boxed::<VirtualPCNet32>),
-        Some(x::decode_boxed::<VirtualPCNet32Option>),
-        Some(x::decode_boxed::<VirtualPS2Controller>),
-        Some(x::decode_boxed::<VirtualPS2ControllerOption>),
-        Some(x::decode_boxed::<VirtualParallelPort>),
-        Some(x::decode_boxed::<VirtualParallelPortDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualParallelPortDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualParallelPortFileBackingInfo>),
-        Some(x::decode_boxed::<VirtualParallelPortFileBackingOption>),
-        Some(x::decode_boxed::<VirtualParallelPortOption>),
-        Some(x::decode_boxed::<VirtualPointingDevice>),
-        Some(x::decode_boxed::<VirtualPointingDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualPointingDeviceDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualPointingDeviceHostChoice>),
-        Some(x::decode_boxed::<VirtualPointingDeviceOption>),
-        Some(x::decode_boxed::<VirtualPrecisionClock>),
-        Some(x::decode_boxed::<VirtualPrecisionClockOption>),
-        Some(x::decode_boxed::<VirtualPrecisionClockSystemClockBackingInfo>),
-        Some(x::decode_boxed::<VirtualPrecisionClockSystemClockBackingOption>),
-        Some(x::decode_boxed::<VirtualSATAController>),
-        Some(x::decode_boxed::<VirtualSATAControllerOption>),
-        Some(x::decode_boxed::<VirtualSCSIController>),
-        Some(x::decode_boxed::<VirtualSCSIControllerOption>),
-        Some(x::decode_boxed::<VirtualSCSIPassthrough>),
-        Some(x::decode_boxed::<VirtualSCSIPassthroughDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualSCSIPassthroughDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualSCSIPassthroughOption>),
-        Some(x::decode_boxed::<VirtualSCSISharing>),
-        Some(x::decode_boxed::<VirtualSIOController>),
-        Some(x::decode_boxed::<VirtualSIOControllerOption>),
-        Some(x::decode_boxed::<VirtualSerialPort>),
-        Some(x::decode_boxed::<VirtualSerialPortDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualSerialPortDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualSerialPortEndPoint>),
-        Some(x::decode_boxed::<VirtualSerialPortFileBackingInfo>),
-        Some(x::decode_boxed::<VirtualSerialPortFileBackingOption>),
-        Some(x::decode_boxed::<VirtualSerialPortOption>),
-        Some(x::decode_boxed::<VirtualSerialPortPipeBackingInfo>),
-        Some(x::decode_boxed::<VirtualSerialPortPipeBackingOption>),
-        Some(x::decode_boxed::<VirtualSerialPortThinPrintBackingInfo>),
-        Some(x::decode_boxed::<VirtualSerialPortThinPrintBackingOption>),
-        Some(x::decode_boxed::<VirtualSerialPortURIBackingInfo>),
-        Some(x::decode_boxed::<VirtualSerialPortURIBackingOption>),
-        Some(x::decode_boxed::<VirtualSoundBlaster16>),
-        Some(x::decode_boxed::<VirtualSoundBlaster16Option>),
-        Some(x::decode_boxed::<VirtualSoundCard>),
-        Some(x::decode_boxed::<VirtualSoundCardDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualSoundCardDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualSoundCardOption>),
-        Some(x::decode_boxed::<VirtualSriovEthernetCard>),
-        Some(x::decode_boxed::<VirtualSriovEthernetCardOption>),
-        Some(x::decode_boxed::<VirtualSriovEthernetCardSriovBackingInfo>),
-        Some(x::decode_boxed::<VirtualSriovEthernetCardSriovBackingOption>),
-        Some(x::decode_boxed::<VirtualSwitchProfile>),
-        Some(x::decode_boxed::<VirtualSwitchSelectionProfile>),
-        Some(x::decode_boxed::<VirtualTPM>),
-        Some(x::decode_boxed::<VirtualTPMOption>),
-        Some(x::decode_boxed::<VirtualUSB>),
-        Some(x::decode_boxed::<VirtualUSBController>),
-        Some(x::decode_boxed::<VirtualUSBControllerOption>),
-        Some(x::decode_boxed::<VirtualUSBControllerPciBusSlotInfo>),
-        Some(x::decode_boxed::<VirtualUSBOption>),
-        Some(x::decode_boxed::<VirtualUSBRemoteClientBackingInfo>),
-        Some(x::decode_boxed::<VirtualUSBRemoteClientBackingOption>),
-        Some(x::decode_boxed::<VirtualUSBRemoteHostBackingInfo>),
-        Some(x::decode_boxed::<VirtualUSBRemoteHostBackingOption>),
-        Some(x::decode_boxed::<VirtualUSBUSBBackingInfo>),
-        Some(x::decode_boxed::<VirtualUSBUSBBackingOption>),
-        Some(x::decode_boxed::<VirtualUSBXHCIController>),
-        Some(x::decode_boxed::<VirtualUSBXHCIControllerOption>),
-        Some(x::decode_boxed::<VirtualVMIROMOption>),
-        Some(x::decode_boxed::<VirtualVideoCardOption>),
-        Some(x::decode_boxed::<VirtualVmxnet>),
-        Some(x::decode_boxed::<VirtualVmxnet2>),
-        Some(x::decode_boxed::<VirtualVmxnet2Option>),
-        Some(x::decode_boxed::<VirtualVmxnet3>),
-        Some(x::decode_boxed::<VirtualVmxnet3Option>),
-        Some(x::decode_boxed::<VirtualVmxnet3OptionStrictLatencyConfigOption>),
-        Some(x::decode_boxed::<VirtualVmxnet3StrictLatencyConfig>),
-        Some(x::decode_boxed::<VirtualVmxnet3StrictLatencyConfigDisableOffload>),
-        Some(x::decode_boxed::<VirtualVmxnet3Vrdma>),
-        Some(x::decode_boxed::<VirtualVmxnet3VrdmaOption>),
-        Some(x::decode_boxed::<VirtualVmxnet3VrdmaOptionDeviceProtocols>),
-        Some(x::decode_boxed::<VirtualVmxnetOption>),
-        Some(x::decode_boxed::<VirtualWDT>),
-        Some(x::decode_boxed::<VirtualWDTOption>),
-        Some(x::decode_boxed::<VlanProfile>),
-        Some(x::decode_boxed::<VmAcquiredMksTicketEvent>),
-        Some(x::decode_boxed::<VmAcquiredTicketEvent>),
-        Some(x::decode_boxed::<VmAlreadyExistsInDatacenter>),
-        Some(x::decode_boxed::<VmAutoRenameEvent>),
-        Some(x::decode_boxed::<VmBeingClonedEvent>),
-        Some(x::decode_boxed::<VmBeingClonedNoFolderEvent>),
-        Some(x::decode_boxed::<VmBeingCreatedEvent>),
-        Some(x::decode_boxed::<VmBeingDeployedEvent>),
-        Some(x::decode_boxed::<VmBeingHotMigratedEvent>),
-        Some(x::decode_boxed::<VmBeingMigratedEvent>),
-        Some(x::decode_boxed::<VmBeingRelocatedEvent>),
-        Some(x::decode_boxed::<VmCloneEvent>),
-        Some(x::decode_boxed::<VmCloneFailedEvent>),
-        Some(x::decode_boxed::<VmClonedEvent>),
-        Some(x::decode_boxed::<VmConfigFault>),
-        Some(x::decode_boxed::<VmConfigFileEncryptionInfo>),
-        Some(x::decode_boxed::<VmConfigFileInfo>),
-        Some(x::decode_boxed::<VmConfigFileQuery>),
-        Some(x::decode_boxed::<VmConfigFileQueryFilter>),
-        Some(x::decode_boxed::<VmConfigFileQueryFlags>),
-        Some(x::decode_boxed::<VmConfigIncompatibleForFaultTolerance>),
-        Some(x::decode_boxed::<VmConfigIncompatibleForRecordReplay>),
-        Some(x::decode_boxed::<VmConfigInfo>),
-        Some(x::decode_boxed::<VmConfigMissingEvent>),
-        Some(x::decode_boxed::<VmConfigSpec>),
-        Some(x::decode_boxed::<VmConnectedEvent>),
-        Some(x::decode_boxed::<VmCreatedEvent>),
-        Some(x::decode_boxed::<VmDasBeingResetEvent>),
-        Some(x::decode_boxed::<VmDasBeingResetEventReasonCode>),
-        Some(x::decode_boxed::<VmDasBeingResetWithScreenshotEvent>),
-        Some(x::decode_boxed::<VmDasResetFailedEvent>),
-        Some(x::decode_boxed::<VmDasUpdateErrorEvent>),
-        Some(x::decode_boxed::<VmDasUpdateOkEvent>),
-        Some(x::decode_boxed::<VmDateRolledBackEvent>),
-        Some(x::decode_boxed::<VmDeployFailedEvent>),
-        Some(x::decode_boxed::<VmDeployedEvent>),
-        Some(x::decode_boxed::<VmDisconnectedEvent>),
-        Some(x::decode_boxed::<VmDiscoveredEvent>),
-        Some(x::decode_boxed::<VmDiskFailedEvent>),
-        Some(x::decode_boxed::<VmDiskFileEncryptionInfo>),
-        Some(x::decode_boxed::<VmDiskFileInfo>),
-        Some(x::decode_boxed::<VmDiskFileQuery>),
-        Some(x::decode_boxed::<VmDiskFileQueryFilter>),
-        Some(x::decode_boxed::<VmDiskFileQueryFlags>),
-        Some(x::decode_boxed::<VmEmigratingEvent>),
-        Some(x::decode_boxed::<VmEndRecordingEvent>),
-        Some(x::decode_boxed::<VmEndReplayingEvent>),
-        Some(x::decode_boxed::<VmEvent>),
-        Some(x::decode_boxed::<VmEventArgument>),
-        Some(x::decode_boxed::<VmFailedMigrateEvent>),
-        Some(x::decode_boxed::<VmFailedRelayoutEvent>),
-        Some(x::decode_boxed::<VmFailedRelayoutOnVmfs2DatastoreEvent>),
-        Some(x::decode_boxed::<VmFailedStartingSecondaryEvent>),
-        Some(x::decode_boxed::<VmFailedStartingSecondaryEventFailureReason>),
-        Some(x::decode_boxed::<VmFailedToPowerOffEvent>),
-        Some(x::decode_boxed::<VmFailedToPowerOnEvent>),
-        Some(x::decode_boxed::<VmFailedToRebootGuestEvent>),
-        Some(x::decode_boxed::<VmFailedToResetEvent>),
-        Some(x::decode_boxed::<VmFailedToShutdownGuestEvent>),
-        Some(x::decode_boxed::<VmFailedToStandbyGuestEvent>),
-        Some(x::decode_boxed::<VmFailedToSuspendEvent>),
-        Some(x::decode_boxed::<VmFailedUpdatingSecondaryConfig>),
-        Some(x::decode_boxed::<VmFailoverFailed>),
-        Some(x::decode_boxed::<VmFaultToleranceConfigIssue>),
-        Some(x::decode_boxed::<VmFaultToleranceConfigIssueReasonForIssue>),
-        Some(x::decode_boxed::<VmFaultToleranceConfigIssueWrapper>),
-        Some(x::decode_boxed::<VmFaultToleranceInvalidFileBacking>),
-        Some(x::decode_boxed::<VmFaultToleranceInvalidFileBackingDeviceType>),
-        Some(x::decode_boxed::<VmFaultToleranceIssue>),
-        Some(x::decode_boxed::<VmFaultToleranceOpIssuesList>),
-        Some(x::decode_boxed::<VmFaultToleranceStateChangedEvent>),
-        Some(x::decode_boxed::<VmFaultToleranceTooManyFtVcpusOnHost>),
-        Some(x::decode_boxed::<VmFaultToleranceTooManyVMsOnHost>),
-        Some(x::decode_boxed::<VmFaultToleranceTurnedOffEvent>),
-        Some(x::decode_boxed::<VmFaultToleranceVmTerminatedEvent>),
-        Some(x::decode_boxed::<VmGuestOSCrashedEvent>),
-        Some(x::decode_boxed::<VmGuestRebootEvent>),
-        Some(x::decode_boxed::<VmGuestShutdownEvent>),
-        Some(x::decode_boxed::<VmGuestStandbyEvent>),
-        Some(x::decode_boxed::<VmHealthMonitoringStateChangedEvent>),
-    ],
+    decode,
     fields: &[
-        x::FieldEntry::optional(x::Name(0x33c0813), x::Name(0x3344606)), // systemClockProtocol: string
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::repeated(x::Name(0x2715512), x::Name(0x1f88f2e)), // diskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
-        x::FieldEntry::optional(x::Name(0x2e5e10a), x::Name(0x3344606)), // objectData: string
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0xbba80f)), // key: DynamicProperty
-        x::FieldEntry::repeated(x::Name(0x30bd309), x::Name(0xbba80f)), // relations: DynamicProperty
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
-        x::FieldEntry::required(x::Name(0x248d306), x::Name(0x65700c)), // choice: ChoiceOption
-        x::FieldEntry::repeated(x::Name(0x2c94b07), x::Name(0x1f5cc15)), // message: VirtualMachineMessage
-        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2a94603)), // overallCpuUsage: int
-        x::FieldEntry::optional(x::Name(0x2ecd410), x::Name(0x2a94603)), // overallCpuDemand: int
-        x::FieldEntry::optional(x::Name(0x2ece513), x::Name(0x2a94603)), // overallCpuReadiness: int
-        x::FieldEntry::optional(x::Name(0x2949f10), x::Name(0x2a94603)), // guestMemoryUsage: int
-        x::FieldEntry::optional(x::Name(0x29df60f), x::Name(0x2a94603)), // hostMemoryUsage: int
-        x::FieldEntry::required(x::Name(0x2943e14), x::Name(0x13fc613)), // guestHeartbeatStatus: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x2729119), x::Name(0x2a94603)), // distributedCpuEntitlement: int
-        x::FieldEntry::optional(x::Name(0x272c21c), x::Name(0x2a94603)), // distributedMemoryEntitlement: int
-        x::FieldEntry::optional(x::Name(0x3304c14), x::Name(0x2a94603)), // staticCpuEntitlement: int
-        x::FieldEntry::optional(x::Name(0x3307617), x::Name(0x2a94603)), // staticMemoryEntitlement: int
-        x::FieldEntry::optional(x::Name(0x292410d), x::Name(0x2a94603)), // grantedMemory: int
-        x::FieldEntry::optional(x::Name(0x2ffa30d), x::Name(0x2a94603)), // privateMemory: int
-        x::FieldEntry::optional(x::Name(0x321d10c), x::Name(0x2a94603)), // sharedMemory: int
-        x::FieldEntry::optional(x::Name(0x33b370d), x::Name(0x2a94603)), // swappedMemory: int
-        x::FieldEntry::optional(x::Name(0x23e640f), x::Name(0x2a94603)), // balloonedMemory: int
-        x::FieldEntry::optional(x::Name(0x2532816), x::Name(0x2a94603)), // consumedOverheadMemory: int
-        x::FieldEntry::optional(x::Name(0x28f930e), x::Name(0x2a94603)), // ftLogBandwidth: int
-        x::FieldEntry::optional(x::Name(0x28fe912), x::Name(0x2a94603)), // ftSecondaryLatency: int
-        x::FieldEntry::optional(x::Name(0x28f830f), x::Name(0x13fc613)), // ftLatencyStatus: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x24e0210), x::Name(0x2be5304)), // compressedMemory: long
-        x::FieldEntry::optional(x::Name(0x34d5d0d), x::Name(0x2a94603)), // uptimeSeconds: int
-        x::FieldEntry::optional(x::Name(0x32d3510), x::Name(0x2be5304)), // ssdSwappedMemory: long
-        x::FieldEntry::optional(x::Name(0x22e130c), x::Name(0x2a94603)), // activeMemory: int
-        x::FieldEntry::repeated(x::Name(0x2c91a0f), x::Name(0x1f94827)), // memoryTierStats: VirtualMachineQuickStatsMemoryTierStats
-        x::FieldEntry::required(x::Name(0x2c92a0e), x::Name(0x3344606)), // memoryTierType: string
-        x::FieldEntry::required(x::Name(0x306a40d), x::Name(0x2be5304)), // readBandwidth: long
-        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x1a2500e)), // service: ServiceLocator
-        x::FieldEntry::optional(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f9d125)), // disk: VirtualMachineRelocateSpecDiskLocator
-        x::FieldEntry::optional(x::Name(0x344b109), x::Name(0x1fa2824)), // transform: VirtualMachineRelocateTransformation
-        x::FieldEntry::repeated(x::Name(0x269580c), x::Name(0x1dc9017)), // deviceChange: VirtualDeviceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x258f60a), x::Name(0x86770a)), // cryptoSpec: CryptoSpec
-        x::FieldEntry::repeated(x::Name(0x33d3a08), x::Name(0x1b2f407)), // tagSpecs: TagSpec
-        x::FieldEntry::repeated(x::Name(0x3611513), x::Name(0x2188611)), // vmPlacementPolicies: VmPlacementPolicy
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x26fe60f), x::Name(0x1dc2818)), // diskBackingInfo: VirtualDeviceBackingInfo
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1f9f730)), // backing: VirtualMachineRelocateSpecDiskLocatorBackingSpec
-        x::FieldEntry::repeated(x::Name(0x28ae40a), x::Name(0x1e9ba27)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1f9f730)), // parent: VirtualMachineRelocateSpecDiskLocatorBackingSpec
-        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
-        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1eebf1f)), // device: VirtualMachineDeviceRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x252060f), x::Name(0x1ed821d)), // connectionState: VirtualMachineConnectionState
-        x::FieldEntry::required(x::Name(0x2fbc60a), x::Name(0x1f83818)), // powerState: VirtualMachinePowerState
-        x::FieldEntry::optional(x::Name(0x35dab14), x::Name(0x2405e07)), // vmFailoverInProgress: boolean
-        x::FieldEntry::optional(x::Name(0x2875c13), x::Name(0x1f0d421)), // faultToleranceState: VirtualMachineFaultToleranceState
-        x::FieldEntry::optional(x::Name(0x25dcf0f), x::Name(0x1fa672b)), // dasVmProtection: VirtualMachineRuntimeInfoDasProtectionState
-        x::FieldEntry::required(x::Name(0x3420b15), x::Name(0x2405e07)), // toolsInstallerMounted: boolean
-        x::FieldEntry::optional(x::Name(0x33a250b), x::Name(0x2607608)), // suspendTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2411508), x::Name(0x2607608)), // bootTime: dateTime
-        x::FieldEntry::optional(x::Name(0x339f60f), x::Name(0x2be5304)), // suspendInterval: long
-        x::FieldEntry::optional(x::Name(0x3050308), x::Name(0x1f9141a)), // question: VirtualMachineQuestionInfo
-        x::FieldEntry::optional(x::Name(0x2c8170e), x::Name(0x2be5304)), // memoryOverhead: long
-        x::FieldEntry::optional(x::Name(0x2c2270b), x::Name(0x2a94603)), // maxCpuUsage: int
-        x::FieldEntry::optional(x::Name(0x2c32f0e), x::Name(0x2a94603)), // maxMemoryUsage: int
-        x::FieldEntry::required(x::Name(0x2dfb811), x::Name(0x2a94603)), // numMksConnections: int
-        x::FieldEntry::optional(x::Name(0x30a0c11), x::Name(0x1f9701f)), // recordReplayState: VirtualMachineRecordReplayState
-        x::FieldEntry::optional(x::Name(0x2493c0d), x::Name(0x2405e07)), // cleanPowerOff: boolean
-        x::FieldEntry::optional(x::Name(0x2d29b13), x::Name(0x3344606)), // needSecondaryReason: string
-        x::FieldEntry::optional(x::Name(0x2e7e40d), x::Name(0x2405e07)), // onlineStandby: boolean
-        x::FieldEntry::optional(x::Name(0x2cb8d15), x::Name(0x3344606)), // minRequiredEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x2530013), x::Name(0x2405e07)), // consolidationNeeded: boolean
-        x::FieldEntry::repeated(x::Name(0x2e68419), x::Name(0x1f11720)), // offlineFeatureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::repeated(x::Name(0x288830b), x::Name(0xeacc0f)), // featureMask: HostFeatureMask
-        x::FieldEntry::optional(x::Name(0x351a915), x::Name(0x2be5304)), // vFlashCacheAllocation: long
-        x::FieldEntry::optional(x::Name(0x2f24206), x::Name(0x2405e07)), // paused: boolean
-        x::FieldEntry::optional(x::Name(0x3260414), x::Name(0x2405e07)), // snapshotInBackground: boolean
-        x::FieldEntry::optional(x::Name(0x305d112), x::Name(0x2405e07)), // quiescedForkParent: boolean
-        x::FieldEntry::optional(x::Name(0x2a8e412), x::Name(0x2405e07)), // instantCloneFrozen: boolean
-        x::FieldEntry::optional(x::Name(0x259010b), x::Name(0x3344606)), // cryptoState: string
-        x::FieldEntry::optional(x::Name(0x33a7b11), x::Name(0x2405e07)), // suspendedToMemory: boolean
-        x::FieldEntry::optional(x::Name(0x2e81015), x::Name(0x2be5304)), // opNotificationTimeout: long
-        x::FieldEntry::optional(x::Name(0x2ad490b), x::Name(0x2405e07)), // iommuActive: boolean
-        x::FieldEntry::optional(x::Name(0x252dd14), x::Name(0x2be5304)), // consolidateWorkTotal: long
-        x::FieldEntry::optional(x::Name(0x252c913), x::Name(0x2be5304)), // consolidateWorkDone: long
-        x::FieldEntry::optional(x::Name(0x26ff60f), x::Name(0x2405e07)), // diskChainBroken: boolean
-        x::FieldEntry::required(x::Name(0x25d9a0c), x::Name(0x2405e07)), // dasProtected: boolean
-        x::FieldEntry::optional(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
-        x::FieldEntry::optional(x::Name(0x344f70d), x::Name(0x3344606)), // transportHint: string
-        x::FieldEntry::optional(x::Name(0x2befe09), x::Name(0x2a94603)), // lunNumber: int
-        x::FieldEntry::required(x::Name(0x31a9409), x::Name(0x3344606)), // scsiClass: string
-        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
-        x::FieldEntry::required(x::Name(0x2f70212), x::Name(0x2a94603)), // physicalUnitNumber: int
-        x::FieldEntry::required(x::Name(0x27fed07), x::Name(0x2be5304)), // epcSize: long
-        x::FieldEntry::optional(x::Name(0x28c8007), x::Name(0x3344606)), // flcMode: string
-        x::FieldEntry::optional(x::Name(0x2b8620c), x::Name(0x3344606)), // lePubKeyHash: string
-        x::FieldEntry::optional(x::Name(0x3101412), x::Name(0x2405e07)), // requireAttestation: boolean
-        x::FieldEntry::required(x::Name(0x2c2600a), x::Name(0x2be5304)), // maxEpcSize: long
-        x::FieldEntry::repeated(x::Name(0x28c8808), x::Name(0x3344606)), // flcModes: string
-        x::FieldEntry::repeated(x::Name(0x2b86f0e), x::Name(0x3344606)), // lePubKeyHashes: string
-        x::FieldEntry::optional(x::Name(0x310271b), x::Name(0x2405e07)), // requireAttestationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x25b060f), x::Name(0x13ff016)), // currentSnapshot: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3171c10), x::Name(0x1fb7c1a)), // rootSnapshotList: VirtualMachineSnapshotTree
-        x::FieldEntry::required(x::Name(0x3258c08), x::Name(0x13ff016)), // snapshot: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
-        x::FieldEntry::required(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
-        x::FieldEntry::required(x::Name(0x305c808), x::Name(0x2405e07)), // quiesced: boolean
-        x::FieldEntry::optional(x::Name(0x23d680e), x::Name(0x3344606)), // backupManifest: string
-        x::FieldEntry::repeated(x::Name(0x248ae11), x::Name(0x1fb7c1a)), // childSnapshotList: VirtualMachineSnapshotTree
-        x::FieldEntry::optional(x::Name(0x30e400f), x::Name(0x2405e07)), // replaySupported: boolean
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x3584f0f), x::Name(0x2405e07)), // virtualFunction: boolean
-        x::FieldEntry::optional(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
-        x::FieldEntry::optional(x::Name(0x26a760a), x::Name(0x1fbaf21)), // devicePool: VirtualMachineSriovDevicePoolInfo
-        x::FieldEntry::optional(x::Name(0x33b5509), x::Name(0x3344606)), // switchKey: string
-        x::FieldEntry::optional(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
-        x::FieldEntry::repeated(x::Name(0x2f33911), x::Name(0x1fd6a1e)), // perDatastoreUsage: VirtualMachineUsageOnDatastore
-        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
-        x::FieldEntry::required(x::Name(0x24bf809), x::Name(0x2be5304)), // committed: long
-        x::FieldEntry::required(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
-        x::FieldEntry::required(x::Name(0x34ab608), x::Name(0x2be5304)), // unshared: long
-        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
-        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3181d07), x::Name(0x1fa4d19)), // runtime: VirtualMachineRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x2937305), x::Name(0x1f4611a)), // guest: VirtualMachineGuestSummary
-        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1ed4d1b)), // config: VirtualMachineConfigSummary
-        x::FieldEntry::optional(x::Name(0x331f407), x::Name(0x1fc4c1c)), // storage: VirtualMachineStorageSummary
-        x::FieldEntry::required(x::Name(0x305790a), x::Name(0x1f92f18)), // quickStats: VirtualMachineQuickStats
-        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
-        x::FieldEntry::repeated(x::Name(0x25b920b), x::Name(0x87c010)), // customValue: CustomFieldValue
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::repeated(x::Name(0x24fa410), x::Name(0x3344606)), // configurationTag: string
-        x::FieldEntry::required(x::Name(0x3408006), x::Name(0x3344606)), // ticket: string
-        x::FieldEntry::required(x::Name(0x245a907), x::Name(0x3344606)), // cfgFile: string
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
-        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
-        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
-        x::FieldEntry::repeated(x::Name(0x2455912), x::Name(0x1eb3d1c)), // certThumbprintList: VirtualMachineCertThumbprint
-        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
-        x::FieldEntry::optional(x::Name(0x34db703), x::Name(0x3344606)), // url: string
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24bf809), x::Name(0x2be5304)), // committed: long
-        x::FieldEntry::required(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
-        x::FieldEntry::required(x::Name(0x34ab608), x::Name(0x2be5304)), // unshared: long
-        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
-        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x2a94603)), // vendor: int
-        x::FieldEntry::required(x::Name(0x3005707), x::Name(0x2a94603)), // product: int
-        x::FieldEntry::required(x::Name(0x2f6c50c), x::Name(0x3344606)), // physicalPath: string
-        x::FieldEntry::repeated(x::Name(0x286af06), x::Name(0x3344606)), // family: string
-        x::FieldEntry::repeated(x::Name(0x32b7605), x::Name(0x3344606)), // speed: string
-        x::FieldEntry::optional(x::Name(0x3359f07), x::Name(0x1fc6915)), // summary: VirtualMachineSummary
-        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x11b603e)), // vFlashModule: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
-        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2be5304)), // id: long
-        x::FieldEntry::optional(x::Name(0x232c31e), x::Name(0x2405e07)), // allowUnrestrictedCommunication: boolean
-        x::FieldEntry::optional(x::Name(0x28a980c), x::Name(0x2405e07)), // filterEnable: boolean
-        x::FieldEntry::optional(x::Name(0x28ab70a), x::Name(0x1fe4f22)), // filterInfo: VirtualMachineVMCIDeviceFilterInfo
-        x::FieldEntry::repeated(x::Name(0x28b2207), x::Name(0x1fe7222)), // filters: VirtualMachineVMCIDeviceFilterSpec
-        x::FieldEntry::required(x::Name(0x3061b04), x::Name(0x2be5304)), // rank: long
-        x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x3344606)), // action: string
-        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
-        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x3344606)), // direction: string
-        x::FieldEntry::optional(x::Name(0x2beb214), x::Name(0x2be5304)), // lowerDstPortBoundary: long
-        x::FieldEntry::optional(x::Name(0x34d1314), x::Name(0x2be5304)), // upperDstPortBoundary: long
-        x::FieldEntry::required(x::Name(0x232c31e), x::Name(0x5c290a)), // allowUnrestrictedCommunication: BoolOption
-        x::FieldEntry::optional(x::Name(0x28aef10), x::Name(0x1feb42e)), // filterSpecOption: VirtualMachineVMCIDeviceOptionFilterSpecOption
-        x::FieldEntry::optional(x::Name(0x28b000f), x::Name(0x5c290a)), // filterSupported: BoolOption
-        x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x65700c)), // action: ChoiceOption
-        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x65700c)), // protocol: ChoiceOption
-        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x65700c)), // direction: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2beb214), x::Name(0x13e720a)), // lowerDstPortBoundary: LongOption
-        x::FieldEntry::required(x::Name(0x34d1314), x::Name(0x13e720a)), // upperDstPortBoundary: LongOption
-        x::FieldEntry::required(x::Name(0x2cb150b), x::Name(0x2be5304)), // migrationBW: long
-        x::FieldEntry::required(x::Name(0x3346608), x::Name(0x2be5304)), // stunTime: long
-        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
-        x::FieldEntry::required(x::Name(0x269de0f), x::Name(0x3344606)), // deviceGroupName: string
-        x::FieldEntry::optional(x::Name(0x269a916), x::Name(0x3344606)), // deviceGroupDescription: string
-        x::FieldEntry::repeated(x::Name(0x24dbb13), x::Name(0x1ff7836)), // componentDeviceInfo: VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo
-        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
-        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x2b24b0e), x::Name(0x2405e07)), // isConfigurable: boolean
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
-        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x26b0d0e), x::Name(0x2be5304)), // deviceVendorId: long
-        x::FieldEntry::required(x::Name(0x2c2880e), x::Name(0x2be5304)), // maxFbSizeInGib: long
-        x::FieldEntry::required(x::Name(0x340c911), x::Name(0x2405e07)), // timeSlicedCapable: boolean
-        x::FieldEntry::required(x::Name(0x2caac0a), x::Name(0x2405e07)), // migCapable: boolean
-        x::FieldEntry::required(x::Name(0x24e6315), x::Name(0x2405e07)), // computeProfileCapable: boolean
-        x::FieldEntry::required(x::Name(0x3047014), x::Name(0x2405e07)), // quadroProfileCapable: boolean
-        x::FieldEntry::required(x::Name(0x301250b), x::Name(0x3344606)), // profileName: string
-        x::FieldEntry::required(x::Name(0x26b0d0e), x::Name(0x2be5304)), // deviceVendorId: long
-        x::FieldEntry::required(x::Name(0x287b40b), x::Name(0x2be5304)), // fbSizeInGib: long
-        x::FieldEntry::required(x::Name(0x3014b0e), x::Name(0x3344606)), // profileSharing: string
-        x::FieldEntry::required(x::Name(0x300cd0c), x::Name(0x3344606)), // profileClass: string
-        x::FieldEntry::repeated(x::Name(0x3346f11), x::Name(0x1ff1921)), // stunTimeEstimates: VirtualMachineVMotionStunTimeInfo
-        x::FieldEntry::optional(x::Name(0x3570110), x::Name(0x2be5304)), // videoRamSizeInKB: long
-        x::FieldEntry::optional(x::Name(0x2df120b), x::Name(0x2a94603)), // numDisplays: int
-        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
-        x::FieldEntry::optional(x::Name(0x27a1a0f), x::Name(0x2405e07)), // enable3DSupport: boolean
-        x::FieldEntry::optional(x::Name(0x34df00d), x::Name(0x3344606)), // use3dRenderer: string
-        x::FieldEntry::optional(x::Name(0x2928b16), x::Name(0x2be5304)), // graphicsMemorySizeInKB: long
-        x::FieldEntry::repeated(x::Name(0x2699d0b), x::Name(0x200e32c)), // deviceGroup: VirtualMachineVirtualDeviceGroupsDeviceGroup
-        x::FieldEntry::required(x::Name(0x2932710), x::Name(0x2a94603)), // groupInstanceKey: int
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
+        x::FieldEntry::required(x::Name(0x241ee09), x::Name(0x2a94603)), // busNumber: int
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x2a94603)), // device: int
+        x::FieldEntry::required(x::Name(0x26b1c07), x::Name(0x12bb409)), // devices: IntOption
+        x::FieldEntry::repeated(x::Name(0x336790f), x::Name(0x3344606)), // supportedDevice: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
         x::FieldEntry::optional(x::Name(0x26a210a), x::Name(0x9cd80b)), // deviceInfo: Description
-        x::FieldEntry::required(x::Name(0x269de0f), x::Name(0x3344606)), // deviceGroupName: string
-        x::FieldEntry::optional(x::Name(0x2bed70b), x::Name(0x201632d)), // lsiToPvscsi: VirtualMachineVirtualDeviceSwapDeviceSwapInfo
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x235730a), x::Name(0x2405e07)), // applicable: boolean
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dc2818)), // backing: VirtualDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x2516c0b), x::Name(0x1dd3318)), // connectable: VirtualDeviceConnectInfo
+        x::FieldEntry::optional(x::Name(0x3242608), x::Name(0x1dc5c18)), // slotInfo: VirtualDeviceBusSlotInfo
+        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
+        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
+        x::FieldEntry::optional(x::Name(0x2e41108), x::Name(0x2a94603)), // numaNode: int
+        x::FieldEntry::optional(x::Name(0x269ce0f), x::Name(0x1ddef1c)), // deviceGroupInfo: VirtualDeviceDeviceGroupInfo
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x1dd1220)), // operation: VirtualDeviceConfigSpecOperation
+        x::FieldEntry::optional(x::Name(0x289de0d), x::Name(0x1dced24)), // fileOperation: VirtualDeviceConfigSpecFileOperation
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dca822)), // backing: VirtualDeviceConfigSpecBackingSpec
+        x::FieldEntry::repeated(x::Name(0x28ae40a), x::Name(0x1e9ba27)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x245f90a), x::Name(0x3344606)), // changeMode: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1dca822)), // parent: VirtualDeviceConfigSpecBackingSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2cac40e), x::Name(0x3344606)), // migrateConnect: string
+        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x2405e07)), // startConnected: boolean
+        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x2405e07)), // allowGuestControl: boolean
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
         x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
-        x::FieldEntry::optional(x::Name(0x2549310), x::Name(0x2a94603)), // coresPerNumaNode: int
-        x::FieldEntry::optional(x::Name(0x283c916), x::Name(0x2405e07)), // exposeVnumaOnCpuHotadd: boolean
-        x::FieldEntry::optional(x::Name(0x2549310), x::Name(0x2a94603)), // coresPerNumaNode: int
-        x::FieldEntry::optional(x::Name(0x23a7214), x::Name(0x2405e07)), // autoCoresPerNumaNode: boolean
-        x::FieldEntry::optional(x::Name(0x3666a17), x::Name(0x2405e07)), // vnumaOnCpuHotaddExposed: boolean
-        x::FieldEntry::optional(x::Name(0x326590c), x::Name(0x3344606)), // snapshotMode: string
-        x::FieldEntry::optional(x::Name(0x36a450d), x::Name(0x2a94603)), // vssBackupType: int
-        x::FieldEntry::optional(x::Name(0x36a5316), x::Name(0x2405e07)), // vssBootableSystemState: boolean
-        x::FieldEntry::optional(x::Name(0x36a6a15), x::Name(0x2405e07)), // vssPartialFileSupport: boolean
-        x::FieldEntry::optional(x::Name(0x36a3410), x::Name(0x3344606)), // vssBackupContext: string
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
-        x::FieldEntry::required(x::Name(0x3229c13), x::Name(0x2be5304)), // shrinkableDiskSpace: long
-        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
-        x::FieldEntry::optional(x::Name(0x24fec16), x::Name(0x2be5304)), // configuredCapacityInMB: long
-        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x202b218)), // parent: VirtualNVDIMMBackingInfo
+        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x5c290a)), // startConnected: BoolOption
+        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x5c290a)), // allowGuestControl: BoolOption
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
+        x::FieldEntry::required(x::Name(0x2932710), x::Name(0x2a94603)), // groupInstanceKey: int
+        x::FieldEntry::required(x::Name(0x31dd90a), x::Name(0x2a94603)), // sequenceId: int
+        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
+        x::FieldEntry::optional(x::Name(0x289cb12), x::Name(0x65700c)), // fileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x251520d), x::Name(0x1dd941a)), // connectOption: VirtualDeviceConnectOption
+        x::FieldEntry::optional(x::Name(0x241f80d), x::Name(0x1dc751a)), // busSlotOption: VirtualDeviceBusSlotOption
+        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
+        x::FieldEntry::optional(x::Name(0x239d514), x::Name(0x5c290a)), // autoAssignController: BoolOption
+        x::FieldEntry::repeated(x::Name(0x23d3b0d), x::Name(0x1dc411a)), // backingOption: VirtualDeviceBackingOption
+        x::FieldEntry::optional(x::Name(0x2624a19), x::Name(0x2a94603)), // defaultBackingOptionIndex: int
+        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
+        x::FieldEntry::required(x::Name(0x2666c0a), x::Name(0x2405e07)), // deprecated: boolean
+        x::FieldEntry::required(x::Name(0x2f78a0b), x::Name(0x2405e07)), // plugAndPlay: boolean
+        x::FieldEntry::optional(x::Name(0x2a15112), x::Name(0x2405e07)), // hotRemoveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e41a0d), x::Name(0x2405e07)), // numaSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f2b60d), x::Name(0x2a94603)), // pciSlotNumber: int
+        x::FieldEntry::required(x::Name(0x2f72908), x::Name(0x3344606)), // pipeName: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
+        x::FieldEntry::required(x::Name(0x31f960a), x::Name(0x3344606)), // serviceURI: string
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x3344606)), // direction: string
+        x::FieldEntry::optional(x::Name(0x3038408), x::Name(0x3344606)), // proxyURI: string
+        x::FieldEntry::required(x::Name(0x26d780a), x::Name(0x65700c)), // directions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x2be5304)), // capacityInKB: long
+        x::FieldEntry::optional(x::Name(0x244260f), x::Name(0x2be5304)), // capacityInBytes: long
+        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x3327c13), x::Name(0x1af3517)), // storageIOAllocation: StorageIOAllocationInfo
+        x::FieldEntry::optional(x::Name(0x271180c), x::Name(0x3344606)), // diskObjectId: string
+        x::FieldEntry::optional(x::Name(0x351bf15), x::Name(0x1e3f120)), // vFlashCacheConfigInfo: VirtualDiskVFlashCacheConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2ad2b08), x::Name(0x3344606)), // iofilter: string
+        x::FieldEntry::optional(x::Name(0x3519407), x::Name(0x1243a02)), // vDiskId: ID
+        x::FieldEntry::optional(x::Name(0x3519c0c), x::Name(0x2a94603)), // vDiskVersion: int
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x2d21c1a), x::Name(0x2405e07)), // nativeUnmanagedLinkedClone: boolean
+        x::FieldEntry::repeated(x::Name(0x2a64212), x::Name(0x1e9ba27)), // independentFilters: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x295400d), x::Name(0x2405e07)), // guestReadOnly: boolean
+        x::FieldEntry::optional(x::Name(0x2700614), x::Name(0x3344606)), // diskChainBrokenIssue: string
+        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x2cab70c), x::Name(0x2405e07)), // migrateCache: boolean
+        x::FieldEntry::required(x::Name(0x260140d), x::Name(0x3344606)), // datastoreType: string
+        x::FieldEntry::required(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0991e)), // parent: VirtualDiskFlatVer1BackingInfo
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x2405e07)), // thinProvisioned: boolean
+        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x2405e07)), // eagerlyScrub: boolean
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
         x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::required(x::Name(0x2dfca14), x::Name(0x12bb409)), // numNVDIMMControllers: IntOption
-        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x13e720a)), // capacityInMB: LongOption
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0d91e)), // parent: VirtualDiskFlatVer2BackingInfo
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
+        x::FieldEntry::optional(x::Name(0x2658416), x::Name(0x3344606)), // deltaDiskFormatVariant: string
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
         x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
         x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x2924f0f), x::Name(0x2be5304)), // granularityInMB: long
-        x::FieldEntry::optional(x::Name(0x3217809), x::Name(0x3344606)), // sharedBus: string
-        x::FieldEntry::required(x::Name(0x2dff20c), x::Name(0x12bb409)), // numNVMEDisks: IntOption
-        x::FieldEntry::repeated(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
-        x::FieldEntry::required(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
-        x::FieldEntry::required(x::Name(0x2cfa412), x::Name(0x2405e07)), // multiSelectAllowed: boolean
-        x::FieldEntry::repeated(x::Name(0x2439c0d), x::Name(0x11e3a0e)), // candidateVnic: HostVirtualNic
-        x::FieldEntry::repeated(x::Name(0x31cfd0c), x::Name(0x3344606)), // selectedVnic: string
-        x::FieldEntry::required(x::Name(0x2e18812), x::Name(0x12bb409)), // numSCSIControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2df3010), x::Name(0x12bb409)), // numEthernetCards: IntOption
-        x::FieldEntry::required(x::Name(0x2e2f30d), x::Name(0x12bb409)), // numVideoCards: IntOption
-        x::FieldEntry::required(x::Name(0x2e1f20d), x::Name(0x12bb409)), // numSoundCards: IntOption
-        x::FieldEntry::required(x::Name(0x2e3680a), x::Name(0x12bb409)), // numVmiRoms: IntOption
-        x::FieldEntry::optional(x::Name(0x2e3590e), x::Name(0x12bb409)), // numVmciDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2e04718), x::Name(0x12bb409)), // numPCIPassthroughDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2e1cd15), x::Name(0x12bb409)), // numSasSCSIControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2e3c517), x::Name(0x12bb409)), // numVmxnet3EthernetCards: IntOption
-        x::FieldEntry::optional(x::Name(0x2e07b1d), x::Name(0x12bb409)), // numParaVirtualSCSIControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2e15a12), x::Name(0x12bb409)), // numSATAControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2dfdf12), x::Name(0x12bb409)), // numNVMEControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2e3dd1c), x::Name(0x12bb409)), // numVmxnet3VrdmaEthernetCards: IntOption
-        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x2a94603)), // vendorId: int
-        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x2a94603)), // deviceId: int
-        x::FieldEntry::optional(x::Name(0x334a20b), x::Name(0x2a94603)), // subVendorId: int
-        x::FieldEntry::optional(x::Name(0x334810b), x::Name(0x2a94603)), // subDeviceId: int
-        x::FieldEntry::optional(x::Name(0x3153a0a), x::Name(0x3226a05)), // revisionId: short
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
-        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
-        x::FieldEntry::required(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
-        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x3226a05)), // vendorId: short
-        x::FieldEntry::optional(x::Name(0x269650b), x::Name(0x3344606)), // deviceClass: string
-        x::FieldEntry::repeated(x::Name(0x24f1c0c), x::Name(0x156630b)), // configParams: OptionValue
-        x::FieldEntry::repeated(x::Name(0x232fc0d), x::Name(0x203c522)), // allowedDevice: VirtualPCIPassthroughAllowedDevice
-        x::FieldEntry::optional(x::Name(0x25b860b), x::Name(0x3344606)), // customLabel: string
-        x::FieldEntry::optional(x::Name(0x237e50a), x::Name(0x3344606)), // assignedId: string
-        x::FieldEntry::optional(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
-        x::FieldEntry::optional(x::Name(0x3565215), x::Name(0x2a94603)), // vgpuMigrateDataSizeMB: int
-        x::FieldEntry::optional(x::Name(0x2caf310), x::Name(0x2405e07)), // migrateSupported: boolean
-        x::FieldEntry::optional(x::Name(0x27dd919), x::Name(0x2405e07)), // enhancedMigrateCapability: boolean
-        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x1b12f0c)), // vgpu: StringOption
-        x::FieldEntry::required(x::Name(0x2c2cb0c), x::Name(0x2a94603)), // maxInstances: int
-        x::FieldEntry::required(x::Name(0x338e710), x::Name(0x2405e07)), // supportsMorphing: boolean
-        x::FieldEntry::required(x::Name(0x2df9f0c), x::Name(0x12bb409)), // numKeyboards: IntOption
-        x::FieldEntry::required(x::Name(0x2e0aa12), x::Name(0x12bb409)), // numPointingDevices: IntOption
-        x::FieldEntry::required(x::Name(0x29ed312), x::Name(0x65700c)), // hostPointingDevice: ChoiceOption
-        x::FieldEntry::required(x::Name(0x29ed312), x::Name(0x3344606)), // hostPointingDevice: string
-        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
-        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x65700c)), // protocol: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2e16d0c), x::Name(0x12bb409)), // numSATADisks: IntOption
-        x::FieldEntry::required(x::Name(0x2e14c0d), x::Name(0x12bb409)), // numSATACdroms: IntOption
-        x::FieldEntry::optional(x::Name(0x2a0fc0c), x::Name(0x2405e07)), // hotAddRemove: boolean
-        x::FieldEntry::required(x::Name(0x3217809), x::Name(0x208b612)), // sharedBus: VirtualSCSISharing
-        x::FieldEntry::optional(x::Name(0x31a9e12), x::Name(0x2a94603)), // scsiCtlrUnitNumber: int
-        x::FieldEntry::required(x::Name(0x2e19b0c), x::Name(0x12bb409)), // numSCSIDisks: IntOption
-        x::FieldEntry::required(x::Name(0x2e17a0d), x::Name(0x12bb409)), // numSCSICdroms: IntOption
-        x::FieldEntry::required(x::Name(0x2e1a812), x::Name(0x12bb409)), // numSCSIPassthrough: IntOption
-        x::FieldEntry::repeated(x::Name(0x3223707), x::Name(0x208b612)), // sharing: VirtualSCSISharing
-        x::FieldEntry::required(x::Name(0x2644912), x::Name(0x2a94603)), // defaultSharedIndex: int
-        x::FieldEntry::required(x::Name(0x2a0fc0c), x::Name(0x5c290a)), // hotAddRemove: BoolOption
-        x::FieldEntry::required(x::Name(0x31a9e12), x::Name(0x2a94603)), // scsiCtlrUnitNumber: int
-        x::FieldEntry::required(x::Name(0x2df410f), x::Name(0x12bb409)), // numFloppyDrives: IntOption
-        x::FieldEntry::required(x::Name(0x2e1e30e), x::Name(0x12bb409)), // numSerialPorts: IntOption
-        x::FieldEntry::required(x::Name(0x2e09910), x::Name(0x12bb409)), // numParallelPorts: IntOption
-        x::FieldEntry::required(x::Name(0x370980b), x::Name(0x2405e07)), // yieldOnPoll: boolean
-        x::FieldEntry::required(x::Name(0x370980b), x::Name(0x5c290a)), // yieldOnPoll: BoolOption
-        x::FieldEntry::required(x::Name(0x27db408), x::Name(0x3344606)), // endpoint: string
-        x::FieldEntry::optional(x::Name(0x2da1508), x::Name(0x2405e07)), // noRxLoss: boolean
-        x::FieldEntry::required(x::Name(0x27db408), x::Name(0x65700c)), // endpoint: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2da1508), x::Name(0x5c290a)), // noRxLoss: BoolOption
-        x::FieldEntry::optional(x::Name(0x2327015), x::Name(0x2405e07)), // allowGuestOSMtuChange: boolean
-        x::FieldEntry::optional(x::Name(0x32ce10c), x::Name(0x20b7528)), // sriovBacking: VirtualSriovEthernetCardSriovBackingInfo
-        x::FieldEntry::optional(x::Name(0x277e20e), x::Name(0x2043823)), // dvxBackingInfo: VirtualPCIPassthroughDvxBackingInfo
-        x::FieldEntry::optional(x::Name(0x2f67017), x::Name(0x203e826)), // physicalFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
-        x::FieldEntry::optional(x::Name(0x3585f16), x::Name(0x203e826)), // virtualFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
-        x::FieldEntry::optional(x::Name(0x3587614), x::Name(0x2a94603)), // virtualFunctionIndex: int
-        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x2bac204), x::Name(0x13ac60b)), // link: LinkProfile
-        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x152910f)), // numPorts: NumPortsProfile
-        x::FieldEntry::required(x::Name(0x2d5810d), x::Name(0x14bfc14)), // networkPolicy: NetworkPolicyProfile
-        x::FieldEntry::repeated(x::Name(0x27d8c27), x::Name(0x23e790c)), // endorsementKeyCertificateSigningRequest: base64Binary
-        x::FieldEntry::repeated(x::Name(0x27d7219), x::Name(0x23e790c)), // endorsementKeyCertificate: base64Binary
-        x::FieldEntry::repeated(x::Name(0x336ff11), x::Name(0x3344606)), // supportedFirmware: string
-        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
-        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x2a94603)), // vendor: int
-        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x2a94603)), // product: int
-        x::FieldEntry::repeated(x::Name(0x286af06), x::Name(0x3344606)), // family: string
-        x::FieldEntry::repeated(x::Name(0x32b7605), x::Name(0x3344606)), // speed: string
-        x::FieldEntry::optional(x::Name(0x23a5f12), x::Name(0x2405e07)), // autoConnectDevices: boolean
-        x::FieldEntry::optional(x::Name(0x279380b), x::Name(0x2405e07)), // ehciEnabled: boolean
-        x::FieldEntry::required(x::Name(0x23a5f12), x::Name(0x5c290a)), // autoConnectDevices: BoolOption
-        x::FieldEntry::required(x::Name(0x279560d), x::Name(0x5c290a)), // ehciSupported: BoolOption
-        x::FieldEntry::repeated(x::Name(0x338320f), x::Name(0x3344606)), // supportedSpeeds: string
-        x::FieldEntry::optional(x::Name(0x2794411), x::Name(0x2a94603)), // ehciPciSlotNumber: int
-        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
-        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
-        x::FieldEntry::optional(x::Name(0x23a5f12), x::Name(0x2405e07)), // autoConnectDevices: boolean
-        x::FieldEntry::required(x::Name(0x23a5f12), x::Name(0x5c290a)), // autoConnectDevices: BoolOption
-        x::FieldEntry::repeated(x::Name(0x338320f), x::Name(0x3344606)), // supportedSpeeds: string
-        x::FieldEntry::optional(x::Name(0x3570110), x::Name(0x13e720a)), // videoRamSizeInKB: LongOption
-        x::FieldEntry::optional(x::Name(0x2df120b), x::Name(0x12bb409)), // numDisplays: IntOption
-        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x5c290a)), // useAutoDetect: BoolOption
-        x::FieldEntry::optional(x::Name(0x3361109), x::Name(0x5c290a)), // support3D: BoolOption
-        x::FieldEntry::optional(x::Name(0x34dfe16), x::Name(0x5c290a)), // use3dRendererSupported: BoolOption
-        x::FieldEntry::optional(x::Name(0x2928b16), x::Name(0x13e720a)), // graphicsMemorySizeInKB: LongOption
-        x::FieldEntry::optional(x::Name(0x292a21b), x::Name(0x5c290a)), // graphicsMemorySizeSupported: BoolOption
-        x::FieldEntry::optional(x::Name(0x34d770c), x::Name(0x2405e07)), // uptv2Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x3341813), x::Name(0x20e2a21)), // strictLatencyConfig: VirtualVmxnet3StrictLatencyConfig
-        x::FieldEntry::optional(x::Name(0x34d770c), x::Name(0x5c290a)), // uptv2Enabled: BoolOption
-        x::FieldEntry::optional(x::Name(0x3342c19), x::Name(0x20dfc2d)), // strictLatencyConfigOption: VirtualVmxnet3OptionStrictLatencyConfigOption
-        x::FieldEntry::required(x::Name(0x232e207), x::Name(0x5c290a)), // allowed: BoolOption
-        x::FieldEntry::required(x::Name(0x2c6980e), x::Name(0x5c290a)), // measureLatency: BoolOption
-        x::FieldEntry::required(x::Name(0x2c5950b), x::Name(0x12bb409)), // maxTxQueues: IntOption
-        x::FieldEntry::required(x::Name(0x2c46e0b), x::Name(0x12bb409)), // maxRxQueues: IntOption
-        x::FieldEntry::required(x::Name(0x346c712), x::Name(0x12bb409)), // txDataRingDescSize: IntOption
-        x::FieldEntry::required(x::Name(0x3184c12), x::Name(0x12bb409)), // rxDataRingDescSize: IntOption
-        x::FieldEntry::required(x::Name(0x26e0b0e), x::Name(0x65700c)), // disableOffload: ChoiceOption
-        x::FieldEntry::optional(x::Name(0x232e207), x::Name(0x2405e07)), // allowed: boolean
-        x::FieldEntry::optional(x::Name(0x2c6980e), x::Name(0x2405e07)), // measureLatency: boolean
-        x::FieldEntry::optional(x::Name(0x2c5950b), x::Name(0x2a94603)), // maxTxQueues: int
-        x::FieldEntry::optional(x::Name(0x2c46e0b), x::Name(0x2a94603)), // maxRxQueues: int
-        x::FieldEntry::optional(x::Name(0x346c712), x::Name(0x2a94603)), // txDataRingDescSize: int
-        x::FieldEntry::optional(x::Name(0x3184c12), x::Name(0x2a94603)), // rxDataRingDescSize: int
-        x::FieldEntry::optional(x::Name(0x26e0b0e), x::Name(0x3344606)), // disableOffload: string
-        x::FieldEntry::optional(x::Name(0x26a810e), x::Name(0x3344606)), // deviceProtocol: string
-        x::FieldEntry::optional(x::Name(0x26a810e), x::Name(0x65700c)), // deviceProtocol: ChoiceOption
-        x::FieldEntry::required(x::Name(0x317ed09), x::Name(0x2405e07)), // runOnBoot: boolean
-        x::FieldEntry::required(x::Name(0x3181507), x::Name(0x2405e07)), // running: boolean
-        x::FieldEntry::required(x::Name(0x317ed09), x::Name(0x5c290a)), // runOnBoot: BoolOption
-        x::FieldEntry::required(x::Name(0x340870a), x::Name(0x3344606)), // ticketType: string
-        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
-        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
-        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::required(x::Name(0x267640a), x::Name(0xce2c13)), // destFolder: FolderEventArgument
-        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
-        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
-        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::required(x::Name(0x32cc30b), x::Name(0x212f50f)), // srcTemplate: VmEventArgument
-        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x267640a), x::Name(0xce2c13)), // destFolder: FolderEventArgument
-        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
-        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x329d508), x::Name(0x212f50f)), // sourceVm: VmEventArgument
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x24f720d), x::Name(0x2a94603)), // configVersion: int
-        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x210421a)), // encryption: VmConfigFileEncryptionInfo
-        x::FieldEntry::optional(x::Name(0x28a6506), x::Name(0x2108017)), // filter: VmConfigFileQueryFilter
-        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0x2109816)), // details: VmConfigFileQueryFlags
-        x::FieldEntry::repeated(x::Name(0x2c1ba12), x::Name(0x2a94603)), // matchConfigVersion: int
-        x::FieldEntry::optional(x::Name(0x27b9b09), x::Name(0x2405e07)), // encrypted: boolean
-        x::FieldEntry::required(x::Name(0x24f720d), x::Name(0x2405e07)), // configVersion: boolean
-        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x2405e07)), // encryption: boolean
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
-        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x1cce910)), // property: VAppPropertyInfo
-        x::FieldEntry::required(x::Name(0x2adac0c), x::Name(0x1cbea14)), // ipAssignment: VAppIPAssignmentInfo
-        x::FieldEntry::repeated(x::Name(0x2813604), x::Name(0x3344606)), // eula: string
-        x::FieldEntry::repeated(x::Name(0x2eddb0a), x::Name(0x1cc9112)), // ovfSection: VAppOvfSectionInfo
-        x::FieldEntry::repeated(x::Name(0x2eda917), x::Name(0x3344606)), // ovfEnvironmentTransport: string
-        x::FieldEntry::required(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
-        x::FieldEntry::required(x::Name(0x2a84414), x::Name(0x2a94603)), // installBootStopDelay: int
-        x::FieldEntry::repeated(x::Name(0x3005707), x::Name(0x1ccc70f)), // product: VAppProductSpec
-        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x1ccfa10)), // property: VAppPropertySpec
-        x::FieldEntry::optional(x::Name(0x2adac0c), x::Name(0x1cbea14)), // ipAssignment: VAppIPAssignmentInfo
-        x::FieldEntry::repeated(x::Name(0x2813604), x::Name(0x3344606)), // eula: string
-        x::FieldEntry::repeated(x::Name(0x2eddb0a), x::Name(0x1cca412)), // ovfSection: VAppOvfSectionSpec
-        x::FieldEntry::repeated(x::Name(0x2eda917), x::Name(0x3344606)), // ovfEnvironmentTransport: string
-        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
-        x::FieldEntry::optional(x::Name(0x2a84414), x::Name(0x2a94603)), // installBootStopDelay: int
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x31a4712), x::Name(0x3344606)), // screenshotFilePath: string
-        x::FieldEntry::required(x::Name(0x267560d), x::Name(0xc04213)), // destDatastore: EntityEventArgument
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x32cc30b), x::Name(0x212f50f)), // srcTemplate: VmEventArgument
-        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x3344606)), // disk: string
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
-        x::FieldEntry::optional(x::Name(0x2445d0a), x::Name(0x2be5304)), // capacityKb: long
-        x::FieldEntry::optional(x::Name(0x2981e0f), x::Name(0x2a94603)), // hardwareVersion: int
-        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
-        x::FieldEntry::repeated(x::Name(0x270570b), x::Name(0x3344606)), // diskExtents: string
-        x::FieldEntry::optional(x::Name(0x3403004), x::Name(0x2405e07)), // thin: boolean
-        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x2125018)), // encryption: VmDiskFileEncryptionInfo
-        x::FieldEntry::optional(x::Name(0x31c230c), x::Name(0x3344606)), // sectorFormat: string
-        x::FieldEntry::optional(x::Name(0x28a6506), x::Name(0x2128815)), // filter: VmDiskFileQueryFilter
-        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0x2129e14)), // details: VmDiskFileQueryFlags
-        x::FieldEntry::repeated(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
-        x::FieldEntry::repeated(x::Name(0x2c1cd14), x::Name(0x2a94603)), // matchHardwareVersion: int
-        x::FieldEntry::repeated(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
-        x::FieldEntry::optional(x::Name(0x3403004), x::Name(0x2405e07)), // thin: boolean
-        x::FieldEntry::optional(x::Name(0x27b9b09), x::Name(0x2405e07)), // encrypted: boolean
-        x::FieldEntry::required(x::Name(0x2720c08), x::Name(0x2405e07)), // diskType: boolean
-        x::FieldEntry::required(x::Name(0x2445d0a), x::Name(0x2405e07)), // capacityKb: boolean
-        x::FieldEntry::required(x::Name(0x2981e0f), x::Name(0x2405e07)), // hardwareVersion: boolean
-        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x2405e07)), // controllerType: boolean
-        x::FieldEntry::optional(x::Name(0x270570b), x::Name(0x2405e07)), // diskExtents: boolean
-        x::FieldEntry::optional(x::Name(0x3403004), x::Name(0x2405e07)), // thin: boolean
-        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x2405e07)), // encryption: boolean
-        x::FieldEntry::optional(x::Name(0x31c230c), x::Name(0x2405e07)), // sectorFormat: boolean
-        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x5c290a)), // thinProvisioned: BoolOption
+        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x5c290a)), // eagerlyScrub: BoolOption
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
+        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
         x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::optional(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
-        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
-        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x23d550b), x::Name(0x3344606)), // backingType: string
-        x::FieldEntry::optional(x::Name(0x23d0f0f), x::Name(0x3344606)), // backingFilename: string
-        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d6214)), // errors: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x36bde08), x::Name(0x13d6214)), // warnings: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2e76c08), x::Name(0x1f0d421)), // oldState: VirtualMachineFaultToleranceState
-        x::FieldEntry::required(x::Name(0x2d81808), x::Name(0x1f0d421)), // newState: VirtualMachineFaultToleranceState
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2c37b0d), x::Name(0x2a94603)), // maxNumFtVcpus: int
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2c3890b), x::Name(0x2a94603)), // maxNumFtVms: int
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::optional(x::Name(0x2fea409), x::Name(0x3344606)), // prevState: string
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x367030a), x::Name(0x3344606)), // volumeUUID: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x13e720a)), // capacityInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x2ac4b12), x::Name(0x1af4d19)), // ioAllocationOption: StorageIOAllocationOption
+        x::FieldEntry::optional(x::Name(0x351d517), x::Name(0x1e1a728)), // vFlashCacheConfigOption: VirtualDiskOptionVFlashCacheConfigOption
+        x::FieldEntry::required(x::Name(0x2430014), x::Name(0x65700c)), // cacheConsistencyType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2431509), x::Name(0x65700c)), // cacheMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x311a40f), x::Name(0x13e720a)), // reservationInMB: LongOption
+        x::FieldEntry::required(x::Name(0x23fe80d), x::Name(0x13e720a)), // blockSizeInKB: LongOption
+        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::optional(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::optional(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x24cd311), x::Name(0x3344606)), // compatibilityMode: string
+        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e22c28)), // parent: VirtualDiskRawDiskMappingVer1BackingInfo
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x24cd311), x::Name(0x65700c)), // compatibilityMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x266c312), x::Name(0x3344606)), // descriptorFileName: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::required(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
     ],
     values: &[
-        x::Name(0x2fb3208), // powerOff
-        x::Name(0x3151006), // revert
-        x::Name(0x301f306), // prompt
-        x::Name(0x33d4804), // take
-        x::Name(0x326f604), // soft
-        x::Name(0x2976304), // hard
-        x::Name(0x2fe2006), // preset
-        x::Name(0x2fc030a), // poweredOff
-        x::Name(0x2fc7409), // poweredOn
-        x::Name(0x33a5609), // suspended
-        x::Name(0x30a3409), // recording
-        x::Name(0x30e6809), // replaying
-        x::Name(0x2a4e308), // inactive
-        x::Name(0x2ce9922), // moveAllDiskBackingsAndAllowSharing
-        x::Name(0x2cede25), // moveAllDiskBackingsAndDisallowSharing
-        x::Name(0x2cf0418), // moveChildMostDiskBacking
-        x::Name(0x2579419), // createNewChildDiskBacking
-        x::Name(0x2cebc21), // moveAllDiskBackingsAndConsolidate
-        x::Name(0x28c4904), // flat
-        x::Name(0x32b1406), // sparse
-        x::Name(0x26fca04), // disk
-        x::Name(0x33d4d04), // tape
-        x::Name(0x2ff3807), // printer
-        x::Name(0x3004d09), // processor
-        x::Name(0x36fd304), // worm
-        x::Name(0x244c005), // cdrom
-        x::Name(0x3197107), // scanner
-        x::Name(0x2e96e07), // optical
-        x::Name(0x2c6a705), // media
-        x::Name(0x24bd403), // com
-        x::Name(0x305ff04), // raid
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2bdb006), // locked
-        x::Name(0x3490708), // unlocked
-        x::Name(0x247ff0a), // checkpoint
-        x::Name(0x2fb830e), // powerOnSuspend
-        x::Name(0x24da309), // compliant
-        x::Name(0x24b390b), // clusterWide
-        x::Name(0x2cd0803), // mks
-        x::Name(0x2694006), // device
-        x::Name(0x293b70c), // guestControl
-        x::Name(0x2735003), // dnd
-        x::Name(0x36c0a06), // webmks
-        x::Name(0x2945b0e), // guestIntegrity
-        x::Name(0x36bfa0f), // webRemoteDevice
-        x::Name(0x296d715), // guestToolsTypeUnknown
-        x::Name(0x2968711), // guestToolsTypeMSI
-        x::Name(0x296c511), // guestToolsTypeTar
-        x::Name(0x2969911), // guestToolsTypeOSP
-        x::Name(0x296ab19), // guestToolsTypeOpenVMTools
-        x::Name(0x2961014), // guestToolsNotRunning
-        x::Name(0x2962511), // guestToolsRunning
-        x::Name(0x295c81a), // guestToolsExecutingScripts
-        x::Name(0x3422111), // toolsNotInstalled
-        x::Name(0x342330f), // toolsNotRunning
-        x::Name(0x3424b08), // toolsOld
-        x::Name(0x3424307), // toolsOk
-        x::Name(0x295f916), // guestToolsNotInstalled
-        x::Name(0x295e315), // guestToolsNeedUpgrade
-        x::Name(0x295b611), // guestToolsCurrent
-        x::Name(0x296ed13), // guestToolsUnmanaged
-        x::Name(0x2967610), // guestToolsTooOld
-        x::Name(0x2964e16), // guestToolsSupportedOld
-        x::Name(0x2963716), // guestToolsSupportedNew
-        x::Name(0x2966510), // guestToolsTooNew
-        x::Name(0x295a015), // guestToolsBlacklisted
-        x::Name(0x2390505), // audio
-        x::Name(0x29af203), // hid
-        x::Name(0x29af60c), // hid_bootable
-        x::Name(0x2f65708), // physical
-        x::Name(0x24c0d0d), // communication
-        x::Name(0x2a3ab07), // imaging
-        x::Name(0x2ff3807), // printer
-        x::Name(0x331f407), // storage
-        x::Name(0x2a1e803), // hub
-        x::Name(0x325330a), // smart_card
-        x::Name(0x31c7e08), // security
-        x::Name(0x356df05), // video
-        x::Name(0x36f2808), // wireless
-        x::Name(0x2402e09), // bluetooth
-        x::Name(0x3703504), // wusb
-        x::Name(0x2f2e603), // pda
-        x::Name(0x355b70f), // vendor_specific
-        x::Name(0x2eadc05), // other
-        x::Name(0x348930d), // unknownFamily
-        x::Name(0x2be9703), // low
-        x::Name(0x2905104), // full
-        x::Name(0x29b0a04), // high
-        x::Name(0x335c90a), // superSpeed
-        x::Name(0x335e50e), // superSpeedPlus
-        x::Name(0x335d410), // superSpeed20Gbps
-        x::Name(0x348be0c), // unknownSpeed
-        x::Name(0x2324c05), // allow
-        x::Name(0x265d204), // deny
-        x::Name(0x2937305), // guest
-        x::Name(0x29b4e04), // host
-        x::Name(0x234890c), // anyDirection
-        x::Name(0x2a2300a), // hypervisor
-        x::Name(0x2746f08), // doorbell
-        x::Name(0x3054809), // queuepair
-        x::Name(0x25eb808), // datagram
-        x::Name(0x333da06), // stream
-        x::Name(0x234960b), // anyProtocol
-        x::Name(0x2f2790b), // pciPassthru
-        x::Name(0x2e50d0a), // nvidiaVgpu
-        x::Name(0x32d1808), // sriovNic
-        x::Name(0x277d303), // dvx
-        x::Name(0x24e4607), // compute
-        x::Name(0x3046906), // quadro
-        x::Name(0x340be0a), // timeSliced
-        x::Name(0x2caa803), // mig
-        x::Name(0x23b7109), // automatic
-        x::Name(0x3271908), // software
-        x::Name(0x2976808), // hardware
-        x::Name(0x2daff04), // none
-        x::Name(0x3198509), // scheduled
-        x::Name(0x2a7f10a), // inprogress
-        x::Name(0x2851a06), // failed
-        x::Name(0x24d5d09), // completed
-        x::Name(0x2a68916), // independent_persistent
-        x::Name(0x2a65519), // independent_eraseonrevert
-        x::Name(0x2593b08), // ctx_auto
-        x::Name(0x259440a), // ctx_backup
-        x::Name(0x2594f15), // ctx_file_share_backup
-        x::Name(0x2da2809), // noSharing
-        x::Name(0x2f6e50f), // physicalSharing
-        x::Name(0x23b5c0a), // autodetect
-        x::Name(0x2a96314), // intellimouseExplorer
-        x::Name(0x2a9780f), // intellimousePs2
-        x::Name(0x2be4210), // logitechMouseman
-        x::Name(0x2ca9710), // microsoft_serial
-        x::Name(0x2ce7d0c), // mouseSystems
-        x::Name(0x2ce8a0e), // mousemanSerial
-        x::Name(0x3038d03), // ps2
-        x::Name(0x2da2809), // noSharing
-        x::Name(0x35a3f0e), // virtualSharing
-        x::Name(0x2f6e50f), // physicalSharing
-        x::Name(0x2494a06), // client
+        x::Name(0x284f604), // fail
+        x::Name(0x3237504), // skip
+        x::Name(0x2573006), // create
+        x::Name(0x268d807), // destroy
+        x::Name(0x30df307), // replace
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x278e604), // edit
+        x::Name(0x2514a07), // connect
+        x::Name(0x26f410a), // disconnect
+        x::Name(0x34ab005), // unset
+        x::Name(0x2e6e802), // ok
+        x::Name(0x30a4610), // recoverableError
+        x::Name(0x349f712), // unrecoverableError
+        x::Name(0x34b6407), // untried
+        x::Name(0x2b40b03), // iso
+        x::Name(0x28c9e03), // flp
+        x::Name(0x362f604), // vmdk
+        x::Name(0x2760103), // dsk
+        x::Name(0x3067003), // rdm
         x::Name(0x31dff06), // server
-        x::Name(0x1482b04), // NONE
-        x::Name(0x1b2d203), // TSO
-        x::Name(0x1362e03), // LRO
-        x::Name(0x1b2d607), // TSO_LRO
-        x::Name(0x3165c06), // rocev1
-        x::Name(0x3166306), // rocev2
-        x::Name(0x3657217), // vmtoolsHeartbeatFailure
-        x::Name(0x234d513), // appHeartbeatFailure
-        x::Name(0x234fc18), // appImmediateResetRequest
-        x::Name(0x362d413), // vmcpResetApdCleared
-        x::Name(0x2952213), // guestOsCrashFailure
-        x::Name(0x2a5a010), // incompatibleHost
-        x::Name(0x2be2c0b), // loginFailed
-        x::Name(0x30b7010), // registerVmFailed
-        x::Name(0x2cae50d), // migrateFailed
-        x::Name(0x297470c), // haNotEnabled
-        x::Name(0x2ce1814), // moreThanOneSecondary
-        x::Name(0x309f318), // recordReplayNotSupported
-        x::Name(0x30e1e12), // replayNotSupported
-        x::Name(0x33f900a), // templateVm
-        x::Name(0x2d0950c), // multipleVCPU
-        x::Name(0x29d250c), // hostInactive
-        x::Name(0x2901615), // ftUnsupportedHardware
-        x::Name(0x2902c14), // ftUnsupportedProduct
-        x::Name(0x2ccc911), // missingVMotionNic
-        x::Name(0x2cc5913), // missingFTLoggingNic
-        x::Name(0x3403508), // thinDisk
-        x::Name(0x355d91e), // verifySSLCertificateFlagNotSet
-        x::Name(0x298a60c), // hasSnapshots
-        x::Name(0x2d9e408), // noConfig
-        x::Name(0x28ffc0d), // ftSecondaryVm
-        x::Name(0x2986c0c), // hasLocalDisk
-        x::Name(0x280fd0a), // esxAgentVm
-        x::Name(0x356e50e), // video3dEnabled
-        x::Name(0x298b312), // hasUnsupportedDisk
-        x::Name(0x2a90815), // insufficientBandwidth
-        x::Name(0x2987918), // hasNestedHVConfiguration
-        x::Name(0x298c616), // hasVFlashConfiguration
-        x::Name(0x34b2e12), // unsupportedProduct
-        x::Name(0x2562010), // cpuHvUnsupported
-        x::Name(0x2564313), // cpuHwmmuUnsupported
-        x::Name(0x256120d), // cpuHvDisabled
-        x::Name(0x2984a0e), // hasEFIFirmware
-        x::Name(0x341c00c), // tooManyVCPUs
-        x::Name(0x341cd0d), // tooMuchMemory
-        x::Name(0x352cc12), // vMotionNotLicensed
-        x::Name(0x28fdb0d), // ftNotLicensed
-        x::Name(0x2973a0c), // haAgentIssue
-        x::Name(0x34b410f), // unsupportedSPBM
-        x::Name(0x2985912), // hasLinkedCloneDisk
-        x::Name(0x34b1419), // unsupportedPMemHAFailOver
-        x::Name(0x34ae818), // unsupportedEncryptedDisk
-        x::Name(0x28fc119), // ftMetroClusterNotEditable
-        x::Name(0x2d9ed15), // noHostGroupConfigured
-        x::Name(0x358410d), // virtualFloppy
-        x::Name(0x357700c), // virtualCdrom
-        x::Name(0x35a2d11), // virtualSerialPort
-        x::Name(0x35a0713), // virtualParallelPort
-        x::Name(0x357910b), // virtualDisk
+        x::Name(0x2494a06), // client
+        x::Name(0x2a30003), // ide
+        x::Name(0x241e508), // busLogic
+        x::Name(0x2bece08), // lsiLogic
+        x::Name(0x3597f0b), // virtualMode
+        x::Name(0x2f6990c), // physicalMode
+        x::Name(0x30ab20d), // redoLogFormat
+        x::Name(0x2d1e80c), // nativeFormat
+        x::Name(0x31b300e), // seSparseFormat
+        x::Name(0x363a011), // vmfsSparseVariant
+        x::Name(0x368d411), // vsanSparseVariant
+        x::Name(0x2da0307), // noIssue
+        x::Name(0x248f30b), // cidMismatch
+        x::Name(0x2f4c30a), // persistent
+        x::Name(0x2db0f0d), // nonpersistent
+        x::Name(0x347f208), // undoable
+        x::Name(0x2a68916), // independent_persistent
+        x::Name(0x2a66f19), // independent_nonpersistent
+        x::Name(0x2356c06), // append
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    VirtualBusLogicController(Box<VirtualBusLogicController>),
+    VirtualBusLogicControllerOption(Box<VirtualBusLogicControllerOption>),
+    VirtualCdrom(Box<VirtualCdrom>),
+    VirtualCdromAtapiBackingInfo(Box<VirtualCdromAtapiBackingInfo>),
+    VirtualCdromAtapiBackingOption(Box<VirtualCdromAtapiBackingOption>),
+    VirtualCdromIsoBackingInfo(Box<VirtualCdromIsoBackingInfo>),
+    VirtualCdromIsoBackingOption(Box<VirtualCdromIsoBackingOption>),
+    VirtualCdromOption(Box<VirtualCdromOption>),
+    VirtualCdromPassthroughBackingInfo(Box<VirtualCdromPassthroughBackingInfo>),
+    VirtualCdromPassthroughBackingOption(Box<VirtualCdromPassthroughBackingOption>),
+    VirtualCdromRemoteAtapiBackingInfo(Box<VirtualCdromRemoteAtapiBackingInfo>),
+    VirtualCdromRemoteAtapiBackingOption(Box<VirtualCdromRemoteAtapiBackingOption>),
+    VirtualCdromRemotePassthroughBackingInfo(Box<VirtualCdromRemotePassthroughBackingInfo>),
+    VirtualCdromRemotePassthroughBackingOption(Box<VirtualCdromRemotePassthroughBackingOption>),
+    VirtualController(Box<VirtualController>),
+    VirtualControllerOption(Box<VirtualControllerOption>),
+    VirtualDevice(Box<VirtualDevice>),
+    VirtualDeviceBackingInfo(Box<VirtualDeviceBackingInfo>),
+    VirtualDeviceBackingOption(Box<VirtualDeviceBackingOption>),
+    VirtualDeviceBusSlotInfo(Box<VirtualDeviceBusSlotInfo>),
+    VirtualDeviceBusSlotOption(Box<VirtualDeviceBusSlotOption>),
+    VirtualDeviceConfigSpec(Box<VirtualDeviceConfigSpec>),
+    VirtualDeviceConfigSpecBackingSpec(Box<VirtualDeviceConfigSpecBackingSpec>),
+    VirtualDeviceConfigSpecChangeMode(Box<VirtualDeviceConfigSpecChangeMode>),
+    VirtualDeviceConfigSpecFileOperation(Box<VirtualDeviceConfigSpecFileOperation>),
+    VirtualDeviceConfigSpecOperation(Box<VirtualDeviceConfigSpecOperation>),
+    VirtualDeviceConnectInfo(Box<VirtualDeviceConnectInfo>),
+    VirtualDeviceConnectInfoMigrateConnectOp(Box<VirtualDeviceConnectInfoMigrateConnectOp>),
+    VirtualDeviceConnectInfoStatus(Box<VirtualDeviceConnectInfoStatus>),
+    VirtualDeviceConnectOption(Box<VirtualDeviceConnectOption>),
+    VirtualDeviceDeviceBackingInfo(Box<VirtualDeviceDeviceBackingInfo>),
+    VirtualDeviceDeviceBackingOption(Box<VirtualDeviceDeviceBackingOption>),
+    VirtualDeviceDeviceGroupInfo(Box<VirtualDeviceDeviceGroupInfo>),
+    VirtualDeviceFileBackingInfo(Box<VirtualDeviceFileBackingInfo>),
+    VirtualDeviceFileBackingOption(Box<VirtualDeviceFileBackingOption>),
+    VirtualDeviceFileExtension(Box<VirtualDeviceFileExtension>),
+    VirtualDeviceOption(Box<VirtualDeviceOption>),
+    VirtualDevicePciBusSlotInfo(Box<VirtualDevicePciBusSlotInfo>),
+    VirtualDevicePipeBackingInfo(Box<VirtualDevicePipeBackingInfo>),
+    VirtualDevicePipeBackingOption(Box<VirtualDevicePipeBackingOption>),
+    VirtualDeviceRemoteDeviceBackingInfo(Box<VirtualDeviceRemoteDeviceBackingInfo>),
+    VirtualDeviceRemoteDeviceBackingOption(Box<VirtualDeviceRemoteDeviceBackingOption>),
+    VirtualDeviceURIBackingInfo(Box<VirtualDeviceURIBackingInfo>),
+    VirtualDeviceURIBackingOption(Box<VirtualDeviceURIBackingOption>),
+    VirtualDeviceURIBackingOptionDirection(Box<VirtualDeviceURIBackingOptionDirection>),
+    VirtualDisk(Box<VirtualDisk>),
+    VirtualDiskAdapterType(Box<VirtualDiskAdapterType>),
+    VirtualDiskAntiAffinityRuleSpec(Box<VirtualDiskAntiAffinityRuleSpec>),
+    VirtualDiskBlocksNotFullyProvisioned(Box<VirtualDiskBlocksNotFullyProvisioned>),
+    VirtualDiskCompatibilityMode(Box<VirtualDiskCompatibilityMode>),
+    VirtualDiskConfigSpec(Box<VirtualDiskConfigSpec>),
+    VirtualDiskDeltaDiskFormat(Box<VirtualDiskDeltaDiskFormat>),
+    VirtualDiskDeltaDiskFormatVariant(Box<VirtualDiskDeltaDiskFormatVariant>),
+    VirtualDiskDeltaDiskFormatsSupported(Box<VirtualDiskDeltaDiskFormatsSupported>),
+    VirtualDiskDiskChainBrokenIssue(Box<VirtualDiskDiskChainBrokenIssue>),
+    VirtualDiskFlatVer1BackingInfo(Box<VirtualDiskFlatVer1BackingInfo>),
+    VirtualDiskFlatVer1BackingOption(Box<VirtualDiskFlatVer1BackingOption>),
+    VirtualDiskFlatVer2BackingInfo(Box<VirtualDiskFlatVer2BackingInfo>),
+    VirtualDiskFlatVer2BackingOption(Box<VirtualDiskFlatVer2BackingOption>),
+    VirtualDiskId(Box<VirtualDiskId>),
+    VirtualDiskLocalPMemBackingInfo(Box<VirtualDiskLocalPMemBackingInfo>),
+    VirtualDiskLocalPMemBackingOption(Box<VirtualDiskLocalPMemBackingOption>),
+    VirtualDiskMode(Box<VirtualDiskMode>),
+    VirtualDiskModeNotSupported(Box<VirtualDiskModeNotSupported>),
+    VirtualDiskOption(Box<VirtualDiskOption>),
+    VirtualDiskOptionVFlashCacheConfigOption(Box<VirtualDiskOptionVFlashCacheConfigOption>),
+    VirtualDiskPartitionedRawDiskVer2BackingInfo(Box<VirtualDiskPartitionedRawDiskVer2BackingInfo>),
+    VirtualDiskPartitionedRawDiskVer2BackingOption(Box<VirtualDiskPartitionedRawDiskVer2BackingOption>),
+    VirtualDiskRawDiskMappingVer1BackingInfo(Box<VirtualDiskRawDiskMappingVer1BackingInfo>),
+    VirtualDiskRawDiskMappingVer1BackingOption(Box<VirtualDiskRawDiskMappingVer1BackingOption>),
+    VirtualDiskRawDiskVer2BackingInfo(Box<VirtualDiskRawDiskVer2BackingInfo>),
+    VirtualDiskRawDiskVer2BackingOption(Box<VirtualDiskRawDiskVer2BackingOption>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualBusLogicController(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualBusLogicControllerOption(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdrom(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromAtapiBackingInfo(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromAtapiBackingOption(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromIsoBackingInfo(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromIsoBackingOption(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromOption(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromPassthroughBackingInfo(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromPassthroughBackingOption(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromRemoteAtapiBackingInfo(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromRemoteAtapiBackingOption(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromRemotePassthroughBackingInfo(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualCdromRemotePassthroughBackingOption(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualController(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualControllerOption(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDevice(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceBusSlotInfo(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceBusSlotOption(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpec(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecBackingSpec(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecChangeMode(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecFileOperation(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConfigSpecOperation(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectInfo(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectInfoMigrateConnectOp(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectInfoStatus(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceConnectOption(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceDeviceGroupInfo(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceFileBackingInfo(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceFileBackingOption(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceFileExtension(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceOption(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDevicePciBusSlotInfo(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDevicePipeBackingInfo(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDevicePipeBackingOption(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceRemoteDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceRemoteDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceURIBackingInfo(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceURIBackingOption(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDeviceURIBackingOptionDirection(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDisk(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskAdapterType(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskAntiAffinityRuleSpec(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskBlocksNotFullyProvisioned(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskCompatibilityMode(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskConfigSpec(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDeltaDiskFormat(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDeltaDiskFormatVariant(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDeltaDiskFormatsSupported(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDiskChainBrokenIssue(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskFlatVer1BackingInfo(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskFlatVer1BackingOption(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskFlatVer2BackingInfo(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskFlatVer2BackingOption(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskId(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskLocalPMemBackingInfo(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskLocalPMemBackingOption(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskMode(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskModeNotSupported(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskOption(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskOptionVFlashCacheConfigOption(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRawDiskMappingVer1BackingInfo(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRawDiskMappingVer1BackingOption(v), Err(e) => return Some(Err(e)) },
+        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRawDiskVer2BackingInfo(v), Err(e) => return Some(Err(e)) },
+        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRawDiskVer2BackingOption(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::VirtualBusLogicController(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualBusLogicControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdrom(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromAtapiBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromAtapiBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromIsoBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromIsoBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromPassthroughBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromPassthroughBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromRemoteAtapiBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromRemoteAtapiBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromRemotePassthroughBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualCdromRemotePassthroughBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualController(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceBusSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceBusSlotOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConfigSpecBackingSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConfigSpecChangeMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConfigSpecFileOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConfigSpecOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConnectInfoStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceConnectOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceDeviceGroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceFileBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceFileBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceFileExtension(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDevicePciBusSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDevicePipeBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDevicePipeBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceRemoteDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceRemoteDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceURIBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceURIBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDeviceURIBackingOptionDirection(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskAdapterType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskAntiAffinityRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskBlocksNotFullyProvisioned(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskCompatibilityMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskDeltaDiskFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskDeltaDiskFormatVariant(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskDeltaDiskFormatsSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskDiskChainBrokenIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskFlatVer1BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskFlatVer1BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskFlatVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskFlatVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskId(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskLocalPMemBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskLocalPMemBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskModeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskOptionVFlashCacheConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskRawDiskVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskRawDiskVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::VirtualBusLogicController(a), Object::VirtualBusLogicController(b)) => **a == **b,
+            (Object::VirtualBusLogicControllerOption(a), Object::VirtualBusLogicControllerOption(b)) => **a == **b,
+            (Object::VirtualCdrom(a), Object::VirtualCdrom(b)) => **a == **b,
+            (Object::VirtualCdromAtapiBackingInfo(a), Object::VirtualCdromAtapiBackingInfo(b)) => **a == **b,
+            (Object::VirtualCdromAtapiBackingOption(a), Object::VirtualCdromAtapiBackingOption(b)) => **a == **b,
+            (Object::VirtualCdromIsoBackingInfo(a), Object::VirtualCdromIsoBackingInfo(b)) => **a == **b,
+            (Object::VirtualCdromIsoBackingOption(a), Object::VirtualCdromIsoBackingOption(b)) => **a == **b,
+            (Object::VirtualCdromOption(a), Object::VirtualCdromOption(b)) => **a == **b,
+            (Object::VirtualCdromPassthroughBackingInfo(a), Object::VirtualCdromPassthroughBackingInfo(b)) => **a == **b,
+            (Object::VirtualCdromPassthroughBackingOption(a), Object::VirtualCdromPassthroughBackingOption(b)) => **a == **b,
+            (Object::VirtualCdromRemoteAtapiBackingInfo(a), Object::VirtualCdromRemoteAtapiBackingInfo(b)) => **a == **b,
+            (Object::VirtualCdromRemoteAtapiBackingOption(a), Object::VirtualCdromRemoteAtapiBackingOption(b)) => **a == **b,
+            (Object::VirtualCdromRemotePassthroughBackingInfo(a), Object::VirtualCdromRemotePassthroughBackingInfo(b)) => **a == **b,
+            (Object::VirtualCdromRemotePassthroughBackingOption(a), Object::VirtualCdromRemotePassthroughBackingOption(b)) => **a == **b,
+            (Object::VirtualController(a), Object::VirtualController(b)) => **a == **b,
+            (Object::VirtualControllerOption(a), Object::VirtualControllerOption(b)) => **a == **b,
+            (Object::VirtualDevice(a), Object::VirtualDevice(b)) => **a == **b,
+            (Object::VirtualDeviceBackingInfo(a), Object::VirtualDeviceBackingInfo(b)) => **a == **b,
+            (Object::VirtualDeviceBackingOption(a), Object::VirtualDeviceBackingOption(b)) => **a == **b,
+            (Object::VirtualDeviceBusSlotInfo(a), Object::VirtualDeviceBusSlotInfo(b)) => **a == **b,
+            (Object::VirtualDeviceBusSlotOption(a), Object::VirtualDeviceBusSlotOption(b)) => **a == **b,
+            (Object::VirtualDeviceConfigSpec(a), Object::VirtualDeviceConfigSpec(b)) => **a == **b,
+            (Object::VirtualDeviceConfigSpecBackingSpec(a), Object::VirtualDeviceConfigSpecBackingSpec(b)) => **a == **b,
+            (Object::VirtualDeviceConfigSpecChangeMode(a), Object::VirtualDeviceConfigSpecChangeMode(b)) => **a == **b,
+            (Object::VirtualDeviceConfigSpecFileOperation(a), Object::VirtualDeviceConfigSpecFileOperation(b)) => **a == **b,
+            (Object::VirtualDeviceConfigSpecOperation(a), Object::VirtualDeviceConfigSpecOperation(b)) => **a == **b,
+            (Object::VirtualDeviceConnectInfo(a), Object::VirtualDeviceConnectInfo(b)) => **a == **b,
+            (Object::VirtualDeviceConnectInfoMigrateConnectOp(a), Object::VirtualDeviceConnectInfoMigrateConnectOp(b)) => **a == **b,
+            (Object::VirtualDeviceConnectInfoStatus(a), Object::VirtualDeviceConnectInfoStatus(b)) => **a == **b,
+            (Object::VirtualDeviceConnectOption(a), Object::VirtualDeviceConnectOption(b)) => **a == **b,
+            (Object::VirtualDeviceDeviceBackingInfo(a), Object::VirtualDeviceDeviceBackingInfo(b)) => **a == **b,
+            (Object::VirtualDeviceDeviceBackingOption(a), Object::VirtualDeviceDeviceBackingOption(b)) => **a == **b,
+            (Object::VirtualDeviceDeviceGroupInfo(a), Object::VirtualDeviceDeviceGroupInfo(b)) => **a == **b,
+            (Object::VirtualDeviceFileBackingInfo(a), Object::VirtualDeviceFileBackingInfo(b)) => **a == **b,
+            (Object::VirtualDeviceFileBackingOption(a), Object::VirtualDeviceFileBackingOption(b)) => **a == **b,
+            (Object::VirtualDeviceFileExtension(a), Object::VirtualDeviceFileExtension(b)) => **a == **b,
+            (Object::VirtualDeviceOption(a), Object::VirtualDeviceOption(b)) => **a == **b,
+            (Object::VirtualDevicePciBusSlotInfo(a), Object::VirtualDevicePciBusSlotInfo(b)) => **a == **b,
+            (Object::VirtualDevicePipeBackingInfo(a), Object::VirtualDevicePipeBackingInfo(b)) => **a == **b,
+            (Object::VirtualDevicePipeBackingOption(a), Object::VirtualDevicePipeBackingOption(b)) => **a == **b,
+            (Object::VirtualDeviceRemoteDeviceBackingInfo(a), Object::VirtualDeviceRemoteDeviceBackingInfo(b)) => **a == **b,
+            (Object::VirtualDeviceRemoteDeviceBackingOption(a), Object::VirtualDeviceRemoteDeviceBackingOption(b)) => **a == **b,
+            (Object::VirtualDeviceURIBackingInfo(a), Object::VirtualDeviceURIBackingInfo(b)) => **a == **b,
+            (Object::VirtualDeviceURIBackingOption(a), Object::VirtualDeviceURIBackingOption(b)) => **a == **b,
+            (Object::VirtualDeviceURIBackingOptionDirection(a), Object::VirtualDeviceURIBackingOptionDirection(b)) => **a == **b,
+            (Object::VirtualDisk(a), Object::VirtualDisk(b)) => **a == **b,
+            (Object::VirtualDiskAdapterType(a), Object::VirtualDiskAdapterType(b)) => **a == **b,
+            (Object::VirtualDiskAntiAffinityRuleSpec(a), Object::VirtualDiskAntiAffinityRuleSpec(b)) => **a == **b,
+            (Object::VirtualDiskBlocksNotFullyProvisioned(a), Object::VirtualDiskBlocksNotFullyProvisioned(b)) => **a == **b,
+            (Object::VirtualDiskCompatibilityMode(a), Object::VirtualDiskCompatibilityMode(b)) => **a == **b,
+            (Object::VirtualDiskConfigSpec(a), Object::VirtualDiskConfigSpec(b)) => **a == **b,
+            (Object::VirtualDiskDeltaDiskFormat(a), Object::VirtualDiskDeltaDiskFormat(b)) => **a == **b,
+            (Object::VirtualDiskDeltaDiskFormatVariant(a), Object::VirtualDiskDeltaDiskFormatVariant(b)) => **a == **b,
+            (Object::VirtualDiskDeltaDiskFormatsSupported(a), Object::VirtualDiskDeltaDiskFormatsSupported(b)) => **a == **b,
+            (Object::VirtualDiskDiskChainBrokenIssue(a), Object::VirtualDiskDiskChainBrokenIssue(b)) => **a == **b,
+            (Object::VirtualDiskFlatVer1BackingInfo(a), Object::VirtualDiskFlatVer1BackingInfo(b)) => **a == **b,
+            (Object::VirtualDiskFlatVer1BackingOption(a), Object::VirtualDiskFlatVer1BackingOption(b)) => **a == **b,
+            (Object::VirtualDiskFlatVer2BackingInfo(a), Object::VirtualDiskFlatVer2BackingInfo(b)) => **a == **b,
+            (Object::VirtualDiskFlatVer2BackingOption(a), Object::VirtualDiskFlatVer2BackingOption(b)) => **a == **b,
+            (Object::VirtualDiskId(a), Object::VirtualDiskId(b)) => **a == **b,
+            (Object::VirtualDiskLocalPMemBackingInfo(a), Object::VirtualDiskLocalPMemBackingInfo(b)) => **a == **b,
+            (Object::VirtualDiskLocalPMemBackingOption(a), Object::VirtualDiskLocalPMemBackingOption(b)) => **a == **b,
+            (Object::VirtualDiskMode(a), Object::VirtualDiskMode(b)) => **a == **b,
+            (Object::VirtualDiskModeNotSupported(a), Object::VirtualDiskModeNotSupported(b)) => **a == **b,
+            (Object::VirtualDiskOption(a), Object::VirtualDiskOption(b)) => **a == **b,
+            (Object::VirtualDiskOptionVFlashCacheConfigOption(a), Object::VirtualDiskOptionVFlashCacheConfigOption(b)) => **a == **b,
+            (Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(a), Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(b)) => **a == **b,
+            (Object::VirtualDiskPartitionedRawDiskVer2BackingOption(a), Object::VirtualDiskPartitionedRawDiskVer2BackingOption(b)) => **a == **b,
+            (Object::VirtualDiskRawDiskMappingVer1BackingInfo(a), Object::VirtualDiskRawDiskMappingVer1BackingInfo(b)) => **a == **b,
+            (Object::VirtualDiskRawDiskMappingVer1BackingOption(a), Object::VirtualDiskRawDiskMappingVer1BackingOption(b)) => **a == **b,
+            (Object::VirtualDiskRawDiskVer2BackingInfo(a), Object::VirtualDiskRawDiskVer2BackingInfo(b)) => **a == **b,
+            (Object::VirtualDiskRawDiskVer2BackingOption(a), Object::VirtualDiskRawDiskVer2BackingOption(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::VirtualBusLogicController(v) => Object::VirtualBusLogicController(Box::new((**v).clone())),
+            Object::VirtualBusLogicControllerOption(v) => Object::VirtualBusLogicControllerOption(Box::new((**v).clone())),
+            Object::VirtualCdrom(v) => Object::VirtualCdrom(Box::new((**v).clone())),
+            Object::VirtualCdromAtapiBackingInfo(v) => Object::VirtualCdromAtapiBackingInfo(Box::new((**v).clone())),
+            Object::VirtualCdromAtapiBackingOption(v) => Object::VirtualCdromAtapiBackingOption(Box::new((**v).clone())),
+            Object::VirtualCdromIsoBackingInfo(v) => Object::VirtualCdromIsoBackingInfo(Box::new((**v).clone())),
+            Object::VirtualCdromIsoBackingOption(v) => Object::VirtualCdromIsoBackingOption(Box::new((**v).clone())),
+            Object::VirtualCdromOption(v) => Object::VirtualCdromOption(Box::new((**v).clone())),
+            Object::VirtualCdromPassthroughBackingInfo(v) => Object::VirtualCdromPassthroughBackingInfo(Box::new((**v).clone())),
+            Object::VirtualCdromPassthroughBackingOption(v) => Object::VirtualCdromPassthroughBackingOption(Box::new((**v).clone())),
+            Object::VirtualCdromRemoteAtapiBackingInfo(v) => Object::VirtualCdromRemoteAtapiBackingInfo(Box::new((**v).clone())),
+            Object::VirtualCdromRemoteAtapiBackingOption(v) => Object::VirtualCdromRemoteAtapiBackingOption(Box::new((**v).clone())),
+            Object::VirtualCdromRemotePassthroughBackingInfo(v) => Object::VirtualCdromRemotePassthroughBackingInfo(Box::new((**v).clone())),
+            Object::VirtualCdromRemotePassthroughBackingOption(v) => Object::VirtualCdromRemotePassthroughBackingOption(Box::new((**v).clone())),
+            Object::VirtualController(v) => Object::VirtualController(Box::new((**v).clone())),
+            Object::VirtualControllerOption(v) => Object::VirtualControllerOption(Box::new((**v).clone())),
+            Object::VirtualDevice(v) => Object::VirtualDevice(Box::new((**v).clone())),
+            Object::VirtualDeviceBackingInfo(v) => Object::VirtualDeviceBackingInfo(Box::new((**v).clone())),
+            Object::VirtualDeviceBackingOption(v) => Object::VirtualDeviceBackingOption(Box::new((**v).clone())),
+            Object::VirtualDeviceBusSlotInfo(v) => Object::VirtualDeviceBusSlotInfo(Box::new((**v).clone())),
+            Object::VirtualDeviceBusSlotOption(v) => Object::VirtualDeviceBusSlotOption(Box::new((**v).clone())),
+            Object::VirtualDeviceConfigSpec(v) => Object::VirtualDeviceConfigSpec(Box::new((**v).clone())),
+            Object::VirtualDeviceConfigSpecBackingSpec(v) => Object::VirtualDeviceConfigSpecBackingSpec(Box::new((**v).clone())),
+            Object::VirtualDeviceConfigSpecChangeMode(v) => Object::VirtualDeviceConfigSpecChangeMode(Box::new((**v).clone())),
+            Object::VirtualDeviceConfigSpecFileOperation(v) => Object::VirtualDeviceConfigSpecFileOperation(Box::new((**v).clone())),
+            Object::VirtualDeviceConfigSpecOperation(v) => Object::VirtualDeviceConfigSpecOperation(Box::new((**v).clone())),
+            Object::VirtualDeviceConnectInfo(v) => Object::VirtualDeviceConnectInfo(Box::new((**v).clone())),
+            Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Object::VirtualDeviceConnectInfoMigrateConnectOp(Box::new((**v).clone())),
+            Object::VirtualDeviceConnectInfoStatus(v) => Object::VirtualDeviceConnectInfoStatus(Box::new((**v).clone())),
+            Object::VirtualDeviceConnectOption(v) => Object::VirtualDeviceConnectOption(Box::new((**v).clone())),
+            Object::VirtualDeviceDeviceBackingInfo(v) => Object::VirtualDeviceDeviceBackingInfo(Box::new((**v).clone())),
+            Object::VirtualDeviceDeviceBackingOption(v) => Object::VirtualDeviceDeviceBackingOption(Box::new((**v).clone())),
+            Object::VirtualDeviceDeviceGroupInfo(v) => Object::VirtualDeviceDeviceGroupInfo(Box::new((**v).clone())),
+            Object::VirtualDeviceFileBackingInfo(v) => Object::VirtualDeviceFileBackingInfo(Box::new((**v).clone())),
+            Object::VirtualDeviceFileBackingOption(v) => Object::VirtualDeviceFileBackingOption(Box::new((**v).clone())),
+            Object::VirtualDeviceFileExtension(v) => Object::VirtualDeviceFileExtension(Box::new((**v).clone())),
+            Object::VirtualDeviceOption(v) => Object::VirtualDeviceOption(Box::new((**v).clone())),
+            Object::VirtualDevicePciBusSlotInfo(v) => Object::VirtualDevicePciBusSlotInfo(Box::new((**v).clone())),
+            Object::VirtualDevicePipeBackingInfo(v) => Object::VirtualDevicePipeBackingInfo(Box::new((**v).clone())),
+            Object::VirtualDevicePipeBackingOption(v) => Object::VirtualDevicePipeBackingOption(Box::new((**v).clone())),
+            Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Object::VirtualDeviceRemoteDeviceBackingInfo(Box::new((**v).clone())),
+            Object::VirtualDeviceRemoteDeviceBackingOption(v) => Object::VirtualDeviceRemoteDeviceBackingOption(Box::new((**v).clone())),
+            Object::VirtualDeviceURIBackingInfo(v) => Object::VirtualDeviceURIBackingInfo(Box::new((**v).clone())),
+            Object::VirtualDeviceURIBackingOption(v) => Object::VirtualDeviceURIBackingOption(Box::new((**v).clone())),
+            Object::VirtualDeviceURIBackingOptionDirection(v) => Object::VirtualDeviceURIBackingOptionDirection(Box::new((**v).clone())),
+            Object::VirtualDisk(v) => Object::VirtualDisk(Box::new((**v).clone())),
+            Object::VirtualDiskAdapterType(v) => Object::VirtualDiskAdapterType(Box::new((**v).clone())),
+            Object::VirtualDiskAntiAffinityRuleSpec(v) => Object::VirtualDiskAntiAffinityRuleSpec(Box::new((**v).clone())),
+            Object::VirtualDiskBlocksNotFullyProvisioned(v) => Object::VirtualDiskBlocksNotFullyProvisioned(Box::new((**v).clone())),
+            Object::VirtualDiskCompatibilityMode(v) => Object::VirtualDiskCompatibilityMode(Box::new((**v).clone())),
+            Object::VirtualDiskConfigSpec(v) => Object::VirtualDiskConfigSpec(Box::new((**v).clone())),
+            Object::VirtualDiskDeltaDiskFormat(v) => Object::VirtualDiskDeltaDiskFormat(Box::new((**v).clone())),
+            Object::VirtualDiskDeltaDiskFormatVariant(v) => Object::VirtualDiskDeltaDiskFormatVariant(Box::new((**v).clone())),
+            Object::VirtualDiskDeltaDiskFormatsSupported(v) => Object::VirtualDiskDeltaDiskFormatsSupported(Box::new((**v).clone())),
+            Object::VirtualDiskDiskChainBrokenIssue(v) => Object::VirtualDiskDiskChainBrokenIssue(Box::new((**v).clone())),
+            Object::VirtualDiskFlatVer1BackingInfo(v) => Object::VirtualDiskFlatVer1BackingInfo(Box::new((**v).clone())),
+            Object::VirtualDiskFlatVer1BackingOption(v) => Object::VirtualDiskFlatVer1BackingOption(Box::new((**v).clone())),
+            Object::VirtualDiskFlatVer2BackingInfo(v) => Object::VirtualDiskFlatVer2BackingInfo(Box::new((**v).clone())),
+            Object::VirtualDiskFlatVer2BackingOption(v) => Object::VirtualDiskFlatVer2BackingOption(Box::new((**v).clone())),
+            Object::VirtualDiskId(v) => Object::VirtualDiskId(Box::new((**v).clone())),
+            Object::VirtualDiskLocalPMemBackingInfo(v) => Object::VirtualDiskLocalPMemBackingInfo(Box::new((**v).clone())),
+            Object::VirtualDiskLocalPMemBackingOption(v) => Object::VirtualDiskLocalPMemBackingOption(Box::new((**v).clone())),
+            Object::VirtualDiskMode(v) => Object::VirtualDiskMode(Box::new((**v).clone())),
+            Object::VirtualDiskModeNotSupported(v) => Object::VirtualDiskModeNotSupported(Box::new((**v).clone())),
+            Object::VirtualDiskOption(v) => Object::VirtualDiskOption(Box::new((**v).clone())),
+            Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Object::VirtualDiskOptionVFlashCacheConfigOption(Box::new((**v).clone())),
+            Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(Box::new((**v).clone())),
+            Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingOption(Box::new((**v).clone())),
+            Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Object::VirtualDiskRawDiskMappingVer1BackingInfo(Box::new((**v).clone())),
+            Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Object::VirtualDiskRawDiskMappingVer1BackingOption(Box::new((**v).clone())),
+            Object::VirtualDiskRawDiskVer2BackingInfo(v) => Object::VirtualDiskRawDiskVer2BackingInfo(Box::new((**v).clone())),
+            Object::VirtualDiskRawDiskVer2BackingOption(v) => Object::VirtualDiskRawDiskVer2BackingOption(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::VirtualBusLogicController(_) => "VirtualBusLogicController",
+            Object::VirtualBusLogicControllerOption(_) => "VirtualBusLogicControllerOption",
+            Object::VirtualCdrom(_) => "VirtualCdrom",
+            Object::VirtualCdromAtapiBackingInfo(_) => "VirtualCdromAtapiBackingInfo",
+            Object::VirtualCdromAtapiBackingOption(_) => "VirtualCdromAtapiBackingOption",
+            Object::VirtualCdromIsoBackingInfo(_) => "VirtualCdromIsoBackingInfo",
+            Object::VirtualCdromIsoBackingOption(_) => "VirtualCdromIsoBackingOption",
+            Object::VirtualCdromOption(_) => "VirtualCdromOption",
+            Object::VirtualCdromPassthroughBackingInfo(_) => "VirtualCdromPassthroughBackingInfo",
+            Object::VirtualCdromPassthroughBackingOption(_) => "VirtualCdromPassthroughBackingOption",
+            Object::VirtualCdromRemoteAtapiBackingInfo(_) => "VirtualCdromRemoteAtapiBackingInfo",
+            Object::VirtualCdromRemoteAtapiBackingOption(_) => "VirtualCdromRemoteAtapiBackingOption",
+            Object::VirtualCdromRemotePassthroughBackingInfo(_) => "VirtualCdromRemotePassthroughBackingInfo",
+            Object::VirtualCdromRemotePassthroughBackingOption(_) => "VirtualCdromRemotePassthroughBackingOption",
+            Object::VirtualController(_) => "VirtualController",
+            Object::VirtualControllerOption(_) => "VirtualControllerOption",
+            Object::VirtualDevice(_) => "VirtualDevice",
+            Object::VirtualDeviceBackingInfo(_) => "VirtualDeviceBackingInfo",
+            Object::VirtualDeviceBackingOption(_) => "VirtualDeviceBackingOption",
+            Object::VirtualDeviceBusSlotInfo(_) => "VirtualDeviceBusSlotInfo",
+            Object::VirtualDeviceBusSlotOption(_) => "VirtualDeviceBusSlotOption",
+            Object::VirtualDeviceConfigSpec(_) => "VirtualDeviceConfigSpec",
+            Object::VirtualDeviceConfigSpecBackingSpec(_) => "VirtualDeviceConfigSpecBackingSpec",
+            Object::VirtualDeviceConfigSpecChangeMode(_) => "VirtualDeviceConfigSpecChangeMode",
+            Object::VirtualDeviceConfigSpecFileOperation(_) => "VirtualDeviceConfigSpecFileOperation",
+            Object::VirtualDeviceConfigSpecOperation(_) => "VirtualDeviceConfigSpecOperation",
+            Object::VirtualDeviceConnectInfo(_) => "VirtualDeviceConnectInfo",
+            Object::VirtualDeviceConnectInfoMigrateConnectOp(_) => "VirtualDeviceConnectInfoMigrateConnectOp",
+            Object::VirtualDeviceConnectInfoStatus(_) => "VirtualDeviceConnectInfoStatus",
+            Object::VirtualDeviceConnectOption(_) => "VirtualDeviceConnectOption",
+            Object::VirtualDeviceDeviceBackingInfo(_) => "VirtualDeviceDeviceBackingInfo",
+            Object::VirtualDeviceDeviceBackingOption(_) => "VirtualDeviceDeviceBackingOption",
+            Object::VirtualDeviceDeviceGroupInfo(_) => "VirtualDeviceDeviceGroupInfo",
+            Object::VirtualDeviceFileBackingInfo(_) => "VirtualDeviceFileBackingInfo",
+            Object::VirtualDeviceFileBackingOption(_) => "VirtualDeviceFileBackingOption",
+            Object::VirtualDeviceFileExtension(_) => "VirtualDeviceFileExtension",
+            Object::VirtualDeviceOption(_) => "VirtualDeviceOption",
+            Object::VirtualDevicePciBusSlotInfo(_) => "VirtualDevicePciBusSlotInfo",
+            Object::VirtualDevicePipeBackingInfo(_) => "VirtualDevicePipeBackingInfo",
+            Object::VirtualDevicePipeBackingOption(_) => "VirtualDevicePipeBackingOption",
+            Object::VirtualDeviceRemoteDeviceBackingInfo(_) => "VirtualDeviceRemoteDeviceBackingInfo",
+            Object::VirtualDeviceRemoteDeviceBackingOption(_) => "VirtualDeviceRemoteDeviceBackingOption",
+            Object::VirtualDeviceURIBackingInfo(_) => "VirtualDeviceURIBackingInfo",
+            Object::VirtualDeviceURIBackingOption(_) => "VirtualDeviceURIBackingOption",
+            Object::VirtualDeviceURIBackingOptionDirection(_) => "VirtualDeviceURIBackingOptionDirection",
+            Object::VirtualDisk(_) => "VirtualDisk",
+            Object::VirtualDiskAdapterType(_) => "VirtualDiskAdapterType",
+            Object::VirtualDiskAntiAffinityRuleSpec(_) => "VirtualDiskAntiAffinityRuleSpec",
+            Object::VirtualDiskBlocksNotFullyProvisioned(_) => "VirtualDiskBlocksNotFullyProvisioned",
+            Object::VirtualDiskCompatibilityMode(_) => "VirtualDiskCompatibilityMode",
+            Object::VirtualDiskConfigSpec(_) => "VirtualDiskConfigSpec",
+            Object::VirtualDiskDeltaDiskFormat(_) => "VirtualDiskDeltaDiskFormat",
+            Object::VirtualDiskDeltaDiskFormatVariant(_) => "VirtualDiskDeltaDiskFormatVariant",
+            Object::VirtualDiskDeltaDiskFormatsSupported(_) => "VirtualDiskDeltaDiskFormatsSupported",
+            Object::VirtualDiskDiskChainBrokenIssue(_) => "VirtualDiskDiskChainBrokenIssue",
+            Object::VirtualDiskFlatVer1BackingInfo(_) => "VirtualDiskFlatVer1BackingInfo",
+            Object::VirtualDiskFlatVer1BackingOption(_) => "VirtualDiskFlatVer1BackingOption",
+            Object::VirtualDiskFlatVer2BackingInfo(_) => "VirtualDiskFlatVer2BackingInfo",
+            Object::VirtualDiskFlatVer2BackingOption(_) => "VirtualDiskFlatVer2BackingOption",
+            Object::VirtualDiskId(_) => "VirtualDiskId",
+            Object::VirtualDiskLocalPMemBackingInfo(_) => "VirtualDiskLocalPMemBackingInfo",
+            Object::VirtualDiskLocalPMemBackingOption(_) => "VirtualDiskLocalPMemBackingOption",
+            Object::VirtualDiskMode(_) => "VirtualDiskMode",
+            Object::VirtualDiskModeNotSupported(_) => "VirtualDiskModeNotSupported",
+            Object::VirtualDiskOption(_) => "VirtualDiskOption",
+            Object::VirtualDiskOptionVFlashCacheConfigOption(_) => "VirtualDiskOptionVFlashCacheConfigOption",
+            Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(_) => "VirtualDiskPartitionedRawDiskVer2BackingInfo",
+            Object::VirtualDiskPartitionedRawDiskVer2BackingOption(_) => "VirtualDiskPartitionedRawDiskVer2BackingOption",
+            Object::VirtualDiskRawDiskMappingVer1BackingInfo(_) => "VirtualDiskRawDiskMappingVer1BackingInfo",
+            Object::VirtualDiskRawDiskMappingVer1BackingOption(_) => "VirtualDiskRawDiskMappingVer1BackingOption",
+            Object::VirtualDiskRawDiskVer2BackingInfo(_) => "VirtualDiskRawDiskVer2BackingInfo",
+            Object::VirtualDiskRawDiskVer2BackingOption(_) => "VirtualDiskRawDiskVer2BackingOption",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::VirtualBusLogicController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualBusLogicControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdrom(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromAtapiBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromAtapiBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromIsoBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromIsoBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromPassthroughBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromPassthroughBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromRemoteAtapiBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromRemoteAtapiBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromRemotePassthroughBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualCdromRemotePassthroughBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceBusSlotInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceBusSlotOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConfigSpecBackingSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConfigSpecChangeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConfigSpecFileOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConfigSpecOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConnectInfoStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceConnectOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceDeviceGroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceFileBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceFileBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceFileExtension(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDevicePciBusSlotInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDevicePipeBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDevicePipeBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceRemoteDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceRemoteDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceURIBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceURIBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDeviceURIBackingOptionDirection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskAdapterType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskAntiAffinityRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskBlocksNotFullyProvisioned(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskCompatibilityMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskDeltaDiskFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskDeltaDiskFormatVariant(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskDeltaDiskFormatsSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskDiskChainBrokenIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskFlatVer1BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskFlatVer1BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskFlatVer2BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskFlatVer2BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskLocalPMemBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskLocalPMemBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskModeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskOptionVFlashCacheConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskRawDiskVer2BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskRawDiskVer2BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for VirtualBusLogicController {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualBusLogicController(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualBusLogicController(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualBusLogicController(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualBusLogicControllerOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualBusLogicControllerOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualBusLogicControllerOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualBusLogicControllerOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdrom {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdrom(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdrom(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdrom(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromAtapiBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromAtapiBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromAtapiBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromAtapiBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromAtapiBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromAtapiBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromAtapiBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromAtapiBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromIsoBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromIsoBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromIsoBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromIsoBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromIsoBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromIsoBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromIsoBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromIsoBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromPassthroughBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromPassthroughBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromPassthroughBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromPassthroughBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromPassthroughBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromPassthroughBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromPassthroughBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromPassthroughBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromRemoteAtapiBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromRemoteAtapiBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromRemoteAtapiBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromRemoteAtapiBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromRemoteAtapiBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromRemoteAtapiBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromRemoteAtapiBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromRemoteAtapiBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromRemotePassthroughBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromRemotePassthroughBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromRemotePassthroughBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromRemotePassthroughBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualCdromRemotePassthroughBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualCdromRemotePassthroughBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualCdromRemotePassthroughBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualCdromRemotePassthroughBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualController {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualController(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualController(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualController(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualControllerOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualControllerOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualControllerOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualControllerOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDevice(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDevice(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceBusSlotInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceBusSlotInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceBusSlotInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceBusSlotInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceBusSlotOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceBusSlotOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceBusSlotOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceBusSlotOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceConfigSpecBackingSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceConfigSpecBackingSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceConfigSpecBackingSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceConfigSpecBackingSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceConfigSpecChangeMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceConfigSpecChangeMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceConfigSpecFileOperation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceConfigSpecFileOperation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceConfigSpecOperation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceConfigSpecOperation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceConfigSpecOperation(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceConfigSpecOperation(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceConnectInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceConnectInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceConnectInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceConnectInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceConnectInfoMigrateConnectOp {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceConnectInfoMigrateConnectOp(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceConnectInfoStatus {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceConnectInfoStatus(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceConnectInfoStatus(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceConnectInfoStatus(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceConnectOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceConnectOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceConnectOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceConnectOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceDeviceBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceDeviceBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceDeviceBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceDeviceBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceDeviceBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceDeviceBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceDeviceBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceDeviceGroupInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceDeviceGroupInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceDeviceGroupInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceDeviceGroupInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceFileBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceFileBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceFileBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceFileBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceFileBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceFileBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceFileBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceFileBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceFileExtension {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceFileExtension(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceFileExtension(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceFileExtension(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDevicePciBusSlotInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDevicePciBusSlotInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDevicePciBusSlotInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDevicePciBusSlotInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDevicePipeBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDevicePipeBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDevicePipeBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDevicePipeBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDevicePipeBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDevicePipeBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDevicePipeBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDevicePipeBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceRemoteDeviceBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceRemoteDeviceBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceRemoteDeviceBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceRemoteDeviceBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceRemoteDeviceBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceRemoteDeviceBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceURIBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceURIBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceURIBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceURIBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceURIBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceURIBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceURIBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceURIBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDeviceURIBackingOptionDirection {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDeviceURIBackingOptionDirection(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDisk {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDisk(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDisk(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDisk(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskAdapterType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskAdapterType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskAdapterType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskAdapterType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskAntiAffinityRuleSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskAntiAffinityRuleSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskAntiAffinityRuleSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskAntiAffinityRuleSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskBlocksNotFullyProvisioned {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskBlocksNotFullyProvisioned(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskBlocksNotFullyProvisioned(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskBlocksNotFullyProvisioned(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskCompatibilityMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskCompatibilityMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskCompatibilityMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskCompatibilityMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskConfigSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskConfigSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskConfigSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskConfigSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskDeltaDiskFormat {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskDeltaDiskFormat(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskDeltaDiskFormat(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskDeltaDiskFormat(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskDeltaDiskFormatVariant {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskDeltaDiskFormatVariant(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskDeltaDiskFormatsSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskDeltaDiskFormatsSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskDeltaDiskFormatsSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskDeltaDiskFormatsSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskDiskChainBrokenIssue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskDiskChainBrokenIssue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskFlatVer1BackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskFlatVer1BackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskFlatVer1BackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskFlatVer1BackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskFlatVer1BackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskFlatVer1BackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskFlatVer1BackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskFlatVer1BackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskFlatVer2BackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskFlatVer2BackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskFlatVer2BackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskFlatVer2BackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskFlatVer2BackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskFlatVer2BackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskFlatVer2BackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskFlatVer2BackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskId {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskId(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskId(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskId(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskLocalPMemBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskLocalPMemBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskLocalPMemBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskLocalPMemBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskLocalPMemBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskLocalPMemBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskLocalPMemBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskLocalPMemBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskModeNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskModeNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskModeNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskModeNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskOptionVFlashCacheConfigOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskOptionVFlashCacheConfigOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskPartitionedRawDiskVer2BackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskPartitionedRawDiskVer2BackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskRawDiskMappingVer1BackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskRawDiskMappingVer1BackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskRawDiskMappingVer1BackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskRawDiskMappingVer1BackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskRawDiskVer2BackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskRawDiskVer2BackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskRawDiskVer2BackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskRawDiskVer2BackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskRawDiskVer2BackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskRawDiskVer2BackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskRawDiskVer2BackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskRawDiskVer2BackingOption(v) => Ok(v), other => Err(other), }
+    }
+}

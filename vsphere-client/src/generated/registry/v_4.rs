@@ -6,727 +6,1975 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x2168c1b), x::Name(0x210340d), 0, 2), // VmHostAffinityRuleViolation: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x216a81b), x::Name(0x212ed07), 2, 1), // VmInstanceUuidAssignedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x216c41a), x::Name(0x212ed07), 3, 2), // VmInstanceUuidChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x216df1b), x::Name(0x212ed07), 5, 2), // VmInstanceUuidConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x216fb0e), x::Name(0x1508f11), 7, 1), // VmLimitLicense: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x2170a0d), x::Name(0xcb4308), 8, 0), // VmLogFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x217180e), x::Name(0xcba409), 8, 0), // VmLogFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x2172712), x::Name(0x212ed07), 8, 2), // VmMacAssignedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2173a11), x::Name(0x212ed07), 10, 3), // VmMacChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2174c12), x::Name(0x212ed07), 13, 2), // VmMacConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2175f1a), x::Name(0x212ed07), 15, 0), // VmMaxFTRestartCountReached: VmEvent
-        x::TypeEntry::structure(x::Name(0x2177a18), x::Name(0x212ed07), 15, 0), // VmMaxRestartCountReached: VmEvent
-        x::TypeEntry::structure(x::Name(0x2179313), x::Name(0x212ed07), 15, 2), // VmMessageErrorEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x217a70e), x::Name(0x212ed07), 17, 2), // VmMessageEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x217b615), x::Name(0x212ed07), 19, 2), // VmMessageWarningEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x217cc16), x::Name(0x1d94808), 21, 0), // VmMetadataManagerFault: VimFault
-        x::TypeEntry::structure(x::Name(0x217e30f), x::Name(0x212ed07), 21, 3), // VmMigratedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x217f326), x::Name(0x1d94808), 24, 0), // VmMonitorIncompatibleForFaultTolerance: VimFault
-        x::TypeEntry::structure(x::Name(0x2181a23), x::Name(0x212ed07), 24, 0), // VmNoCompatibleHostForSecondaryEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2183e16), x::Name(0x212ed07), 24, 1), // VmNoNetworkAccessEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x218550f), x::Name(0xcb4308), 25, 0), // VmNvramFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x2186510), x::Name(0xcba409), 25, 0), // VmNvramFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x218760f), x::Name(0x212ed07), 25, 0), // VmOrphanedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2188611), x::Name(0xbb9c0b), 25, 0), // VmPlacementPolicy: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x218982c), 0, 2), // VmPlacementPolicyVmPlacementPolicyStrictness
-        x::TypeEntry::enumeration(x::Name(0x218c52a), 2, 3), // VmPlacementPolicyVmPlacementPolicyTopology
-        x::TypeEntry::structure(x::Name(0x218f017), x::Name(0xbb9c0b), 25, 4), // VmPodConfigForPlacement: DynamicData
-        x::TypeEntry::structure(x::Name(0x2190812), x::Name(0x166d210), 29, 0), // VmPortGroupProfile: PortGroupProfile
-        x::TypeEntry::structure(x::Name(0x2191b1a), x::Name(0x2195211), 29, 1), // VmPowerOffOnIsolationEvent: VmPoweredOffEvent
-        x::TypeEntry::structure(x::Name(0x2193611), x::Name(0x1302a0c), 30, 0), // VmPowerOnDisabled: InvalidState
-        x::TypeEntry::structure(x::Name(0x2195211), x::Name(0x212ed07), 30, 0), // VmPoweredOffEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2196410), x::Name(0x212ed07), 30, 0), // VmPoweredOnEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2197525), x::Name(0x212ed07), 30, 1), // VmPoweringOnWithCustomizedDVPortEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x2199b16), x::Name(0x212ed07), 31, 1), // VmPrimaryFailoverEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x219b213), x::Name(0x212ed07), 32, 2), // VmReconfiguredEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x219c611), x::Name(0x212ed07), 34, 0), // VmRegisteredEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x219d819), x::Name(0x212ed07), 34, 0), // VmRelayoutSuccessfulEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x219f217), x::Name(0x212ed07), 34, 0), // VmRelayoutUpToDateEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21a0a15), x::Name(0x212ed07), 34, 1), // VmReloadFromPathEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21a201b), x::Name(0x212ed07), 35, 1), // VmReloadFromPathFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21a3c15), x::Name(0x21a5213), 36, 4), // VmRelocateFailedEvent: VmRelocateSpecEvent
-        x::TypeEntry::structure(x::Name(0x21a5213), x::Name(0x212ed07), 40, 0), // VmRelocateSpecEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21a6610), x::Name(0x21a5213), 40, 3), // VmRelocatedEvent: VmRelocateSpecEvent
-        x::TypeEntry::structure(x::Name(0x21a771d), x::Name(0x212ed07), 43, 0), // VmRemoteConsoleConnectedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21a9520), x::Name(0x212ed07), 43, 0), // VmRemoteConsoleDisconnectedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21ab60e), x::Name(0x212ed07), 43, 0), // VmRemovedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21ac50e), x::Name(0x212ed07), 43, 2), // VmRenamedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21ad427), x::Name(0x212ed07), 45, 0), // VmRequirementsExceedCurrentEVCModeEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21afc10), x::Name(0x212ed07), 45, 0), // VmResettingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21b0d18), x::Name(0x212ed07), 45, 2), // VmResourcePoolMovedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21b261a), x::Name(0x212ed07), 47, 1), // VmResourceReallocatedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21b411f), x::Name(0x2196410), 48, 1), // VmRestartedOnAlternateHostEvent: VmPoweredOnEvent
-        x::TypeEntry::structure(x::Name(0x21b610f), x::Name(0x212ed07), 49, 0), // VmResumingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21b7115), x::Name(0x212ed07), 49, 0), // VmSecondaryAddedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21b8720), x::Name(0x212ed07), 49, 1), // VmSecondaryDisabledBySystemEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21ba818), x::Name(0x212ed07), 50, 0), // VmSecondaryDisabledEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21bc117), x::Name(0x212ed07), 50, 0), // VmSecondaryEnabledEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21bd917), x::Name(0x212ed07), 50, 0), // VmSecondaryStartedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21bf11a), x::Name(0x2195211), 50, 2), // VmShutdownOnIsolationEvent: VmPoweredOffEvent
-        x::TypeEntry::enumeration(x::Name(0x21c0c23), 5, 2), // VmShutdownOnIsolationEventOperation
-        x::TypeEntry::structure(x::Name(0x21c3023), x::Name(0x12adc1a), 52, 2), // VmSmpFaultToleranceTooManyVMsOnHost: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x21c5412), x::Name(0xcb4308), 54, 0), // VmSnapshotFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x21c6713), x::Name(0xcba409), 54, 0), // VmSnapshotFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x21c7b15), x::Name(0x212ed07), 54, 0), // VmStartRecordingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21c9115), x::Name(0x212ed07), 54, 0), // VmStartReplayingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21ca70f), x::Name(0x212ed07), 54, 0), // VmStartingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21cb718), x::Name(0x212ed07), 54, 0), // VmStartingSecondaryEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21cd018), x::Name(0x212ed07), 54, 2), // VmStaticMacConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21ce90f), x::Name(0x212ed07), 56, 0), // VmStoppingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21cf910), x::Name(0x212ed07), 56, 0), // VmSuspendedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21d0a11), x::Name(0x212ed07), 56, 0), // VmSuspendingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21d1c20), x::Name(0x212ed07), 56, 1), // VmTimedoutStartingSecondaryEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21d3d18), x::Name(0x2188611), 57, 4), // VmToVmGroupsAntiAffinity: VmPlacementPolicy
-        x::TypeEntry::structure(x::Name(0x21d5613), x::Name(0x1d94808), 61, 0), // VmToolsUpgradeFault: VimFault
-        x::TypeEntry::structure(x::Name(0x21d6a1a), x::Name(0x21ca70f), 61, 1), // VmUnsupportedStartingEvent: VmStartingEvent
-        x::TypeEntry::structure(x::Name(0x21d8516), x::Name(0x212ed07), 62, 1), // VmUpgradeCompleteEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21d9c14), x::Name(0x212ed07), 63, 0), // VmUpgradeFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21db110), x::Name(0x212ed07), 63, 1), // VmUpgradingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21dc213), x::Name(0x212ed07), 64, 1), // VmUuidAssignedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21dd612), x::Name(0x212ed07), 65, 2), // VmUuidChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21de913), x::Name(0x212ed07), 67, 2), // VmUuidConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21dfd13), x::Name(0x1d94808), 69, 3), // VmValidateMaxDevice: VimFault
-        x::TypeEntry::structure(x::Name(0x21e110c), x::Name(0x2188611), 72, 3), // VmVmAffinity: VmPlacementPolicy
-        x::TypeEntry::structure(x::Name(0x21e1e10), x::Name(0x2188611), 75, 3), // VmVmAntiAffinity: VmPlacementPolicy
-        x::TypeEntry::structure(x::Name(0x21e2f28), x::Name(0xb4ba08), 78, 2), // VmVnicPoolReservationViolationClearEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0x21e5828), x::Name(0xb4ba08), 80, 2), // VmVnicPoolReservationViolationRaiseEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0x21e8112), x::Name(0x212ed07), 82, 2), // VmWwnAssignedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21e9411), x::Name(0x212ed07), 84, 4), // VmWwnChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21ea60d), x::Name(0x130500f), 88, 4), // VmWwnConflict: InvalidVmConfig
-        x::TypeEntry::structure(x::Name(0x21eb412), x::Name(0x212ed07), 92, 3), // VmWwnConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x21ec712), x::Name(0x21ff50e), 95, 0), // VmfsAlreadyMounted: VmfsMountFault
-        x::TypeEntry::structure(x::Name(0x21eda12), x::Name(0x21ff50e), 95, 0), // VmfsAmbiguousMount: VmfsMountFault
-        x::TypeEntry::structure(x::Name(0x21eed10), x::Name(0xbb9c0b), 95, 7), // VmfsConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x21efe1c), x::Name(0x21fc31f), 102, 0), // VmfsDatastoreAllExtentOption: VmfsDatastoreSingleExtentOption
-        x::TypeEntry::structure(x::Name(0x21f1b17), x::Name(0xbb9c0b), 102, 2), // VmfsDatastoreBaseOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x21f3317), x::Name(0x21fe311), 104, 3), // VmfsDatastoreCreateSpec: VmfsDatastoreSpec
-        x::TypeEntry::structure(x::Name(0x21f4b17), x::Name(0x21fe311), 107, 2), // VmfsDatastoreExpandSpec: VmfsDatastoreSpec
-        x::TypeEntry::structure(x::Name(0x21f6317), x::Name(0x21fe311), 109, 2), // VmfsDatastoreExtendSpec: VmfsDatastoreSpec
-        x::TypeEntry::structure(x::Name(0x21f7b11), x::Name(0x98340d), 111, 3), // VmfsDatastoreInfo: DatastoreInfo
-        x::TypeEntry::structure(x::Name(0x21f8d21), x::Name(0x21f1b17), 114, 1), // VmfsDatastoreMultipleExtentOption: VmfsDatastoreBaseOption
-        x::TypeEntry::structure(x::Name(0x21faf13), x::Name(0xbb9c0b), 115, 2), // VmfsDatastoreOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x21fc31f), x::Name(0x21f1b17), 117, 1), // VmfsDatastoreSingleExtentOption: VmfsDatastoreBaseOption
-        x::TypeEntry::structure(x::Name(0x21fe311), x::Name(0xbb9c0b), 118, 1), // VmfsDatastoreSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x21ff50e), x::Name(0xe1b90f), 119, 1), // VmfsMountFault: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x2200416), x::Name(0xbb9c0b), 120, 4), // VmfsUnmapBandwidthSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x2201b1a), x::Name(0x1069911), 124, 0), // VmotionInterfaceNotEnabled: HostPowerOpFailed
-        x::TypeEntry::structure(x::Name(0x220552f), x::Name(0xbb9c0b), 124, 2), // VmwareDistributedVirtualSwitchDpuFailoverPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x2208532), x::Name(0xbb9c0b), 126, 1), // VmwareDistributedVirtualSwitchNetworkOffloadConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x220b82b), 7, 3), // VmwareDistributedVirtualSwitchPvlanPortType
-        x::TypeEntry::structure(x::Name(0x220e427), x::Name(0x221c226), 127, 1), // VmwareDistributedVirtualSwitchPvlanSpec: VmwareDistributedVirtualSwitchVlanSpec
-        x::TypeEntry::structure(x::Name(0x2210c2c), x::Name(0xbb9c0b), 128, 2), // VmwareDistributedVirtualSwitchRealTimeConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x2213933), x::Name(0xbb9c0b), 130, 2), // VmwareDistributedVirtualSwitchRealTimeLanAnnotation: DynamicData
-        x::TypeEntry::structure(x::Name(0x2216d2b), x::Name(0x221c226), 132, 1), // VmwareDistributedVirtualSwitchTrunkVlanSpec: VmwareDistributedVirtualSwitchVlanSpec
-        x::TypeEntry::structure(x::Name(0x2219928), x::Name(0x221c226), 133, 1), // VmwareDistributedVirtualSwitchVlanIdSpec: VmwareDistributedVirtualSwitchVlanSpec
-        x::TypeEntry::structure(x::Name(0x221c226), x::Name(0x127c311), 134, 0), // VmwareDistributedVirtualSwitchVlanSpec: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x221e91d), x::Name(0x127c311), 134, 6), // VmwareUplinkPortTeamingPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x2220710), x::Name(0xbb9c0b), 140, 2), // VnicPortArgument: DynamicData
-        x::TypeEntry::structure(x::Name(0x2221811), x::Name(0x893612), 142, 0), // VolumeEditorError: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x2222a10), x::Name(0x1508f11), 142, 1), // VramLimitLicense: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x2223b15), x::Name(0xbb9c0b), 143, 4), // VsanClusterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x2225124), x::Name(0xbb9c0b), 147, 3), // VsanClusterConfigInfoHostDefaultInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x2227615), x::Name(0xbb9c0b), 150, 1), // VsanClusterCoreConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x2228c19), x::Name(0xbb9c0b), 151, 1), // VsanClusterCoreConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x222a617), x::Name(0x614019), 152, 2), // VsanClusterUuidMismatch: CannotMoveVsanEnabledHost
-        x::TypeEntry::structure(x::Name(0x222be11), x::Name(0x98340d), 154, 2), // VsanDatastoreInfo: DatastoreInfo
-        x::TypeEntry::structure(x::Name(0x222d00d), x::Name(0x222f009), 156, 1), // VsanDiskFault: VsanFault
-        x::TypeEntry::enumeration(x::Name(0x222de11), 10, 3), // VsanDiskIssueType
-        x::TypeEntry::structure(x::Name(0x222f009), x::Name(0x1d94808), 157, 0), // VsanFault: VimFault
-        x::TypeEntry::structure(x::Name(0x222fa15), x::Name(0xbb9c0b), 157, 5), // VsanHostClusterStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x223101a), x::Name(0xbb9c0b), 162, 2), // VsanHostClusterStatusState: DynamicData
-        x::TypeEntry::structure(x::Name(0x2232b2c), x::Name(0xbb9c0b), 164, 2), // VsanHostClusterStatusStateCompletionEstimate: DynamicData
-        x::TypeEntry::structure(x::Name(0x2235812), x::Name(0xbb9c0b), 166, 8), // VsanHostConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x2236b1d), x::Name(0xbb9c0b), 174, 2), // VsanHostConfigInfoClusterInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x223891d), x::Name(0xbb9c0b), 176, 1), // VsanHostConfigInfoNetworkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x223a727), x::Name(0xbb9c0b), 177, 2), // VsanHostConfigInfoNetworkInfoPortConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x223cf1d), x::Name(0xbb9c0b), 179, 4), // VsanHostConfigInfoStorageInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x223ed18), x::Name(0xbb9c0b), 183, 1), // VsanHostDecommissionMode: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x2240624), 13, 3), // VsanHostDecommissionModeObjectAction
-        x::TypeEntry::structure(x::Name(0x2242b13), x::Name(0xbb9c0b), 184, 2), // VsanHostDiskMapInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x2243f15), x::Name(0xbb9c0b), 186, 3), // VsanHostDiskMapResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x2245513), x::Name(0xbb9c0b), 189, 2), // VsanHostDiskMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0x2246912), x::Name(0xbb9c0b), 191, 5), // VsanHostDiskResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x2247c17), 16, 3), // VsanHostDiskResultState
-        x::TypeEntry::structure(x::Name(0x2249417), x::Name(0xbb9c0b), 196, 1), // VsanHostFaultDomainInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x224ac13), 19, 3), // VsanHostHealthState
-        x::TypeEntry::structure(x::Name(0x224c010), x::Name(0xbb9c0b), 197, 2), // VsanHostIpConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x224d116), x::Name(0xbb9c0b), 199, 2), // VsanHostMembershipInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x224e811), 22, 10), // VsanHostNodeState
-        x::TypeEntry::structure(x::Name(0x224fa13), x::Name(0xbb9c0b), 201, 3), // VsanHostRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x2250e1c), x::Name(0xbb9c0b), 204, 2), // VsanHostRuntimeInfoDiskIssue: DynamicData
-        x::TypeEntry::structure(x::Name(0x2252b14), x::Name(0xbb9c0b), 206, 2), // VsanHostVsanDiskInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x225401b), x::Name(0x222d00d), 208, 0), // VsanIncompatibleDiskMapping: VsanDiskFault
-        x::TypeEntry::structure(x::Name(0x2255c12), x::Name(0xbb9c0b), 208, 2), // VsanNewPolicyBatch: DynamicData
-        x::TypeEntry::structure(x::Name(0x2256f15), x::Name(0xbb9c0b), 210, 2), // VsanPolicyChangeBatch: DynamicData
-        x::TypeEntry::structure(x::Name(0x225850e), x::Name(0xbb9c0b), 212, 8), // VsanPolicyCost: DynamicData
-        x::TypeEntry::structure(x::Name(0x2259418), x::Name(0xbb9c0b), 220, 4), // VsanPolicySatisfiability: DynamicData
-        x::TypeEntry::structure(x::Name(0x225ad1f), x::Name(0x226c824), 224, 1), // VsanUpgradeSystemAPIBrokenIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::structure(x::Name(0x225cd2d), x::Name(0x226c824), 225, 1), // VsanUpgradeSystemAutoClaimEnabledOnHostsIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::structure(x::Name(0x225fb27), x::Name(0x226c824), 226, 1), // VsanUpgradeSystemHostsDisconnectedIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::structure(x::Name(0x226232b), x::Name(0x226c824), 227, 1), // VsanUpgradeSystemMissingHostsInClusterIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::structure(x::Name(0x2264f25), x::Name(0xbb9c0b), 228, 1), // VsanUpgradeSystemNetworkPartitionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x2267526), x::Name(0x226c824), 229, 1), // VsanUpgradeSystemNetworkPartitionIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::structure(x::Name(0x2269c2b), x::Name(0x226c824), 230, 1), // VsanUpgradeSystemNotEnoughFreeCapacityIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::structure(x::Name(0x226c824), x::Name(0xbb9c0b), 231, 1), // VsanUpgradeSystemPreflightCheckIssue: DynamicData
-        x::TypeEntry::structure(x::Name(0x226ed25), x::Name(0xbb9c0b), 232, 2), // VsanUpgradeSystemPreflightCheckResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x2271329), x::Name(0x226c824), 234, 1), // VsanUpgradeSystemRogueHostsInClusterIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::structure(x::Name(0x2273d2a), x::Name(0x2279723), 235, 2), // VsanUpgradeSystemUpgradeHistoryDiskGroupOp: VsanUpgradeSystemUpgradeHistoryItem
-        x::TypeEntry::enumeration(x::Name(0x227682e), 32, 2), // VsanUpgradeSystemUpgradeHistoryDiskGroupOpType
-        x::TypeEntry::structure(x::Name(0x2279723), x::Name(0xbb9c0b), 237, 4), // VsanUpgradeSystemUpgradeHistoryItem: DynamicData
-        x::TypeEntry::structure(x::Name(0x227bb2c), x::Name(0x2279723), 241, 1), // VsanUpgradeSystemUpgradeHistoryPreflightFail: VsanUpgradeSystemUpgradeHistoryItem
-        x::TypeEntry::structure(x::Name(0x227e81e), x::Name(0xbb9c0b), 242, 5), // VsanUpgradeSystemUpgradeStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x2280735), x::Name(0x226c824), 247, 1), // VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::structure(x::Name(0x2283d25), x::Name(0x226c824), 248, 1), // VsanUpgradeSystemWrongEsxVersionIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::structure(x::Name(0x228630d), x::Name(0x228e40f), 249, 3), // VslmCloneSpec: VslmMigrateSpec
-        x::TypeEntry::structure(x::Name(0x228710e), x::Name(0xbb9c0b), 252, 8), // VslmCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x2288019), x::Name(0xbb9c0b), 260, 2), // VslmCreateSpecBackingSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x2289a21), x::Name(0x2288019), 262, 1), // VslmCreateSpecDiskFileBackingSpec: VslmCreateSpecBackingSpec
-        x::TypeEntry::structure(x::Name(0x228bc27), x::Name(0x2288019), 263, 2), // VslmCreateSpecRawDiskMappingBackingSpec: VslmCreateSpecBackingSpec
-        x::TypeEntry::structure(x::Name(0x228e40f), x::Name(0xbb9c0b), 265, 5), // VslmMigrateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x228f410), x::Name(0x228e40f), 270, 0), // VslmRelocateSpec: VslmMigrateSpec
-        x::TypeEntry::structure(x::Name(0x229050c), x::Name(0xbb9c0b), 270, 2), // VslmTagEntry: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x229122a), 34, 3), // VslmVsoPostRelocateChangeMetadataOperation
-        x::TypeEntry::structure(x::Name(0x2293d15), x::Name(0xb4eb08), 272, 3), // VspanDestPortConflict: DvsFault
-        x::TypeEntry::structure(x::Name(0x2295311), x::Name(0xb4eb08), 275, 3), // VspanPortConflict: DvsFault
-        x::TypeEntry::structure(x::Name(0x2296512), x::Name(0xb4eb08), 278, 3), // VspanPortMoveFault: DvsFault
-        x::TypeEntry::structure(x::Name(0x229781b), x::Name(0xb4eb08), 281, 1), // VspanPortPromiscChangeFault: DvsFault
-        x::TypeEntry::structure(x::Name(0x2299420), x::Name(0xb4eb08), 282, 1), // VspanPortgroupPromiscChangeFault: DvsFault
-        x::TypeEntry::structure(x::Name(0x229b51d), x::Name(0xb4eb08), 283, 1), // VspanPortgroupTypeChangeFault: DvsFault
-        x::TypeEntry::structure(x::Name(0x229d320), x::Name(0xb4eb08), 284, 2), // VspanPromiscuousPortNotSupported: DvsFault
-        x::TypeEntry::structure(x::Name(0x229f41c), x::Name(0xb4eb08), 286, 2), // VspanSameSessionPortConflict: DvsFault
-        x::TypeEntry::structure(x::Name(0x22a1135), x::Name::NONE, 288, 6), // VstorageObjectVCenterQueryChangedDiskAreasRequestType
-        x::TypeEntry::structure(x::Name(0x22a4711), x::Name(0x98340d), 294, 1), // VvolDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x1e2c613), x::Name(0x75640f), 0, 2), // VirtualDiskRuleSpec: ClusterRuleInfo
+        x::TypeEntry::enumeration(x::Name(0x1e2da1b), 0, 3), // VirtualDiskRuleSpecRuleType
+        x::TypeEntry::structure(x::Name(0x1e2f61e), x::Name(0x1de0c1c), 2, 10), // VirtualDiskSeSparseBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e31520), x::Name(0x1de291e), 12, 7), // VirtualDiskSeSparseBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e33612), 3, 2), // VirtualDiskSharing
+        x::TypeEntry::structure(x::Name(0x1e34920), x::Name(0x1de0c1c), 19, 6), // VirtualDiskSparseVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e36a22), x::Name(0x1de291e), 25, 4), // VirtualDiskSparseVer1BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e38d20), x::Name(0x1de0c1c), 29, 9), // VirtualDiskSparseVer2BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e3ae22), x::Name(0x1de291e), 38, 7), // VirtualDiskSparseVer2BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e3d10f), x::Name(0xbb9c0b), 45, 2), // VirtualDiskSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e3e10f), 5, 13), // VirtualDiskType
+        x::TypeEntry::structure(x::Name(0x1e3f120), x::Name(0xbb9c0b), 47, 5), // VirtualDiskVFlashCacheConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e41234), 18, 2), // VirtualDiskVFlashCacheConfigInfoCacheConsistencyType
+        x::TypeEntry::enumeration(x::Name(0x1e44729), 20, 2), // VirtualDiskVFlashCacheConfigInfoCacheMode
+        x::TypeEntry::structure(x::Name(0x1e4710c), x::Name(0x1e4df13), 52, 0), // VirtualE1000: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1e47e12), x::Name(0x1e6b719), 52, 0), // VirtualE1000Option: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1e4910d), x::Name(0x1e4df13), 52, 0), // VirtualE1000e: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1e49f13), x::Name(0x1e6b719), 52, 0), // VirtualE1000eOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1e4b312), x::Name(0x20acf10), 52, 0), // VirtualEnsoniq1371: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x1e4c618), x::Name(0x20b2616), 52, 0), // VirtualEnsoniq1371Option: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x1e4df13), x::Name(0x1dc1a0d), 52, 7), // VirtualEthernetCard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e4f326), x::Name(0x1dc411a), 59, 0), // VirtualEthernetCardDVPortBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e51a34), x::Name(0x1dc2818), 59, 1), // VirtualEthernetCardDistributedVirtualPortBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e54f2b), x::Name(0x1ddaf1e), 60, 0), // VirtualEthernetCardLegacyNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e57b2d), x::Name(0x1ddce20), 60, 0), // VirtualEthernetCardLegacyNetworkBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e5a92a), 22, 3), // VirtualEthernetCardLegacyNetworkDeviceName
+        x::TypeEntry::enumeration(x::Name(0x1e5d41a), 25, 3), // VirtualEthernetCardMacType
+        x::TypeEntry::structure(x::Name(0x1e5ef25), x::Name(0x1ddaf1e), 60, 2), // VirtualEthernetCardNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e61527), x::Name(0x1ddce20), 62, 0), // VirtualEthernetCardNetworkBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e63d1f), x::Name(0x9fe612), 62, 0), // VirtualEthernetCardNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1e65d2b), x::Name(0x1dc2818), 62, 2), // VirtualEthernetCardOpaqueNetworkBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e6892d), x::Name(0x1dc411a), 64, 0), // VirtualEthernetCardOpaqueNetworkBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e6b719), x::Name(0x1de6313), 64, 5), // VirtualEthernetCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e6d125), x::Name(0xbb9c0b), 69, 3), // VirtualEthernetCardResourceAllocation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e6f70d), x::Name(0x1dc1a0d), 72, 0), // VirtualFloppy: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e7051e), x::Name(0x1ddaf1e), 72, 0), // VirtualFloppyDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e72420), x::Name(0x1ddce20), 72, 0), // VirtualFloppyDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e7451d), x::Name(0x1de0c1c), 72, 0), // VirtualFloppyImageBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e7631f), x::Name(0x1de291e), 72, 0), // VirtualFloppyImageBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e78313), x::Name(0x1de6313), 72, 0), // VirtualFloppyOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e79724), x::Name(0x1decf24), 72, 0), // VirtualFloppyRemoteDeviceBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e7bc26), x::Name(0x1def426), 72, 0), // VirtualFloppyRemoteDeviceBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e7e30f), x::Name(0xbb9c0b), 72, 9), // VirtualHardware: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e7f321), x::Name(0x210340d), 81, 0), // VirtualHardwareCompatibilityIssue: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x1e81520), 28, 2), // VirtualHardwareMotherboardLayout
+        x::TypeEntry::structure(x::Name(0x1e83615), x::Name(0xbb9c0b), 81, 28), // VirtualHardwareOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e84c22), x::Name(0x1e7f321), 109, 2), // VirtualHardwareVersionNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x1e86f12), x::Name(0x20acf10), 111, 0), // VirtualHdAudioCard: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x1e88218), x::Name(0x20b2616), 111, 0), // VirtualHdAudioCardOption: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x1e89b14), x::Name(0x1dbf011), 111, 0), // VirtualIDEController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1e8b01a), x::Name(0x1dc0217), 111, 2), // VirtualIDEControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1e8cb0f), x::Name(0x1dc1a0d), 113, 0), // VirtualKeyboard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e8db15), x::Name(0x1de6313), 113, 0), // VirtualKeyboardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e8f119), x::Name(0x207fe15), 113, 0), // VirtualLsiLogicController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1e90b1f), x::Name(0x208141b), 113, 0), // VirtualLsiLogicControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1e92b1c), x::Name(0x207fe15), 113, 0), // VirtualLsiLogicSASController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1e94822), x::Name(0x208141b), 113, 0), // VirtualLsiLogicSASControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1e97a1a), x::Name(0xbb9c0b), 113, 1), // VirtualMachineAffinityInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e99524), 30, 3), // VirtualMachineAppHeartbeatStatusType
+        x::TypeEntry::structure(x::Name(0x1e9ba27), x::Name(0xbb9c0b), 114, 0), // VirtualMachineBaseIndependentFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e9e219), x::Name(0xbb9c0b), 114, 7), // VirtualMachineBootOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e9fc2c), x::Name(0x1ea2927), 121, 0), // VirtualMachineBootOptionsBootableCdromDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1ea2927), x::Name(0xbb9c0b), 121, 0), // VirtualMachineBootOptionsBootableDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ea512b), x::Name(0x1ea2927), 121, 1), // VirtualMachineBootOptionsBootableDiskDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1ea7d2f), x::Name(0x1ea2927), 122, 1), // VirtualMachineBootOptionsBootableEthernetDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1eaad2d), x::Name(0x1ea2927), 123, 0), // VirtualMachineBootOptionsBootableFloppyDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::enumeration(x::Name(0x1eadb30), 33, 2), // VirtualMachineBootOptionsNetworkBootProtocolType
+        x::TypeEntry::structure(x::Name(0x1eb0c18), x::Name(0xbb9c0b), 123, 52), // VirtualMachineCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1eb2517), x::Name(0x1fc7f18), 175, 1), // VirtualMachineCdromInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1eb3d1c), x::Name(0xbb9c0b), 176, 2), // VirtualMachineCertThumbprint: DynamicData
     ],
-    decoders: &[
-        Some(x::decode_boxed::<VmHostAffinityRuleViolation>),
-        Some(x::decode_boxed::<VmInstanceUuidAssignedEvent>),
-        Some(x::decode_boxed::<VmInstanceUuidChangedEvent>),
-        Some(x::decode_boxed::<VmInstanceUuidConflictEvent>),
-        Some(x::decode_boxed::<VmLimitLicense>),
-        Some(x::decode_boxed::<VmLogFileInfo>),
-        Some(x::decode_boxed::<VmLogFileQuery>),
-        Some(x::decode_boxed::<VmMacAssignedEvent>),
-        Some(x::decode_boxed::<VmMacChangedEvent>),
-        Some(x::decode_boxed::<VmMacConflictEvent>),
-        Some(x::decode_boxed::<VmMaxFTRestartCountReached>),
-        Some(x::decode_boxed::<VmMaxRestartCountReached>),
-        Some(x::decode_boxed::<VmMessageErrorEvent>),
-        Some(x::decode_boxed::<VmMessageEvent>),
-        Some(x::decode_boxed::<VmMessageWarningEvent>),
-        Some(x::decode_boxed::<VmMetadataManagerFault>),
-        Some(x::decode_boxed::<VmMigratedEvent>),
-        Some(x::decode_boxed::<VmMonitorIncompatibleForFaultTolerance>),
-        Some(x::decode_boxed::<VmNoCompatibleHostForSecondaryEvent>),
-        Some(x::decode_boxed::<VmNoNetworkAccessEvent>),
-        Some(x::decode_boxed::<VmNvramFileInfo>),
-        Some(x::decode_boxed::<VmNvramFileQuery>),
-        Some(x::decode_boxed::<VmOrphanedEvent>),
-        Some(x::decode_boxed::<VmPlacementPolicy>),
-        Some(x::decode_boxed::<VmPlacementPolicyVmPlacementPolicyStrictness>),
-        Some(x::decode_boxed::<VmPlacementPolicyVmPlacementPolicyTopology>),
-        Some(x::decode_boxed::<VmPodConfigForPlacement>),
-        Some(x::decode_boxed::<VmPortGroupProfile>),
-        Some(x::decode_boxed::<VmPowerOffOnIsolationEvent>),
-        Some(x::decode_boxed::<VmPowerOnDisabled>),
-        Some(x::decode_boxed::<VmPoweredOffEvent>),
-        Some(x::decode_boxed::<VmPoweredOnEvent>),
-        Some(x::decode_boxed::<VmPoweringOnWithCustomizedDVPortEvent>),
-        Some(x::decode_boxed::<VmPrimaryFailoverEvent>),
-        Some(x::decode_boxed::<VmReconfiguredEvent>),
-        Some(x::decode_boxed::<VmRegisteredEvent>),
-        Some(x::decode_boxed::<VmRelayoutSuccessfulEvent>),
-        Some(x::decode_boxed::<VmRelayoutUpToDateEvent>),
-        Some(x::decode_boxed::<VmReloadFromPathEvent>),
-        Some(x::decode_boxed::<VmReloadFromPathFailedEvent>),
-        Some(x::decode_boxed::<VmRelocateFailedEvent>),
-        Some(x::decode_boxed::<VmRelocateSpecEvent>),
-        Some(x::decode_boxed::<VmRelocatedEvent>),
-        Some(x::decode_boxed::<VmRemoteConsoleConnectedEvent>),
-        Some(x::decode_boxed::<VmRemoteConsoleDisconnectedEvent>),
-        Some(x::decode_boxed::<VmRemovedEvent>),
-        Some(x::decode_boxed::<VmRenamedEvent>),
-        Some(x::decode_boxed::<VmRequirementsExceedCurrentEVCModeEvent>),
-        Some(x::decode_boxed::<VmResettingEvent>),
-        Some(x::decode_boxed::<VmResourcePoolMovedEvent>),
-        Some(x::decode_boxed::<VmResourceReallocatedEvent>),
-        Some(x::decode_boxed::<VmRestartedOnAlternateHostEvent>),
-        Some(x::decode_boxed::<VmResumingEvent>),
-        Some(x::decode_boxed::<VmSecondaryAddedEvent>),
-        Some(x::decode_boxed::<VmSecondaryDisabledBySystemEvent>),
-        Some(x::decode_boxed::<VmSecondaryDisabledEvent>),
-        Some(x::decode_boxed::<VmSecondaryEnabledEvent>),
-        Some(x::decode_boxed::<VmSecondaryStartedEvent>),
-        Some(x::decode_boxed::<VmShutdownOnIsolationEvent>),
-        Some(x::decode_boxed::<VmShutdownOnIsolationEventOperation>),
-        Some(x::decode_boxed::<VmSmpFaultToleranceTooManyVMsOnHost>),
-        Some(x::decode_boxed::<VmSnapshotFileInfo>),
-        Some(x::decode_boxed::<VmSnapshotFileQuery>),
-        Some(x::decode_boxed::<VmStartRecordingEvent>),
-        Some(x::decode_boxed::<VmStartReplayingEvent>),
-        Some(x::decode_boxed::<VmStartingEvent>),
-        Some(x::decode_boxed::<VmStartingSecondaryEvent>),
-        Some(x::decode_boxed::<VmStaticMacConflictEvent>),
-        Some(x::decode_boxed::<VmStoppingEvent>),
-        Some(x::decode_boxed::<VmSuspendedEvent>),
-        Some(x::decode_boxed::<VmSuspendingEvent>),
-        Some(x::decode_boxed::<VmTimedoutStartingSecondaryEvent>),
-        Some(x::decode_boxed::<VmToVmGroupsAntiAffinity>),
-        Some(x::decode_boxed::<VmToolsUpgradeFault>),
-        Some(x::decode_boxed::<VmUnsupportedStartingEvent>),
-        Some(x::decode_boxed::<VmUpgradeCompleteEvent>),
-        Some(x::decode_boxed::<VmUpgradeFailedEvent>),
-        Some(x::decode_boxed::<VmUpgradingEvent>),
-        Some(x::decode_boxed::<VmUuidAssignedEvent>),
-        Some(x::decode_boxed::<VmUuidChangedEvent>),
-        Some(x::decode_boxed::<VmUuidConflictEvent>),
-        Some(x::decode_boxed::<VmValidateMaxDevice>),
-        Some(x::decode_boxed::<VmVmAffinity>),
-        Some(x::decode_boxed::<VmVmAntiAffinity>),
-        Some(x::decode_boxed::<VmVnicPoolReservationViolationClearEvent>),
-        Some(x::decode_boxed::<VmVnicPoolReservationViolationRaiseEvent>),
-        Some(x::decode_boxed::<VmWwnAssignedEvent>),
-        Some(x::decode_boxed::<VmWwnChangedEvent>),
-        Some(x::decode_boxed::<VmWwnConflict>),
-        Some(x::decode_boxed::<VmWwnConflictEvent>),
-        Some(x::decode_boxed::<VmfsAlreadyMounted>),
-        Some(x::decode_boxed::<VmfsAmbiguousMount>),
-        Some(x::decode_boxed::<VmfsConfigOption>),
-        Some(x::decode_boxed::<VmfsDatastoreAllExtentOption>),
-        Some(x::decode_boxed::<VmfsDatastoreBaseOption>),
-        Some(x::decode_boxed::<VmfsDatastoreCreateSpec>),
-        Some(x::decode_boxed::<VmfsDatastoreExpandSpec>),
-        Some(x::decode_boxed::<VmfsDatastoreExtendSpec>),
-        Some(x::decode_boxed::<VmfsDatastoreInfo>),
-        Some(x::decode_boxed::<VmfsDatastoreMultipleExtentOption>),
-        Some(x::decode_boxed::<VmfsDatastoreOption>),
-        Some(x::decode_boxed::<VmfsDatastoreSingleExtentOption>),
-        Some(x::decode_boxed::<VmfsDatastoreSpec>),
-        Some(x::decode_boxed::<VmfsMountFault>),
-        Some(x::decode_boxed::<VmfsUnmapBandwidthSpec>),
-        Some(x::decode_boxed::<VmotionInterfaceNotEnabled>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchDpuFailoverPolicy>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchNetworkOffloadConfig>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchPvlanPortType>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchPvlanSpec>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchRealTimeConfig>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchRealTimeLanAnnotation>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchTrunkVlanSpec>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchVlanIdSpec>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchVlanSpec>),
-        Some(x::decode_boxed::<VmwareUplinkPortTeamingPolicy>),
-        Some(x::decode_boxed::<VnicPortArgument>),
-        Some(x::decode_boxed::<VolumeEditorError>),
-        Some(x::decode_boxed::<VramLimitLicense>),
-        Some(x::decode_boxed::<VsanClusterConfigInfo>),
-        Some(x::decode_boxed::<VsanClusterConfigInfoHostDefaultInfo>),
-        Some(x::decode_boxed::<VsanClusterCoreConfig>),
-        Some(x::decode_boxed::<VsanClusterCoreConfigSpec>),
-        Some(x::decode_boxed::<VsanClusterUuidMismatch>),
-        Some(x::decode_boxed::<VsanDatastoreInfo>),
-        Some(x::decode_boxed::<VsanDiskFault>),
-        Some(x::decode_boxed::<VsanDiskIssueType>),
-        Some(x::decode_boxed::<VsanFault>),
-        Some(x::decode_boxed::<VsanHostClusterStatus>),
-        Some(x::decode_boxed::<VsanHostClusterStatusState>),
-        Some(x::decode_boxed::<VsanHostClusterStatusStateCompletionEstimate>),
-        Some(x::decode_boxed::<VsanHostConfigInfo>),
-        Some(x::decode_boxed::<VsanHostConfigInfoClusterInfo>),
-        Some(x::decode_boxed::<VsanHostConfigInfoNetworkInfo>),
-        Some(x::decode_boxed::<VsanHostConfigInfoNetworkInfoPortConfig>),
-        Some(x::decode_boxed::<VsanHostConfigInfoStorageInfo>),
-        Some(x::decode_boxed::<VsanHostDecommissionMode>),
-        Some(x::decode_boxed::<VsanHostDecommissionModeObjectAction>),
-        Some(x::decode_boxed::<VsanHostDiskMapInfo>),
-        Some(x::decode_boxed::<VsanHostDiskMapResult>),
-        Some(x::decode_boxed::<VsanHostDiskMapping>),
-        Some(x::decode_boxed::<VsanHostDiskResult>),
-        Some(x::decode_boxed::<VsanHostDiskResultState>),
-        Some(x::decode_boxed::<VsanHostFaultDomainInfo>),
-        Some(x::decode_boxed::<VsanHostHealthState>),
-        Some(x::decode_boxed::<VsanHostIpConfig>),
-        Some(x::decode_boxed::<VsanHostMembershipInfo>),
-        Some(x::decode_boxed::<VsanHostNodeState>),
-        Some(x::decode_boxed::<VsanHostRuntimeInfo>),
-        Some(x::decode_boxed::<VsanHostRuntimeInfoDiskIssue>),
-        Some(x::decode_boxed::<VsanHostVsanDiskInfo>),
-        Some(x::decode_boxed::<VsanIncompatibleDiskMapping>),
-        Some(x::decode_boxed::<VsanNewPolicyBatch>),
-        Some(x::decode_boxed::<VsanPolicyChangeBatch>),
-        Some(x::decode_boxed::<VsanPolicyCost>),
-        Some(x::decode_boxed::<VsanPolicySatisfiability>),
-        Some(x::decode_boxed::<VsanUpgradeSystemAPIBrokenIssue>),
-        Some(x::decode_boxed::<VsanUpgradeSystemAutoClaimEnabledOnHostsIssue>),
-        Some(x::decode_boxed::<VsanUpgradeSystemHostsDisconnectedIssue>),
-        Some(x::decode_boxed::<VsanUpgradeSystemMissingHostsInClusterIssue>),
-        Some(x::decode_boxed::<VsanUpgradeSystemNetworkPartitionInfo>),
-        Some(x::decode_boxed::<VsanUpgradeSystemNetworkPartitionIssue>),
-        Some(x::decode_boxed::<VsanUpgradeSystemNotEnoughFreeCapacityIssue>),
-        Some(x::decode_boxed::<VsanUpgradeSystemPreflightCheckIssue>),
-        Some(x::decode_boxed::<VsanUpgradeSystemPreflightCheckResult>),
-        Some(x::decode_boxed::<VsanUpgradeSystemRogueHostsInClusterIssue>),
-        Some(x::decode_boxed::<VsanUpgradeSystemUpgradeHistoryDiskGroupOp>),
-        Some(x::decode_boxed::<VsanUpgradeSystemUpgradeHistoryDiskGroupOpType>),
-        Some(x::decode_boxed::<VsanUpgradeSystemUpgradeHistoryItem>),
-        Some(x::decode_boxed::<VsanUpgradeSystemUpgradeHistoryPreflightFail>),
-        Some(x::decode_boxed::<VsanUpgradeSystemUpgradeStatus>),
-        Some(x::decode_boxed::<VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue>),
-        Some(x::decode_boxed::<VsanUpgradeSystemWrongEsxVersionIssue>),
-        Some(x::decode_boxed::<VslmCloneSpec>),
-        Some(x::decode_boxed::<VslmCreateSpec>),
-        Some(x::decode_boxed::<VslmCreateSpecBackingSpec>),
-        Some(x::decode_boxed::<VslmCreateSpecDiskFileBackingSpec>),
-        Some(x::decode_boxed::<VslmCreateSpecRawDiskMappingBackingSpec>),
-        Some(x::decode_boxed::<VslmMigrateSpec>),
-        Some(x::decode_boxed::<VslmRelocateSpec>),
-        Some(x::decode_boxed::<VslmTagEntry>),
-        Some(x::decode_boxed::<VslmVsoPostRelocateChangeMetadataOperation>),
-        Some(x::decode_boxed::<VspanDestPortConflict>),
-        Some(x::decode_boxed::<VspanPortConflict>),
-        Some(x::decode_boxed::<VspanPortMoveFault>),
-        Some(x::decode_boxed::<VspanPortPromiscChangeFault>),
-        Some(x::decode_boxed::<VspanPortgroupPromiscChangeFault>),
-        Some(x::decode_boxed::<VspanPortgroupTypeChangeFault>),
-        Some(x::decode_boxed::<VspanPromiscuousPortNotSupported>),
-        Some(x::decode_boxed::<VspanSameSessionPortConflict>),
-        None, // VstorageObjectVCenterQueryChangedDiskAreasRequestType
-        Some(x::decode_boxed::<VvolDatastoreInfo>),
-    ],
+    decode,
     fields: &[
-        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
-        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x2e7120f), x::Name(0x3344606)), // oldInstanceUuid: string
-        x::FieldEntry::required(x::Name(0x2d7bb0f), x::Name(0x3344606)), // newInstanceUuid: string
-        x::FieldEntry::required(x::Name(0x250b00c), x::Name(0x212f50f)), // conflictedVm: VmEventArgument
-        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
-        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
-        x::FieldEntry::required(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
-        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
-        x::FieldEntry::required(x::Name(0x2e72206), x::Name(0x3344606)), // oldMac: string
-        x::FieldEntry::required(x::Name(0x2d7db06), x::Name(0x3344606)), // newMac: string
-        x::FieldEntry::required(x::Name(0x250b00c), x::Name(0x212f50f)), // conflictedVm: VmEventArgument
-        x::FieldEntry::required(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
-        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
-        x::FieldEntry::repeated(x::Name(0x2c9b70b), x::Name(0x1f5cc15)), // messageInfo: VirtualMachineMessage
-        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
-        x::FieldEntry::repeated(x::Name(0x2c9b70b), x::Name(0x1f5cc15)), // messageInfo: VirtualMachineMessage
-        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
-        x::FieldEntry::repeated(x::Name(0x2c9b70b), x::Name(0x1f5cc15)), // messageInfo: VirtualMachineMessage
-        x::FieldEntry::required(x::Name(0x328ac0a), x::Name(0xea4611)), // sourceHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x963417)), // sourceDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x332d60a), x::Name(0x13ff016)), // storagePod: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x166700e)), // disk: PodDiskLocator
-        x::FieldEntry::optional(x::Name(0x35bf308), x::Name(0x1af0716)), // vmConfig: StorageDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2a9b10b), x::Name(0x75640f)), // interVmRule: ClusterRuleInfo
-        x::FieldEntry::required(x::Name(0x2b4180c), x::Name(0xea4611)), // isolatedHost: HostEventArgument
-        x::FieldEntry::repeated(x::Name(0x3663404), x::Name(0x2220710)), // vnic: VnicPortArgument
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
-        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x24f390a), x::Name(0x3344606)), // configPath: string
-        x::FieldEntry::required(x::Name(0x24f390a), x::Name(0x3344606)), // configPath: string
-        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x328ac0a), x::Name(0xea4611)), // sourceHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x963417)), // sourceDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x3286f0f), x::Name(0x976516)), // sourceDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
-        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
-        x::FieldEntry::required(x::Name(0x2e74a09), x::Name(0x1926b19)), // oldParent: ResourcePoolEventArgument
-        x::FieldEntry::required(x::Name(0x2d7f609), x::Name(0x1926b19)), // newParent: ResourcePoolEventArgument
-        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x328ac0a), x::Name(0xea4611)), // sourceHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2b4180c), x::Name(0xea4611)), // isolatedHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x322b90e), x::Name(0x3344606)), // shutdownResult: string
-        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2c3950e), x::Name(0x2a94603)), // maxNumSmpFtVms: int
-        x::FieldEntry::required(x::Name(0x250b00c), x::Name(0x212f50f)), // conflictedVm: VmEventArgument
-        x::FieldEntry::required(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
-        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2be5304)), // timeout: long
-        x::FieldEntry::optional(x::Name(0x31d3d07), x::Name(0x1b2e205)), // selfTag: TagId
-        x::FieldEntry::repeated(x::Name(0x2344f16), x::Name(0x1b2e205)), // antiAffinedVmGroupTags: TagId
-        x::FieldEntry::optional(x::Name(0x2f93410), x::Name(0x3344606)), // policyStrictness: string
-        x::FieldEntry::optional(x::Name(0x2f9450e), x::Name(0x3344606)), // policyTopology: string
-        x::FieldEntry::required(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2e78f07), x::Name(0x3344606)), // oldUuid: string
-        x::FieldEntry::required(x::Name(0x2d85007), x::Name(0x3344606)), // newUuid: string
-        x::FieldEntry::required(x::Name(0x250b00c), x::Name(0x212f50f)), // conflictedVm: VmEventArgument
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x2a94603)), // max: int
-        x::FieldEntry::required(x::Name(0x254c005), x::Name(0x2a94603)), // count: int
-        x::FieldEntry::required(x::Name(0x2307c0d), x::Name(0x1b2e205)), // affinedVmsTag: TagId
-        x::FieldEntry::optional(x::Name(0x2f93410), x::Name(0x3344606)), // policyStrictness: string
-        x::FieldEntry::optional(x::Name(0x2f9450e), x::Name(0x3344606)), // policyTopology: string
-        x::FieldEntry::required(x::Name(0x2346611), x::Name(0x1b2e205)), // antiAffinedVmsTag: TagId
-        x::FieldEntry::optional(x::Name(0x2f93410), x::Name(0x3344606)), // policyStrictness: string
-        x::FieldEntry::optional(x::Name(0x2f9450e), x::Name(0x3344606)), // policyTopology: string
-        x::FieldEntry::required(x::Name(0x362a715), x::Name(0x3344606)), // vmVnicResourcePoolKey: string
-        x::FieldEntry::optional(x::Name(0x362bd16), x::Name(0x3344606)), // vmVnicResourcePoolName: string
-        x::FieldEntry::required(x::Name(0x362a715), x::Name(0x3344606)), // vmVnicResourcePoolKey: string
-        x::FieldEntry::optional(x::Name(0x362bd16), x::Name(0x3344606)), // vmVnicResourcePoolName: string
-        x::FieldEntry::repeated(x::Name(0x2da9608), x::Name(0x2be5304)), // nodeWwns: long
-        x::FieldEntry::repeated(x::Name(0x2fa9808), x::Name(0x2be5304)), // portWwns: long
-        x::FieldEntry::repeated(x::Name(0x2e73e0b), x::Name(0x2be5304)), // oldNodeWwns: long
-        x::FieldEntry::repeated(x::Name(0x2e7600b), x::Name(0x2be5304)), // oldPortWwns: long
-        x::FieldEntry::repeated(x::Name(0x2d7ea0b), x::Name(0x2be5304)), // newNodeWwns: long
-        x::FieldEntry::repeated(x::Name(0x2d80c0b), x::Name(0x2be5304)), // newPortWwns: long
-        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x3703a03), x::Name(0x2be5304)), // wwn: long
-        x::FieldEntry::repeated(x::Name(0x250bd0d), x::Name(0x212f50f)), // conflictedVms: VmEventArgument
-        x::FieldEntry::repeated(x::Name(0x250a00f), x::Name(0xea4611)), // conflictedHosts: HostEventArgument
-        x::FieldEntry::required(x::Name(0x3703a03), x::Name(0x2be5304)), // wwn: long
-        x::FieldEntry::required(x::Name(0x240160f), x::Name(0x2a94603)), // blockSizeOption: int
-        x::FieldEntry::repeated(x::Name(0x349ae16), x::Name(0x2a94603)), // unmapGranularityOption: int
-        x::FieldEntry::optional(x::Name(0x3494218), x::Name(0x13e720a)), // unmapBandwidthFixedValue: LongOption
-        x::FieldEntry::optional(x::Name(0x3492918), x::Name(0x13e720a)), // unmapBandwidthDynamicMin: LongOption
-        x::FieldEntry::optional(x::Name(0x3491018), x::Name(0x13e720a)), // unmapBandwidthDynamicMax: LongOption
-        x::FieldEntry::optional(x::Name(0x3495b17), x::Name(0x2be5304)), // unmapBandwidthIncrement: long
-        x::FieldEntry::optional(x::Name(0x3498616), x::Name(0x2be5304)), // unmapBandwidthUltraLow: long
-        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
-        x::FieldEntry::optional(x::Name(0x2f11e15), x::Name(0x2405e07)), // partitionFormatChange: boolean
-        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::required(x::Name(0x3630f04), x::Name(0x1203c0c)), // vmfs: HostVmfsSpec
-        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::required(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::optional(x::Name(0x2c3d716), x::Name(0x2be5304)), // maxPhysicalRDMFileSize: long
-        x::FieldEntry::optional(x::Name(0x2c61015), x::Name(0x2be5304)), // maxVirtualRDMFileSize: long
-        x::FieldEntry::optional(x::Name(0x3630f04), x::Name(0x120490e)), // vmfs: HostVmfsVolume
-        x::FieldEntry::repeated(x::Name(0x363400a), x::Name(0xe8b51b)), // vmfsExtent: HostDiskPartitionBlockRange
-        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x21f1b17)), // info: VmfsDatastoreBaseOption
-        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x21fe311)), // spec: VmfsDatastoreSpec
-        x::FieldEntry::required(x::Name(0x363400a), x::Name(0xe8b51b)), // vmfsExtent: HostDiskPartitionBlockRange
-        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
-        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::required(x::Name(0x28c2f0a), x::Name(0x2be5304)), // fixedValue: long
-        x::FieldEntry::required(x::Name(0x278350a), x::Name(0x2be5304)), // dynamicMin: long
-        x::FieldEntry::required(x::Name(0x2782a0a), x::Name(0x2be5304)), // dynamicMax: long
-        x::FieldEntry::repeated(x::Name(0x22e5b0c), x::Name(0x3344606)), // activeUplink: string
-        x::FieldEntry::repeated(x::Name(0x32e6f0d), x::Name(0x3344606)), // standbyUplink: string
-        x::FieldEntry::optional(x::Name(0x2751811), x::Name(0x220552f)), // dpuFailoverPolicy: VmwareDistributedVirtualSwitchDpuFailoverPolicy
-        x::FieldEntry::required(x::Name(0x3044307), x::Name(0x2a94603)), // pvlanId: int
-        x::FieldEntry::optional(x::Name(0x232e207), x::Name(0x2405e07)), // allowed: boolean
-        x::FieldEntry::optional(x::Name(0x2b6dd0d), x::Name(0x2213933)), // lanAnnotation: VmwareDistributedVirtualSwitchRealTimeLanAnnotation
-        x::FieldEntry::repeated(x::Name(0x2b6d20a), x::Name(0x3344606)), // lanAUplink: string
-        x::FieldEntry::repeated(x::Name(0x2b6eb0a), x::Name(0x3344606)), // lanBUplink: string
-        x::FieldEntry::repeated(x::Name(0x35ad506), x::Name(0x153380c)), // vlanId: NumericRange
-        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
-        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x1b13c0c)), // policy: StringPolicy
-        x::FieldEntry::optional(x::Name(0x315020d), x::Name(0x5c340a)), // reversePolicy: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x2dc450e), x::Name(0x5c340a)), // notifySwitches: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x316b90c), x::Name(0x5c340a)), // rollingOrder: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x286400f), x::Name(0x906c12)), // failureCriteria: DVSFailureCriteria
-        x::FieldEntry::optional(x::Name(0x34c9e0f), x::Name(0x1d31f1b)), // uplinkPortOrder: VMwareUplinkPortOrderPolicy
-        x::FieldEntry::required(x::Name(0x3663404), x::Name(0x3344606)), // vnic: string
+        x::FieldEntry::required(x::Name(0x271b80c), x::Name(0x3344606)), // diskRuleType: string
+        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e2f61e)), // parent: VirtualDiskSeSparseBackingInfo
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2922509), x::Name(0x2a94603)), // grainSize: int
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e34920)), // parent: VirtualDiskSparseVer1BackingInfo
+        x::FieldEntry::required(x::Name(0x270eb09), x::Name(0x65700c)), // diskModes: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e38d20)), // parent: VirtualDiskSparseVer2BackingInfo
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
+        x::FieldEntry::required(x::Name(0x22ead0b), x::Name(0x3344606)), // adapterType: string
+        x::FieldEntry::optional(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
+        x::FieldEntry::optional(x::Name(0x311a40f), x::Name(0x2be5304)), // reservationInMB: long
+        x::FieldEntry::optional(x::Name(0x2430014), x::Name(0x3344606)), // cacheConsistencyType: string
+        x::FieldEntry::optional(x::Name(0x2431509), x::Name(0x3344606)), // cacheMode: string
+        x::FieldEntry::optional(x::Name(0x23fe80d), x::Name(0x2be5304)), // blockSizeInKB: long
+        x::FieldEntry::optional(x::Name(0x22f770b), x::Name(0x3344606)), // addressType: string
+        x::FieldEntry::optional(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
+        x::FieldEntry::optional(x::Name(0x36b8110), x::Name(0x2405e07)), // wakeOnLanEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x312f112), x::Name(0x1e6d125)), // resourceAllocation: VirtualEthernetCardResourceAllocation
+        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
+        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x2405e07)), // uptCompatibilityEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3351908), x::Name(0x3344606)), // subnetId: string
         x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0xaffc26)), // port: DistributedVirtualSwitchPortConnection
-        x::FieldEntry::required(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x262a40d), x::Name(0x2225124)), // defaultConfig: VsanClusterConfigInfoHostDefaultInfo
-        x::FieldEntry::optional(x::Name(0x368220e), x::Name(0x2405e07)), // vsanEsaEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x367d918), x::Name(0x2405e07)), // vsanCyberRecoveryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x239ea10), x::Name(0x2405e07)), // autoClaimStorage: boolean
-        x::FieldEntry::optional(x::Name(0x2485b0f), x::Name(0x2405e07)), // checksumEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x368730e), x::Name(0x2405e07)), // vsanMaxEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x368730e), x::Name(0x2405e07)), // vsanMaxEnabled: boolean
-        x::FieldEntry::required(x::Name(0x29be90f), x::Name(0x3344606)), // hostClusterUuid: string
-        x::FieldEntry::required(x::Name(0x2682916), x::Name(0x3344606)), // destinationClusterUuid: string
-        x::FieldEntry::optional(x::Name(0x2c75e0e), x::Name(0x3344606)), // membershipUuid: string
-        x::FieldEntry::optional(x::Name(0x22c940b), x::Name(0x2a94603)), // accessGenNo: int
-        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2da7308), x::Name(0x3344606)), // nodeUuid: string
-        x::FieldEntry::required(x::Name(0x299a506), x::Name(0x3344606)), // health: string
-        x::FieldEntry::required(x::Name(0x2da6909), x::Name(0x223101a)), // nodeState: VsanHostClusterStatusState
-        x::FieldEntry::repeated(x::Name(0x2c7440a), x::Name(0x3344606)), // memberUuid: string
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::optional(x::Name(0x24d750a), x::Name(0x2232b2c)), // completion: VsanHostClusterStatusStateCompletionEstimate
-        x::FieldEntry::optional(x::Name(0x24d500c), x::Name(0x2607608)), // completeTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2f3da0f), x::Name(0x2a94603)), // percentComplete: int
-        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x29fc30a), x::Name(0x13ff016)), // hostSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24a340b), x::Name(0x2236b1d)), // clusterInfo: VsanHostConfigInfoClusterInfo
-        x::FieldEntry::optional(x::Name(0x332a50b), x::Name(0x223cf1d)), // storageInfo: VsanHostConfigInfoStorageInfo
-        x::FieldEntry::optional(x::Name(0x2d4d20b), x::Name(0x223891d)), // networkInfo: VsanHostConfigInfoNetworkInfo
-        x::FieldEntry::optional(x::Name(0x286e80f), x::Name(0x2249417)), // faultDomainInfo: VsanHostFaultDomainInfo
-        x::FieldEntry::optional(x::Name(0x368220e), x::Name(0x2405e07)), // vsanEsaEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x367d918), x::Name(0x2405e07)), // vsanCyberRecoveryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2da7308), x::Name(0x3344606)), // nodeUuid: string
-        x::FieldEntry::repeated(x::Name(0x2f96e04), x::Name(0x223a727)), // port: VsanHostConfigInfoNetworkInfoPortConfig
-        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0x224c010)), // ipConfig: VsanHostIpConfig
-        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
-        x::FieldEntry::optional(x::Name(0x239ea10), x::Name(0x2405e07)), // autoClaimStorage: boolean
-        x::FieldEntry::repeated(x::Name(0x270c10b), x::Name(0x2245513)), // diskMapping: VsanHostDiskMapping
-        x::FieldEntry::repeated(x::Name(0x270b50b), x::Name(0x2242b13)), // diskMapInfo: VsanHostDiskMapInfo
-        x::FieldEntry::optional(x::Name(0x2485b0f), x::Name(0x2405e07)), // checksumEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2e5d40c), x::Name(0x3344606)), // objectAction: string
-        x::FieldEntry::required(x::Name(0x2c11b07), x::Name(0x2245513)), // mapping: VsanHostDiskMapping
-        x::FieldEntry::required(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
-        x::FieldEntry::required(x::Name(0x2c11b07), x::Name(0x2245513)), // mapping: VsanHostDiskMapping
-        x::FieldEntry::repeated(x::Name(0x271ad0a), x::Name(0x2246912)), // diskResult: VsanHostDiskResult
-        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x32d3103), x::Name(0x10f800c)), // ssd: HostScsiDisk
-        x::FieldEntry::repeated(x::Name(0x2dae806), x::Name(0x10f800c)), // nonSsd: HostScsiDisk
-        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
-        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
-        x::FieldEntry::optional(x::Name(0x368ff08), x::Name(0x3344606)), // vsanUuid: string
-        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2650108), x::Name(0x2405e07)), // degraded: boolean
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::required(x::Name(0x34d2811), x::Name(0x3344606)), // upstreamIpAddress: string
-        x::FieldEntry::required(x::Name(0x274be13), x::Name(0x3344606)), // downstreamIpAddress: string
-        x::FieldEntry::required(x::Name(0x2da7308), x::Name(0x3344606)), // nodeUuid: string
-        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
-        x::FieldEntry::repeated(x::Name(0x2c74f0e), x::Name(0x224d116)), // membershipList: VsanHostMembershipInfo
-        x::FieldEntry::repeated(x::Name(0x270a20a), x::Name(0x2250e1c)), // diskIssues: VsanHostRuntimeInfoDiskIssue
-        x::FieldEntry::optional(x::Name(0x22c940b), x::Name(0x2a94603)), // accessGenNo: int
-        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x3344606)), // diskId: string
-        x::FieldEntry::required(x::Name(0x2b45e05), x::Name(0x3344606)), // issue: string
-        x::FieldEntry::required(x::Name(0x368ff08), x::Name(0x3344606)), // vsanUuid: string
-        x::FieldEntry::required(x::Name(0x28d570d), x::Name(0x2a94603)), // formatVersion: int
-        x::FieldEntry::repeated(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
-        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::repeated(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
-        x::FieldEntry::optional(x::Name(0x245bf0e), x::Name(0x2be5304)), // changeDataSize: long
-        x::FieldEntry::optional(x::Name(0x259c00f), x::Name(0x2be5304)), // currentDataSize: long
-        x::FieldEntry::optional(x::Name(0x33f6e0c), x::Name(0x2be5304)), // tempDataSize: long
-        x::FieldEntry::optional(x::Name(0x254620c), x::Name(0x2be5304)), // copyDataSize: long
-        x::FieldEntry::optional(x::Name(0x245ce18), x::Name(0x2be5304)), // changeFlashReadCacheSize: long
-        x::FieldEntry::optional(x::Name(0x25a3519), x::Name(0x2be5304)), // currentFlashReadCacheSize: long
-        x::FieldEntry::optional(x::Name(0x259d023), x::Name(0x28c9105)), // currentDiskSpaceToAddressSpaceRatio: float
-        x::FieldEntry::optional(x::Name(0x271ef1c), x::Name(0x28c9105)), // diskSpaceToAddressSpaceRatio: float
-        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2b33b0d), x::Name(0x2405e07)), // isSatisfiable: boolean
-        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x13d2d12)), // reason: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x254b204), x::Name(0x225850e)), // cost: VsanPolicyCost
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f1430a), x::Name(0x2264f25)), // partitions: VsanUpgradeSystemNetworkPartitionInfo
-        x::FieldEntry::required(x::Name(0x30ac020), x::Name(0x2405e07)), // reducedRedundancyUpgradePossible: boolean
-        x::FieldEntry::required(x::Name(0x2cf2603), x::Name(0x3344606)), // msg: string
-        x::FieldEntry::repeated(x::Name(0x2b46b06), x::Name(0x226c824)), // issues: VsanUpgradeSystemPreflightCheckIssue
-        x::FieldEntry::optional(x::Name(0x270cd14), x::Name(0x2245513)), // diskMappingToRestore: VsanHostDiskMapping
-        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
-        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
-        x::FieldEntry::required(x::Name(0x270c10b), x::Name(0x2245513)), // diskMapping: VsanHostDiskMapping
-        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
-        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
-        x::FieldEntry::optional(x::Name(0x33e9904), x::Name(0x13ff016)), // task: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fdb90f), x::Name(0x226ed25)), // preflightResult: VsanUpgradeSystemPreflightCheckResult
-        x::FieldEntry::required(x::Name(0x2a4720a), x::Name(0x2405e07)), // inProgress: boolean
-        x::FieldEntry::repeated(x::Name(0x29b4607), x::Name(0x2279723)), // history: VsanUpgradeSystemUpgradeHistoryItem
-        x::FieldEntry::optional(x::Name(0x22c4707), x::Name(0x2405e07)), // aborted: boolean
-        x::FieldEntry::optional(x::Name(0x24d5d09), x::Name(0x2405e07)), // completed: boolean
-        x::FieldEntry::optional(x::Name(0x3019e08), x::Name(0x2a94603)), // progress: int
-        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
-        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2b4d511), x::Name(0x2405e07)), // keepAfterDeleteVm: boolean
-        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
-        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
-        x::FieldEntry::optional(x::Name(0x2b4d511), x::Name(0x2405e07)), // keepAfterDeleteVm: boolean
-        x::FieldEntry::required(x::Name(0x23d490b), x::Name(0x2288019)), // backingSpec: VslmCreateSpecBackingSpec
-        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
-        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
-        x::FieldEntry::optional(x::Name(0x3034010), x::Name(0x3344606)), // provisioningType: string
-        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x24cd311), x::Name(0x3344606)), // compatibilityMode: string
-        x::FieldEntry::required(x::Name(0x23d490b), x::Name(0x2288019)), // backingSpec: VslmCreateSpecBackingSpec
-        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x252bd0b), x::Name(0x2405e07)), // consolidate: boolean
-        x::FieldEntry::optional(x::Name(0x272520b), x::Name(0xa81c0e)), // disksCrypto: DiskCryptoSpec
-        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x1a2500e)), // service: ServiceLocator
-        x::FieldEntry::required(x::Name(0x33d3207), x::Name(0x3344606)), // tagName: string
-        x::FieldEntry::required(x::Name(0x2f01512), x::Name(0x3344606)), // parentCategoryName: string
-        x::FieldEntry::required(x::Name(0x36a0310), x::Name(0x3344606)), // vspanSessionKey1: string
-        x::FieldEntry::required(x::Name(0x36a1410), x::Name(0x3344606)), // vspanSessionKey2: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x36a0310), x::Name(0x3344606)), // vspanSessionKey1: string
-        x::FieldEntry::required(x::Name(0x36a1410), x::Name(0x3344606)), // vspanSessionKey2: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x32c9a10), x::Name(0x3344606)), // srcPortgroupName: string
-        x::FieldEntry::required(x::Name(0x267cd11), x::Name(0x3344606)), // destPortgroupName: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
-        x::FieldEntry::required(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
-        x::FieldEntry::required(x::Name(0x369f30f), x::Name(0x3344606)), // vspanSessionKey: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x369f30f), x::Name(0x3344606)), // vspanSessionKey: string
-        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
-        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
-        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x32f1e0b), x::Name(0x2be5304)), // startOffset: long
-        x::FieldEntry::required(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x36ab006), x::Name(0x121830e)), // vvolDS: HostVvolVolume
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a46011), x::Name(0x2405e07)), // inPassthroughMode: boolean
+        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
+        x::FieldEntry::required(x::Name(0x337d20c), x::Name(0x65700c)), // supportedOUI: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2bf8a07), x::Name(0x65700c)), // macType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x36b8110), x::Name(0x5c290a)), // wakeOnLanEnabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x35ced19), x::Name(0x2405e07)), // vmDirectPathGen2Supported: boolean
+        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x5c290a)), // uptCompatibilityEnabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
+        x::FieldEntry::required(x::Name(0x3216b05), x::Name(0x1a6f70a)), // share: SharesInfo
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
+        x::FieldEntry::required(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
+        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x2a94603)), // numCoresPerSocket: int
+        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x2405e07)), // autoCoresPerSocket: boolean
+        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x2a94603)), // memoryMB: int
+        x::FieldEntry::optional(x::Name(0x3588b13), x::Name(0x2405e07)), // virtualICH7MPresent: boolean
+        x::FieldEntry::optional(x::Name(0x35a1b11), x::Name(0x2405e07)), // virtualSMCPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::optional(x::Name(0x2ce2d11), x::Name(0x3344606)), // motherboardLayout: string
+        x::FieldEntry::optional(x::Name(0x322f913), x::Name(0x2a94603)), // simultaneousThreads: int
+        x::FieldEntry::required(x::Name(0x2a21409), x::Name(0x2a94603)), // hwVersion: int
+        x::FieldEntry::repeated(x::Name(0x3577d13), x::Name(0x1de6313)), // virtualDeviceOption: VirtualDeviceOption
+        x::FieldEntry::required(x::Name(0x26a4d12), x::Name(0x2405e07)), // deviceListReadonly: boolean
+        x::FieldEntry::repeated(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
+        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x12bb409)), // numCoresPerSocket: IntOption
+        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x5c290a)), // autoCoresPerSocket: BoolOption
+        x::FieldEntry::required(x::Name(0x2dea60e), x::Name(0x2405e07)), // numCpuReadonly: boolean
+        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x13e720a)), // memoryMB: LongOption
+        x::FieldEntry::required(x::Name(0x2e03511), x::Name(0x12bb409)), // numPCIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2df6f11), x::Name(0x12bb409)), // numIDEControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2e2c211), x::Name(0x12bb409)), // numUSBControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e2d415), x::Name(0x12bb409)), // numUSBXHCIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2e1bb11), x::Name(0x12bb409)), // numSIOControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2e06011), x::Name(0x12bb409)), // numPS2Controllers: IntOption
+        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
+        x::FieldEntry::optional(x::Name(0x2e27914), x::Name(0x12bb409)), // numSupportedWwnPorts: IntOption
+        x::FieldEntry::optional(x::Name(0x2e26414), x::Name(0x12bb409)), // numSupportedWwnNodes: IntOption
+        x::FieldEntry::optional(x::Name(0x3130414), x::Name(0x191a714)), // resourceConfigOption: ResourceConfigOption
+        x::FieldEntry::optional(x::Name(0x2dfca14), x::Name(0x12bb409)), // numNVDIMMControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e2a20d), x::Name(0x12bb409)), // numTPMDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e3fa0d), x::Name(0x12bb409)), // numWDTDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e0e718), x::Name(0x12bb409)), // numPrecisionClockDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x27fe10b), x::Name(0x13e720a)), // epcMemoryMB: LongOption
+        x::FieldEntry::repeated(x::Name(0x22d5c17), x::Name(0x3344606)), // acpiHostBridgesFirmware: string
+        x::FieldEntry::optional(x::Name(0x2deb519), x::Name(0x12bb409)), // numCpuSimultaneousThreads: IntOption
+        x::FieldEntry::optional(x::Name(0x2e0280c), x::Name(0x12bb409)), // numNumaNodes: IntOption
+        x::FieldEntry::optional(x::Name(0x2deee0f), x::Name(0x12bb409)), // numDeviceGroups: IntOption
+        x::FieldEntry::repeated(x::Name(0x269ee10), x::Name(0x3344606)), // deviceGroupTypes: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2df810b), x::Name(0x12bb409)), // numIDEDisks: IntOption
+        x::FieldEntry::required(x::Name(0x2df620c), x::Name(0x12bb409)), // numIDECdroms: IntOption
+        x::FieldEntry::repeated(x::Name(0x230930b), x::Name(0x2a94603)), // affinitySet: int
+        x::FieldEntry::optional(x::Name(0x2407609), x::Name(0x2be5304)), // bootDelay: long
+        x::FieldEntry::optional(x::Name(0x27e710e), x::Name(0x2405e07)), // enterBIOSSetup: boolean
+        x::FieldEntry::optional(x::Name(0x2792314), x::Name(0x2405e07)), // efiSecureBootEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x240d710), x::Name(0x2405e07)), // bootRetryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x240c80e), x::Name(0x2be5304)), // bootRetryDelay: long
+        x::FieldEntry::repeated(x::Name(0x240be09), x::Name(0x1ea2927)), // bootOrder: VirtualMachineBootOptionsBootableDevice
+        x::FieldEntry::optional(x::Name(0x2d4a713), x::Name(0x3344606)), // networkBootProtocol: string
+        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x326731b), x::Name(0x2405e07)), // snapshotOperationsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d07a1a), x::Name(0x2405e07)), // multipleSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x325a417), x::Name(0x2405e07)), // snapshotConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2fc451c), x::Name(0x2405e07)), // poweredOffSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2c8d618), x::Name(0x2405e07)), // memorySnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x3151719), x::Name(0x2405e07)), // revertToSnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x305e41a), x::Name(0x2405e07)), // quiescedSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x26e2c19), x::Name(0x2405e07)), // disableSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bd5d16), x::Name(0x2405e07)), // lockSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x252701b), x::Name(0x2405e07)), // consolePreferencesSupported: boolean
+        x::FieldEntry::required(x::Name(0x255d517), x::Name(0x2405e07)), // cpuFeatureMaskSupported: boolean
+        x::FieldEntry::required(x::Name(0x3185f19), x::Name(0x2405e07)), // s1AcpiManagementSupported: boolean
+        x::FieldEntry::required(x::Name(0x3206220), x::Name(0x2405e07)), // settingScreenResolutionSupported: boolean
+        x::FieldEntry::required(x::Name(0x341e118), x::Name(0x2405e07)), // toolsAutoUpdateSupported: boolean
+        x::FieldEntry::required(x::Name(0x35eb012), x::Name(0x2405e07)), // vmNpivWwnSupported: boolean
+        x::FieldEntry::required(x::Name(0x2dd1a1a), x::Name(0x2405e07)), // npivWwnOnNonRdmVmSupported: boolean
+        x::FieldEntry::optional(x::Name(0x35e9619), x::Name(0x2405e07)), // vmNpivWwnDisableSupported: boolean
+        x::FieldEntry::optional(x::Name(0x35ec318), x::Name(0x2405e07)), // vmNpivWwnUpdateSupported: boolean
+        x::FieldEntry::required(x::Name(0x33afa16), x::Name(0x2405e07)), // swapPlacementSupported: boolean
+        x::FieldEntry::required(x::Name(0x3428f16), x::Name(0x2405e07)), // toolsSyncTimeSupported: boolean
+        x::FieldEntry::required(x::Name(0x3596618), x::Name(0x2405e07)), // virtualMmuUsageSupported: boolean
+        x::FieldEntry::required(x::Name(0x271c513), x::Name(0x2405e07)), // diskSharesSupported: boolean
+        x::FieldEntry::required(x::Name(0x240a914), x::Name(0x2405e07)), // bootOptionsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x240e819), x::Name(0x2405e07)), // bootRetryOptionsSupported: boolean
+        x::FieldEntry::required(x::Name(0x320831c), x::Name(0x2405e07)), // settingVideoRamSizeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x320421f), x::Name(0x2405e07)), // settingDisplayTopologySupported: boolean
+        x::FieldEntry::optional(x::Name(0x30a1e15), x::Name(0x2405e07)), // recordReplaySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2466117), x::Name(0x2405e07)), // changeTrackingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d0151f), x::Name(0x2405e07)), // multipleCoresPerSocketSupported: boolean
+        x::FieldEntry::optional(x::Name(0x29b9e1d), x::Name(0x2405e07)), // hostBasedReplicationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x293a016), x::Name(0x2405e07)), // guestAutoLockSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c85b1e), x::Name(0x2405e07)), // memoryReservationLockSupported: boolean
+        x::FieldEntry::optional(x::Name(0x288ae1b), x::Name(0x2405e07)), // featureRequirementSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2fc7e23), x::Name(0x2405e07)), // poweredOnMonitorTypeChangeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31b1a15), x::Name(0x2405e07)), // seSparseDiskSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d2d711), x::Name(0x2405e07)), // nestedHVSupported: boolean
+        x::FieldEntry::optional(x::Name(0x352eb0d), x::Name(0x2405e07)), // vPMCSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31c3b13), x::Name(0x2405e07)), // secureBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f3b111), x::Name(0x2405e07)), // perVmEvcSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3594f16), x::Name(0x2405e07)), // virtualMmuUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x3580f17), x::Name(0x2405e07)), // virtualExecUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x2712526), x::Name(0x2405e07)), // diskOnlySnapshotOnSuspendedVMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x33a3118), x::Name(0x2405e07)), // suspendToMemorySupported: boolean
+        x::FieldEntry::optional(x::Name(0x342731b), x::Name(0x2405e07)), // toolsSyncTimeAllowSupported: boolean
+        x::FieldEntry::optional(x::Name(0x320da0c), x::Name(0x2405e07)), // sevSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f7c815), x::Name(0x2405e07)), // pmemFailoverSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3107b1e), x::Name(0x2405e07)), // requireSgxAttestationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2460418), x::Name(0x2405e07)), // changeModeDisksSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3554a1a), x::Name(0x2405e07)), // vendorDeviceGroupSupported: boolean
+        x::FieldEntry::optional(x::Name(0x320c10f), x::Name(0x2405e07)), // sevSnpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x33f360c), x::Name(0x2405e07)), // tdxSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2797a16), x::Name(0x2405e07)), // ehvSecureBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x3405d0a), x::Name(0x3344606)), // thumbprint: string
+        x::FieldEntry::optional(x::Name(0x298dd0d), x::Name(0x3344606)), // hashAlgorithm: string
     ],
     values: &[
-        x::Name(0x1684330), // PreferredDuringPlacementPreferredDuringExecution
-        x::Name(0x18eba2f), // RequiredDuringPlacementPreferredDuringExecution
-        x::Name(0xdad804), // Host
-        x::Name(0x677c16), // ClusterComputeResource
-        x::Name(0x1d3ad0b), // VSphereZone
-        x::Name(0x322b008), // shutdown
-        x::Name(0x2fc030a), // poweredOff
-        x::Name(0x301e70b), // promiscuous
-        x::Name(0x2b40f08), // isolated
-        x::Name(0x24c4209), // community
-        x::Name(0x2daac08), // nonExist
-        x::Name(0x32e020d), // stampMismatch
-        x::Name(0x3488b07), // unknown
-        x::Name(0x2d9db08), // noAction
-        x::Name(0x27e5119), // ensureObjectAccessibility
-        x::Name(0x281440f), // evacuateAllData
-        x::Name(0x2a4b105), // inUse
-        x::Name(0x279d508), // eligible
-        x::Name(0x2a6b50a), // ineligible
-        x::Name(0x3488b07), // unknown
-        x::Name(0x29aaf07), // healthy
-        x::Name(0x347fb09), // unhealthy
-        x::Name(0x2801305), // error
+        x::Name(0x2308a08), // affinity
+        x::Name(0x234780c), // antiAffinity
         x::Name(0x26e4608), // disabled
-        x::Name(0x230b805), // agent
-        x::Name(0x2c1b306), // master
-        x::Name(0x23d6106), // backup
-        x::Name(0x32f7a08), // starting
-        x::Name(0x331eb08), // stopping
-        x::Name(0x27ee417), // enteringMaintenanceMode
-        x::Name(0x282e816), // exitingMaintenanceMode
-        x::Name(0x262230f), // decommissioning
-        x::Name(0x22eb903), // add
-        x::Name(0x30d8106), // remove
-        x::Name(0x1b91e06), // UPDATE
-        x::Name(0x17e0305), // RESET
-        x::Name(0x1483005), // NO_OP
+        x::Name(0x322520b), // sharingNone
+        x::Name(0x3223f12), // sharingMultiWriter
+        x::Name(0x2fcd50c), // preallocated
+        x::Name(0x3403004), // thin
+        x::Name(0x31b1108), // seSparse
+        x::Name(0x3067003), // rdm
+        x::Name(0x3069304), // rdmp
+        x::Name(0x3063603), // raw
+        x::Name(0x2655305), // delta
+        x::Name(0x32b1b09), // sparse2Gb
+        x::Name(0x3402708), // thick2Gb
+        x::Name(0x278af10), // eagerZeroedThick
+        x::Name(0x32b3a10), // sparseMonolithic
+        x::Name(0x28c610e), // flatMonolithic
+        x::Name(0x3402105), // thick
+        x::Name(0x3345f06), // strong
+        x::Name(0x36bf504), // weak
+        x::Name(0x370160a), // write_thru
+        x::Name(0x3700b0a), // write_back
+        x::Name(0x2415f07), // bridged
+        x::Name(0x2d1d103), // nat
+        x::Name(0x2a06908), // hostonly
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x2915e09), // generated
+        x::Name(0x237dc08), // assigned
+        x::Name(0x2a23e10), // i440bxHostBridge
+        x::Name(0x22d4c0f), // acpiHostBridges
+        x::Name(0x2353b0d), // appStatusGray
+        x::Name(0x235490e), // appStatusGreen
+        x::Name(0x235580c), // appStatusRed
+        x::Name(0x2b01704), // ipv4
+        x::Name(0x2b04604), // ipv6
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    VirtualDiskRuleSpec(Box<VirtualDiskRuleSpec>),
+    VirtualDiskRuleSpecRuleType(Box<VirtualDiskRuleSpecRuleType>),
+    VirtualDiskSeSparseBackingInfo(Box<VirtualDiskSeSparseBackingInfo>),
+    VirtualDiskSeSparseBackingOption(Box<VirtualDiskSeSparseBackingOption>),
+    VirtualDiskSharing(Box<VirtualDiskSharing>),
+    VirtualDiskSparseVer1BackingInfo(Box<VirtualDiskSparseVer1BackingInfo>),
+    VirtualDiskSparseVer1BackingOption(Box<VirtualDiskSparseVer1BackingOption>),
+    VirtualDiskSparseVer2BackingInfo(Box<VirtualDiskSparseVer2BackingInfo>),
+    VirtualDiskSparseVer2BackingOption(Box<VirtualDiskSparseVer2BackingOption>),
+    VirtualDiskSpec(Box<VirtualDiskSpec>),
+    VirtualDiskType(Box<VirtualDiskType>),
+    VirtualDiskVFlashCacheConfigInfo(Box<VirtualDiskVFlashCacheConfigInfo>),
+    VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(Box<VirtualDiskVFlashCacheConfigInfoCacheConsistencyType>),
+    VirtualDiskVFlashCacheConfigInfoCacheMode(Box<VirtualDiskVFlashCacheConfigInfoCacheMode>),
+    VirtualE1000(Box<VirtualE1000>),
+    VirtualE1000Option(Box<VirtualE1000Option>),
+    VirtualE1000e(Box<VirtualE1000e>),
+    VirtualE1000eOption(Box<VirtualE1000eOption>),
+    VirtualEnsoniq1371(Box<VirtualEnsoniq1371>),
+    VirtualEnsoniq1371Option(Box<VirtualEnsoniq1371Option>),
+    VirtualEthernetCard(Box<VirtualEthernetCard>),
+    VirtualEthernetCardDVPortBackingOption(Box<VirtualEthernetCardDVPortBackingOption>),
+    VirtualEthernetCardDistributedVirtualPortBackingInfo(Box<VirtualEthernetCardDistributedVirtualPortBackingInfo>),
+    VirtualEthernetCardLegacyNetworkBackingInfo(Box<VirtualEthernetCardLegacyNetworkBackingInfo>),
+    VirtualEthernetCardLegacyNetworkBackingOption(Box<VirtualEthernetCardLegacyNetworkBackingOption>),
+    VirtualEthernetCardLegacyNetworkDeviceName(Box<VirtualEthernetCardLegacyNetworkDeviceName>),
+    VirtualEthernetCardMacType(Box<VirtualEthernetCardMacType>),
+    VirtualEthernetCardNetworkBackingInfo(Box<VirtualEthernetCardNetworkBackingInfo>),
+    VirtualEthernetCardNetworkBackingOption(Box<VirtualEthernetCardNetworkBackingOption>),
+    VirtualEthernetCardNotSupported(Box<VirtualEthernetCardNotSupported>),
+    VirtualEthernetCardOpaqueNetworkBackingInfo(Box<VirtualEthernetCardOpaqueNetworkBackingInfo>),
+    VirtualEthernetCardOpaqueNetworkBackingOption(Box<VirtualEthernetCardOpaqueNetworkBackingOption>),
+    VirtualEthernetCardOption(Box<VirtualEthernetCardOption>),
+    VirtualEthernetCardResourceAllocation(Box<VirtualEthernetCardResourceAllocation>),
+    VirtualFloppy(Box<VirtualFloppy>),
+    VirtualFloppyDeviceBackingInfo(Box<VirtualFloppyDeviceBackingInfo>),
+    VirtualFloppyDeviceBackingOption(Box<VirtualFloppyDeviceBackingOption>),
+    VirtualFloppyImageBackingInfo(Box<VirtualFloppyImageBackingInfo>),
+    VirtualFloppyImageBackingOption(Box<VirtualFloppyImageBackingOption>),
+    VirtualFloppyOption(Box<VirtualFloppyOption>),
+    VirtualFloppyRemoteDeviceBackingInfo(Box<VirtualFloppyRemoteDeviceBackingInfo>),
+    VirtualFloppyRemoteDeviceBackingOption(Box<VirtualFloppyRemoteDeviceBackingOption>),
+    VirtualHardware(Box<VirtualHardware>),
+    VirtualHardwareCompatibilityIssue(Box<VirtualHardwareCompatibilityIssue>),
+    VirtualHardwareMotherboardLayout(Box<VirtualHardwareMotherboardLayout>),
+    VirtualHardwareOption(Box<VirtualHardwareOption>),
+    VirtualHardwareVersionNotSupported(Box<VirtualHardwareVersionNotSupported>),
+    VirtualHdAudioCard(Box<VirtualHdAudioCard>),
+    VirtualHdAudioCardOption(Box<VirtualHdAudioCardOption>),
+    VirtualIDEController(Box<VirtualIDEController>),
+    VirtualIDEControllerOption(Box<VirtualIDEControllerOption>),
+    VirtualKeyboard(Box<VirtualKeyboard>),
+    VirtualKeyboardOption(Box<VirtualKeyboardOption>),
+    VirtualLsiLogicController(Box<VirtualLsiLogicController>),
+    VirtualLsiLogicControllerOption(Box<VirtualLsiLogicControllerOption>),
+    VirtualLsiLogicSASController(Box<VirtualLsiLogicSASController>),
+    VirtualLsiLogicSASControllerOption(Box<VirtualLsiLogicSASControllerOption>),
+    VirtualMachineAffinityInfo(Box<VirtualMachineAffinityInfo>),
+    VirtualMachineAppHeartbeatStatusType(Box<VirtualMachineAppHeartbeatStatusType>),
+    VirtualMachineBaseIndependentFilterSpec(Box<VirtualMachineBaseIndependentFilterSpec>),
+    VirtualMachineBootOptions(Box<VirtualMachineBootOptions>),
+    VirtualMachineBootOptionsBootableCdromDevice(Box<VirtualMachineBootOptionsBootableCdromDevice>),
+    VirtualMachineBootOptionsBootableDevice(Box<VirtualMachineBootOptionsBootableDevice>),
+    VirtualMachineBootOptionsBootableDiskDevice(Box<VirtualMachineBootOptionsBootableDiskDevice>),
+    VirtualMachineBootOptionsBootableEthernetDevice(Box<VirtualMachineBootOptionsBootableEthernetDevice>),
+    VirtualMachineBootOptionsBootableFloppyDevice(Box<VirtualMachineBootOptionsBootableFloppyDevice>),
+    VirtualMachineBootOptionsNetworkBootProtocolType(Box<VirtualMachineBootOptionsNetworkBootProtocolType>),
+    VirtualMachineCapability(Box<VirtualMachineCapability>),
+    VirtualMachineCdromInfo(Box<VirtualMachineCdromInfo>),
+    VirtualMachineCertThumbprint(Box<VirtualMachineCertThumbprint>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRuleSpec(v), Err(e) => return Some(Err(e)) },
+        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskRuleSpecRuleType(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSeSparseBackingInfo(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSeSparseBackingOption(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSharing(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSparseVer1BackingInfo(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSparseVer1BackingOption(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSparseVer2BackingInfo(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSparseVer2BackingOption(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskSpec(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskType(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskVFlashCacheConfigInfo(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualE1000(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualE1000Option(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualE1000e(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualE1000eOption(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEnsoniq1371(v), Err(e) => return Some(Err(e)) },
+        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEnsoniq1371Option(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCard(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardDVPortBackingOption(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v), Err(e) => return Some(Err(e)) },
+        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardLegacyNetworkBackingInfo(v), Err(e) => return Some(Err(e)) },
+        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardLegacyNetworkBackingOption(v), Err(e) => return Some(Err(e)) },
+        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardLegacyNetworkDeviceName(v), Err(e) => return Some(Err(e)) },
+        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardMacType(v), Err(e) => return Some(Err(e)) },
+        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNetworkBackingInfo(v), Err(e) => return Some(Err(e)) },
+        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNetworkBackingOption(v), Err(e) => return Some(Err(e)) },
+        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNotSupported(v), Err(e) => return Some(Err(e)) },
+        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v), Err(e) => return Some(Err(e)) },
+        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardOpaqueNetworkBackingOption(v), Err(e) => return Some(Err(e)) },
+        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardOption(v), Err(e) => return Some(Err(e)) },
+        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardResourceAllocation(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppy(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyImageBackingInfo(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyImageBackingOption(v), Err(e) => return Some(Err(e)) },
+        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyOption(v), Err(e) => return Some(Err(e)) },
+        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyRemoteDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
+        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyRemoteDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
+        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardware(v), Err(e) => return Some(Err(e)) },
+        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareCompatibilityIssue(v), Err(e) => return Some(Err(e)) },
+        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareMotherboardLayout(v), Err(e) => return Some(Err(e)) },
+        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareOption(v), Err(e) => return Some(Err(e)) },
+        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareVersionNotSupported(v), Err(e) => return Some(Err(e)) },
+        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHdAudioCard(v), Err(e) => return Some(Err(e)) },
+        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHdAudioCardOption(v), Err(e) => return Some(Err(e)) },
+        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualIDEController(v), Err(e) => return Some(Err(e)) },
+        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualIDEControllerOption(v), Err(e) => return Some(Err(e)) },
+        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualKeyboard(v), Err(e) => return Some(Err(e)) },
+        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualKeyboardOption(v), Err(e) => return Some(Err(e)) },
+        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualLsiLogicController(v), Err(e) => return Some(Err(e)) },
+        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualLsiLogicControllerOption(v), Err(e) => return Some(Err(e)) },
+        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualLsiLogicSASController(v), Err(e) => return Some(Err(e)) },
+        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualLsiLogicSASControllerOption(v), Err(e) => return Some(Err(e)) },
+        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineAffinityInfo(v), Err(e) => return Some(Err(e)) },
+        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineAppHeartbeatStatusType(v), Err(e) => return Some(Err(e)) },
+        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBaseIndependentFilterSpec(v), Err(e) => return Some(Err(e)) },
+        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptions(v), Err(e) => return Some(Err(e)) },
+        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableCdromDevice(v), Err(e) => return Some(Err(e)) },
+        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableDevice(v), Err(e) => return Some(Err(e)) },
+        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableDiskDevice(v), Err(e) => return Some(Err(e)) },
+        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableEthernetDevice(v), Err(e) => return Some(Err(e)) },
+        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsBootableFloppyDevice(v), Err(e) => return Some(Err(e)) },
+        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineBootOptionsNetworkBootProtocolType(v), Err(e) => return Some(Err(e)) },
+        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCapability(v), Err(e) => return Some(Err(e)) },
+        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCdromInfo(v), Err(e) => return Some(Err(e)) },
+        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineCertThumbprint(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::VirtualDiskRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskRuleSpecRuleType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskSeSparseBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskSeSparseBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskSharing(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskSparseVer1BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskSparseVer1BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskSparseVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskSparseVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskVFlashCacheConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualE1000(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualE1000Option(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualE1000e(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualE1000eOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEnsoniq1371(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEnsoniq1371Option(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCard(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardDVPortBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardMacType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardNetworkBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardNetworkBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualEthernetCardResourceAllocation(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualFloppy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualFloppyDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualFloppyDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualFloppyImageBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualFloppyImageBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualFloppyOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualFloppyRemoteDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualFloppyRemoteDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualHardware(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualHardwareCompatibilityIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualHardwareMotherboardLayout(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualHardwareOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualHardwareVersionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualHdAudioCard(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualHdAudioCardOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualIDEController(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualIDEControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualKeyboard(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualKeyboardOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualLsiLogicController(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualLsiLogicControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualLsiLogicSASController(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualLsiLogicSASControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineAffinityInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineAppHeartbeatStatusType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineBaseIndependentFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineBootOptions(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineBootOptionsBootableCdromDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineBootOptionsBootableDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineBootOptionsBootableDiskDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineCdromInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VirtualMachineCertThumbprint(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::VirtualDiskRuleSpec(a), Object::VirtualDiskRuleSpec(b)) => **a == **b,
+            (Object::VirtualDiskRuleSpecRuleType(a), Object::VirtualDiskRuleSpecRuleType(b)) => **a == **b,
+            (Object::VirtualDiskSeSparseBackingInfo(a), Object::VirtualDiskSeSparseBackingInfo(b)) => **a == **b,
+            (Object::VirtualDiskSeSparseBackingOption(a), Object::VirtualDiskSeSparseBackingOption(b)) => **a == **b,
+            (Object::VirtualDiskSharing(a), Object::VirtualDiskSharing(b)) => **a == **b,
+            (Object::VirtualDiskSparseVer1BackingInfo(a), Object::VirtualDiskSparseVer1BackingInfo(b)) => **a == **b,
+            (Object::VirtualDiskSparseVer1BackingOption(a), Object::VirtualDiskSparseVer1BackingOption(b)) => **a == **b,
+            (Object::VirtualDiskSparseVer2BackingInfo(a), Object::VirtualDiskSparseVer2BackingInfo(b)) => **a == **b,
+            (Object::VirtualDiskSparseVer2BackingOption(a), Object::VirtualDiskSparseVer2BackingOption(b)) => **a == **b,
+            (Object::VirtualDiskSpec(a), Object::VirtualDiskSpec(b)) => **a == **b,
+            (Object::VirtualDiskType(a), Object::VirtualDiskType(b)) => **a == **b,
+            (Object::VirtualDiskVFlashCacheConfigInfo(a), Object::VirtualDiskVFlashCacheConfigInfo(b)) => **a == **b,
+            (Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(a), Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(b)) => **a == **b,
+            (Object::VirtualDiskVFlashCacheConfigInfoCacheMode(a), Object::VirtualDiskVFlashCacheConfigInfoCacheMode(b)) => **a == **b,
+            (Object::VirtualE1000(a), Object::VirtualE1000(b)) => **a == **b,
+            (Object::VirtualE1000Option(a), Object::VirtualE1000Option(b)) => **a == **b,
+            (Object::VirtualE1000e(a), Object::VirtualE1000e(b)) => **a == **b,
+            (Object::VirtualE1000eOption(a), Object::VirtualE1000eOption(b)) => **a == **b,
+            (Object::VirtualEnsoniq1371(a), Object::VirtualEnsoniq1371(b)) => **a == **b,
+            (Object::VirtualEnsoniq1371Option(a), Object::VirtualEnsoniq1371Option(b)) => **a == **b,
+            (Object::VirtualEthernetCard(a), Object::VirtualEthernetCard(b)) => **a == **b,
+            (Object::VirtualEthernetCardDVPortBackingOption(a), Object::VirtualEthernetCardDVPortBackingOption(b)) => **a == **b,
+            (Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(a), Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(b)) => **a == **b,
+            (Object::VirtualEthernetCardLegacyNetworkBackingInfo(a), Object::VirtualEthernetCardLegacyNetworkBackingInfo(b)) => **a == **b,
+            (Object::VirtualEthernetCardLegacyNetworkBackingOption(a), Object::VirtualEthernetCardLegacyNetworkBackingOption(b)) => **a == **b,
+            (Object::VirtualEthernetCardLegacyNetworkDeviceName(a), Object::VirtualEthernetCardLegacyNetworkDeviceName(b)) => **a == **b,
+            (Object::VirtualEthernetCardMacType(a), Object::VirtualEthernetCardMacType(b)) => **a == **b,
+            (Object::VirtualEthernetCardNetworkBackingInfo(a), Object::VirtualEthernetCardNetworkBackingInfo(b)) => **a == **b,
+            (Object::VirtualEthernetCardNetworkBackingOption(a), Object::VirtualEthernetCardNetworkBackingOption(b)) => **a == **b,
+            (Object::VirtualEthernetCardNotSupported(a), Object::VirtualEthernetCardNotSupported(b)) => **a == **b,
+            (Object::VirtualEthernetCardOpaqueNetworkBackingInfo(a), Object::VirtualEthernetCardOpaqueNetworkBackingInfo(b)) => **a == **b,
+            (Object::VirtualEthernetCardOpaqueNetworkBackingOption(a), Object::VirtualEthernetCardOpaqueNetworkBackingOption(b)) => **a == **b,
+            (Object::VirtualEthernetCardOption(a), Object::VirtualEthernetCardOption(b)) => **a == **b,
+            (Object::VirtualEthernetCardResourceAllocation(a), Object::VirtualEthernetCardResourceAllocation(b)) => **a == **b,
+            (Object::VirtualFloppy(a), Object::VirtualFloppy(b)) => **a == **b,
+            (Object::VirtualFloppyDeviceBackingInfo(a), Object::VirtualFloppyDeviceBackingInfo(b)) => **a == **b,
+            (Object::VirtualFloppyDeviceBackingOption(a), Object::VirtualFloppyDeviceBackingOption(b)) => **a == **b,
+            (Object::VirtualFloppyImageBackingInfo(a), Object::VirtualFloppyImageBackingInfo(b)) => **a == **b,
+            (Object::VirtualFloppyImageBackingOption(a), Object::VirtualFloppyImageBackingOption(b)) => **a == **b,
+            (Object::VirtualFloppyOption(a), Object::VirtualFloppyOption(b)) => **a == **b,
+            (Object::VirtualFloppyRemoteDeviceBackingInfo(a), Object::VirtualFloppyRemoteDeviceBackingInfo(b)) => **a == **b,
+            (Object::VirtualFloppyRemoteDeviceBackingOption(a), Object::VirtualFloppyRemoteDeviceBackingOption(b)) => **a == **b,
+            (Object::VirtualHardware(a), Object::VirtualHardware(b)) => **a == **b,
+            (Object::VirtualHardwareCompatibilityIssue(a), Object::VirtualHardwareCompatibilityIssue(b)) => **a == **b,
+            (Object::VirtualHardwareMotherboardLayout(a), Object::VirtualHardwareMotherboardLayout(b)) => **a == **b,
+            (Object::VirtualHardwareOption(a), Object::VirtualHardwareOption(b)) => **a == **b,
+            (Object::VirtualHardwareVersionNotSupported(a), Object::VirtualHardwareVersionNotSupported(b)) => **a == **b,
+            (Object::VirtualHdAudioCard(a), Object::VirtualHdAudioCard(b)) => **a == **b,
+            (Object::VirtualHdAudioCardOption(a), Object::VirtualHdAudioCardOption(b)) => **a == **b,
+            (Object::VirtualIDEController(a), Object::VirtualIDEController(b)) => **a == **b,
+            (Object::VirtualIDEControllerOption(a), Object::VirtualIDEControllerOption(b)) => **a == **b,
+            (Object::VirtualKeyboard(a), Object::VirtualKeyboard(b)) => **a == **b,
+            (Object::VirtualKeyboardOption(a), Object::VirtualKeyboardOption(b)) => **a == **b,
+            (Object::VirtualLsiLogicController(a), Object::VirtualLsiLogicController(b)) => **a == **b,
+            (Object::VirtualLsiLogicControllerOption(a), Object::VirtualLsiLogicControllerOption(b)) => **a == **b,
+            (Object::VirtualLsiLogicSASController(a), Object::VirtualLsiLogicSASController(b)) => **a == **b,
+            (Object::VirtualLsiLogicSASControllerOption(a), Object::VirtualLsiLogicSASControllerOption(b)) => **a == **b,
+            (Object::VirtualMachineAffinityInfo(a), Object::VirtualMachineAffinityInfo(b)) => **a == **b,
+            (Object::VirtualMachineAppHeartbeatStatusType(a), Object::VirtualMachineAppHeartbeatStatusType(b)) => **a == **b,
+            (Object::VirtualMachineBaseIndependentFilterSpec(a), Object::VirtualMachineBaseIndependentFilterSpec(b)) => **a == **b,
+            (Object::VirtualMachineBootOptions(a), Object::VirtualMachineBootOptions(b)) => **a == **b,
+            (Object::VirtualMachineBootOptionsBootableCdromDevice(a), Object::VirtualMachineBootOptionsBootableCdromDevice(b)) => **a == **b,
+            (Object::VirtualMachineBootOptionsBootableDevice(a), Object::VirtualMachineBootOptionsBootableDevice(b)) => **a == **b,
+            (Object::VirtualMachineBootOptionsBootableDiskDevice(a), Object::VirtualMachineBootOptionsBootableDiskDevice(b)) => **a == **b,
+            (Object::VirtualMachineBootOptionsBootableEthernetDevice(a), Object::VirtualMachineBootOptionsBootableEthernetDevice(b)) => **a == **b,
+            (Object::VirtualMachineBootOptionsBootableFloppyDevice(a), Object::VirtualMachineBootOptionsBootableFloppyDevice(b)) => **a == **b,
+            (Object::VirtualMachineBootOptionsNetworkBootProtocolType(a), Object::VirtualMachineBootOptionsNetworkBootProtocolType(b)) => **a == **b,
+            (Object::VirtualMachineCapability(a), Object::VirtualMachineCapability(b)) => **a == **b,
+            (Object::VirtualMachineCdromInfo(a), Object::VirtualMachineCdromInfo(b)) => **a == **b,
+            (Object::VirtualMachineCertThumbprint(a), Object::VirtualMachineCertThumbprint(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::VirtualDiskRuleSpec(v) => Object::VirtualDiskRuleSpec(Box::new((**v).clone())),
+            Object::VirtualDiskRuleSpecRuleType(v) => Object::VirtualDiskRuleSpecRuleType(Box::new((**v).clone())),
+            Object::VirtualDiskSeSparseBackingInfo(v) => Object::VirtualDiskSeSparseBackingInfo(Box::new((**v).clone())),
+            Object::VirtualDiskSeSparseBackingOption(v) => Object::VirtualDiskSeSparseBackingOption(Box::new((**v).clone())),
+            Object::VirtualDiskSharing(v) => Object::VirtualDiskSharing(Box::new((**v).clone())),
+            Object::VirtualDiskSparseVer1BackingInfo(v) => Object::VirtualDiskSparseVer1BackingInfo(Box::new((**v).clone())),
+            Object::VirtualDiskSparseVer1BackingOption(v) => Object::VirtualDiskSparseVer1BackingOption(Box::new((**v).clone())),
+            Object::VirtualDiskSparseVer2BackingInfo(v) => Object::VirtualDiskSparseVer2BackingInfo(Box::new((**v).clone())),
+            Object::VirtualDiskSparseVer2BackingOption(v) => Object::VirtualDiskSparseVer2BackingOption(Box::new((**v).clone())),
+            Object::VirtualDiskSpec(v) => Object::VirtualDiskSpec(Box::new((**v).clone())),
+            Object::VirtualDiskType(v) => Object::VirtualDiskType(Box::new((**v).clone())),
+            Object::VirtualDiskVFlashCacheConfigInfo(v) => Object::VirtualDiskVFlashCacheConfigInfo(Box::new((**v).clone())),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(Box::new((**v).clone())),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheMode(Box::new((**v).clone())),
+            Object::VirtualE1000(v) => Object::VirtualE1000(Box::new((**v).clone())),
+            Object::VirtualE1000Option(v) => Object::VirtualE1000Option(Box::new((**v).clone())),
+            Object::VirtualE1000e(v) => Object::VirtualE1000e(Box::new((**v).clone())),
+            Object::VirtualE1000eOption(v) => Object::VirtualE1000eOption(Box::new((**v).clone())),
+            Object::VirtualEnsoniq1371(v) => Object::VirtualEnsoniq1371(Box::new((**v).clone())),
+            Object::VirtualEnsoniq1371Option(v) => Object::VirtualEnsoniq1371Option(Box::new((**v).clone())),
+            Object::VirtualEthernetCard(v) => Object::VirtualEthernetCard(Box::new((**v).clone())),
+            Object::VirtualEthernetCardDVPortBackingOption(v) => Object::VirtualEthernetCardDVPortBackingOption(Box::new((**v).clone())),
+            Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(Box::new((**v).clone())),
+            Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Object::VirtualEthernetCardLegacyNetworkBackingInfo(Box::new((**v).clone())),
+            Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Object::VirtualEthernetCardLegacyNetworkBackingOption(Box::new((**v).clone())),
+            Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Object::VirtualEthernetCardLegacyNetworkDeviceName(Box::new((**v).clone())),
+            Object::VirtualEthernetCardMacType(v) => Object::VirtualEthernetCardMacType(Box::new((**v).clone())),
+            Object::VirtualEthernetCardNetworkBackingInfo(v) => Object::VirtualEthernetCardNetworkBackingInfo(Box::new((**v).clone())),
+            Object::VirtualEthernetCardNetworkBackingOption(v) => Object::VirtualEthernetCardNetworkBackingOption(Box::new((**v).clone())),
+            Object::VirtualEthernetCardNotSupported(v) => Object::VirtualEthernetCardNotSupported(Box::new((**v).clone())),
+            Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Object::VirtualEthernetCardOpaqueNetworkBackingInfo(Box::new((**v).clone())),
+            Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Object::VirtualEthernetCardOpaqueNetworkBackingOption(Box::new((**v).clone())),
+            Object::VirtualEthernetCardOption(v) => Object::VirtualEthernetCardOption(Box::new((**v).clone())),
+            Object::VirtualEthernetCardResourceAllocation(v) => Object::VirtualEthernetCardResourceAllocation(Box::new((**v).clone())),
+            Object::VirtualFloppy(v) => Object::VirtualFloppy(Box::new((**v).clone())),
+            Object::VirtualFloppyDeviceBackingInfo(v) => Object::VirtualFloppyDeviceBackingInfo(Box::new((**v).clone())),
+            Object::VirtualFloppyDeviceBackingOption(v) => Object::VirtualFloppyDeviceBackingOption(Box::new((**v).clone())),
+            Object::VirtualFloppyImageBackingInfo(v) => Object::VirtualFloppyImageBackingInfo(Box::new((**v).clone())),
+            Object::VirtualFloppyImageBackingOption(v) => Object::VirtualFloppyImageBackingOption(Box::new((**v).clone())),
+            Object::VirtualFloppyOption(v) => Object::VirtualFloppyOption(Box::new((**v).clone())),
+            Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Object::VirtualFloppyRemoteDeviceBackingInfo(Box::new((**v).clone())),
+            Object::VirtualFloppyRemoteDeviceBackingOption(v) => Object::VirtualFloppyRemoteDeviceBackingOption(Box::new((**v).clone())),
+            Object::VirtualHardware(v) => Object::VirtualHardware(Box::new((**v).clone())),
+            Object::VirtualHardwareCompatibilityIssue(v) => Object::VirtualHardwareCompatibilityIssue(Box::new((**v).clone())),
+            Object::VirtualHardwareMotherboardLayout(v) => Object::VirtualHardwareMotherboardLayout(Box::new((**v).clone())),
+            Object::VirtualHardwareOption(v) => Object::VirtualHardwareOption(Box::new((**v).clone())),
+            Object::VirtualHardwareVersionNotSupported(v) => Object::VirtualHardwareVersionNotSupported(Box::new((**v).clone())),
+            Object::VirtualHdAudioCard(v) => Object::VirtualHdAudioCard(Box::new((**v).clone())),
+            Object::VirtualHdAudioCardOption(v) => Object::VirtualHdAudioCardOption(Box::new((**v).clone())),
+            Object::VirtualIDEController(v) => Object::VirtualIDEController(Box::new((**v).clone())),
+            Object::VirtualIDEControllerOption(v) => Object::VirtualIDEControllerOption(Box::new((**v).clone())),
+            Object::VirtualKeyboard(v) => Object::VirtualKeyboard(Box::new((**v).clone())),
+            Object::VirtualKeyboardOption(v) => Object::VirtualKeyboardOption(Box::new((**v).clone())),
+            Object::VirtualLsiLogicController(v) => Object::VirtualLsiLogicController(Box::new((**v).clone())),
+            Object::VirtualLsiLogicControllerOption(v) => Object::VirtualLsiLogicControllerOption(Box::new((**v).clone())),
+            Object::VirtualLsiLogicSASController(v) => Object::VirtualLsiLogicSASController(Box::new((**v).clone())),
+            Object::VirtualLsiLogicSASControllerOption(v) => Object::VirtualLsiLogicSASControllerOption(Box::new((**v).clone())),
+            Object::VirtualMachineAffinityInfo(v) => Object::VirtualMachineAffinityInfo(Box::new((**v).clone())),
+            Object::VirtualMachineAppHeartbeatStatusType(v) => Object::VirtualMachineAppHeartbeatStatusType(Box::new((**v).clone())),
+            Object::VirtualMachineBaseIndependentFilterSpec(v) => Object::VirtualMachineBaseIndependentFilterSpec(Box::new((**v).clone())),
+            Object::VirtualMachineBootOptions(v) => Object::VirtualMachineBootOptions(Box::new((**v).clone())),
+            Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Object::VirtualMachineBootOptionsBootableCdromDevice(Box::new((**v).clone())),
+            Object::VirtualMachineBootOptionsBootableDevice(v) => Object::VirtualMachineBootOptionsBootableDevice(Box::new((**v).clone())),
+            Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Object::VirtualMachineBootOptionsBootableDiskDevice(Box::new((**v).clone())),
+            Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Object::VirtualMachineBootOptionsBootableEthernetDevice(Box::new((**v).clone())),
+            Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Object::VirtualMachineBootOptionsBootableFloppyDevice(Box::new((**v).clone())),
+            Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Object::VirtualMachineBootOptionsNetworkBootProtocolType(Box::new((**v).clone())),
+            Object::VirtualMachineCapability(v) => Object::VirtualMachineCapability(Box::new((**v).clone())),
+            Object::VirtualMachineCdromInfo(v) => Object::VirtualMachineCdromInfo(Box::new((**v).clone())),
+            Object::VirtualMachineCertThumbprint(v) => Object::VirtualMachineCertThumbprint(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::VirtualDiskRuleSpec(_) => "VirtualDiskRuleSpec",
+            Object::VirtualDiskRuleSpecRuleType(_) => "VirtualDiskRuleSpecRuleType",
+            Object::VirtualDiskSeSparseBackingInfo(_) => "VirtualDiskSeSparseBackingInfo",
+            Object::VirtualDiskSeSparseBackingOption(_) => "VirtualDiskSeSparseBackingOption",
+            Object::VirtualDiskSharing(_) => "VirtualDiskSharing",
+            Object::VirtualDiskSparseVer1BackingInfo(_) => "VirtualDiskSparseVer1BackingInfo",
+            Object::VirtualDiskSparseVer1BackingOption(_) => "VirtualDiskSparseVer1BackingOption",
+            Object::VirtualDiskSparseVer2BackingInfo(_) => "VirtualDiskSparseVer2BackingInfo",
+            Object::VirtualDiskSparseVer2BackingOption(_) => "VirtualDiskSparseVer2BackingOption",
+            Object::VirtualDiskSpec(_) => "VirtualDiskSpec",
+            Object::VirtualDiskType(_) => "VirtualDiskType",
+            Object::VirtualDiskVFlashCacheConfigInfo(_) => "VirtualDiskVFlashCacheConfigInfo",
+            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(_) => "VirtualDiskVFlashCacheConfigInfoCacheConsistencyType",
+            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(_) => "VirtualDiskVFlashCacheConfigInfoCacheMode",
+            Object::VirtualE1000(_) => "VirtualE1000",
+            Object::VirtualE1000Option(_) => "VirtualE1000Option",
+            Object::VirtualE1000e(_) => "VirtualE1000e",
+            Object::VirtualE1000eOption(_) => "VirtualE1000eOption",
+            Object::VirtualEnsoniq1371(_) => "VirtualEnsoniq1371",
+            Object::VirtualEnsoniq1371Option(_) => "VirtualEnsoniq1371Option",
+            Object::VirtualEthernetCard(_) => "VirtualEthernetCard",
+            Object::VirtualEthernetCardDVPortBackingOption(_) => "VirtualEthernetCardDVPortBackingOption",
+            Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(_) => "VirtualEthernetCardDistributedVirtualPortBackingInfo",
+            Object::VirtualEthernetCardLegacyNetworkBackingInfo(_) => "VirtualEthernetCardLegacyNetworkBackingInfo",
+            Object::VirtualEthernetCardLegacyNetworkBackingOption(_) => "VirtualEthernetCardLegacyNetworkBackingOption",
+            Object::VirtualEthernetCardLegacyNetworkDeviceName(_) => "VirtualEthernetCardLegacyNetworkDeviceName",
+            Object::VirtualEthernetCardMacType(_) => "VirtualEthernetCardMacType",
+            Object::VirtualEthernetCardNetworkBackingInfo(_) => "VirtualEthernetCardNetworkBackingInfo",
+            Object::VirtualEthernetCardNetworkBackingOption(_) => "VirtualEthernetCardNetworkBackingOption",
+            Object::VirtualEthernetCardNotSupported(_) => "VirtualEthernetCardNotSupported",
+            Object::VirtualEthernetCardOpaqueNetworkBackingInfo(_) => "VirtualEthernetCardOpaqueNetworkBackingInfo",
+            Object::VirtualEthernetCardOpaqueNetworkBackingOption(_) => "VirtualEthernetCardOpaqueNetworkBackingOption",
+            Object::VirtualEthernetCardOption(_) => "VirtualEthernetCardOption",
+            Object::VirtualEthernetCardResourceAllocation(_) => "VirtualEthernetCardResourceAllocation",
+            Object::VirtualFloppy(_) => "VirtualFloppy",
+            Object::VirtualFloppyDeviceBackingInfo(_) => "VirtualFloppyDeviceBackingInfo",
+            Object::VirtualFloppyDeviceBackingOption(_) => "VirtualFloppyDeviceBackingOption",
+            Object::VirtualFloppyImageBackingInfo(_) => "VirtualFloppyImageBackingInfo",
+            Object::VirtualFloppyImageBackingOption(_) => "VirtualFloppyImageBackingOption",
+            Object::VirtualFloppyOption(_) => "VirtualFloppyOption",
+            Object::VirtualFloppyRemoteDeviceBackingInfo(_) => "VirtualFloppyRemoteDeviceBackingInfo",
+            Object::VirtualFloppyRemoteDeviceBackingOption(_) => "VirtualFloppyRemoteDeviceBackingOption",
+            Object::VirtualHardware(_) => "VirtualHardware",
+            Object::VirtualHardwareCompatibilityIssue(_) => "VirtualHardwareCompatibilityIssue",
+            Object::VirtualHardwareMotherboardLayout(_) => "VirtualHardwareMotherboardLayout",
+            Object::VirtualHardwareOption(_) => "VirtualHardwareOption",
+            Object::VirtualHardwareVersionNotSupported(_) => "VirtualHardwareVersionNotSupported",
+            Object::VirtualHdAudioCard(_) => "VirtualHdAudioCard",
+            Object::VirtualHdAudioCardOption(_) => "VirtualHdAudioCardOption",
+            Object::VirtualIDEController(_) => "VirtualIDEController",
+            Object::VirtualIDEControllerOption(_) => "VirtualIDEControllerOption",
+            Object::VirtualKeyboard(_) => "VirtualKeyboard",
+            Object::VirtualKeyboardOption(_) => "VirtualKeyboardOption",
+            Object::VirtualLsiLogicController(_) => "VirtualLsiLogicController",
+            Object::VirtualLsiLogicControllerOption(_) => "VirtualLsiLogicControllerOption",
+            Object::VirtualLsiLogicSASController(_) => "VirtualLsiLogicSASController",
+            Object::VirtualLsiLogicSASControllerOption(_) => "VirtualLsiLogicSASControllerOption",
+            Object::VirtualMachineAffinityInfo(_) => "VirtualMachineAffinityInfo",
+            Object::VirtualMachineAppHeartbeatStatusType(_) => "VirtualMachineAppHeartbeatStatusType",
+            Object::VirtualMachineBaseIndependentFilterSpec(_) => "VirtualMachineBaseIndependentFilterSpec",
+            Object::VirtualMachineBootOptions(_) => "VirtualMachineBootOptions",
+            Object::VirtualMachineBootOptionsBootableCdromDevice(_) => "VirtualMachineBootOptionsBootableCdromDevice",
+            Object::VirtualMachineBootOptionsBootableDevice(_) => "VirtualMachineBootOptionsBootableDevice",
+            Object::VirtualMachineBootOptionsBootableDiskDevice(_) => "VirtualMachineBootOptionsBootableDiskDevice",
+            Object::VirtualMachineBootOptionsBootableEthernetDevice(_) => "VirtualMachineBootOptionsBootableEthernetDevice",
+            Object::VirtualMachineBootOptionsBootableFloppyDevice(_) => "VirtualMachineBootOptionsBootableFloppyDevice",
+            Object::VirtualMachineBootOptionsNetworkBootProtocolType(_) => "VirtualMachineBootOptionsNetworkBootProtocolType",
+            Object::VirtualMachineCapability(_) => "VirtualMachineCapability",
+            Object::VirtualMachineCdromInfo(_) => "VirtualMachineCdromInfo",
+            Object::VirtualMachineCertThumbprint(_) => "VirtualMachineCertThumbprint",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::VirtualDiskRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskRuleSpecRuleType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskSeSparseBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskSeSparseBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskSharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskSparseVer1BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskSparseVer1BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskSparseVer2BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskSparseVer2BackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskVFlashCacheConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualE1000(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualE1000Option(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualE1000e(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualE1000eOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEnsoniq1371(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEnsoniq1371Option(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCard(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardDVPortBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardMacType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardNetworkBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardNetworkBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualEthernetCardResourceAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualFloppy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualFloppyDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualFloppyDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualFloppyImageBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualFloppyImageBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualFloppyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualFloppyRemoteDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualFloppyRemoteDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualHardware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualHardwareCompatibilityIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualHardwareMotherboardLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualHardwareOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualHardwareVersionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualHdAudioCard(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualHdAudioCardOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualIDEController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualIDEControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualKeyboard(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualKeyboardOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualLsiLogicController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualLsiLogicControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualLsiLogicSASController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualLsiLogicSASControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineAffinityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineAppHeartbeatStatusType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineBaseIndependentFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineBootOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineBootOptionsBootableCdromDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineBootOptionsBootableDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineBootOptionsBootableDiskDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineCdromInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VirtualMachineCertThumbprint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for VirtualDiskRuleSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskRuleSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskRuleSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskRuleSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskRuleSpecRuleType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskRuleSpecRuleType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskRuleSpecRuleType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskRuleSpecRuleType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskSeSparseBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskSeSparseBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskSeSparseBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskSeSparseBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskSeSparseBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskSeSparseBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskSeSparseBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskSeSparseBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskSharing {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskSharing(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskSharing(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskSharing(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskSparseVer1BackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskSparseVer1BackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskSparseVer1BackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskSparseVer1BackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskSparseVer1BackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskSparseVer1BackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskSparseVer1BackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskSparseVer1BackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskSparseVer2BackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskSparseVer2BackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskSparseVer2BackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskSparseVer2BackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskSparseVer2BackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskSparseVer2BackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskSparseVer2BackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskSparseVer2BackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskVFlashCacheConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskVFlashCacheConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskVFlashCacheConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskVFlashCacheConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskVFlashCacheConfigInfoCacheConsistencyType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualDiskVFlashCacheConfigInfoCacheMode {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualDiskVFlashCacheConfigInfoCacheMode(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualE1000 {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualE1000(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualE1000(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualE1000(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualE1000Option {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualE1000Option(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualE1000Option(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualE1000Option(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualE1000e {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualE1000e(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualE1000e(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualE1000e(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualE1000eOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualE1000eOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualE1000eOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualE1000eOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEnsoniq1371 {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEnsoniq1371(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEnsoniq1371(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEnsoniq1371(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEnsoniq1371Option {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEnsoniq1371Option(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEnsoniq1371Option(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEnsoniq1371Option(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCard {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCard(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCard(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCard(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardDVPortBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardDVPortBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardDVPortBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardDVPortBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardDistributedVirtualPortBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardLegacyNetworkBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardLegacyNetworkBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardLegacyNetworkBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardLegacyNetworkBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardLegacyNetworkDeviceName {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardLegacyNetworkDeviceName(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardMacType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardMacType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardMacType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardMacType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardNetworkBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardNetworkBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardNetworkBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardNetworkBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardNetworkBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardNetworkBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardNetworkBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardNetworkBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardOpaqueNetworkBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardOpaqueNetworkBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardOpaqueNetworkBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualEthernetCardResourceAllocation {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualEthernetCardResourceAllocation(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualEthernetCardResourceAllocation(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualEthernetCardResourceAllocation(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualFloppy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualFloppy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualFloppy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualFloppy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualFloppyDeviceBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualFloppyDeviceBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualFloppyDeviceBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualFloppyDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualFloppyDeviceBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualFloppyDeviceBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualFloppyDeviceBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualFloppyDeviceBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualFloppyImageBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualFloppyImageBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualFloppyImageBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualFloppyImageBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualFloppyImageBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualFloppyImageBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualFloppyImageBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualFloppyImageBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualFloppyOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualFloppyOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualFloppyOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualFloppyOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualFloppyRemoteDeviceBackingInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualFloppyRemoteDeviceBackingInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualFloppyRemoteDeviceBackingOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualFloppyRemoteDeviceBackingOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualFloppyRemoteDeviceBackingOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualFloppyRemoteDeviceBackingOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualHardware {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualHardware(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualHardware(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualHardware(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualHardwareCompatibilityIssue {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualHardwareCompatibilityIssue(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualHardwareCompatibilityIssue(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualHardwareCompatibilityIssue(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualHardwareMotherboardLayout {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualHardwareMotherboardLayout(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualHardwareMotherboardLayout(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualHardwareMotherboardLayout(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualHardwareOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualHardwareOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualHardwareOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualHardwareOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualHardwareVersionNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualHardwareVersionNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualHardwareVersionNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualHardwareVersionNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualHdAudioCard {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualHdAudioCard(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualHdAudioCard(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualHdAudioCard(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualHdAudioCardOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualHdAudioCardOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualHdAudioCardOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualHdAudioCardOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualIDEController {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualIDEController(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualIDEController(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualIDEController(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualIDEControllerOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualIDEControllerOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualIDEControllerOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualIDEControllerOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualKeyboard {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualKeyboard(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualKeyboard(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualKeyboard(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualKeyboardOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualKeyboardOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualKeyboardOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualKeyboardOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualLsiLogicController {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualLsiLogicController(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualLsiLogicController(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualLsiLogicController(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualLsiLogicControllerOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualLsiLogicControllerOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualLsiLogicControllerOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualLsiLogicControllerOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualLsiLogicSASController {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualLsiLogicSASController(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualLsiLogicSASController(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualLsiLogicSASController(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualLsiLogicSASControllerOption {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualLsiLogicSASControllerOption(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualLsiLogicSASControllerOption(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualLsiLogicSASControllerOption(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineAffinityInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineAffinityInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineAffinityInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineAffinityInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineAppHeartbeatStatusType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineAppHeartbeatStatusType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineBaseIndependentFilterSpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineBaseIndependentFilterSpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineBaseIndependentFilterSpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineBaseIndependentFilterSpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineBootOptions {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineBootOptions(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineBootOptions(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineBootOptions(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineBootOptionsBootableCdromDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineBootOptionsBootableCdromDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineBootOptionsBootableDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineBootOptionsBootableDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineBootOptionsBootableDevice(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineBootOptionsBootableDevice(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineBootOptionsBootableDiskDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineBootOptionsBootableDiskDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineBootOptionsBootableEthernetDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineBootOptionsBootableEthernetDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineBootOptionsBootableFloppyDevice {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineBootOptionsBootableFloppyDevice(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineBootOptionsNetworkBootProtocolType {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineBootOptionsNetworkBootProtocolType(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineCapability {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineCapability(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineCapability(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineCapability(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineCdromInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineCdromInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineCdromInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineCdromInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VirtualMachineCertThumbprint {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VirtualMachineCertThumbprint(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VirtualMachineCertThumbprint(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VirtualMachineCertThumbprint(v) => Ok(v), other => Err(other), }
+    }
+}

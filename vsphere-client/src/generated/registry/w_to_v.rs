@@ -6,8 +6,8 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x22a6f1b), x::Name::NONE, 0, 3), // WaitForUpdatesExRequestType
-        x::TypeEntry::structure(x::Name(0x22a8b19), x::Name::NONE, 3, 2), // WaitForUpdatesRequestType
+        x::TypeEntry::request(x::Name(0x22a6f1b), 0, 3), // WaitForUpdatesExRequestType
+        x::TypeEntry::request(x::Name(0x22a8b19), 3, 2), // WaitForUpdatesRequestType
         x::TypeEntry::structure(x::Name(0x22aa50b), x::Name(0xbb9c0b), 5, 2), // WaitOptions: DynamicData
         x::TypeEntry::structure(x::Name(0x22ab115), x::Name(0x1e7f321), 7, 0), // WakeOnLanNotSupported: VirtualHardwareCompatibilityIssue
         x::TypeEntry::structure(x::Name(0x22ac721), x::Name(0x1069911), 7, 0), // WakeOnLanNotSupportedByVmotionNIC: HostPowerOpFailed
@@ -21,72 +21,32 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::structure(x::Name(0x22b8c14), x::Name(0x1492711), 15, 2), // WinNetBIOSConfigInfo: NetBIOSConfigInfo
         x::TypeEntry::structure(x::Name(0x22ba10d), x::Name(0x1d94808), 17, 0), // WipeDiskFault: VimFault
         x::TypeEntry::structure(x::Name(0x22baf0f), x::Name(0xbb9c0b), 17, 2), // WitnessNodeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x22bf525), x::Name::NONE, 19, 2), // XmlToCustomizationSpecItemRequestType
-        x::TypeEntry::structure(x::Name(0x22c221e), x::Name::NONE, 21, 3), // ZeroFillVirtualDiskRequestType
-        x::TypeEntry::structure(x::Name(0x24fb518), x::Name::NONE, 24, 2), // configureVchaRequestType
-        x::TypeEntry::structure(x::Name(0x257c61c), x::Name::NONE, 26, 3), // createPassiveNodeRequestType
-        x::TypeEntry::structure(x::Name(0x258191c), x::Name::NONE, 29, 3), // createWitnessNodeRequestType
-        x::TypeEntry::structure(x::Name(0x2661815), x::Name::NONE, 32, 2), // deployVchaRequestType
-        x::TypeEntry::structure(x::Name(0x268e016), x::Name::NONE, 34, 1), // destroyVchaRequestType
-        x::TypeEntry::structure(x::Name(0x2890e20), x::Name::NONE, 35, 1), // fetchSoftwarePackagesRequestType
-        x::TypeEntry::structure(x::Name(0x291af19), x::Name::NONE, 36, 1), // getClusterModeRequestType
-        x::TypeEntry::structure(x::Name(0x291c918), x::Name::NONE, 37, 1), // getVchaConfigRequestType
-        x::TypeEntry::structure(x::Name(0x2a7c91b), x::Name::NONE, 38, 2), // initiateFailoverRequestType
-        x::TypeEntry::structure(x::Name(0x2a85916), x::Name::NONE, 40, 1), // installDateRequestType
-        x::TypeEntry::structure(x::Name(0x2fdc916), x::Name::NONE, 41, 2), // prepareVchaRequestType
-        x::TypeEntry::structure(x::Name(0x304c830), x::Name::NONE, 43, 1), // queryDatacenterConfigOptionDescriptorRequestType
-        x::TypeEntry::structure(x::Name(0x30c1827), x::Name::NONE, 44, 2), // reloadVirtualMachineFromPathRequestType
-        x::TypeEntry::structure(x::Name(0x3200019), x::Name::NONE, 46, 2), // setClusterModeRequestType
-        x::TypeEntry::structure(x::Name(0x3201a19), x::Name::NONE, 48, 3), // setCustomValueRequestType
-        x::TypeEntry::structure(x::Name(0x32ede1b), x::Name::NONE, 51, 3), // startDpuFailoverRequestType
-        x::TypeEntry::structure(x::Name(0x34a0a19), x::Name::NONE, 54, 1), // unregisterVAppRequestType
+        x::TypeEntry::request(x::Name(0x22bf525), 19, 2), // XmlToCustomizationSpecItemRequestType
+        x::TypeEntry::request(x::Name(0x22c221e), 21, 3), // ZeroFillVirtualDiskRequestType
+        x::TypeEntry::request(x::Name(0x24fb518), 24, 2), // configureVchaRequestType
+        x::TypeEntry::request(x::Name(0x257c61c), 26, 3), // createPassiveNodeRequestType
+        x::TypeEntry::request(x::Name(0x258191c), 29, 3), // createWitnessNodeRequestType
+        x::TypeEntry::request(x::Name(0x2661815), 32, 2), // deployVchaRequestType
+        x::TypeEntry::request(x::Name(0x268e016), 34, 1), // destroyVchaRequestType
+        x::TypeEntry::request(x::Name(0x2890e20), 35, 1), // fetchSoftwarePackagesRequestType
+        x::TypeEntry::request(x::Name(0x291af19), 36, 1), // getClusterModeRequestType
+        x::TypeEntry::request(x::Name(0x291c918), 37, 1), // getVchaConfigRequestType
+        x::TypeEntry::request(x::Name(0x2a7c91b), 38, 2), // initiateFailoverRequestType
+        x::TypeEntry::request(x::Name(0x2a85916), 40, 1), // installDateRequestType
+        x::TypeEntry::request(x::Name(0x2fdc916), 41, 2), // prepareVchaRequestType
+        x::TypeEntry::request(x::Name(0x304c830), 43, 1), // queryDatacenterConfigOptionDescriptorRequestType
+        x::TypeEntry::request(x::Name(0x30c1827), 44, 2), // reloadVirtualMachineFromPathRequestType
+        x::TypeEntry::request(x::Name(0x3200019), 46, 2), // setClusterModeRequestType
+        x::TypeEntry::request(x::Name(0x3201a19), 48, 3), // setCustomValueRequestType
+        x::TypeEntry::request(x::Name(0x32ede1b), 51, 3), // startDpuFailoverRequestType
+        x::TypeEntry::request(x::Name(0x34a0a19), 54, 1), // unregisterVAppRequestType
         x::TypeEntry::enumeration(x::Name(0x3694110), 7, 24), // vslmDiskInfoFlag
         x::TypeEntry::structure(x::Name(0x369521e), x::Name(0xbb9c0b), 55, 4), // vslmInfrastructureObjectPolicy: DynamicData
         x::TypeEntry::structure(x::Name(0x3697122), x::Name(0xbb9c0b), 59, 2), // vslmInfrastructureObjectPolicySpec: DynamicData
         x::TypeEntry::structure(x::Name(0x369940e), x::Name(0xbb9c0b), 61, 1), // vslmVClockInfo: DynamicData
         x::TypeEntry::enumeration(x::Name(0x369a31d), 31, 3), // vslmVStorageObjectControlFlag
     ],
-    decoders: &[
-        None, // WaitForUpdatesExRequestType
-        None, // WaitForUpdatesRequestType
-        Some(x::decode_boxed::<WaitOptions>),
-        Some(x::decode_boxed::<WakeOnLanNotSupported>),
-        Some(x::decode_boxed::<WakeOnLanNotSupportedByVmotionNIC>),
-        Some(x::decode_boxed::<WarningUpgradeEvent>),
-        Some(x::decode_boxed::<WeekOfMonth>),
-        Some(x::decode_boxed::<WeeklyTaskScheduler>),
-        Some(x::decode_boxed::<WillLoseHAProtection>),
-        Some(x::decode_boxed::<WillLoseHAProtectionResolution>),
-        Some(x::decode_boxed::<WillModifyConfigCpuRequirements>),
-        Some(x::decode_boxed::<WillResetSnapshotDirectory>),
-        Some(x::decode_boxed::<WinNetBIOSConfigInfo>),
-        Some(x::decode_boxed::<WipeDiskFault>),
-        Some(x::decode_boxed::<WitnessNodeInfo>),
-        None, // XmlToCustomizationSpecItemRequestType
-        None, // ZeroFillVirtualDiskRequestType
-        None, // configureVchaRequestType
-        None, // createPassiveNodeRequestType
-        None, // createWitnessNodeRequestType
-        None, // deployVchaRequestType
-        None, // destroyVchaRequestType
-        None, // fetchSoftwarePackagesRequestType
-        None, // getClusterModeRequestType
-        None, // getVchaConfigRequestType
-        None, // initiateFailoverRequestType
-        None, // installDateRequestType
-        None, // prepareVchaRequestType
-        None, // queryDatacenterConfigOptionDescriptorRequestType
-        None, // reloadVirtualMachineFromPathRequestType
-        None, // setClusterModeRequestType
-        None, // setCustomValueRequestType
-        None, // startDpuFailoverRequestType
-        None, // unregisterVAppRequestType
-        Some(x::decode_boxed::<VslmDiskInfoFlag>),
-        Some(x::decode_boxed::<VslmInfrastructureObjectPolicy>),
-        Some(x::decode_boxed::<VslmInfrastructureObjectPolicySpec>),
-        Some(x::decode_boxed::<VslmVClockInfo>),
-        Some(x::decode_boxed::<VslmVStorageObjectControlFlag>),
-    ],
+    decode,
     fields: &[
         x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
         x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
@@ -188,3 +148,489 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x27a431a), // enableChangedBlockTracking
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    WaitOptions(Box<WaitOptions>),
+    WakeOnLanNotSupported(Box<WakeOnLanNotSupported>),
+    WakeOnLanNotSupportedByVmotionNIC(Box<WakeOnLanNotSupportedByVmotionNIC>),
+    WarningUpgradeEvent(Box<WarningUpgradeEvent>),
+    WeekOfMonth(Box<WeekOfMonth>),
+    WeeklyTaskScheduler(Box<WeeklyTaskScheduler>),
+    WillLoseHAProtection(Box<WillLoseHAProtection>),
+    WillLoseHAProtectionResolution(Box<WillLoseHAProtectionResolution>),
+    WillModifyConfigCpuRequirements(Box<WillModifyConfigCpuRequirements>),
+    WillResetSnapshotDirectory(Box<WillResetSnapshotDirectory>),
+    WinNetBIOSConfigInfo(Box<WinNetBIOSConfigInfo>),
+    WipeDiskFault(Box<WipeDiskFault>),
+    WitnessNodeInfo(Box<WitnessNodeInfo>),
+    VslmDiskInfoFlag(Box<VslmDiskInfoFlag>),
+    VslmInfrastructureObjectPolicy(Box<VslmInfrastructureObjectPolicy>),
+    VslmInfrastructureObjectPolicySpec(Box<VslmInfrastructureObjectPolicySpec>),
+    VslmVClockInfo(Box<VslmVClockInfo>),
+    VslmVStorageObjectControlFlag(Box<VslmVStorageObjectControlFlag>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WaitOptions(v), Err(e) => return Some(Err(e)) },
+        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupported(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupportedByVmotionNIC(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WarningUpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeekOfMonth(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeeklyTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtection(v), Err(e) => return Some(Err(e)) },
+        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtectionResolution(v), Err(e) => return Some(Err(e)) },
+        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillModifyConfigCpuRequirements(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillResetSnapshotDirectory(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WinNetBIOSConfigInfo(v), Err(e) => return Some(Err(e)) },
+        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WipeDiskFault(v), Err(e) => return Some(Err(e)) },
+        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WitnessNodeInfo(v), Err(e) => return Some(Err(e)) },
+        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmDiskInfoFlag(v), Err(e) => return Some(Err(e)) },
+        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmInfrastructureObjectPolicy(v), Err(e) => return Some(Err(e)) },
+        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmInfrastructureObjectPolicySpec(v), Err(e) => return Some(Err(e)) },
+        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmVClockInfo(v), Err(e) => return Some(Err(e)) },
+        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmVStorageObjectControlFlag(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::WaitOptions(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WakeOnLanNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WakeOnLanNotSupportedByVmotionNIC(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WarningUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WeekOfMonth(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WeeklyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WillLoseHAProtection(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WillLoseHAProtectionResolution(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WillModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WillResetSnapshotDirectory(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WinNetBIOSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WipeDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::WitnessNodeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VslmDiskInfoFlag(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VslmInfrastructureObjectPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VslmInfrastructureObjectPolicySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VslmVClockInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::VslmVStorageObjectControlFlag(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::WaitOptions(a), Object::WaitOptions(b)) => **a == **b,
+            (Object::WakeOnLanNotSupported(a), Object::WakeOnLanNotSupported(b)) => **a == **b,
+            (Object::WakeOnLanNotSupportedByVmotionNIC(a), Object::WakeOnLanNotSupportedByVmotionNIC(b)) => **a == **b,
+            (Object::WarningUpgradeEvent(a), Object::WarningUpgradeEvent(b)) => **a == **b,
+            (Object::WeekOfMonth(a), Object::WeekOfMonth(b)) => **a == **b,
+            (Object::WeeklyTaskScheduler(a), Object::WeeklyTaskScheduler(b)) => **a == **b,
+            (Object::WillLoseHAProtection(a), Object::WillLoseHAProtection(b)) => **a == **b,
+            (Object::WillLoseHAProtectionResolution(a), Object::WillLoseHAProtectionResolution(b)) => **a == **b,
+            (Object::WillModifyConfigCpuRequirements(a), Object::WillModifyConfigCpuRequirements(b)) => **a == **b,
+            (Object::WillResetSnapshotDirectory(a), Object::WillResetSnapshotDirectory(b)) => **a == **b,
+            (Object::WinNetBIOSConfigInfo(a), Object::WinNetBIOSConfigInfo(b)) => **a == **b,
+            (Object::WipeDiskFault(a), Object::WipeDiskFault(b)) => **a == **b,
+            (Object::WitnessNodeInfo(a), Object::WitnessNodeInfo(b)) => **a == **b,
+            (Object::VslmDiskInfoFlag(a), Object::VslmDiskInfoFlag(b)) => **a == **b,
+            (Object::VslmInfrastructureObjectPolicy(a), Object::VslmInfrastructureObjectPolicy(b)) => **a == **b,
+            (Object::VslmInfrastructureObjectPolicySpec(a), Object::VslmInfrastructureObjectPolicySpec(b)) => **a == **b,
+            (Object::VslmVClockInfo(a), Object::VslmVClockInfo(b)) => **a == **b,
+            (Object::VslmVStorageObjectControlFlag(a), Object::VslmVStorageObjectControlFlag(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::WaitOptions(v) => Object::WaitOptions(Box::new((**v).clone())),
+            Object::WakeOnLanNotSupported(v) => Object::WakeOnLanNotSupported(Box::new((**v).clone())),
+            Object::WakeOnLanNotSupportedByVmotionNIC(v) => Object::WakeOnLanNotSupportedByVmotionNIC(Box::new((**v).clone())),
+            Object::WarningUpgradeEvent(v) => Object::WarningUpgradeEvent(Box::new((**v).clone())),
+            Object::WeekOfMonth(v) => Object::WeekOfMonth(Box::new((**v).clone())),
+            Object::WeeklyTaskScheduler(v) => Object::WeeklyTaskScheduler(Box::new((**v).clone())),
+            Object::WillLoseHAProtection(v) => Object::WillLoseHAProtection(Box::new((**v).clone())),
+            Object::WillLoseHAProtectionResolution(v) => Object::WillLoseHAProtectionResolution(Box::new((**v).clone())),
+            Object::WillModifyConfigCpuRequirements(v) => Object::WillModifyConfigCpuRequirements(Box::new((**v).clone())),
+            Object::WillResetSnapshotDirectory(v) => Object::WillResetSnapshotDirectory(Box::new((**v).clone())),
+            Object::WinNetBIOSConfigInfo(v) => Object::WinNetBIOSConfigInfo(Box::new((**v).clone())),
+            Object::WipeDiskFault(v) => Object::WipeDiskFault(Box::new((**v).clone())),
+            Object::WitnessNodeInfo(v) => Object::WitnessNodeInfo(Box::new((**v).clone())),
+            Object::VslmDiskInfoFlag(v) => Object::VslmDiskInfoFlag(Box::new((**v).clone())),
+            Object::VslmInfrastructureObjectPolicy(v) => Object::VslmInfrastructureObjectPolicy(Box::new((**v).clone())),
+            Object::VslmInfrastructureObjectPolicySpec(v) => Object::VslmInfrastructureObjectPolicySpec(Box::new((**v).clone())),
+            Object::VslmVClockInfo(v) => Object::VslmVClockInfo(Box::new((**v).clone())),
+            Object::VslmVStorageObjectControlFlag(v) => Object::VslmVStorageObjectControlFlag(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::WaitOptions(_) => "WaitOptions",
+            Object::WakeOnLanNotSupported(_) => "WakeOnLanNotSupported",
+            Object::WakeOnLanNotSupportedByVmotionNIC(_) => "WakeOnLanNotSupportedByVmotionNIC",
+            Object::WarningUpgradeEvent(_) => "WarningUpgradeEvent",
+            Object::WeekOfMonth(_) => "WeekOfMonth",
+            Object::WeeklyTaskScheduler(_) => "WeeklyTaskScheduler",
+            Object::WillLoseHAProtection(_) => "WillLoseHAProtection",
+            Object::WillLoseHAProtectionResolution(_) => "WillLoseHAProtectionResolution",
+            Object::WillModifyConfigCpuRequirements(_) => "WillModifyConfigCpuRequirements",
+            Object::WillResetSnapshotDirectory(_) => "WillResetSnapshotDirectory",
+            Object::WinNetBIOSConfigInfo(_) => "WinNetBIOSConfigInfo",
+            Object::WipeDiskFault(_) => "WipeDiskFault",
+            Object::WitnessNodeInfo(_) => "WitnessNodeInfo",
+            Object::VslmDiskInfoFlag(_) => "vslmDiskInfoFlag",
+            Object::VslmInfrastructureObjectPolicy(_) => "vslmInfrastructureObjectPolicy",
+            Object::VslmInfrastructureObjectPolicySpec(_) => "vslmInfrastructureObjectPolicySpec",
+            Object::VslmVClockInfo(_) => "vslmVClockInfo",
+            Object::VslmVStorageObjectControlFlag(_) => "vslmVStorageObjectControlFlag",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::WaitOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WakeOnLanNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WakeOnLanNotSupportedByVmotionNIC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WarningUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WeekOfMonth(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WeeklyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WillLoseHAProtection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WillLoseHAProtectionResolution(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WillModifyConfigCpuRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WillResetSnapshotDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WinNetBIOSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WipeDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::WitnessNodeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VslmDiskInfoFlag(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VslmInfrastructureObjectPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VslmInfrastructureObjectPolicySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VslmVClockInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::VslmVStorageObjectControlFlag(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectType for WaitOptions {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WaitOptions(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WaitOptions(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WaitOptions(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WakeOnLanNotSupported {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WakeOnLanNotSupported(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WakeOnLanNotSupported(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WakeOnLanNotSupported(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WakeOnLanNotSupportedByVmotionNIC {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WakeOnLanNotSupportedByVmotionNIC(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WakeOnLanNotSupportedByVmotionNIC(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WakeOnLanNotSupportedByVmotionNIC(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WarningUpgradeEvent {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WarningUpgradeEvent(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WarningUpgradeEvent(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WarningUpgradeEvent(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WeekOfMonth {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WeekOfMonth(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WeekOfMonth(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WeekOfMonth(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WeeklyTaskScheduler {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WeeklyTaskScheduler(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WeeklyTaskScheduler(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WeeklyTaskScheduler(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WillLoseHAProtection {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WillLoseHAProtection(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WillLoseHAProtection(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WillLoseHAProtection(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WillLoseHAProtectionResolution {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WillLoseHAProtectionResolution(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WillLoseHAProtectionResolution(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WillLoseHAProtectionResolution(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WillModifyConfigCpuRequirements {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WillModifyConfigCpuRequirements(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WillModifyConfigCpuRequirements(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WillModifyConfigCpuRequirements(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WillResetSnapshotDirectory {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WillResetSnapshotDirectory(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WillResetSnapshotDirectory(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WillResetSnapshotDirectory(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WinNetBIOSConfigInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WinNetBIOSConfigInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WinNetBIOSConfigInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WinNetBIOSConfigInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WipeDiskFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WipeDiskFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WipeDiskFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WipeDiskFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for WitnessNodeInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::WitnessNodeInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::WitnessNodeInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::WitnessNodeInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VslmDiskInfoFlag {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VslmDiskInfoFlag(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VslmDiskInfoFlag(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VslmDiskInfoFlag(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VslmInfrastructureObjectPolicy {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VslmInfrastructureObjectPolicy(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VslmInfrastructureObjectPolicy(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VslmInfrastructureObjectPolicy(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VslmInfrastructureObjectPolicySpec {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VslmInfrastructureObjectPolicySpec(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VslmInfrastructureObjectPolicySpec(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VslmInfrastructureObjectPolicySpec(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VslmVClockInfo {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VslmVClockInfo(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VslmVClockInfo(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VslmVClockInfo(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for VslmVStorageObjectControlFlag {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::VslmVStorageObjectControlFlag(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::VslmVStorageObjectControlFlag(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::VslmVStorageObjectControlFlag(v) => Ok(v), other => Err(other), }
+    }
+}

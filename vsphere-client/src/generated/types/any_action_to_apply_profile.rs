@@ -22,55 +22,26 @@ impl Default for AnyAction {
         Self::Action(Box::default())
     }
 }
-impl std::fmt::Debug for AnyAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyAction {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyAction {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyAction {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::Action(value) => x::as_dyn(&**value),
-            Self::CreateTaskAction(value) => x::as_dyn(&**value),
-            Self::MethodAction(value) => x::as_dyn(&**value),
-            Self::RunScriptAction(value) => x::as_dyn(&**value),
-            Self::SendEmailAction(value) => x::as_dyn(&**value),
-            Self::SendSNMPAction(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::Action(_) => "Action",
+            Self::CreateTaskAction(_) => "CreateTaskAction",
+            Self::MethodAction(_) => "MethodAction",
+            Self::RunScriptAction(_) => "RunScriptAction",
+            Self::SendEmailAction(_) => "SendEmailAction",
+            Self::SendSNMPAction(_) => "SendSNMPAction",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyAction {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::Action(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyAction {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "Action", Self::from_data_object)
+        x::any_from_value(value, "Action", Self::from_object)
     }
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -78,47 +49,109 @@ impl x::FromValue for AnyAction {
 unsafe impl Send for AnyAction {}
 // SAFETY: as above.
 unsafe impl Sync for AnyAction {}
+impl std::fmt::Debug for AnyAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Action(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CreateTaskAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MethodAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RunScriptAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SendEmailAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SendSNMPAction(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyAction {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Action(a), Self::Action(b)) => **a == **b,
+            (Self::CreateTaskAction(a), Self::CreateTaskAction(b)) => **a == **b,
+            (Self::MethodAction(a), Self::MethodAction(b)) => **a == **b,
+            (Self::RunScriptAction(a), Self::RunScriptAction(b)) => **a == **b,
+            (Self::SendEmailAction(a), Self::SendEmailAction(b)) => **a == **b,
+            (Self::SendSNMPAction(a), Self::SendSNMPAction(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyAction {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Action(v) => Self::Action(Box::new((**v).clone())),
+            Self::CreateTaskAction(v) => Self::CreateTaskAction(Box::new((**v).clone())),
+            Self::MethodAction(v) => Self::MethodAction(Box::new((**v).clone())),
+            Self::RunScriptAction(v) => Self::RunScriptAction(Box::new((**v).clone())),
+            Self::SendEmailAction(v) => Self::SendEmailAction(Box::new((**v).clone())),
+            Self::SendSNMPAction(v) => Self::SendSNMPAction(Box::new((**v).clone())),
+        }
+    }
+}
+impl x::Encode for AnyAction {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::Action(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::CreateTaskAction(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CreateTaskAction"))
+            }
+            Self::MethodAction(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MethodAction"))
+            }
+            Self::RunScriptAction(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RunScriptAction"))
+            }
+            Self::SendEmailAction(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SendEmailAction"))
+            }
+            Self::SendSNMPAction(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SendSNMPAction"))
+            }
+        }
+    }
+}
 impl AnyAction {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "Action" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::Action(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::Action(v)),
+                    Err(object) => Err(object),
                 }
             }
             "CreateTaskAction" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CreateTaskAction(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CreateTaskAction(v)),
+                    Err(object) => Err(object),
                 }
             }
             "MethodAction" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MethodAction(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MethodAction(v)),
+                    Err(object) => Err(object),
                 }
             }
             "RunScriptAction" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RunScriptAction(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::RunScriptAction(v)),
+                    Err(object) => Err(object),
                 }
             }
             "SendEmailAction" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SendEmailAction(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::SendEmailAction(v)),
+                    Err(object) => Err(object),
                 }
             }
             "SendSNMPAction" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SendSNMPAction(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::SendSNMPAction(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -172,33 +205,81 @@ impl<T: x::VariantOf<AnyAction>> From<T> for AnyAction {
     }
 }
 impl x::VariantOf<AnyAction> for Action {
+    #[inline]
     fn into_variant(self) -> AnyAction {
         AnyAction::Action(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAction) -> Option<&Self> {
+        match any {
+            AnyAction::Action(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAction> for CreateTaskAction {
+    #[inline]
     fn into_variant(self) -> AnyAction {
         AnyAction::CreateTaskAction(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAction) -> Option<&Self> {
+        match any {
+            AnyAction::CreateTaskAction(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAction> for MethodAction {
+    #[inline]
     fn into_variant(self) -> AnyAction {
         AnyAction::MethodAction(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAction) -> Option<&Self> {
+        match any {
+            AnyAction::MethodAction(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAction> for RunScriptAction {
+    #[inline]
     fn into_variant(self) -> AnyAction {
         AnyAction::RunScriptAction(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAction) -> Option<&Self> {
+        match any {
+            AnyAction::RunScriptAction(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAction> for SendEmailAction {
+    #[inline]
     fn into_variant(self) -> AnyAction {
         AnyAction::SendEmailAction(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAction) -> Option<&Self> {
+        match any {
+            AnyAction::SendEmailAction(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAction> for SendSNMPAction {
+    #[inline]
     fn into_variant(self) -> AnyAction {
         AnyAction::SendSNMPAction(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyAction) -> Option<&Self> {
+        match any {
+            AnyAction::SendSNMPAction(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `AlarmAction` or one of its 2 subtypes, chosen by `xsi:type` when decoding.
@@ -215,52 +296,23 @@ impl Default for AnyAlarmAction {
         Self::AlarmAction(Box::default())
     }
 }
-impl std::fmt::Debug for AnyAlarmAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyAlarmAction {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyAlarmAction {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyAlarmAction {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::AlarmAction(value) => x::as_dyn(&**value),
-            Self::AlarmTriggeringAction(value) => x::as_dyn(&**value),
-            Self::GroupAlarmAction(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::AlarmAction(_) => "AlarmAction",
+            Self::AlarmTriggeringAction(_) => "AlarmTriggeringAction",
+            Self::GroupAlarmAction(_) => "GroupAlarmAction",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyAlarmAction {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::AlarmAction(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyAlarmAction {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "AlarmAction", Self::from_data_object)
+        x::any_from_value(value, "AlarmAction", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyAlarmAction {
@@ -272,29 +324,77 @@ impl x::ArrayItem for AnyAlarmAction {
 unsafe impl Send for AnyAlarmAction {}
 // SAFETY: as above.
 unsafe impl Sync for AnyAlarmAction {}
+impl std::fmt::Debug for AnyAlarmAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AlarmTriggeringAction(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GroupAlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyAlarmAction {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::AlarmAction(a), Self::AlarmAction(b)) => **a == **b,
+            (Self::AlarmTriggeringAction(a), Self::AlarmTriggeringAction(b)) => {
+                **a == **b
+            }
+            (Self::GroupAlarmAction(a), Self::GroupAlarmAction(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyAlarmAction {
+    fn clone(&self) -> Self {
+        match self {
+            Self::AlarmAction(v) => Self::AlarmAction(Box::new((**v).clone())),
+            Self::AlarmTriggeringAction(v) => {
+                Self::AlarmTriggeringAction(Box::new((**v).clone()))
+            }
+            Self::GroupAlarmAction(v) => Self::GroupAlarmAction(Box::new((**v).clone())),
+        }
+    }
+}
+impl x::Encode for AnyAlarmAction {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::AlarmAction(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::AlarmTriggeringAction(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmTriggeringAction"))
+            }
+            Self::GroupAlarmAction(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GroupAlarmAction"))
+            }
+        }
+    }
+}
 impl AnyAlarmAction {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "AlarmAction" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmAction(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmAction(v)),
+                    Err(object) => Err(object),
                 }
             }
             "AlarmTriggeringAction" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmTriggeringAction(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmTriggeringAction(v)),
+                    Err(object) => Err(object),
                 }
             }
             "GroupAlarmAction" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GroupAlarmAction(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GroupAlarmAction(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -330,18 +430,42 @@ impl<T: x::VariantOf<AnyAlarmAction>> From<T> for AnyAlarmAction {
     }
 }
 impl x::VariantOf<AnyAlarmAction> for AlarmAction {
+    #[inline]
     fn into_variant(self) -> AnyAlarmAction {
         AnyAlarmAction::AlarmAction(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmAction) -> Option<&Self> {
+        match any {
+            AnyAlarmAction::AlarmAction(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAlarmAction> for AlarmTriggeringAction {
+    #[inline]
     fn into_variant(self) -> AnyAlarmAction {
         AnyAlarmAction::AlarmTriggeringAction(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmAction) -> Option<&Self> {
+        match any {
+            AnyAlarmAction::AlarmTriggeringAction(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAlarmAction> for GroupAlarmAction {
+    #[inline]
     fn into_variant(self) -> AnyAlarmAction {
         AnyAlarmAction::GroupAlarmAction(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmAction) -> Option<&Self> {
+        match any {
+            AnyAlarmAction::GroupAlarmAction(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `AlarmExpression` or one of its 5 subtypes, chosen by `xsi:type` when decoding.
@@ -361,55 +485,26 @@ impl Default for AnyAlarmExpression {
         Self::AlarmExpression(Box::default())
     }
 }
-impl std::fmt::Debug for AnyAlarmExpression {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyAlarmExpression {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyAlarmExpression {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyAlarmExpression {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::AlarmExpression(value) => x::as_dyn(&**value),
-            Self::AndAlarmExpression(value) => x::as_dyn(&**value),
-            Self::EventAlarmExpression(value) => x::as_dyn(&**value),
-            Self::MetricAlarmExpression(value) => x::as_dyn(&**value),
-            Self::OrAlarmExpression(value) => x::as_dyn(&**value),
-            Self::StateAlarmExpression(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::AlarmExpression(_) => "AlarmExpression",
+            Self::AndAlarmExpression(_) => "AndAlarmExpression",
+            Self::EventAlarmExpression(_) => "EventAlarmExpression",
+            Self::MetricAlarmExpression(_) => "MetricAlarmExpression",
+            Self::OrAlarmExpression(_) => "OrAlarmExpression",
+            Self::StateAlarmExpression(_) => "StateAlarmExpression",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyAlarmExpression {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::AlarmExpression(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyAlarmExpression {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "AlarmExpression", Self::from_data_object)
+        x::any_from_value(value, "AlarmExpression", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyAlarmExpression {
@@ -421,47 +516,121 @@ impl x::ArrayItem for AnyAlarmExpression {
 unsafe impl Send for AnyAlarmExpression {}
 // SAFETY: as above.
 unsafe impl Sync for AnyAlarmExpression {}
+impl std::fmt::Debug for AnyAlarmExpression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AndAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EventAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MetricAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OrAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StateAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyAlarmExpression {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::AlarmExpression(a), Self::AlarmExpression(b)) => **a == **b,
+            (Self::AndAlarmExpression(a), Self::AndAlarmExpression(b)) => **a == **b,
+            (Self::EventAlarmExpression(a), Self::EventAlarmExpression(b)) => **a == **b,
+            (Self::MetricAlarmExpression(a), Self::MetricAlarmExpression(b)) => {
+                **a == **b
+            }
+            (Self::OrAlarmExpression(a), Self::OrAlarmExpression(b)) => **a == **b,
+            (Self::StateAlarmExpression(a), Self::StateAlarmExpression(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyAlarmExpression {
+    fn clone(&self) -> Self {
+        match self {
+            Self::AlarmExpression(v) => Self::AlarmExpression(Box::new((**v).clone())),
+            Self::AndAlarmExpression(v) => {
+                Self::AndAlarmExpression(Box::new((**v).clone()))
+            }
+            Self::EventAlarmExpression(v) => {
+                Self::EventAlarmExpression(Box::new((**v).clone()))
+            }
+            Self::MetricAlarmExpression(v) => {
+                Self::MetricAlarmExpression(Box::new((**v).clone()))
+            }
+            Self::OrAlarmExpression(v) => {
+                Self::OrAlarmExpression(Box::new((**v).clone()))
+            }
+            Self::StateAlarmExpression(v) => {
+                Self::StateAlarmExpression(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyAlarmExpression {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::AlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::AndAlarmExpression(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AndAlarmExpression"))
+            }
+            Self::EventAlarmExpression(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EventAlarmExpression"))
+            }
+            Self::MetricAlarmExpression(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MetricAlarmExpression"))
+            }
+            Self::OrAlarmExpression(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OrAlarmExpression"))
+            }
+            Self::StateAlarmExpression(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("StateAlarmExpression"))
+            }
+        }
+    }
+}
 impl AnyAlarmExpression {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "AlarmExpression" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmExpression(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmExpression(v)),
+                    Err(object) => Err(object),
                 }
             }
             "AndAlarmExpression" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AndAlarmExpression(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AndAlarmExpression(v)),
+                    Err(object) => Err(object),
                 }
             }
             "EventAlarmExpression" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EventAlarmExpression(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::EventAlarmExpression(v)),
+                    Err(object) => Err(object),
                 }
             }
             "MetricAlarmExpression" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MetricAlarmExpression(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MetricAlarmExpression(v)),
+                    Err(object) => Err(object),
                 }
             }
             "OrAlarmExpression" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OrAlarmExpression(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::OrAlarmExpression(v)),
+                    Err(object) => Err(object),
                 }
             }
             "StateAlarmExpression" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StateAlarmExpression(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::StateAlarmExpression(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -515,33 +684,81 @@ impl<T: x::VariantOf<AnyAlarmExpression>> From<T> for AnyAlarmExpression {
     }
 }
 impl x::VariantOf<AnyAlarmExpression> for AlarmExpression {
+    #[inline]
     fn into_variant(self) -> AnyAlarmExpression {
         AnyAlarmExpression::AlarmExpression(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmExpression) -> Option<&Self> {
+        match any {
+            AnyAlarmExpression::AlarmExpression(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAlarmExpression> for AndAlarmExpression {
+    #[inline]
     fn into_variant(self) -> AnyAlarmExpression {
         AnyAlarmExpression::AndAlarmExpression(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmExpression) -> Option<&Self> {
+        match any {
+            AnyAlarmExpression::AndAlarmExpression(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAlarmExpression> for EventAlarmExpression {
+    #[inline]
     fn into_variant(self) -> AnyAlarmExpression {
         AnyAlarmExpression::EventAlarmExpression(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmExpression) -> Option<&Self> {
+        match any {
+            AnyAlarmExpression::EventAlarmExpression(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAlarmExpression> for MetricAlarmExpression {
+    #[inline]
     fn into_variant(self) -> AnyAlarmExpression {
         AnyAlarmExpression::MetricAlarmExpression(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmExpression) -> Option<&Self> {
+        match any {
+            AnyAlarmExpression::MetricAlarmExpression(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAlarmExpression> for OrAlarmExpression {
+    #[inline]
     fn into_variant(self) -> AnyAlarmExpression {
         AnyAlarmExpression::OrAlarmExpression(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmExpression) -> Option<&Self> {
+        match any {
+            AnyAlarmExpression::OrAlarmExpression(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAlarmExpression> for StateAlarmExpression {
+    #[inline]
     fn into_variant(self) -> AnyAlarmExpression {
         AnyAlarmExpression::StateAlarmExpression(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmExpression) -> Option<&Self> {
+        match any {
+            AnyAlarmExpression::StateAlarmExpression(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `AlarmSpec` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
@@ -557,51 +774,22 @@ impl Default for AnyAlarmSpec {
         Self::AlarmSpec(Box::default())
     }
 }
-impl std::fmt::Debug for AnyAlarmSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyAlarmSpec {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyAlarmSpec {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyAlarmSpec {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::AlarmSpec(value) => x::as_dyn(&**value),
-            Self::AlarmInfo(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::AlarmSpec(_) => "AlarmSpec",
+            Self::AlarmInfo(_) => "AlarmInfo",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyAlarmSpec {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::AlarmSpec(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyAlarmSpec {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "AlarmSpec", Self::from_data_object)
+        x::any_from_value(value, "AlarmSpec", Self::from_object)
     }
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -609,23 +797,59 @@ impl x::FromValue for AnyAlarmSpec {
 unsafe impl Send for AnyAlarmSpec {}
 // SAFETY: as above.
 unsafe impl Sync for AnyAlarmSpec {}
+impl std::fmt::Debug for AnyAlarmSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AlarmSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AlarmInfo(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyAlarmSpec {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::AlarmSpec(a), Self::AlarmSpec(b)) => **a == **b,
+            (Self::AlarmInfo(a), Self::AlarmInfo(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyAlarmSpec {
+    fn clone(&self) -> Self {
+        match self {
+            Self::AlarmSpec(v) => Self::AlarmSpec(Box::new((**v).clone())),
+            Self::AlarmInfo(v) => Self::AlarmInfo(Box::new((**v).clone())),
+        }
+    }
+}
+impl x::Encode for AnyAlarmSpec {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::AlarmSpec(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::AlarmInfo(v) => x::Encode::encode_as(&**v, w, tag, Some("AlarmInfo")),
+        }
+    }
+}
 impl AnyAlarmSpec {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "AlarmSpec" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmSpec(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmSpec(v)),
+                    Err(object) => Err(object),
                 }
             }
             "AlarmInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -655,13 +879,29 @@ impl<T: x::VariantOf<AnyAlarmSpec>> From<T> for AnyAlarmSpec {
     }
 }
 impl x::VariantOf<AnyAlarmSpec> for AlarmSpec {
+    #[inline]
     fn into_variant(self) -> AnyAlarmSpec {
         AnyAlarmSpec::AlarmSpec(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmSpec) -> Option<&Self> {
+        match any {
+            AnyAlarmSpec::AlarmSpec(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAlarmSpec> for AlarmInfo {
+    #[inline]
     fn into_variant(self) -> AnyAlarmSpec {
         AnyAlarmSpec::AlarmInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyAlarmSpec) -> Option<&Self> {
+        match any {
+            AnyAlarmSpec::AlarmInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `AnswerFileCreateSpec` or one of its 2 subtypes, chosen by `xsi:type` when decoding.
@@ -678,52 +918,23 @@ impl Default for AnyAnswerFileCreateSpec {
         Self::AnswerFileCreateSpec(Box::default())
     }
 }
-impl std::fmt::Debug for AnyAnswerFileCreateSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyAnswerFileCreateSpec {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyAnswerFileCreateSpec {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyAnswerFileCreateSpec {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::AnswerFileCreateSpec(value) => x::as_dyn(&**value),
-            Self::AnswerFileOptionsCreateSpec(value) => x::as_dyn(&**value),
-            Self::AnswerFileSerializedCreateSpec(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::AnswerFileCreateSpec(_) => "AnswerFileCreateSpec",
+            Self::AnswerFileOptionsCreateSpec(_) => "AnswerFileOptionsCreateSpec",
+            Self::AnswerFileSerializedCreateSpec(_) => "AnswerFileSerializedCreateSpec",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyAnswerFileCreateSpec {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::AnswerFileCreateSpec(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyAnswerFileCreateSpec {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "AnswerFileCreateSpec", Self::from_data_object)
+        x::any_from_value(value, "AnswerFileCreateSpec", Self::from_object)
     }
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -731,29 +942,90 @@ impl x::FromValue for AnyAnswerFileCreateSpec {
 unsafe impl Send for AnyAnswerFileCreateSpec {}
 // SAFETY: as above.
 unsafe impl Sync for AnyAnswerFileCreateSpec {}
+impl std::fmt::Debug for AnyAnswerFileCreateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AnswerFileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AnswerFileOptionsCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AnswerFileSerializedCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyAnswerFileCreateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::AnswerFileCreateSpec(a), Self::AnswerFileCreateSpec(b)) => **a == **b,
+            (
+                Self::AnswerFileOptionsCreateSpec(a),
+                Self::AnswerFileOptionsCreateSpec(b),
+            ) => **a == **b,
+            (
+                Self::AnswerFileSerializedCreateSpec(a),
+                Self::AnswerFileSerializedCreateSpec(b),
+            ) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyAnswerFileCreateSpec {
+    fn clone(&self) -> Self {
+        match self {
+            Self::AnswerFileCreateSpec(v) => {
+                Self::AnswerFileCreateSpec(Box::new((**v).clone()))
+            }
+            Self::AnswerFileOptionsCreateSpec(v) => {
+                Self::AnswerFileOptionsCreateSpec(Box::new((**v).clone()))
+            }
+            Self::AnswerFileSerializedCreateSpec(v) => {
+                Self::AnswerFileSerializedCreateSpec(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyAnswerFileCreateSpec {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::AnswerFileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::AnswerFileOptionsCreateSpec(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AnswerFileOptionsCreateSpec"))
+            }
+            Self::AnswerFileSerializedCreateSpec(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("AnswerFileSerializedCreateSpec"),
+                )
+            }
+        }
+    }
+}
 impl AnyAnswerFileCreateSpec {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "AnswerFileCreateSpec" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AnswerFileCreateSpec(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AnswerFileCreateSpec(v)),
+                    Err(object) => Err(object),
                 }
             }
             "AnswerFileOptionsCreateSpec" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AnswerFileOptionsCreateSpec(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AnswerFileOptionsCreateSpec(v)),
+                    Err(object) => Err(object),
                 }
             }
             "AnswerFileSerializedCreateSpec" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AnswerFileSerializedCreateSpec(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AnswerFileSerializedCreateSpec(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -789,18 +1061,42 @@ impl<T: x::VariantOf<AnyAnswerFileCreateSpec>> From<T> for AnyAnswerFileCreateSp
     }
 }
 impl x::VariantOf<AnyAnswerFileCreateSpec> for AnswerFileCreateSpec {
+    #[inline]
     fn into_variant(self) -> AnyAnswerFileCreateSpec {
         AnyAnswerFileCreateSpec::AnswerFileCreateSpec(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAnswerFileCreateSpec) -> Option<&Self> {
+        match any {
+            AnyAnswerFileCreateSpec::AnswerFileCreateSpec(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAnswerFileCreateSpec> for AnswerFileOptionsCreateSpec {
+    #[inline]
     fn into_variant(self) -> AnyAnswerFileCreateSpec {
         AnyAnswerFileCreateSpec::AnswerFileOptionsCreateSpec(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyAnswerFileCreateSpec) -> Option<&Self> {
+        match any {
+            AnyAnswerFileCreateSpec::AnswerFileOptionsCreateSpec(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyAnswerFileCreateSpec> for AnswerFileSerializedCreateSpec {
+    #[inline]
     fn into_variant(self) -> AnyAnswerFileCreateSpec {
         AnyAnswerFileCreateSpec::AnswerFileSerializedCreateSpec(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyAnswerFileCreateSpec) -> Option<&Self> {
+        match any {
+            AnyAnswerFileCreateSpec::AnswerFileSerializedCreateSpec(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `ApplyProfile` or one of its 40 subtypes, chosen by `xsi:type` when decoding.
@@ -855,90 +1151,61 @@ impl Default for AnyApplyProfile {
         Self::ApplyProfile(Box::default())
     }
 }
-impl std::fmt::Debug for AnyApplyProfile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyApplyProfile {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyApplyProfile {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyApplyProfile {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::ApplyProfile(value) => x::as_dyn(&**value),
-            Self::ActiveDirectoryProfile(value) => x::as_dyn(&**value),
-            Self::AuthenticationProfile(value) => x::as_dyn(&**value),
-            Self::DateTimeProfile(value) => x::as_dyn(&**value),
-            Self::DvsHostVNicProfile(value) => x::as_dyn(&**value),
-            Self::DvsProfile(value) => x::as_dyn(&**value),
-            Self::DvsServiceConsoleVNicProfile(value) => x::as_dyn(&**value),
-            Self::DvsVNicProfile(value) => x::as_dyn(&**value),
-            Self::FirewallProfile(value) => x::as_dyn(&**value),
-            Self::FirewallProfileRulesetProfile(value) => x::as_dyn(&**value),
-            Self::HostApplyProfile(value) => x::as_dyn(&**value),
-            Self::HostMemoryProfile(value) => x::as_dyn(&**value),
-            Self::HostPortGroupProfile(value) => x::as_dyn(&**value),
-            Self::IpAddressProfile(value) => x::as_dyn(&**value),
-            Self::IpRouteProfile(value) => x::as_dyn(&**value),
-            Self::LinkProfile(value) => x::as_dyn(&**value),
-            Self::NasStorageProfile(value) => x::as_dyn(&**value),
-            Self::NetStackInstanceProfile(value) => x::as_dyn(&**value),
-            Self::NetworkPolicyProfile(value) => x::as_dyn(&**value),
-            Self::NetworkProfile(value) => x::as_dyn(&**value),
-            Self::NetworkProfileDnsConfigProfile(value) => x::as_dyn(&**value),
-            Self::NsxHostVNicProfile(value) => x::as_dyn(&**value),
-            Self::NumPortsProfile(value) => x::as_dyn(&**value),
-            Self::OpaqueSwitchProfile(value) => x::as_dyn(&**value),
-            Self::OptionProfile(value) => x::as_dyn(&**value),
-            Self::PermissionProfile(value) => x::as_dyn(&**value),
-            Self::PhysicalNicProfile(value) => x::as_dyn(&**value),
-            Self::PnicUplinkProfile(value) => x::as_dyn(&**value),
-            Self::PortGroupProfile(value) => x::as_dyn(&**value),
-            Self::ProfileApplyProfileElement(value) => x::as_dyn(&**value),
-            Self::SecurityProfile(value) => x::as_dyn(&**value),
-            Self::ServiceConsolePortGroupProfile(value) => x::as_dyn(&**value),
-            Self::ServiceProfile(value) => x::as_dyn(&**value),
-            Self::StaticRouteProfile(value) => x::as_dyn(&**value),
-            Self::StorageProfile(value) => x::as_dyn(&**value),
-            Self::UserGroupProfile(value) => x::as_dyn(&**value),
-            Self::UserProfile(value) => x::as_dyn(&**value),
-            Self::VirtualSwitchProfile(value) => x::as_dyn(&**value),
-            Self::VirtualSwitchSelectionProfile(value) => x::as_dyn(&**value),
-            Self::VlanProfile(value) => x::as_dyn(&**value),
-            Self::VmPortGroupProfile(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::ApplyProfile(_) => "ApplyProfile",
+            Self::ActiveDirectoryProfile(_) => "ActiveDirectoryProfile",
+            Self::AuthenticationProfile(_) => "AuthenticationProfile",
+            Self::DateTimeProfile(_) => "DateTimeProfile",
+            Self::DvsHostVNicProfile(_) => "DvsHostVNicProfile",
+            Self::DvsProfile(_) => "DvsProfile",
+            Self::DvsServiceConsoleVNicProfile(_) => "DvsServiceConsoleVNicProfile",
+            Self::DvsVNicProfile(_) => "DvsVNicProfile",
+            Self::FirewallProfile(_) => "FirewallProfile",
+            Self::FirewallProfileRulesetProfile(_) => "FirewallProfileRulesetProfile",
+            Self::HostApplyProfile(_) => "HostApplyProfile",
+            Self::HostMemoryProfile(_) => "HostMemoryProfile",
+            Self::HostPortGroupProfile(_) => "HostPortGroupProfile",
+            Self::IpAddressProfile(_) => "IpAddressProfile",
+            Self::IpRouteProfile(_) => "IpRouteProfile",
+            Self::LinkProfile(_) => "LinkProfile",
+            Self::NasStorageProfile(_) => "NasStorageProfile",
+            Self::NetStackInstanceProfile(_) => "NetStackInstanceProfile",
+            Self::NetworkPolicyProfile(_) => "NetworkPolicyProfile",
+            Self::NetworkProfile(_) => "NetworkProfile",
+            Self::NetworkProfileDnsConfigProfile(_) => "NetworkProfileDnsConfigProfile",
+            Self::NsxHostVNicProfile(_) => "NsxHostVNicProfile",
+            Self::NumPortsProfile(_) => "NumPortsProfile",
+            Self::OpaqueSwitchProfile(_) => "OpaqueSwitchProfile",
+            Self::OptionProfile(_) => "OptionProfile",
+            Self::PermissionProfile(_) => "PermissionProfile",
+            Self::PhysicalNicProfile(_) => "PhysicalNicProfile",
+            Self::PnicUplinkProfile(_) => "PnicUplinkProfile",
+            Self::PortGroupProfile(_) => "PortGroupProfile",
+            Self::ProfileApplyProfileElement(_) => "ProfileApplyProfileElement",
+            Self::SecurityProfile(_) => "SecurityProfile",
+            Self::ServiceConsolePortGroupProfile(_) => "ServiceConsolePortGroupProfile",
+            Self::ServiceProfile(_) => "ServiceProfile",
+            Self::StaticRouteProfile(_) => "StaticRouteProfile",
+            Self::StorageProfile(_) => "StorageProfile",
+            Self::UserGroupProfile(_) => "UserGroupProfile",
+            Self::UserProfile(_) => "UserProfile",
+            Self::VirtualSwitchProfile(_) => "VirtualSwitchProfile",
+            Self::VirtualSwitchSelectionProfile(_) => "VirtualSwitchSelectionProfile",
+            Self::VlanProfile(_) => "VlanProfile",
+            Self::VmPortGroupProfile(_) => "VmPortGroupProfile",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyApplyProfile {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::ApplyProfile(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyApplyProfile {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "ApplyProfile", Self::from_data_object)
+        x::any_from_value(value, "ApplyProfile", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyApplyProfile {
@@ -950,257 +1217,605 @@ impl x::ArrayItem for AnyApplyProfile {
 unsafe impl Send for AnyApplyProfile {}
 // SAFETY: as above.
 unsafe impl Sync for AnyApplyProfile {}
+impl std::fmt::Debug for AnyApplyProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ActiveDirectoryProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AuthenticationProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DateTimeProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsHostVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsServiceConsoleVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FirewallProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FirewallProfileRulesetProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostMemoryProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IpAddressProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IpRouteProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NasStorageProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NetStackInstanceProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NetworkPolicyProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NetworkProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NetworkProfileDnsConfigProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NsxHostVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NumPortsProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OpaqueSwitchProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OptionProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PermissionProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PhysicalNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PnicUplinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ProfileApplyProfileElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SecurityProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ServiceConsolePortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ServiceProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StaticRouteProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UserGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UserProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSwitchProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSwitchSelectionProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VlanProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyApplyProfile {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::ApplyProfile(a), Self::ApplyProfile(b)) => **a == **b,
+            (Self::ActiveDirectoryProfile(a), Self::ActiveDirectoryProfile(b)) => {
+                **a == **b
+            }
+            (Self::AuthenticationProfile(a), Self::AuthenticationProfile(b)) => {
+                **a == **b
+            }
+            (Self::DateTimeProfile(a), Self::DateTimeProfile(b)) => **a == **b,
+            (Self::DvsHostVNicProfile(a), Self::DvsHostVNicProfile(b)) => **a == **b,
+            (Self::DvsProfile(a), Self::DvsProfile(b)) => **a == **b,
+            (
+                Self::DvsServiceConsoleVNicProfile(a),
+                Self::DvsServiceConsoleVNicProfile(b),
+            ) => **a == **b,
+            (Self::DvsVNicProfile(a), Self::DvsVNicProfile(b)) => **a == **b,
+            (Self::FirewallProfile(a), Self::FirewallProfile(b)) => **a == **b,
+            (
+                Self::FirewallProfileRulesetProfile(a),
+                Self::FirewallProfileRulesetProfile(b),
+            ) => **a == **b,
+            (Self::HostApplyProfile(a), Self::HostApplyProfile(b)) => **a == **b,
+            (Self::HostMemoryProfile(a), Self::HostMemoryProfile(b)) => **a == **b,
+            (Self::HostPortGroupProfile(a), Self::HostPortGroupProfile(b)) => **a == **b,
+            (Self::IpAddressProfile(a), Self::IpAddressProfile(b)) => **a == **b,
+            (Self::IpRouteProfile(a), Self::IpRouteProfile(b)) => **a == **b,
+            (Self::LinkProfile(a), Self::LinkProfile(b)) => **a == **b,
+            (Self::NasStorageProfile(a), Self::NasStorageProfile(b)) => **a == **b,
+            (Self::NetStackInstanceProfile(a), Self::NetStackInstanceProfile(b)) => {
+                **a == **b
+            }
+            (Self::NetworkPolicyProfile(a), Self::NetworkPolicyProfile(b)) => **a == **b,
+            (Self::NetworkProfile(a), Self::NetworkProfile(b)) => **a == **b,
+            (
+                Self::NetworkProfileDnsConfigProfile(a),
+                Self::NetworkProfileDnsConfigProfile(b),
+            ) => **a == **b,
+            (Self::NsxHostVNicProfile(a), Self::NsxHostVNicProfile(b)) => **a == **b,
+            (Self::NumPortsProfile(a), Self::NumPortsProfile(b)) => **a == **b,
+            (Self::OpaqueSwitchProfile(a), Self::OpaqueSwitchProfile(b)) => **a == **b,
+            (Self::OptionProfile(a), Self::OptionProfile(b)) => **a == **b,
+            (Self::PermissionProfile(a), Self::PermissionProfile(b)) => **a == **b,
+            (Self::PhysicalNicProfile(a), Self::PhysicalNicProfile(b)) => **a == **b,
+            (Self::PnicUplinkProfile(a), Self::PnicUplinkProfile(b)) => **a == **b,
+            (Self::PortGroupProfile(a), Self::PortGroupProfile(b)) => **a == **b,
+            (
+                Self::ProfileApplyProfileElement(a),
+                Self::ProfileApplyProfileElement(b),
+            ) => **a == **b,
+            (Self::SecurityProfile(a), Self::SecurityProfile(b)) => **a == **b,
+            (
+                Self::ServiceConsolePortGroupProfile(a),
+                Self::ServiceConsolePortGroupProfile(b),
+            ) => **a == **b,
+            (Self::ServiceProfile(a), Self::ServiceProfile(b)) => **a == **b,
+            (Self::StaticRouteProfile(a), Self::StaticRouteProfile(b)) => **a == **b,
+            (Self::StorageProfile(a), Self::StorageProfile(b)) => **a == **b,
+            (Self::UserGroupProfile(a), Self::UserGroupProfile(b)) => **a == **b,
+            (Self::UserProfile(a), Self::UserProfile(b)) => **a == **b,
+            (Self::VirtualSwitchProfile(a), Self::VirtualSwitchProfile(b)) => **a == **b,
+            (
+                Self::VirtualSwitchSelectionProfile(a),
+                Self::VirtualSwitchSelectionProfile(b),
+            ) => **a == **b,
+            (Self::VlanProfile(a), Self::VlanProfile(b)) => **a == **b,
+            (Self::VmPortGroupProfile(a), Self::VmPortGroupProfile(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyApplyProfile {
+    fn clone(&self) -> Self {
+        match self {
+            Self::ApplyProfile(v) => Self::ApplyProfile(Box::new((**v).clone())),
+            Self::ActiveDirectoryProfile(v) => {
+                Self::ActiveDirectoryProfile(Box::new((**v).clone()))
+            }
+            Self::AuthenticationProfile(v) => {
+                Self::AuthenticationProfile(Box::new((**v).clone()))
+            }
+            Self::DateTimeProfile(v) => Self::DateTimeProfile(Box::new((**v).clone())),
+            Self::DvsHostVNicProfile(v) => {
+                Self::DvsHostVNicProfile(Box::new((**v).clone()))
+            }
+            Self::DvsProfile(v) => Self::DvsProfile(Box::new((**v).clone())),
+            Self::DvsServiceConsoleVNicProfile(v) => {
+                Self::DvsServiceConsoleVNicProfile(Box::new((**v).clone()))
+            }
+            Self::DvsVNicProfile(v) => Self::DvsVNicProfile(Box::new((**v).clone())),
+            Self::FirewallProfile(v) => Self::FirewallProfile(Box::new((**v).clone())),
+            Self::FirewallProfileRulesetProfile(v) => {
+                Self::FirewallProfileRulesetProfile(Box::new((**v).clone()))
+            }
+            Self::HostApplyProfile(v) => Self::HostApplyProfile(Box::new((**v).clone())),
+            Self::HostMemoryProfile(v) => {
+                Self::HostMemoryProfile(Box::new((**v).clone()))
+            }
+            Self::HostPortGroupProfile(v) => {
+                Self::HostPortGroupProfile(Box::new((**v).clone()))
+            }
+            Self::IpAddressProfile(v) => Self::IpAddressProfile(Box::new((**v).clone())),
+            Self::IpRouteProfile(v) => Self::IpRouteProfile(Box::new((**v).clone())),
+            Self::LinkProfile(v) => Self::LinkProfile(Box::new((**v).clone())),
+            Self::NasStorageProfile(v) => {
+                Self::NasStorageProfile(Box::new((**v).clone()))
+            }
+            Self::NetStackInstanceProfile(v) => {
+                Self::NetStackInstanceProfile(Box::new((**v).clone()))
+            }
+            Self::NetworkPolicyProfile(v) => {
+                Self::NetworkPolicyProfile(Box::new((**v).clone()))
+            }
+            Self::NetworkProfile(v) => Self::NetworkProfile(Box::new((**v).clone())),
+            Self::NetworkProfileDnsConfigProfile(v) => {
+                Self::NetworkProfileDnsConfigProfile(Box::new((**v).clone()))
+            }
+            Self::NsxHostVNicProfile(v) => {
+                Self::NsxHostVNicProfile(Box::new((**v).clone()))
+            }
+            Self::NumPortsProfile(v) => Self::NumPortsProfile(Box::new((**v).clone())),
+            Self::OpaqueSwitchProfile(v) => {
+                Self::OpaqueSwitchProfile(Box::new((**v).clone()))
+            }
+            Self::OptionProfile(v) => Self::OptionProfile(Box::new((**v).clone())),
+            Self::PermissionProfile(v) => {
+                Self::PermissionProfile(Box::new((**v).clone()))
+            }
+            Self::PhysicalNicProfile(v) => {
+                Self::PhysicalNicProfile(Box::new((**v).clone()))
+            }
+            Self::PnicUplinkProfile(v) => {
+                Self::PnicUplinkProfile(Box::new((**v).clone()))
+            }
+            Self::PortGroupProfile(v) => Self::PortGroupProfile(Box::new((**v).clone())),
+            Self::ProfileApplyProfileElement(v) => {
+                Self::ProfileApplyProfileElement(Box::new((**v).clone()))
+            }
+            Self::SecurityProfile(v) => Self::SecurityProfile(Box::new((**v).clone())),
+            Self::ServiceConsolePortGroupProfile(v) => {
+                Self::ServiceConsolePortGroupProfile(Box::new((**v).clone()))
+            }
+            Self::ServiceProfile(v) => Self::ServiceProfile(Box::new((**v).clone())),
+            Self::StaticRouteProfile(v) => {
+                Self::StaticRouteProfile(Box::new((**v).clone()))
+            }
+            Self::StorageProfile(v) => Self::StorageProfile(Box::new((**v).clone())),
+            Self::UserGroupProfile(v) => Self::UserGroupProfile(Box::new((**v).clone())),
+            Self::UserProfile(v) => Self::UserProfile(Box::new((**v).clone())),
+            Self::VirtualSwitchProfile(v) => {
+                Self::VirtualSwitchProfile(Box::new((**v).clone()))
+            }
+            Self::VirtualSwitchSelectionProfile(v) => {
+                Self::VirtualSwitchSelectionProfile(Box::new((**v).clone()))
+            }
+            Self::VlanProfile(v) => Self::VlanProfile(Box::new((**v).clone())),
+            Self::VmPortGroupProfile(v) => {
+                Self::VmPortGroupProfile(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyApplyProfile {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::ApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::ActiveDirectoryProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ActiveDirectoryProfile"))
+            }
+            Self::AuthenticationProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AuthenticationProfile"))
+            }
+            Self::DateTimeProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DateTimeProfile"))
+            }
+            Self::DvsHostVNicProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostVNicProfile"))
+            }
+            Self::DvsProfile(v) => x::Encode::encode_as(&**v, w, tag, Some("DvsProfile")),
+            Self::DvsServiceConsoleVNicProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsServiceConsoleVNicProfile"))
+            }
+            Self::DvsVNicProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsVNicProfile"))
+            }
+            Self::FirewallProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FirewallProfile"))
+            }
+            Self::FirewallProfileRulesetProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FirewallProfileRulesetProfile"))
+            }
+            Self::HostApplyProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostApplyProfile"))
+            }
+            Self::HostMemoryProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostMemoryProfile"))
+            }
+            Self::HostPortGroupProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostPortGroupProfile"))
+            }
+            Self::IpAddressProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("IpAddressProfile"))
+            }
+            Self::IpRouteProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("IpRouteProfile"))
+            }
+            Self::LinkProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LinkProfile"))
+            }
+            Self::NasStorageProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NasStorageProfile"))
+            }
+            Self::NetStackInstanceProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NetStackInstanceProfile"))
+            }
+            Self::NetworkPolicyProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NetworkPolicyProfile"))
+            }
+            Self::NetworkProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NetworkProfile"))
+            }
+            Self::NetworkProfileDnsConfigProfile(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NetworkProfileDnsConfigProfile"),
+                )
+            }
+            Self::NsxHostVNicProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NsxHostVNicProfile"))
+            }
+            Self::NumPortsProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NumPortsProfile"))
+            }
+            Self::OpaqueSwitchProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OpaqueSwitchProfile"))
+            }
+            Self::OptionProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OptionProfile"))
+            }
+            Self::PermissionProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionProfile"))
+            }
+            Self::PhysicalNicProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PhysicalNicProfile"))
+            }
+            Self::PnicUplinkProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PnicUplinkProfile"))
+            }
+            Self::PortGroupProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PortGroupProfile"))
+            }
+            Self::ProfileApplyProfileElement(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileApplyProfileElement"))
+            }
+            Self::SecurityProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SecurityProfile"))
+            }
+            Self::ServiceConsolePortGroupProfile(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ServiceConsolePortGroupProfile"),
+                )
+            }
+            Self::ServiceProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ServiceProfile"))
+            }
+            Self::StaticRouteProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("StaticRouteProfile"))
+            }
+            Self::StorageProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("StorageProfile"))
+            }
+            Self::UserGroupProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserGroupProfile"))
+            }
+            Self::UserProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserProfile"))
+            }
+            Self::VirtualSwitchProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSwitchProfile"))
+            }
+            Self::VirtualSwitchSelectionProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSwitchSelectionProfile"))
+            }
+            Self::VlanProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VlanProfile"))
+            }
+            Self::VmPortGroupProfile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPortGroupProfile"))
+            }
+        }
+    }
+}
 impl AnyApplyProfile {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "ApplyProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ApplyProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ApplyProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "ActiveDirectoryProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ActiveDirectoryProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ActiveDirectoryProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "AuthenticationProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AuthenticationProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AuthenticationProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "DateTimeProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DateTimeProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DateTimeProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "DvsHostVNicProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsHostVNicProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsHostVNicProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "DvsProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "DvsServiceConsoleVNicProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsServiceConsoleVNicProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsServiceConsoleVNicProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "DvsVNicProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsVNicProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsVNicProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "FirewallProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FirewallProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::FirewallProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "FirewallProfileRulesetProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FirewallProfileRulesetProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::FirewallProfileRulesetProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "HostApplyProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostApplyProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostApplyProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "HostMemoryProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostMemoryProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostMemoryProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "HostPortGroupProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostPortGroupProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostPortGroupProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "IpAddressProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IpAddressProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::IpAddressProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "IpRouteProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IpRouteProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::IpRouteProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "LinkProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LinkProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LinkProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "NasStorageProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NasStorageProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NasStorageProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "NetStackInstanceProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NetStackInstanceProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NetStackInstanceProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "NetworkPolicyProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NetworkPolicyProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NetworkPolicyProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "NetworkProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NetworkProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NetworkProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "NetworkProfileDnsConfigProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NetworkProfileDnsConfigProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NetworkProfileDnsConfigProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "NsxHostVNicProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NsxHostVNicProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NsxHostVNicProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "NumPortsProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NumPortsProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NumPortsProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "OpaqueSwitchProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OpaqueSwitchProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::OpaqueSwitchProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "OptionProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OptionProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::OptionProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "PermissionProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PermissionProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::PermissionProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "PhysicalNicProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PhysicalNicProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::PhysicalNicProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "PnicUplinkProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PnicUplinkProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::PnicUplinkProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "PortGroupProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PortGroupProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::PortGroupProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "ProfileApplyProfileElement" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ProfileApplyProfileElement(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ProfileApplyProfileElement(v)),
+                    Err(object) => Err(object),
                 }
             }
             "SecurityProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SecurityProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::SecurityProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "ServiceConsolePortGroupProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ServiceConsolePortGroupProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ServiceConsolePortGroupProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "ServiceProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ServiceProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ServiceProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "StaticRouteProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StaticRouteProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::StaticRouteProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "StorageProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::StorageProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "UserGroupProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserGroupProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UserGroupProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "UserProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UserProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSwitchProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSwitchProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSwitchProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSwitchSelectionProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSwitchSelectionProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSwitchSelectionProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VlanProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VlanProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VlanProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VmPortGroupProfile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmPortGroupProfile(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmPortGroupProfile(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -1464,207 +2079,535 @@ impl<T: x::VariantOf<AnyApplyProfile>> From<T> for AnyApplyProfile {
     }
 }
 impl x::VariantOf<AnyApplyProfile> for ApplyProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::ApplyProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::ApplyProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for ActiveDirectoryProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::ActiveDirectoryProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::ActiveDirectoryProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for AuthenticationProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::AuthenticationProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::AuthenticationProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for DateTimeProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::DateTimeProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::DateTimeProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for DvsHostVNicProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::DvsHostVNicProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::DvsHostVNicProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for DvsProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::DvsProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::DvsProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for DvsServiceConsoleVNicProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::DvsServiceConsoleVNicProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::DvsServiceConsoleVNicProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for DvsVNicProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::DvsVNicProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::DvsVNicProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for FirewallProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::FirewallProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::FirewallProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for FirewallProfileRulesetProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::FirewallProfileRulesetProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::FirewallProfileRulesetProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for HostApplyProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::HostApplyProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::HostApplyProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for HostMemoryProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::HostMemoryProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::HostMemoryProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for HostPortGroupProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::HostPortGroupProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::HostPortGroupProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for IpAddressProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::IpAddressProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::IpAddressProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for IpRouteProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::IpRouteProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::IpRouteProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for LinkProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::LinkProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::LinkProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for NasStorageProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::NasStorageProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::NasStorageProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for NetStackInstanceProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::NetStackInstanceProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::NetStackInstanceProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for NetworkPolicyProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::NetworkPolicyProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::NetworkPolicyProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for NetworkProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::NetworkProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::NetworkProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for NetworkProfileDnsConfigProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::NetworkProfileDnsConfigProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::NetworkProfileDnsConfigProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for NsxHostVNicProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::NsxHostVNicProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::NsxHostVNicProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for NumPortsProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::NumPortsProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::NumPortsProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for OpaqueSwitchProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::OpaqueSwitchProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::OpaqueSwitchProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for OptionProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::OptionProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::OptionProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for PermissionProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::PermissionProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::PermissionProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for PhysicalNicProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::PhysicalNicProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::PhysicalNicProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for PnicUplinkProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::PnicUplinkProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::PnicUplinkProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for PortGroupProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::PortGroupProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::PortGroupProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for ProfileApplyProfileElement {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::ProfileApplyProfileElement(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::ProfileApplyProfileElement(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for SecurityProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::SecurityProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::SecurityProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for ServiceConsolePortGroupProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::ServiceConsolePortGroupProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::ServiceConsolePortGroupProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for ServiceProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::ServiceProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::ServiceProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for StaticRouteProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::StaticRouteProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::StaticRouteProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for StorageProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::StorageProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::StorageProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for UserGroupProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::UserGroupProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::UserGroupProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for UserProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::UserProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::UserProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for VirtualSwitchProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::VirtualSwitchProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::VirtualSwitchProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for VirtualSwitchSelectionProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::VirtualSwitchSelectionProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::VirtualSwitchSelectionProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for VlanProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::VlanProfile(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::VlanProfile(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyApplyProfile> for VmPortGroupProfile {
+    #[inline]
     fn into_variant(self) -> AnyApplyProfile {
         AnyApplyProfile::VmPortGroupProfile(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyApplyProfile) -> Option<&Self> {
+        match any {
+            AnyApplyProfile::VmPortGroupProfile(v) => Some(v),
+            _ => None,
+        }
     }
 }

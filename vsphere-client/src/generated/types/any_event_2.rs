@@ -5,2669 +5,2322 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl AnyEvent {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
-        match object.type_name() {
-            "Event" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::Event(v)),
-                    Err(_) => None,
-                }
-            }
-            "AccountCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AccountCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AccountRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AccountRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AccountUpdatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AccountUpdatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AdminPasswordNotChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AdminPasswordNotChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmAcknowledgedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmAcknowledgedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmActionTriggeredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmActionTriggeredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmClearedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmClearedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmEmailCompletedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmEmailCompletedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmEmailFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmEmailFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmScriptCompleteEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmScriptCompleteEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmScriptFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmScriptFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmSnmpCompletedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmSnmpCompletedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmSnmpFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmSnmpFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlarmStatusChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlarmStatusChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AllVirtualMachinesLicensedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AllVirtualMachinesLicensedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlreadyAuthenticatedSessionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlreadyAuthenticatedSessionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "AuthorizationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AuthorizationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "BadUsernameSessionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::BadUsernameSessionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CanceledHostOperationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CanceledHostOperationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ClusterComplianceCheckedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ClusterComplianceCheckedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ClusterCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ClusterCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ClusterDestroyedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ClusterDestroyedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ClusterEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ClusterEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ClusterOvercommittedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ClusterOvercommittedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ClusterReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ClusterReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ClusterStatusChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ClusterStatusChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomFieldDefAddedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomFieldDefAddedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomFieldDefEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomFieldDefEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomFieldDefRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomFieldDefRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomFieldDefRenamedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomFieldDefRenamedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomFieldEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomFieldEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomFieldValueChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomFieldValueChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationLinuxIdentityFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationLinuxIdentityFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationNetworkSetupFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationNetworkSetupFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationStartedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationStartedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationSucceeded" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationSucceeded(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationSysprepFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationSysprepFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationUnknownFailure" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationUnknownFailure(v)),
-                    Err(_) => None,
-                }
-            }
-            "DVPortgroupCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DVPortgroupCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DVPortgroupDestroyedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DVPortgroupDestroyedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DVPortgroupEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DVPortgroupEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DVPortgroupReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DVPortgroupReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DVPortgroupRenamedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DVPortgroupRenamedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasAdmissionControlDisabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasAdmissionControlDisabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasAdmissionControlEnabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasAdmissionControlEnabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasAgentFoundEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasAgentFoundEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasAgentUnavailableEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasAgentUnavailableEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasClusterIsolatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasClusterIsolatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasDisabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasDisabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasEnabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasEnabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasHostFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasHostFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasHostIsolatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasHostIsolatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatacenterCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatacenterCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatacenterEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatacenterEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatacenterRenamedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatacenterRenamedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreCapacityIncreasedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreCapacityIncreasedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreDestroyedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreDestroyedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreDiscoveredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreDiscoveredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreDuplicatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreDuplicatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreFileCopiedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreFileCopiedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreFileDeletedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreFileDeletedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreFileEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreFileEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreFileMovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreFileMovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreIORMReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreIORMReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastorePrincipalConfigured" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastorePrincipalConfigured(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreRemovedOnHostEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreRemovedOnHostEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreRenamedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreRenamedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreRenamedOnHostEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreRenamedOnHostEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsDisabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsDisabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsEnabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsEnabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsEnteredStandbyModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsEnteredStandbyModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsEnteringStandbyModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsEnteringStandbyModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsExitStandbyModeFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsExitStandbyModeFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsExitedStandbyModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsExitedStandbyModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsExitingStandbyModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsExitingStandbyModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsInvocationFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsInvocationFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsRecoveredFromFailureEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsRecoveredFromFailureEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsResourceConfigureFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsResourceConfigureFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsResourceConfigureSyncedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsResourceConfigureSyncedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsRuleComplianceEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsRuleComplianceEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsRuleViolationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsRuleViolationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsSoftRuleViolationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsSoftRuleViolationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsVmMigratedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsVmMigratedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsVmPoweredOnEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsVmPoweredOnEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DuplicateIpDetectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DuplicateIpDetectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvpgImportEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvpgImportEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvpgRestoreEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvpgRestoreEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsDestroyedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsDestroyedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsHealthStatusChangeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsHealthStatusChangeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsHostBackInSyncEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsHostBackInSyncEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsHostJoinedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsHostJoinedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsHostLeftEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsHostLeftEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsHostStatusUpdated" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsHostStatusUpdated(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsHostWentOutOfSyncEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsHostWentOutOfSyncEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsImportEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsImportEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsMergedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsMergedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortBlockedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortBlockedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortConnectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortConnectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortDeletedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortDeletedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortDisconnectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortDisconnectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortEnteredPassthruEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortEnteredPassthruEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortExitedPassthruEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortExitedPassthruEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortJoinPortgroupEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortJoinPortgroupEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortLeavePortgroupEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortLeavePortgroupEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortLinkDownEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortLinkDownEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortLinkUpEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortLinkUpEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortRuntimeChangeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortRuntimeChangeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortUnblockedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortUnblockedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsPortVendorSpecificStateChangeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsPortVendorSpecificStateChangeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsRenamedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsRenamedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsRestoreEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsRestoreEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsUpgradeAvailableEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsUpgradeAvailableEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsUpgradeInProgressEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsUpgradeInProgressEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsUpgradeRejectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsUpgradeRejectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsUpgradedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsUpgradedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "EnteredMaintenanceModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EnteredMaintenanceModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "EnteredStandbyModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EnteredStandbyModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "EnteringMaintenanceModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EnteringMaintenanceModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "EnteringStandbyModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EnteringStandbyModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ErrorUpgradeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ErrorUpgradeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "EventEx" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EventEx(v)),
-                    Err(_) => None,
-                }
-            }
-            "ExitMaintenanceModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ExitMaintenanceModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ExitStandbyModeFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ExitStandbyModeFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ExitedStandbyModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ExitedStandbyModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ExitingStandbyModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ExitingStandbyModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ExtendedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ExtendedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "FailoverLevelRestored" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FailoverLevelRestored(v)),
-                    Err(_) => None,
-                }
-            }
-            "GeneralEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GeneralEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GeneralHostErrorEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GeneralHostErrorEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GeneralHostInfoEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GeneralHostInfoEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GeneralHostWarningEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GeneralHostWarningEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GeneralUserEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GeneralUserEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GeneralVmErrorEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GeneralVmErrorEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GeneralVmInfoEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GeneralVmInfoEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GeneralVmWarningEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GeneralVmWarningEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GhostDvsProxySwitchDetectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GhostDvsProxySwitchDetectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GhostDvsProxySwitchRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GhostDvsProxySwitchRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "GlobalMessageChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GlobalMessageChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HealthStatusChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HealthStatusChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostAddFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostAddFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostAddedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostAddedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostAdminDisableEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostAdminDisableEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostAdminEnableEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostAdminEnableEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedAccountFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedAccountFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedAlreadyManagedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedAlreadyManagedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedBadCcagentEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedBadCcagentEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedBadUsernameEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedBadUsernameEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedBadVersionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedBadVersionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedCcagentUpgradeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedCcagentUpgradeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedNetworkErrorEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedNetworkErrorEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedNoAccessEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedNoAccessEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedNoConnectionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedNoConnectionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedNoLicenseEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedNoLicenseEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedNotFoundEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedNotFoundEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCnxFailedTimeoutEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCnxFailedTimeoutEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostComplianceCheckedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostComplianceCheckedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCompliantEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCompliantEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostConfigAppliedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostConfigAppliedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostConnectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostConnectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostConnectionLostEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostConnectionLostEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostDasDisabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostDasDisabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostDasDisablingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostDasDisablingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostDasEnabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostDasEnabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostDasEnablingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostDasEnablingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostDasErrorEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostDasErrorEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostDasEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostDasEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostDasOkEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostDasOkEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostDisconnectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostDisconnectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostEnableAdminFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostEnableAdminFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostExtraNetworksEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostExtraNetworksEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostGetShortNameFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostGetShortNameFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostInAuditModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostInAuditModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostInventoryFullEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostInventoryFullEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostInventoryUnreadableEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostInventoryUnreadableEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostIpChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostIpChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostIpInconsistentEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostIpInconsistentEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostIpToShortNameFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostIpToShortNameFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostIsolationIpPingFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostIsolationIpPingFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostLicenseExpiredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostLicenseExpiredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostLocalPortCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostLocalPortCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostMissingNetworksEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostMissingNetworksEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostMonitoringStateChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostMonitoringStateChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostNoAvailableNetworksEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostNoAvailableNetworksEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostNoHAEnabledPortGroupsEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostNoHAEnabledPortGroupsEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostNoRedundantManagementNetworkEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostNoRedundantManagementNetworkEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostNonCompliantEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostNonCompliantEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostNotInClusterEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostNotInClusterEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostOvercommittedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostOvercommittedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostPrimaryAgentNotShortNameEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostPrimaryAgentNotShortNameEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostProfileAppliedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostProfileAppliedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostReconnectionFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostReconnectionFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostShortNameInconsistentEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostShortNameInconsistentEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostShortNameToIpFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostShortNameToIpFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostShutdownEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostShutdownEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostSpecificationChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostSpecificationChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostSpecificationRequireEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostSpecificationRequireEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostSpecificationUpdateEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostSpecificationUpdateEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostStatusChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostStatusChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostSubSpecificationDeleteEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostSubSpecificationDeleteEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostSubSpecificationUpdateEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostSubSpecificationUpdateEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostSyncFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostSyncFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostUpgradeFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostUpgradeFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostUserWorldSwapNotEnabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostUserWorldSwapNotEnabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostVnicConnectedToCustomizedDVPortEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostVnicConnectedToCustomizedDVPortEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostWwnChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostWwnChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostWwnConflictEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostWwnConflictEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "IScsiBootFailureEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IScsiBootFailureEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "IncorrectHostInformationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IncorrectHostInformationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "InfoUpgradeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InfoUpgradeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientFailoverResourcesEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientFailoverResourcesEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidEditionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidEditionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseExpiredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseExpiredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseNonComplianceEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseNonComplianceEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseRestrictedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseRestrictedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseServerAvailableEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseServerAvailableEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseServerUnavailableEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseServerUnavailableEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LocalDatastoreCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LocalDatastoreCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LocalTSMEnabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LocalTSMEnabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LockerMisconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LockerMisconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "LockerReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LockerReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationErrorEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationErrorEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationHostErrorEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationHostErrorEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationHostWarningEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationHostWarningEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationResourceErrorEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationResourceErrorEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationResourceWarningEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationResourceWarningEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationWarningEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationWarningEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "MtuMatchEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MtuMatchEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "MtuMismatchEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MtuMismatchEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "NASDatastoreCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NASDatastoreCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "NetworkRollbackEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NetworkRollbackEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoAccessUserEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoAccessUserEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoDatastoresConfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoDatastoresConfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoLicenseEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoLicenseEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoMaintenanceModeDrsRecommendationForVM" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoMaintenanceModeDrsRecommendationForVM(v)),
-                    Err(_) => None,
-                }
-            }
-            "NonVIWorkloadDetectedOnDatastoreEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NonVIWorkloadDetectedOnDatastoreEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotEnoughResourcesToStartVmEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotEnoughResourcesToStartVmEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "OutOfSyncDvsHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OutOfSyncDvsHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "PermissionAddedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PermissionAddedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "PermissionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PermissionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "PermissionRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PermissionRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "PermissionUpdatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PermissionUpdatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ProfileAssociatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ProfileAssociatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ProfileChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ProfileChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ProfileCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ProfileCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ProfileDissociatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ProfileDissociatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ProfileEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ProfileEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ProfileReferenceHostChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ProfileReferenceHostChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ProfileRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ProfileRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "RecoveryEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RecoveryEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "RemoteTSMEnabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RemoteTSMEnabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ResourcePoolCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ResourcePoolCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ResourcePoolDestroyedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ResourcePoolDestroyedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ResourcePoolEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ResourcePoolEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ResourcePoolMovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ResourcePoolMovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ResourcePoolReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ResourcePoolReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ResourceViolatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ResourceViolatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "RoleAddedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RoleAddedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "RoleEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RoleEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "RoleRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RoleRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "RoleUpdatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RoleUpdatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "RollbackEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RollbackEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ScheduledTaskCompletedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskCompletedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ScheduledTaskCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ScheduledTaskEmailCompletedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskEmailCompletedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ScheduledTaskEmailFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskEmailFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ScheduledTaskEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ScheduledTaskFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ScheduledTaskReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ScheduledTaskRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ScheduledTaskStartedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskStartedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ServerLicenseExpiredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ServerLicenseExpiredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "ServerStartedSessionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ServerStartedSessionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "SessionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SessionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "SessionTerminatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SessionTerminatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "TaskEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TaskEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "TaskTimeoutEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TaskTimeoutEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "TeamingMatchEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TeamingMatchEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "TeamingMisMatchEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TeamingMisMatchEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "TemplateBeingUpgradedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TemplateBeingUpgradedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "TemplateUpgradeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TemplateUpgradeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "TemplateUpgradeFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TemplateUpgradeFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "TemplateUpgradedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TemplateUpgradedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "TimedOutHostOperationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TimedOutHostOperationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnlicensedVirtualMachinesEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnlicensedVirtualMachinesEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnlicensedVirtualMachinesFoundEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnlicensedVirtualMachinesFoundEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UpdatedAgentBeingRestartedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UpdatedAgentBeingRestartedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UpgradeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UpgradeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UplinkPortMtuNotSupportEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UplinkPortMtuNotSupportEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UplinkPortMtuSupportEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UplinkPortMtuSupportEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UplinkPortVlanTrunkedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UplinkPortVlanTrunkedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UplinkPortVlanUntrunkedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UplinkPortVlanUntrunkedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UserAssignedToGroup" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserAssignedToGroup(v)),
-                    Err(_) => None,
-                }
-            }
-            "UserLoginSessionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserLoginSessionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UserLogoutSessionEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserLogoutSessionEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "UserPasswordChanged" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserPasswordChanged(v)),
-                    Err(_) => None,
-                }
-            }
-            "UserUnassignedFromGroup" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserUnassignedFromGroup(v)),
-                    Err(_) => None,
-                }
-            }
-            "UserUpgradeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserUpgradeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMFSDatastoreCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMFSDatastoreCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMFSDatastoreExpandedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMFSDatastoreExpandedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMFSDatastoreExtendedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMFSDatastoreExtendedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMotionLicenseExpiredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMotionLicenseExpiredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VcAgentUninstallFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VcAgentUninstallFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VcAgentUninstalledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VcAgentUninstalledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VcAgentUpgradeFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VcAgentUpgradeFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VcAgentUpgradedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VcAgentUpgradedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VimAccountPasswordChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VimAccountPasswordChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmAcquiredMksTicketEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmAcquiredMksTicketEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmAcquiredTicketEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmAcquiredTicketEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmAutoRenameEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmAutoRenameEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmBeingClonedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmBeingClonedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmBeingClonedNoFolderEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmBeingClonedNoFolderEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmBeingCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmBeingCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmBeingDeployedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmBeingDeployedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmBeingHotMigratedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmBeingHotMigratedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmBeingMigratedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmBeingMigratedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmBeingRelocatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmBeingRelocatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmCloneEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmCloneEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmCloneFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmCloneFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmClonedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmClonedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmConfigMissingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmConfigMissingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmConnectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmConnectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmCreatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmCreatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDasBeingResetEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDasBeingResetEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDasBeingResetWithScreenshotEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDasBeingResetWithScreenshotEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDasResetFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDasResetFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDasUpdateErrorEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDasUpdateErrorEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDasUpdateOkEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDasUpdateOkEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDateRolledBackEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDateRolledBackEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDeployFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDeployFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDeployedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDeployedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDisconnectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDisconnectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDiscoveredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDiscoveredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmDiskFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmDiskFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmEmigratingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmEmigratingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmEndRecordingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmEndRecordingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmEndReplayingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmEndReplayingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedMigrateEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedMigrateEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedRelayoutEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedRelayoutEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedRelayoutOnVmfs2DatastoreEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedStartingSecondaryEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedStartingSecondaryEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedToPowerOffEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedToPowerOffEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedToPowerOnEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedToPowerOnEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedToRebootGuestEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedToRebootGuestEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedToResetEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedToResetEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedToShutdownGuestEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedToShutdownGuestEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedToStandbyGuestEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedToStandbyGuestEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedToSuspendEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedToSuspendEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailedUpdatingSecondaryConfig" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailedUpdatingSecondaryConfig(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFailoverFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFailoverFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceStateChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceStateChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceTurnedOffEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceTurnedOffEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceVmTerminatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceVmTerminatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmGuestOSCrashedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmGuestOSCrashedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmGuestRebootEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmGuestRebootEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmGuestShutdownEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmGuestShutdownEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmGuestStandbyEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmGuestStandbyEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmHealthMonitoringStateChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmHealthMonitoringStateChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmInstanceUuidAssignedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmInstanceUuidAssignedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmInstanceUuidChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmInstanceUuidChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmInstanceUuidConflictEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmInstanceUuidConflictEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMacAssignedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMacAssignedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMacChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMacChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMacConflictEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMacConflictEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMaxFTRestartCountReached" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMaxFTRestartCountReached(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMaxRestartCountReached" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMaxRestartCountReached(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMessageErrorEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMessageErrorEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMessageEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMessageEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMessageWarningEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMessageWarningEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMigratedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMigratedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmNoCompatibleHostForSecondaryEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmNoCompatibleHostForSecondaryEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmNoNetworkAccessEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmNoNetworkAccessEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmOrphanedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmOrphanedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmPowerOffOnIsolationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmPowerOffOnIsolationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmPoweredOffEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmPoweredOffEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmPoweredOnEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmPoweredOnEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmPoweringOnWithCustomizedDVPortEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmPoweringOnWithCustomizedDVPortEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmPrimaryFailoverEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmPrimaryFailoverEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmReconfiguredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmReconfiguredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRegisteredEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRegisteredEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRelayoutSuccessfulEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRelayoutSuccessfulEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRelayoutUpToDateEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRelayoutUpToDateEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmReloadFromPathEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmReloadFromPathEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmReloadFromPathFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmReloadFromPathFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRelocateFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRelocateFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRelocateSpecEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRelocateSpecEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRelocatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRelocatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRemoteConsoleConnectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRemoteConsoleConnectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRemoteConsoleDisconnectedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRemoteConsoleDisconnectedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRemovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRemovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRenamedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRenamedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRequirementsExceedCurrentEVCModeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRequirementsExceedCurrentEVCModeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmResettingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmResettingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmResourcePoolMovedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmResourcePoolMovedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmResourceReallocatedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmResourceReallocatedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmRestartedOnAlternateHostEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmRestartedOnAlternateHostEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmResumingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmResumingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmSecondaryAddedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmSecondaryAddedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmSecondaryDisabledBySystemEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmSecondaryDisabledBySystemEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmSecondaryDisabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmSecondaryDisabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmSecondaryEnabledEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmSecondaryEnabledEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmSecondaryStartedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmSecondaryStartedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmShutdownOnIsolationEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmShutdownOnIsolationEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmStartRecordingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmStartRecordingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmStartReplayingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmStartReplayingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmStartingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmStartingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmStartingSecondaryEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmStartingSecondaryEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmStaticMacConflictEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmStaticMacConflictEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmStoppingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmStoppingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmSuspendedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmSuspendedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmSuspendingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmSuspendingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmTimedoutStartingSecondaryEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmTimedoutStartingSecondaryEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmUnsupportedStartingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmUnsupportedStartingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmUpgradeCompleteEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmUpgradeCompleteEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmUpgradeFailedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmUpgradeFailedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmUpgradingEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmUpgradingEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmUuidAssignedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmUuidAssignedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmUuidChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmUuidChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmUuidConflictEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmUuidConflictEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmVnicPoolReservationViolationClearEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmVnicPoolReservationViolationClearEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmVnicPoolReservationViolationRaiseEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmVnicPoolReservationViolationRaiseEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmWwnAssignedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmWwnAssignedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmWwnChangedEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmWwnChangedEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmWwnConflictEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmWwnConflictEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "WarningUpgradeEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::WarningUpgradeEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            _ => None,
+impl PartialEq for AnyEvent {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Event(a), Self::Event(b)) => **a == **b,
+            (Self::AccountCreatedEvent(a), Self::AccountCreatedEvent(b)) => **a == **b,
+            (Self::AccountRemovedEvent(a), Self::AccountRemovedEvent(b)) => **a == **b,
+            (Self::AccountUpdatedEvent(a), Self::AccountUpdatedEvent(b)) => **a == **b,
+            (
+                Self::AdminPasswordNotChangedEvent(a),
+                Self::AdminPasswordNotChangedEvent(b),
+            ) => **a == **b,
+            (Self::AlarmAcknowledgedEvent(a), Self::AlarmAcknowledgedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmActionTriggeredEvent(a), Self::AlarmActionTriggeredEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmClearedEvent(a), Self::AlarmClearedEvent(b)) => **a == **b,
+            (Self::AlarmCreatedEvent(a), Self::AlarmCreatedEvent(b)) => **a == **b,
+            (Self::AlarmEmailCompletedEvent(a), Self::AlarmEmailCompletedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmEmailFailedEvent(a), Self::AlarmEmailFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmEvent(a), Self::AlarmEvent(b)) => **a == **b,
+            (Self::AlarmReconfiguredEvent(a), Self::AlarmReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmRemovedEvent(a), Self::AlarmRemovedEvent(b)) => **a == **b,
+            (Self::AlarmScriptCompleteEvent(a), Self::AlarmScriptCompleteEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmScriptFailedEvent(a), Self::AlarmScriptFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmSnmpCompletedEvent(a), Self::AlarmSnmpCompletedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmSnmpFailedEvent(a), Self::AlarmSnmpFailedEvent(b)) => **a == **b,
+            (Self::AlarmStatusChangedEvent(a), Self::AlarmStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::AllVirtualMachinesLicensedEvent(a),
+                Self::AllVirtualMachinesLicensedEvent(b),
+            ) => **a == **b,
+            (
+                Self::AlreadyAuthenticatedSessionEvent(a),
+                Self::AlreadyAuthenticatedSessionEvent(b),
+            ) => **a == **b,
+            (Self::AuthorizationEvent(a), Self::AuthorizationEvent(b)) => **a == **b,
+            (Self::BadUsernameSessionEvent(a), Self::BadUsernameSessionEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::CanceledHostOperationEvent(a),
+                Self::CanceledHostOperationEvent(b),
+            ) => **a == **b,
+            (
+                Self::ClusterComplianceCheckedEvent(a),
+                Self::ClusterComplianceCheckedEvent(b),
+            ) => **a == **b,
+            (Self::ClusterCreatedEvent(a), Self::ClusterCreatedEvent(b)) => **a == **b,
+            (Self::ClusterDestroyedEvent(a), Self::ClusterDestroyedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ClusterEvent(a), Self::ClusterEvent(b)) => **a == **b,
+            (Self::ClusterOvercommittedEvent(a), Self::ClusterOvercommittedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ClusterReconfiguredEvent(a), Self::ClusterReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::ClusterStatusChangedEvent(a), Self::ClusterStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            (Self::CustomFieldDefAddedEvent(a), Self::CustomFieldDefAddedEvent(b)) => {
+                **a == **b
+            }
+            (Self::CustomFieldDefEvent(a), Self::CustomFieldDefEvent(b)) => **a == **b,
+            (
+                Self::CustomFieldDefRemovedEvent(a),
+                Self::CustomFieldDefRemovedEvent(b),
+            ) => **a == **b,
+            (
+                Self::CustomFieldDefRenamedEvent(a),
+                Self::CustomFieldDefRenamedEvent(b),
+            ) => **a == **b,
+            (Self::CustomFieldEvent(a), Self::CustomFieldEvent(b)) => **a == **b,
+            (
+                Self::CustomFieldValueChangedEvent(a),
+                Self::CustomFieldValueChangedEvent(b),
+            ) => **a == **b,
+            (Self::CustomizationEvent(a), Self::CustomizationEvent(b)) => **a == **b,
+            (Self::CustomizationFailed(a), Self::CustomizationFailed(b)) => **a == **b,
+            (
+                Self::CustomizationLinuxIdentityFailed(a),
+                Self::CustomizationLinuxIdentityFailed(b),
+            ) => **a == **b,
+            (
+                Self::CustomizationNetworkSetupFailed(a),
+                Self::CustomizationNetworkSetupFailed(b),
+            ) => **a == **b,
+            (Self::CustomizationStartedEvent(a), Self::CustomizationStartedEvent(b)) => {
+                **a == **b
+            }
+            (Self::CustomizationSucceeded(a), Self::CustomizationSucceeded(b)) => {
+                **a == **b
+            }
+            (
+                Self::CustomizationSysprepFailed(a),
+                Self::CustomizationSysprepFailed(b),
+            ) => **a == **b,
+            (
+                Self::CustomizationUnknownFailure(a),
+                Self::CustomizationUnknownFailure(b),
+            ) => **a == **b,
+            (Self::DVPortgroupCreatedEvent(a), Self::DVPortgroupCreatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DVPortgroupDestroyedEvent(a), Self::DVPortgroupDestroyedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DVPortgroupEvent(a), Self::DVPortgroupEvent(b)) => **a == **b,
+            (
+                Self::DVPortgroupReconfiguredEvent(a),
+                Self::DVPortgroupReconfiguredEvent(b),
+            ) => **a == **b,
+            (Self::DVPortgroupRenamedEvent(a), Self::DVPortgroupRenamedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DasAdmissionControlDisabledEvent(a),
+                Self::DasAdmissionControlDisabledEvent(b),
+            ) => **a == **b,
+            (
+                Self::DasAdmissionControlEnabledEvent(a),
+                Self::DasAdmissionControlEnabledEvent(b),
+            ) => **a == **b,
+            (Self::DasAgentFoundEvent(a), Self::DasAgentFoundEvent(b)) => **a == **b,
+            (Self::DasAgentUnavailableEvent(a), Self::DasAgentUnavailableEvent(b)) => {
+                **a == **b
+            }
+            (Self::DasClusterIsolatedEvent(a), Self::DasClusterIsolatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DasDisabledEvent(a), Self::DasDisabledEvent(b)) => **a == **b,
+            (Self::DasEnabledEvent(a), Self::DasEnabledEvent(b)) => **a == **b,
+            (Self::DasHostFailedEvent(a), Self::DasHostFailedEvent(b)) => **a == **b,
+            (Self::DasHostIsolatedEvent(a), Self::DasHostIsolatedEvent(b)) => **a == **b,
+            (Self::DatacenterCreatedEvent(a), Self::DatacenterCreatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatacenterEvent(a), Self::DatacenterEvent(b)) => **a == **b,
+            (Self::DatacenterRenamedEvent(a), Self::DatacenterRenamedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DatastoreCapacityIncreasedEvent(a),
+                Self::DatastoreCapacityIncreasedEvent(b),
+            ) => **a == **b,
+            (Self::DatastoreDestroyedEvent(a), Self::DatastoreDestroyedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreDiscoveredEvent(a), Self::DatastoreDiscoveredEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreDuplicatedEvent(a), Self::DatastoreDuplicatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreEvent(a), Self::DatastoreEvent(b)) => **a == **b,
+            (Self::DatastoreFileCopiedEvent(a), Self::DatastoreFileCopiedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreFileDeletedEvent(a), Self::DatastoreFileDeletedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreFileEvent(a), Self::DatastoreFileEvent(b)) => **a == **b,
+            (Self::DatastoreFileMovedEvent(a), Self::DatastoreFileMovedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DatastoreIORMReconfiguredEvent(a),
+                Self::DatastoreIORMReconfiguredEvent(b),
+            ) => **a == **b,
+            (
+                Self::DatastorePrincipalConfigured(a),
+                Self::DatastorePrincipalConfigured(b),
+            ) => **a == **b,
+            (
+                Self::DatastoreRemovedOnHostEvent(a),
+                Self::DatastoreRemovedOnHostEvent(b),
+            ) => **a == **b,
+            (Self::DatastoreRenamedEvent(a), Self::DatastoreRenamedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DatastoreRenamedOnHostEvent(a),
+                Self::DatastoreRenamedOnHostEvent(b),
+            ) => **a == **b,
+            (Self::DrsDisabledEvent(a), Self::DrsDisabledEvent(b)) => **a == **b,
+            (Self::DrsEnabledEvent(a), Self::DrsEnabledEvent(b)) => **a == **b,
+            (
+                Self::DrsEnteredStandbyModeEvent(a),
+                Self::DrsEnteredStandbyModeEvent(b),
+            ) => **a == **b,
+            (
+                Self::DrsEnteringStandbyModeEvent(a),
+                Self::DrsEnteringStandbyModeEvent(b),
+            ) => **a == **b,
+            (
+                Self::DrsExitStandbyModeFailedEvent(a),
+                Self::DrsExitStandbyModeFailedEvent(b),
+            ) => **a == **b,
+            (Self::DrsExitedStandbyModeEvent(a), Self::DrsExitedStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DrsExitingStandbyModeEvent(a),
+                Self::DrsExitingStandbyModeEvent(b),
+            ) => **a == **b,
+            (Self::DrsInvocationFailedEvent(a), Self::DrsInvocationFailedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DrsRecoveredFromFailureEvent(a),
+                Self::DrsRecoveredFromFailureEvent(b),
+            ) => **a == **b,
+            (
+                Self::DrsResourceConfigureFailedEvent(a),
+                Self::DrsResourceConfigureFailedEvent(b),
+            ) => **a == **b,
+            (
+                Self::DrsResourceConfigureSyncedEvent(a),
+                Self::DrsResourceConfigureSyncedEvent(b),
+            ) => **a == **b,
+            (Self::DrsRuleComplianceEvent(a), Self::DrsRuleComplianceEvent(b)) => {
+                **a == **b
+            }
+            (Self::DrsRuleViolationEvent(a), Self::DrsRuleViolationEvent(b)) => {
+                **a == **b
+            }
+            (Self::DrsSoftRuleViolationEvent(a), Self::DrsSoftRuleViolationEvent(b)) => {
+                **a == **b
+            }
+            (Self::DrsVmMigratedEvent(a), Self::DrsVmMigratedEvent(b)) => **a == **b,
+            (Self::DrsVmPoweredOnEvent(a), Self::DrsVmPoweredOnEvent(b)) => **a == **b,
+            (Self::DuplicateIpDetectedEvent(a), Self::DuplicateIpDetectedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvpgImportEvent(a), Self::DvpgImportEvent(b)) => **a == **b,
+            (Self::DvpgRestoreEvent(a), Self::DvpgRestoreEvent(b)) => **a == **b,
+            (Self::DvsCreatedEvent(a), Self::DvsCreatedEvent(b)) => **a == **b,
+            (Self::DvsDestroyedEvent(a), Self::DvsDestroyedEvent(b)) => **a == **b,
+            (Self::DvsEvent(a), Self::DvsEvent(b)) => **a == **b,
+            (
+                Self::DvsHealthStatusChangeEvent(a),
+                Self::DvsHealthStatusChangeEvent(b),
+            ) => **a == **b,
+            (Self::DvsHostBackInSyncEvent(a), Self::DvsHostBackInSyncEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsHostJoinedEvent(a), Self::DvsHostJoinedEvent(b)) => **a == **b,
+            (Self::DvsHostLeftEvent(a), Self::DvsHostLeftEvent(b)) => **a == **b,
+            (Self::DvsHostStatusUpdated(a), Self::DvsHostStatusUpdated(b)) => **a == **b,
+            (Self::DvsHostWentOutOfSyncEvent(a), Self::DvsHostWentOutOfSyncEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsImportEvent(a), Self::DvsImportEvent(b)) => **a == **b,
+            (Self::DvsMergedEvent(a), Self::DvsMergedEvent(b)) => **a == **b,
+            (Self::DvsPortBlockedEvent(a), Self::DvsPortBlockedEvent(b)) => **a == **b,
+            (Self::DvsPortConnectedEvent(a), Self::DvsPortConnectedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsPortCreatedEvent(a), Self::DvsPortCreatedEvent(b)) => **a == **b,
+            (Self::DvsPortDeletedEvent(a), Self::DvsPortDeletedEvent(b)) => **a == **b,
+            (Self::DvsPortDisconnectedEvent(a), Self::DvsPortDisconnectedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DvsPortEnteredPassthruEvent(a),
+                Self::DvsPortEnteredPassthruEvent(b),
+            ) => **a == **b,
+            (
+                Self::DvsPortExitedPassthruEvent(a),
+                Self::DvsPortExitedPassthruEvent(b),
+            ) => **a == **b,
+            (Self::DvsPortJoinPortgroupEvent(a), Self::DvsPortJoinPortgroupEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DvsPortLeavePortgroupEvent(a),
+                Self::DvsPortLeavePortgroupEvent(b),
+            ) => **a == **b,
+            (Self::DvsPortLinkDownEvent(a), Self::DvsPortLinkDownEvent(b)) => **a == **b,
+            (Self::DvsPortLinkUpEvent(a), Self::DvsPortLinkUpEvent(b)) => **a == **b,
+            (Self::DvsPortReconfiguredEvent(a), Self::DvsPortReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsPortRuntimeChangeEvent(a), Self::DvsPortRuntimeChangeEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsPortUnblockedEvent(a), Self::DvsPortUnblockedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DvsPortVendorSpecificStateChangeEvent(a),
+                Self::DvsPortVendorSpecificStateChangeEvent(b),
+            ) => **a == **b,
+            (Self::DvsReconfiguredEvent(a), Self::DvsReconfiguredEvent(b)) => **a == **b,
+            (Self::DvsRenamedEvent(a), Self::DvsRenamedEvent(b)) => **a == **b,
+            (Self::DvsRestoreEvent(a), Self::DvsRestoreEvent(b)) => **a == **b,
+            (Self::DvsUpgradeAvailableEvent(a), Self::DvsUpgradeAvailableEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsUpgradeInProgressEvent(a), Self::DvsUpgradeInProgressEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsUpgradeRejectedEvent(a), Self::DvsUpgradeRejectedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsUpgradedEvent(a), Self::DvsUpgradedEvent(b)) => **a == **b,
+            (
+                Self::EnteredMaintenanceModeEvent(a),
+                Self::EnteredMaintenanceModeEvent(b),
+            ) => **a == **b,
+            (Self::EnteredStandbyModeEvent(a), Self::EnteredStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::EnteringMaintenanceModeEvent(a),
+                Self::EnteringMaintenanceModeEvent(b),
+            ) => **a == **b,
+            (Self::EnteringStandbyModeEvent(a), Self::EnteringStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (Self::ErrorUpgradeEvent(a), Self::ErrorUpgradeEvent(b)) => **a == **b,
+            (Self::EventEx(a), Self::EventEx(b)) => **a == **b,
+            (Self::ExitMaintenanceModeEvent(a), Self::ExitMaintenanceModeEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ExitStandbyModeFailedEvent(a),
+                Self::ExitStandbyModeFailedEvent(b),
+            ) => **a == **b,
+            (Self::ExitedStandbyModeEvent(a), Self::ExitedStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (Self::ExitingStandbyModeEvent(a), Self::ExitingStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (Self::ExtendedEvent(a), Self::ExtendedEvent(b)) => **a == **b,
+            (Self::FailoverLevelRestored(a), Self::FailoverLevelRestored(b)) => {
+                **a == **b
+            }
+            (Self::GeneralEvent(a), Self::GeneralEvent(b)) => **a == **b,
+            (Self::GeneralHostErrorEvent(a), Self::GeneralHostErrorEvent(b)) => {
+                **a == **b
+            }
+            (Self::GeneralHostInfoEvent(a), Self::GeneralHostInfoEvent(b)) => **a == **b,
+            (Self::GeneralHostWarningEvent(a), Self::GeneralHostWarningEvent(b)) => {
+                **a == **b
+            }
+            (Self::GeneralUserEvent(a), Self::GeneralUserEvent(b)) => **a == **b,
+            (Self::GeneralVmErrorEvent(a), Self::GeneralVmErrorEvent(b)) => **a == **b,
+            (Self::GeneralVmInfoEvent(a), Self::GeneralVmInfoEvent(b)) => **a == **b,
+            (Self::GeneralVmWarningEvent(a), Self::GeneralVmWarningEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::GhostDvsProxySwitchDetectedEvent(a),
+                Self::GhostDvsProxySwitchDetectedEvent(b),
+            ) => **a == **b,
+            (
+                Self::GhostDvsProxySwitchRemovedEvent(a),
+                Self::GhostDvsProxySwitchRemovedEvent(b),
+            ) => **a == **b,
+            (Self::GlobalMessageChangedEvent(a), Self::GlobalMessageChangedEvent(b)) => {
+                **a == **b
+            }
+            (Self::HealthStatusChangedEvent(a), Self::HealthStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostAddFailedEvent(a), Self::HostAddFailedEvent(b)) => **a == **b,
+            (Self::HostAddedEvent(a), Self::HostAddedEvent(b)) => **a == **b,
+            (Self::HostAdminDisableEvent(a), Self::HostAdminDisableEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostAdminEnableEvent(a), Self::HostAdminEnableEvent(b)) => **a == **b,
+            (
+                Self::HostCnxFailedAccountFailedEvent(a),
+                Self::HostCnxFailedAccountFailedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedAlreadyManagedEvent(a),
+                Self::HostCnxFailedAlreadyManagedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedBadCcagentEvent(a),
+                Self::HostCnxFailedBadCcagentEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedBadUsernameEvent(a),
+                Self::HostCnxFailedBadUsernameEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedBadVersionEvent(a),
+                Self::HostCnxFailedBadVersionEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedCcagentUpgradeEvent(a),
+                Self::HostCnxFailedCcagentUpgradeEvent(b),
+            ) => **a == **b,
+            (Self::HostCnxFailedEvent(a), Self::HostCnxFailedEvent(b)) => **a == **b,
+            (
+                Self::HostCnxFailedNetworkErrorEvent(a),
+                Self::HostCnxFailedNetworkErrorEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedNoAccessEvent(a),
+                Self::HostCnxFailedNoAccessEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedNoConnectionEvent(a),
+                Self::HostCnxFailedNoConnectionEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedNoLicenseEvent(a),
+                Self::HostCnxFailedNoLicenseEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedNotFoundEvent(a),
+                Self::HostCnxFailedNotFoundEvent(b),
+            ) => **a == **b,
+            (Self::HostCnxFailedTimeoutEvent(a), Self::HostCnxFailedTimeoutEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostComplianceCheckedEvent(a),
+                Self::HostComplianceCheckedEvent(b),
+            ) => **a == **b,
+            (Self::HostCompliantEvent(a), Self::HostCompliantEvent(b)) => **a == **b,
+            (Self::HostConfigAppliedEvent(a), Self::HostConfigAppliedEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostConnectedEvent(a), Self::HostConnectedEvent(b)) => **a == **b,
+            (Self::HostConnectionLostEvent(a), Self::HostConnectionLostEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostDasDisabledEvent(a), Self::HostDasDisabledEvent(b)) => **a == **b,
+            (Self::HostDasDisablingEvent(a), Self::HostDasDisablingEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostDasEnabledEvent(a), Self::HostDasEnabledEvent(b)) => **a == **b,
+            (Self::HostDasEnablingEvent(a), Self::HostDasEnablingEvent(b)) => **a == **b,
+            (Self::HostDasErrorEvent(a), Self::HostDasErrorEvent(b)) => **a == **b,
+            (Self::HostDasEvent(a), Self::HostDasEvent(b)) => **a == **b,
+            (Self::HostDasOkEvent(a), Self::HostDasOkEvent(b)) => **a == **b,
+            (Self::HostDisconnectedEvent(a), Self::HostDisconnectedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostEnableAdminFailedEvent(a),
+                Self::HostEnableAdminFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostEvent(a), Self::HostEvent(b)) => **a == **b,
+            (Self::HostExtraNetworksEvent(a), Self::HostExtraNetworksEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostGetShortNameFailedEvent(a),
+                Self::HostGetShortNameFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostInAuditModeEvent(a), Self::HostInAuditModeEvent(b)) => **a == **b,
+            (Self::HostInventoryFullEvent(a), Self::HostInventoryFullEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostInventoryUnreadableEvent(a),
+                Self::HostInventoryUnreadableEvent(b),
+            ) => **a == **b,
+            (Self::HostIpChangedEvent(a), Self::HostIpChangedEvent(b)) => **a == **b,
+            (Self::HostIpInconsistentEvent(a), Self::HostIpInconsistentEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostIpToShortNameFailedEvent(a),
+                Self::HostIpToShortNameFailedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostIsolationIpPingFailedEvent(a),
+                Self::HostIsolationIpPingFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostLicenseExpiredEvent(a), Self::HostLicenseExpiredEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostLocalPortCreatedEvent(a), Self::HostLocalPortCreatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostMissingNetworksEvent(a), Self::HostMissingNetworksEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostMonitoringStateChangedEvent(a),
+                Self::HostMonitoringStateChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostNoAvailableNetworksEvent(a),
+                Self::HostNoAvailableNetworksEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostNoHAEnabledPortGroupsEvent(a),
+                Self::HostNoHAEnabledPortGroupsEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostNoRedundantManagementNetworkEvent(a),
+                Self::HostNoRedundantManagementNetworkEvent(b),
+            ) => **a == **b,
+            (Self::HostNonCompliantEvent(a), Self::HostNonCompliantEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostNotInClusterEvent(a), Self::HostNotInClusterEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostOvercommittedEvent(a), Self::HostOvercommittedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostPrimaryAgentNotShortNameEvent(a),
+                Self::HostPrimaryAgentNotShortNameEvent(b),
+            ) => **a == **b,
+            (Self::HostProfileAppliedEvent(a), Self::HostProfileAppliedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostReconnectionFailedEvent(a),
+                Self::HostReconnectionFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostRemovedEvent(a), Self::HostRemovedEvent(b)) => **a == **b,
+            (
+                Self::HostShortNameInconsistentEvent(a),
+                Self::HostShortNameInconsistentEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostShortNameToIpFailedEvent(a),
+                Self::HostShortNameToIpFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostShutdownEvent(a), Self::HostShutdownEvent(b)) => **a == **b,
+            (
+                Self::HostSpecificationChangedEvent(a),
+                Self::HostSpecificationChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostSpecificationRequireEvent(a),
+                Self::HostSpecificationRequireEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostSpecificationUpdateEvent(a),
+                Self::HostSpecificationUpdateEvent(b),
+            ) => **a == **b,
+            (Self::HostStatusChangedEvent(a), Self::HostStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostSubSpecificationDeleteEvent(a),
+                Self::HostSubSpecificationDeleteEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostSubSpecificationUpdateEvent(a),
+                Self::HostSubSpecificationUpdateEvent(b),
+            ) => **a == **b,
+            (Self::HostSyncFailedEvent(a), Self::HostSyncFailedEvent(b)) => **a == **b,
+            (Self::HostUpgradeFailedEvent(a), Self::HostUpgradeFailedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostUserWorldSwapNotEnabledEvent(a),
+                Self::HostUserWorldSwapNotEnabledEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostVnicConnectedToCustomizedDVPortEvent(a),
+                Self::HostVnicConnectedToCustomizedDVPortEvent(b),
+            ) => **a == **b,
+            (Self::HostWwnChangedEvent(a), Self::HostWwnChangedEvent(b)) => **a == **b,
+            (Self::HostWwnConflictEvent(a), Self::HostWwnConflictEvent(b)) => **a == **b,
+            (Self::IScsiBootFailureEvent(a), Self::IScsiBootFailureEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::IncorrectHostInformationEvent(a),
+                Self::IncorrectHostInformationEvent(b),
+            ) => **a == **b,
+            (Self::InfoUpgradeEvent(a), Self::InfoUpgradeEvent(b)) => **a == **b,
+            (
+                Self::InsufficientFailoverResourcesEvent(a),
+                Self::InsufficientFailoverResourcesEvent(b),
+            ) => **a == **b,
+            (Self::InvalidEditionEvent(a), Self::InvalidEditionEvent(b)) => **a == **b,
+            (Self::LicenseEvent(a), Self::LicenseEvent(b)) => **a == **b,
+            (Self::LicenseExpiredEvent(a), Self::LicenseExpiredEvent(b)) => **a == **b,
+            (Self::LicenseNonComplianceEvent(a), Self::LicenseNonComplianceEvent(b)) => {
+                **a == **b
+            }
+            (Self::LicenseRestrictedEvent(a), Self::LicenseRestrictedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::LicenseServerAvailableEvent(a),
+                Self::LicenseServerAvailableEvent(b),
+            ) => **a == **b,
+            (
+                Self::LicenseServerUnavailableEvent(a),
+                Self::LicenseServerUnavailableEvent(b),
+            ) => **a == **b,
+            (
+                Self::LocalDatastoreCreatedEvent(a),
+                Self::LocalDatastoreCreatedEvent(b),
+            ) => **a == **b,
+            (Self::LocalTSMEnabledEvent(a), Self::LocalTSMEnabledEvent(b)) => **a == **b,
+            (Self::LockerMisconfiguredEvent(a), Self::LockerMisconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::LockerReconfiguredEvent(a), Self::LockerReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::MigrationErrorEvent(a), Self::MigrationErrorEvent(b)) => **a == **b,
+            (Self::MigrationEvent(a), Self::MigrationEvent(b)) => **a == **b,
+            (Self::MigrationHostErrorEvent(a), Self::MigrationHostErrorEvent(b)) => {
+                **a == **b
+            }
+            (Self::MigrationHostWarningEvent(a), Self::MigrationHostWarningEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::MigrationResourceErrorEvent(a),
+                Self::MigrationResourceErrorEvent(b),
+            ) => **a == **b,
+            (
+                Self::MigrationResourceWarningEvent(a),
+                Self::MigrationResourceWarningEvent(b),
+            ) => **a == **b,
+            (Self::MigrationWarningEvent(a), Self::MigrationWarningEvent(b)) => {
+                **a == **b
+            }
+            (Self::MtuMatchEvent(a), Self::MtuMatchEvent(b)) => **a == **b,
+            (Self::MtuMismatchEvent(a), Self::MtuMismatchEvent(b)) => **a == **b,
+            (Self::NASDatastoreCreatedEvent(a), Self::NASDatastoreCreatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::NetworkRollbackEvent(a), Self::NetworkRollbackEvent(b)) => **a == **b,
+            (Self::NoAccessUserEvent(a), Self::NoAccessUserEvent(b)) => **a == **b,
+            (
+                Self::NoDatastoresConfiguredEvent(a),
+                Self::NoDatastoresConfiguredEvent(b),
+            ) => **a == **b,
+            (Self::NoLicenseEvent(a), Self::NoLicenseEvent(b)) => **a == **b,
+            (
+                Self::NoMaintenanceModeDrsRecommendationForVM(a),
+                Self::NoMaintenanceModeDrsRecommendationForVM(b),
+            ) => **a == **b,
+            (
+                Self::NonVIWorkloadDetectedOnDatastoreEvent(a),
+                Self::NonVIWorkloadDetectedOnDatastoreEvent(b),
+            ) => **a == **b,
+            (
+                Self::NotEnoughResourcesToStartVmEvent(a),
+                Self::NotEnoughResourcesToStartVmEvent(b),
+            ) => **a == **b,
+            (Self::OutOfSyncDvsHost(a), Self::OutOfSyncDvsHost(b)) => **a == **b,
+            (Self::PermissionAddedEvent(a), Self::PermissionAddedEvent(b)) => **a == **b,
+            (Self::PermissionEvent(a), Self::PermissionEvent(b)) => **a == **b,
+            (Self::PermissionRemovedEvent(a), Self::PermissionRemovedEvent(b)) => {
+                **a == **b
+            }
+            (Self::PermissionUpdatedEvent(a), Self::PermissionUpdatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ProfileAssociatedEvent(a), Self::ProfileAssociatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ProfileChangedEvent(a), Self::ProfileChangedEvent(b)) => **a == **b,
+            (Self::ProfileCreatedEvent(a), Self::ProfileCreatedEvent(b)) => **a == **b,
+            (Self::ProfileDissociatedEvent(a), Self::ProfileDissociatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ProfileEvent(a), Self::ProfileEvent(b)) => **a == **b,
+            (
+                Self::ProfileReferenceHostChangedEvent(a),
+                Self::ProfileReferenceHostChangedEvent(b),
+            ) => **a == **b,
+            (Self::ProfileRemovedEvent(a), Self::ProfileRemovedEvent(b)) => **a == **b,
+            (Self::RecoveryEvent(a), Self::RecoveryEvent(b)) => **a == **b,
+            (Self::RemoteTSMEnabledEvent(a), Self::RemoteTSMEnabledEvent(b)) => {
+                **a == **b
+            }
+            (Self::ResourcePoolCreatedEvent(a), Self::ResourcePoolCreatedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ResourcePoolDestroyedEvent(a),
+                Self::ResourcePoolDestroyedEvent(b),
+            ) => **a == **b,
+            (Self::ResourcePoolEvent(a), Self::ResourcePoolEvent(b)) => **a == **b,
+            (Self::ResourcePoolMovedEvent(a), Self::ResourcePoolMovedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ResourcePoolReconfiguredEvent(a),
+                Self::ResourcePoolReconfiguredEvent(b),
+            ) => **a == **b,
+            (Self::ResourceViolatedEvent(a), Self::ResourceViolatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::RoleAddedEvent(a), Self::RoleAddedEvent(b)) => **a == **b,
+            (Self::RoleEvent(a), Self::RoleEvent(b)) => **a == **b,
+            (Self::RoleRemovedEvent(a), Self::RoleRemovedEvent(b)) => **a == **b,
+            (Self::RoleUpdatedEvent(a), Self::RoleUpdatedEvent(b)) => **a == **b,
+            (Self::RollbackEvent(a), Self::RollbackEvent(b)) => **a == **b,
+            (
+                Self::ScheduledTaskCompletedEvent(a),
+                Self::ScheduledTaskCompletedEvent(b),
+            ) => **a == **b,
+            (Self::ScheduledTaskCreatedEvent(a), Self::ScheduledTaskCreatedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ScheduledTaskEmailCompletedEvent(a),
+                Self::ScheduledTaskEmailCompletedEvent(b),
+            ) => **a == **b,
+            (
+                Self::ScheduledTaskEmailFailedEvent(a),
+                Self::ScheduledTaskEmailFailedEvent(b),
+            ) => **a == **b,
+            (Self::ScheduledTaskEvent(a), Self::ScheduledTaskEvent(b)) => **a == **b,
+            (Self::ScheduledTaskFailedEvent(a), Self::ScheduledTaskFailedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ScheduledTaskReconfiguredEvent(a),
+                Self::ScheduledTaskReconfiguredEvent(b),
+            ) => **a == **b,
+            (Self::ScheduledTaskRemovedEvent(a), Self::ScheduledTaskRemovedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ScheduledTaskStartedEvent(a), Self::ScheduledTaskStartedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ServerLicenseExpiredEvent(a), Self::ServerLicenseExpiredEvent(b)) => {
+                **a == **b
+            }
+            (Self::ServerStartedSessionEvent(a), Self::ServerStartedSessionEvent(b)) => {
+                **a == **b
+            }
+            (Self::SessionEvent(a), Self::SessionEvent(b)) => **a == **b,
+            (Self::SessionTerminatedEvent(a), Self::SessionTerminatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::TaskEvent(a), Self::TaskEvent(b)) => **a == **b,
+            (Self::TaskTimeoutEvent(a), Self::TaskTimeoutEvent(b)) => **a == **b,
+            (Self::TeamingMatchEvent(a), Self::TeamingMatchEvent(b)) => **a == **b,
+            (Self::TeamingMisMatchEvent(a), Self::TeamingMisMatchEvent(b)) => **a == **b,
+            (
+                Self::TemplateBeingUpgradedEvent(a),
+                Self::TemplateBeingUpgradedEvent(b),
+            ) => **a == **b,
+            (Self::TemplateUpgradeEvent(a), Self::TemplateUpgradeEvent(b)) => **a == **b,
+            (
+                Self::TemplateUpgradeFailedEvent(a),
+                Self::TemplateUpgradeFailedEvent(b),
+            ) => **a == **b,
+            (Self::TemplateUpgradedEvent(a), Self::TemplateUpgradedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::TimedOutHostOperationEvent(a),
+                Self::TimedOutHostOperationEvent(b),
+            ) => **a == **b,
+            (
+                Self::UnlicensedVirtualMachinesEvent(a),
+                Self::UnlicensedVirtualMachinesEvent(b),
+            ) => **a == **b,
+            (
+                Self::UnlicensedVirtualMachinesFoundEvent(a),
+                Self::UnlicensedVirtualMachinesFoundEvent(b),
+            ) => **a == **b,
+            (
+                Self::UpdatedAgentBeingRestartedEvent(a),
+                Self::UpdatedAgentBeingRestartedEvent(b),
+            ) => **a == **b,
+            (Self::UpgradeEvent(a), Self::UpgradeEvent(b)) => **a == **b,
+            (
+                Self::UplinkPortMtuNotSupportEvent(a),
+                Self::UplinkPortMtuNotSupportEvent(b),
+            ) => **a == **b,
+            (Self::UplinkPortMtuSupportEvent(a), Self::UplinkPortMtuSupportEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::UplinkPortVlanTrunkedEvent(a),
+                Self::UplinkPortVlanTrunkedEvent(b),
+            ) => **a == **b,
+            (
+                Self::UplinkPortVlanUntrunkedEvent(a),
+                Self::UplinkPortVlanUntrunkedEvent(b),
+            ) => **a == **b,
+            (Self::UserAssignedToGroup(a), Self::UserAssignedToGroup(b)) => **a == **b,
+            (Self::UserLoginSessionEvent(a), Self::UserLoginSessionEvent(b)) => {
+                **a == **b
+            }
+            (Self::UserLogoutSessionEvent(a), Self::UserLogoutSessionEvent(b)) => {
+                **a == **b
+            }
+            (Self::UserPasswordChanged(a), Self::UserPasswordChanged(b)) => **a == **b,
+            (Self::UserUnassignedFromGroup(a), Self::UserUnassignedFromGroup(b)) => {
+                **a == **b
+            }
+            (Self::UserUpgradeEvent(a), Self::UserUpgradeEvent(b)) => **a == **b,
+            (Self::VMFSDatastoreCreatedEvent(a), Self::VMFSDatastoreCreatedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VMFSDatastoreExpandedEvent(a),
+                Self::VMFSDatastoreExpandedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VMFSDatastoreExtendedEvent(a),
+                Self::VMFSDatastoreExtendedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VMotionLicenseExpiredEvent(a),
+                Self::VMotionLicenseExpiredEvent(b),
+            ) => **a == **b,
+            (
+                Self::VcAgentUninstallFailedEvent(a),
+                Self::VcAgentUninstallFailedEvent(b),
+            ) => **a == **b,
+            (Self::VcAgentUninstalledEvent(a), Self::VcAgentUninstalledEvent(b)) => {
+                **a == **b
+            }
+            (Self::VcAgentUpgradeFailedEvent(a), Self::VcAgentUpgradeFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VcAgentUpgradedEvent(a), Self::VcAgentUpgradedEvent(b)) => **a == **b,
+            (
+                Self::VimAccountPasswordChangedEvent(a),
+                Self::VimAccountPasswordChangedEvent(b),
+            ) => **a == **b,
+            (Self::VmAcquiredMksTicketEvent(a), Self::VmAcquiredMksTicketEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmAcquiredTicketEvent(a), Self::VmAcquiredTicketEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmAutoRenameEvent(a), Self::VmAutoRenameEvent(b)) => **a == **b,
+            (Self::VmBeingClonedEvent(a), Self::VmBeingClonedEvent(b)) => **a == **b,
+            (
+                Self::VmBeingClonedNoFolderEvent(a),
+                Self::VmBeingClonedNoFolderEvent(b),
+            ) => **a == **b,
+            (Self::VmBeingCreatedEvent(a), Self::VmBeingCreatedEvent(b)) => **a == **b,
+            (Self::VmBeingDeployedEvent(a), Self::VmBeingDeployedEvent(b)) => **a == **b,
+            (Self::VmBeingHotMigratedEvent(a), Self::VmBeingHotMigratedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmBeingMigratedEvent(a), Self::VmBeingMigratedEvent(b)) => **a == **b,
+            (Self::VmBeingRelocatedEvent(a), Self::VmBeingRelocatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmCloneEvent(a), Self::VmCloneEvent(b)) => **a == **b,
+            (Self::VmCloneFailedEvent(a), Self::VmCloneFailedEvent(b)) => **a == **b,
+            (Self::VmClonedEvent(a), Self::VmClonedEvent(b)) => **a == **b,
+            (Self::VmConfigMissingEvent(a), Self::VmConfigMissingEvent(b)) => **a == **b,
+            (Self::VmConnectedEvent(a), Self::VmConnectedEvent(b)) => **a == **b,
+            (Self::VmCreatedEvent(a), Self::VmCreatedEvent(b)) => **a == **b,
+            (Self::VmDasBeingResetEvent(a), Self::VmDasBeingResetEvent(b)) => **a == **b,
+            (
+                Self::VmDasBeingResetWithScreenshotEvent(a),
+                Self::VmDasBeingResetWithScreenshotEvent(b),
+            ) => **a == **b,
+            (Self::VmDasResetFailedEvent(a), Self::VmDasResetFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmDasUpdateErrorEvent(a), Self::VmDasUpdateErrorEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmDasUpdateOkEvent(a), Self::VmDasUpdateOkEvent(b)) => **a == **b,
+            (Self::VmDateRolledBackEvent(a), Self::VmDateRolledBackEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmDeployFailedEvent(a), Self::VmDeployFailedEvent(b)) => **a == **b,
+            (Self::VmDeployedEvent(a), Self::VmDeployedEvent(b)) => **a == **b,
+            (Self::VmDisconnectedEvent(a), Self::VmDisconnectedEvent(b)) => **a == **b,
+            (Self::VmDiscoveredEvent(a), Self::VmDiscoveredEvent(b)) => **a == **b,
+            (Self::VmDiskFailedEvent(a), Self::VmDiskFailedEvent(b)) => **a == **b,
+            (Self::VmEmigratingEvent(a), Self::VmEmigratingEvent(b)) => **a == **b,
+            (Self::VmEndRecordingEvent(a), Self::VmEndRecordingEvent(b)) => **a == **b,
+            (Self::VmEndReplayingEvent(a), Self::VmEndReplayingEvent(b)) => **a == **b,
+            (Self::VmEvent(a), Self::VmEvent(b)) => **a == **b,
+            (Self::VmFailedMigrateEvent(a), Self::VmFailedMigrateEvent(b)) => **a == **b,
+            (Self::VmFailedRelayoutEvent(a), Self::VmFailedRelayoutEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(a),
+                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmFailedStartingSecondaryEvent(a),
+                Self::VmFailedStartingSecondaryEvent(b),
+            ) => **a == **b,
+            (Self::VmFailedToPowerOffEvent(a), Self::VmFailedToPowerOffEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmFailedToPowerOnEvent(a), Self::VmFailedToPowerOnEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmFailedToRebootGuestEvent(a),
+                Self::VmFailedToRebootGuestEvent(b),
+            ) => **a == **b,
+            (Self::VmFailedToResetEvent(a), Self::VmFailedToResetEvent(b)) => **a == **b,
+            (
+                Self::VmFailedToShutdownGuestEvent(a),
+                Self::VmFailedToShutdownGuestEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmFailedToStandbyGuestEvent(a),
+                Self::VmFailedToStandbyGuestEvent(b),
+            ) => **a == **b,
+            (Self::VmFailedToSuspendEvent(a), Self::VmFailedToSuspendEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmFailedUpdatingSecondaryConfig(a),
+                Self::VmFailedUpdatingSecondaryConfig(b),
+            ) => **a == **b,
+            (Self::VmFailoverFailed(a), Self::VmFailoverFailed(b)) => **a == **b,
+            (
+                Self::VmFaultToleranceStateChangedEvent(a),
+                Self::VmFaultToleranceStateChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmFaultToleranceTurnedOffEvent(a),
+                Self::VmFaultToleranceTurnedOffEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmFaultToleranceVmTerminatedEvent(a),
+                Self::VmFaultToleranceVmTerminatedEvent(b),
+            ) => **a == **b,
+            (Self::VmGuestOSCrashedEvent(a), Self::VmGuestOSCrashedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmGuestRebootEvent(a), Self::VmGuestRebootEvent(b)) => **a == **b,
+            (Self::VmGuestShutdownEvent(a), Self::VmGuestShutdownEvent(b)) => **a == **b,
+            (Self::VmGuestStandbyEvent(a), Self::VmGuestStandbyEvent(b)) => **a == **b,
+            (
+                Self::VmHealthMonitoringStateChangedEvent(a),
+                Self::VmHealthMonitoringStateChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmInstanceUuidAssignedEvent(a),
+                Self::VmInstanceUuidAssignedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmInstanceUuidChangedEvent(a),
+                Self::VmInstanceUuidChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmInstanceUuidConflictEvent(a),
+                Self::VmInstanceUuidConflictEvent(b),
+            ) => **a == **b,
+            (Self::VmMacAssignedEvent(a), Self::VmMacAssignedEvent(b)) => **a == **b,
+            (Self::VmMacChangedEvent(a), Self::VmMacChangedEvent(b)) => **a == **b,
+            (Self::VmMacConflictEvent(a), Self::VmMacConflictEvent(b)) => **a == **b,
+            (
+                Self::VmMaxFTRestartCountReached(a),
+                Self::VmMaxFTRestartCountReached(b),
+            ) => **a == **b,
+            (Self::VmMaxRestartCountReached(a), Self::VmMaxRestartCountReached(b)) => {
+                **a == **b
+            }
+            (Self::VmMessageErrorEvent(a), Self::VmMessageErrorEvent(b)) => **a == **b,
+            (Self::VmMessageEvent(a), Self::VmMessageEvent(b)) => **a == **b,
+            (Self::VmMessageWarningEvent(a), Self::VmMessageWarningEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmMigratedEvent(a), Self::VmMigratedEvent(b)) => **a == **b,
+            (
+                Self::VmNoCompatibleHostForSecondaryEvent(a),
+                Self::VmNoCompatibleHostForSecondaryEvent(b),
+            ) => **a == **b,
+            (Self::VmNoNetworkAccessEvent(a), Self::VmNoNetworkAccessEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmOrphanedEvent(a), Self::VmOrphanedEvent(b)) => **a == **b,
+            (
+                Self::VmPowerOffOnIsolationEvent(a),
+                Self::VmPowerOffOnIsolationEvent(b),
+            ) => **a == **b,
+            (Self::VmPoweredOffEvent(a), Self::VmPoweredOffEvent(b)) => **a == **b,
+            (Self::VmPoweredOnEvent(a), Self::VmPoweredOnEvent(b)) => **a == **b,
+            (
+                Self::VmPoweringOnWithCustomizedDVPortEvent(a),
+                Self::VmPoweringOnWithCustomizedDVPortEvent(b),
+            ) => **a == **b,
+            (Self::VmPrimaryFailoverEvent(a), Self::VmPrimaryFailoverEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmReconfiguredEvent(a), Self::VmReconfiguredEvent(b)) => **a == **b,
+            (Self::VmRegisteredEvent(a), Self::VmRegisteredEvent(b)) => **a == **b,
+            (Self::VmRelayoutSuccessfulEvent(a), Self::VmRelayoutSuccessfulEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmRelayoutUpToDateEvent(a), Self::VmRelayoutUpToDateEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmReloadFromPathEvent(a), Self::VmReloadFromPathEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmReloadFromPathFailedEvent(a),
+                Self::VmReloadFromPathFailedEvent(b),
+            ) => **a == **b,
+            (Self::VmRelocateFailedEvent(a), Self::VmRelocateFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmRelocateSpecEvent(a), Self::VmRelocateSpecEvent(b)) => **a == **b,
+            (Self::VmRelocatedEvent(a), Self::VmRelocatedEvent(b)) => **a == **b,
+            (
+                Self::VmRemoteConsoleConnectedEvent(a),
+                Self::VmRemoteConsoleConnectedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmRemoteConsoleDisconnectedEvent(a),
+                Self::VmRemoteConsoleDisconnectedEvent(b),
+            ) => **a == **b,
+            (Self::VmRemovedEvent(a), Self::VmRemovedEvent(b)) => **a == **b,
+            (Self::VmRenamedEvent(a), Self::VmRenamedEvent(b)) => **a == **b,
+            (
+                Self::VmRequirementsExceedCurrentEVCModeEvent(a),
+                Self::VmRequirementsExceedCurrentEVCModeEvent(b),
+            ) => **a == **b,
+            (Self::VmResettingEvent(a), Self::VmResettingEvent(b)) => **a == **b,
+            (Self::VmResourcePoolMovedEvent(a), Self::VmResourcePoolMovedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmResourceReallocatedEvent(a),
+                Self::VmResourceReallocatedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmRestartedOnAlternateHostEvent(a),
+                Self::VmRestartedOnAlternateHostEvent(b),
+            ) => **a == **b,
+            (Self::VmResumingEvent(a), Self::VmResumingEvent(b)) => **a == **b,
+            (Self::VmSecondaryAddedEvent(a), Self::VmSecondaryAddedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmSecondaryDisabledBySystemEvent(a),
+                Self::VmSecondaryDisabledBySystemEvent(b),
+            ) => **a == **b,
+            (Self::VmSecondaryDisabledEvent(a), Self::VmSecondaryDisabledEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmSecondaryEnabledEvent(a), Self::VmSecondaryEnabledEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmSecondaryStartedEvent(a), Self::VmSecondaryStartedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmShutdownOnIsolationEvent(a),
+                Self::VmShutdownOnIsolationEvent(b),
+            ) => **a == **b,
+            (Self::VmStartRecordingEvent(a), Self::VmStartRecordingEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmStartReplayingEvent(a), Self::VmStartReplayingEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmStartingEvent(a), Self::VmStartingEvent(b)) => **a == **b,
+            (Self::VmStartingSecondaryEvent(a), Self::VmStartingSecondaryEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmStaticMacConflictEvent(a), Self::VmStaticMacConflictEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmStoppingEvent(a), Self::VmStoppingEvent(b)) => **a == **b,
+            (Self::VmSuspendedEvent(a), Self::VmSuspendedEvent(b)) => **a == **b,
+            (Self::VmSuspendingEvent(a), Self::VmSuspendingEvent(b)) => **a == **b,
+            (
+                Self::VmTimedoutStartingSecondaryEvent(a),
+                Self::VmTimedoutStartingSecondaryEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmUnsupportedStartingEvent(a),
+                Self::VmUnsupportedStartingEvent(b),
+            ) => **a == **b,
+            (Self::VmUpgradeCompleteEvent(a), Self::VmUpgradeCompleteEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmUpgradeFailedEvent(a), Self::VmUpgradeFailedEvent(b)) => **a == **b,
+            (Self::VmUpgradingEvent(a), Self::VmUpgradingEvent(b)) => **a == **b,
+            (Self::VmUuidAssignedEvent(a), Self::VmUuidAssignedEvent(b)) => **a == **b,
+            (Self::VmUuidChangedEvent(a), Self::VmUuidChangedEvent(b)) => **a == **b,
+            (Self::VmUuidConflictEvent(a), Self::VmUuidConflictEvent(b)) => **a == **b,
+            (
+                Self::VmVnicPoolReservationViolationClearEvent(a),
+                Self::VmVnicPoolReservationViolationClearEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmVnicPoolReservationViolationRaiseEvent(a),
+                Self::VmVnicPoolReservationViolationRaiseEvent(b),
+            ) => **a == **b,
+            (Self::VmWwnAssignedEvent(a), Self::VmWwnAssignedEvent(b)) => **a == **b,
+            (Self::VmWwnChangedEvent(a), Self::VmWwnChangedEvent(b)) => **a == **b,
+            (Self::VmWwnConflictEvent(a), Self::VmWwnConflictEvent(b)) => **a == **b,
+            (Self::WarningUpgradeEvent(a), Self::WarningUpgradeEvent(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyEvent {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Event(v) => Self::Event(Box::new((**v).clone())),
+            Self::AccountCreatedEvent(v) => {
+                Self::AccountCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::AccountRemovedEvent(v) => {
+                Self::AccountRemovedEvent(Box::new((**v).clone()))
+            }
+            Self::AccountUpdatedEvent(v) => {
+                Self::AccountUpdatedEvent(Box::new((**v).clone()))
+            }
+            Self::AdminPasswordNotChangedEvent(v) => {
+                Self::AdminPasswordNotChangedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmAcknowledgedEvent(v) => {
+                Self::AlarmAcknowledgedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmActionTriggeredEvent(v) => {
+                Self::AlarmActionTriggeredEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmClearedEvent(v) => {
+                Self::AlarmClearedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmCreatedEvent(v) => {
+                Self::AlarmCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmEmailCompletedEvent(v) => {
+                Self::AlarmEmailCompletedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmEmailFailedEvent(v) => {
+                Self::AlarmEmailFailedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmEvent(v) => Self::AlarmEvent(Box::new((**v).clone())),
+            Self::AlarmReconfiguredEvent(v) => {
+                Self::AlarmReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmRemovedEvent(v) => {
+                Self::AlarmRemovedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmScriptCompleteEvent(v) => {
+                Self::AlarmScriptCompleteEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmScriptFailedEvent(v) => {
+                Self::AlarmScriptFailedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmSnmpCompletedEvent(v) => {
+                Self::AlarmSnmpCompletedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmSnmpFailedEvent(v) => {
+                Self::AlarmSnmpFailedEvent(Box::new((**v).clone()))
+            }
+            Self::AlarmStatusChangedEvent(v) => {
+                Self::AlarmStatusChangedEvent(Box::new((**v).clone()))
+            }
+            Self::AllVirtualMachinesLicensedEvent(v) => {
+                Self::AllVirtualMachinesLicensedEvent(Box::new((**v).clone()))
+            }
+            Self::AlreadyAuthenticatedSessionEvent(v) => {
+                Self::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone()))
+            }
+            Self::AuthorizationEvent(v) => {
+                Self::AuthorizationEvent(Box::new((**v).clone()))
+            }
+            Self::BadUsernameSessionEvent(v) => {
+                Self::BadUsernameSessionEvent(Box::new((**v).clone()))
+            }
+            Self::CanceledHostOperationEvent(v) => {
+                Self::CanceledHostOperationEvent(Box::new((**v).clone()))
+            }
+            Self::ClusterComplianceCheckedEvent(v) => {
+                Self::ClusterComplianceCheckedEvent(Box::new((**v).clone()))
+            }
+            Self::ClusterCreatedEvent(v) => {
+                Self::ClusterCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::ClusterDestroyedEvent(v) => {
+                Self::ClusterDestroyedEvent(Box::new((**v).clone()))
+            }
+            Self::ClusterEvent(v) => Self::ClusterEvent(Box::new((**v).clone())),
+            Self::ClusterOvercommittedEvent(v) => {
+                Self::ClusterOvercommittedEvent(Box::new((**v).clone()))
+            }
+            Self::ClusterReconfiguredEvent(v) => {
+                Self::ClusterReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::ClusterStatusChangedEvent(v) => {
+                Self::ClusterStatusChangedEvent(Box::new((**v).clone()))
+            }
+            Self::CustomFieldDefAddedEvent(v) => {
+                Self::CustomFieldDefAddedEvent(Box::new((**v).clone()))
+            }
+            Self::CustomFieldDefEvent(v) => {
+                Self::CustomFieldDefEvent(Box::new((**v).clone()))
+            }
+            Self::CustomFieldDefRemovedEvent(v) => {
+                Self::CustomFieldDefRemovedEvent(Box::new((**v).clone()))
+            }
+            Self::CustomFieldDefRenamedEvent(v) => {
+                Self::CustomFieldDefRenamedEvent(Box::new((**v).clone()))
+            }
+            Self::CustomFieldEvent(v) => Self::CustomFieldEvent(Box::new((**v).clone())),
+            Self::CustomFieldValueChangedEvent(v) => {
+                Self::CustomFieldValueChangedEvent(Box::new((**v).clone()))
+            }
+            Self::CustomizationEvent(v) => {
+                Self::CustomizationEvent(Box::new((**v).clone()))
+            }
+            Self::CustomizationFailed(v) => {
+                Self::CustomizationFailed(Box::new((**v).clone()))
+            }
+            Self::CustomizationLinuxIdentityFailed(v) => {
+                Self::CustomizationLinuxIdentityFailed(Box::new((**v).clone()))
+            }
+            Self::CustomizationNetworkSetupFailed(v) => {
+                Self::CustomizationNetworkSetupFailed(Box::new((**v).clone()))
+            }
+            Self::CustomizationStartedEvent(v) => {
+                Self::CustomizationStartedEvent(Box::new((**v).clone()))
+            }
+            Self::CustomizationSucceeded(v) => {
+                Self::CustomizationSucceeded(Box::new((**v).clone()))
+            }
+            Self::CustomizationSysprepFailed(v) => {
+                Self::CustomizationSysprepFailed(Box::new((**v).clone()))
+            }
+            Self::CustomizationUnknownFailure(v) => {
+                Self::CustomizationUnknownFailure(Box::new((**v).clone()))
+            }
+            Self::DVPortgroupCreatedEvent(v) => {
+                Self::DVPortgroupCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::DVPortgroupDestroyedEvent(v) => {
+                Self::DVPortgroupDestroyedEvent(Box::new((**v).clone()))
+            }
+            Self::DVPortgroupEvent(v) => Self::DVPortgroupEvent(Box::new((**v).clone())),
+            Self::DVPortgroupReconfiguredEvent(v) => {
+                Self::DVPortgroupReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::DVPortgroupRenamedEvent(v) => {
+                Self::DVPortgroupRenamedEvent(Box::new((**v).clone()))
+            }
+            Self::DasAdmissionControlDisabledEvent(v) => {
+                Self::DasAdmissionControlDisabledEvent(Box::new((**v).clone()))
+            }
+            Self::DasAdmissionControlEnabledEvent(v) => {
+                Self::DasAdmissionControlEnabledEvent(Box::new((**v).clone()))
+            }
+            Self::DasAgentFoundEvent(v) => {
+                Self::DasAgentFoundEvent(Box::new((**v).clone()))
+            }
+            Self::DasAgentUnavailableEvent(v) => {
+                Self::DasAgentUnavailableEvent(Box::new((**v).clone()))
+            }
+            Self::DasClusterIsolatedEvent(v) => {
+                Self::DasClusterIsolatedEvent(Box::new((**v).clone()))
+            }
+            Self::DasDisabledEvent(v) => Self::DasDisabledEvent(Box::new((**v).clone())),
+            Self::DasEnabledEvent(v) => Self::DasEnabledEvent(Box::new((**v).clone())),
+            Self::DasHostFailedEvent(v) => {
+                Self::DasHostFailedEvent(Box::new((**v).clone()))
+            }
+            Self::DasHostIsolatedEvent(v) => {
+                Self::DasHostIsolatedEvent(Box::new((**v).clone()))
+            }
+            Self::DatacenterCreatedEvent(v) => {
+                Self::DatacenterCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::DatacenterEvent(v) => Self::DatacenterEvent(Box::new((**v).clone())),
+            Self::DatacenterRenamedEvent(v) => {
+                Self::DatacenterRenamedEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreCapacityIncreasedEvent(v) => {
+                Self::DatastoreCapacityIncreasedEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreDestroyedEvent(v) => {
+                Self::DatastoreDestroyedEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreDiscoveredEvent(v) => {
+                Self::DatastoreDiscoveredEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreDuplicatedEvent(v) => {
+                Self::DatastoreDuplicatedEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreEvent(v) => Self::DatastoreEvent(Box::new((**v).clone())),
+            Self::DatastoreFileCopiedEvent(v) => {
+                Self::DatastoreFileCopiedEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreFileDeletedEvent(v) => {
+                Self::DatastoreFileDeletedEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreFileEvent(v) => {
+                Self::DatastoreFileEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreFileMovedEvent(v) => {
+                Self::DatastoreFileMovedEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreIORMReconfiguredEvent(v) => {
+                Self::DatastoreIORMReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::DatastorePrincipalConfigured(v) => {
+                Self::DatastorePrincipalConfigured(Box::new((**v).clone()))
+            }
+            Self::DatastoreRemovedOnHostEvent(v) => {
+                Self::DatastoreRemovedOnHostEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreRenamedEvent(v) => {
+                Self::DatastoreRenamedEvent(Box::new((**v).clone()))
+            }
+            Self::DatastoreRenamedOnHostEvent(v) => {
+                Self::DatastoreRenamedOnHostEvent(Box::new((**v).clone()))
+            }
+            Self::DrsDisabledEvent(v) => Self::DrsDisabledEvent(Box::new((**v).clone())),
+            Self::DrsEnabledEvent(v) => Self::DrsEnabledEvent(Box::new((**v).clone())),
+            Self::DrsEnteredStandbyModeEvent(v) => {
+                Self::DrsEnteredStandbyModeEvent(Box::new((**v).clone()))
+            }
+            Self::DrsEnteringStandbyModeEvent(v) => {
+                Self::DrsEnteringStandbyModeEvent(Box::new((**v).clone()))
+            }
+            Self::DrsExitStandbyModeFailedEvent(v) => {
+                Self::DrsExitStandbyModeFailedEvent(Box::new((**v).clone()))
+            }
+            Self::DrsExitedStandbyModeEvent(v) => {
+                Self::DrsExitedStandbyModeEvent(Box::new((**v).clone()))
+            }
+            Self::DrsExitingStandbyModeEvent(v) => {
+                Self::DrsExitingStandbyModeEvent(Box::new((**v).clone()))
+            }
+            Self::DrsInvocationFailedEvent(v) => {
+                Self::DrsInvocationFailedEvent(Box::new((**v).clone()))
+            }
+            Self::DrsRecoveredFromFailureEvent(v) => {
+                Self::DrsRecoveredFromFailureEvent(Box::new((**v).clone()))
+            }
+            Self::DrsResourceConfigureFailedEvent(v) => {
+                Self::DrsResourceConfigureFailedEvent(Box::new((**v).clone()))
+            }
+            Self::DrsResourceConfigureSyncedEvent(v) => {
+                Self::DrsResourceConfigureSyncedEvent(Box::new((**v).clone()))
+            }
+            Self::DrsRuleComplianceEvent(v) => {
+                Self::DrsRuleComplianceEvent(Box::new((**v).clone()))
+            }
+            Self::DrsRuleViolationEvent(v) => {
+                Self::DrsRuleViolationEvent(Box::new((**v).clone()))
+            }
+            Self::DrsSoftRuleViolationEvent(v) => {
+                Self::DrsSoftRuleViolationEvent(Box::new((**v).clone()))
+            }
+            Self::DrsVmMigratedEvent(v) => {
+                Self::DrsVmMigratedEvent(Box::new((**v).clone()))
+            }
+            Self::DrsVmPoweredOnEvent(v) => {
+                Self::DrsVmPoweredOnEvent(Box::new((**v).clone()))
+            }
+            Self::DuplicateIpDetectedEvent(v) => {
+                Self::DuplicateIpDetectedEvent(Box::new((**v).clone()))
+            }
+            Self::DvpgImportEvent(v) => Self::DvpgImportEvent(Box::new((**v).clone())),
+            Self::DvpgRestoreEvent(v) => Self::DvpgRestoreEvent(Box::new((**v).clone())),
+            Self::DvsCreatedEvent(v) => Self::DvsCreatedEvent(Box::new((**v).clone())),
+            Self::DvsDestroyedEvent(v) => {
+                Self::DvsDestroyedEvent(Box::new((**v).clone()))
+            }
+            Self::DvsEvent(v) => Self::DvsEvent(Box::new((**v).clone())),
+            Self::DvsHealthStatusChangeEvent(v) => {
+                Self::DvsHealthStatusChangeEvent(Box::new((**v).clone()))
+            }
+            Self::DvsHostBackInSyncEvent(v) => {
+                Self::DvsHostBackInSyncEvent(Box::new((**v).clone()))
+            }
+            Self::DvsHostJoinedEvent(v) => {
+                Self::DvsHostJoinedEvent(Box::new((**v).clone()))
+            }
+            Self::DvsHostLeftEvent(v) => Self::DvsHostLeftEvent(Box::new((**v).clone())),
+            Self::DvsHostStatusUpdated(v) => {
+                Self::DvsHostStatusUpdated(Box::new((**v).clone()))
+            }
+            Self::DvsHostWentOutOfSyncEvent(v) => {
+                Self::DvsHostWentOutOfSyncEvent(Box::new((**v).clone()))
+            }
+            Self::DvsImportEvent(v) => Self::DvsImportEvent(Box::new((**v).clone())),
+            Self::DvsMergedEvent(v) => Self::DvsMergedEvent(Box::new((**v).clone())),
+            Self::DvsPortBlockedEvent(v) => {
+                Self::DvsPortBlockedEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortConnectedEvent(v) => {
+                Self::DvsPortConnectedEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortCreatedEvent(v) => {
+                Self::DvsPortCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortDeletedEvent(v) => {
+                Self::DvsPortDeletedEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortDisconnectedEvent(v) => {
+                Self::DvsPortDisconnectedEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortEnteredPassthruEvent(v) => {
+                Self::DvsPortEnteredPassthruEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortExitedPassthruEvent(v) => {
+                Self::DvsPortExitedPassthruEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortJoinPortgroupEvent(v) => {
+                Self::DvsPortJoinPortgroupEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortLeavePortgroupEvent(v) => {
+                Self::DvsPortLeavePortgroupEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortLinkDownEvent(v) => {
+                Self::DvsPortLinkDownEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortLinkUpEvent(v) => {
+                Self::DvsPortLinkUpEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortReconfiguredEvent(v) => {
+                Self::DvsPortReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortRuntimeChangeEvent(v) => {
+                Self::DvsPortRuntimeChangeEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortUnblockedEvent(v) => {
+                Self::DvsPortUnblockedEvent(Box::new((**v).clone()))
+            }
+            Self::DvsPortVendorSpecificStateChangeEvent(v) => {
+                Self::DvsPortVendorSpecificStateChangeEvent(Box::new((**v).clone()))
+            }
+            Self::DvsReconfiguredEvent(v) => {
+                Self::DvsReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::DvsRenamedEvent(v) => Self::DvsRenamedEvent(Box::new((**v).clone())),
+            Self::DvsRestoreEvent(v) => Self::DvsRestoreEvent(Box::new((**v).clone())),
+            Self::DvsUpgradeAvailableEvent(v) => {
+                Self::DvsUpgradeAvailableEvent(Box::new((**v).clone()))
+            }
+            Self::DvsUpgradeInProgressEvent(v) => {
+                Self::DvsUpgradeInProgressEvent(Box::new((**v).clone()))
+            }
+            Self::DvsUpgradeRejectedEvent(v) => {
+                Self::DvsUpgradeRejectedEvent(Box::new((**v).clone()))
+            }
+            Self::DvsUpgradedEvent(v) => Self::DvsUpgradedEvent(Box::new((**v).clone())),
+            Self::EnteredMaintenanceModeEvent(v) => {
+                Self::EnteredMaintenanceModeEvent(Box::new((**v).clone()))
+            }
+            Self::EnteredStandbyModeEvent(v) => {
+                Self::EnteredStandbyModeEvent(Box::new((**v).clone()))
+            }
+            Self::EnteringMaintenanceModeEvent(v) => {
+                Self::EnteringMaintenanceModeEvent(Box::new((**v).clone()))
+            }
+            Self::EnteringStandbyModeEvent(v) => {
+                Self::EnteringStandbyModeEvent(Box::new((**v).clone()))
+            }
+            Self::ErrorUpgradeEvent(v) => {
+                Self::ErrorUpgradeEvent(Box::new((**v).clone()))
+            }
+            Self::EventEx(v) => Self::EventEx(Box::new((**v).clone())),
+            Self::ExitMaintenanceModeEvent(v) => {
+                Self::ExitMaintenanceModeEvent(Box::new((**v).clone()))
+            }
+            Self::ExitStandbyModeFailedEvent(v) => {
+                Self::ExitStandbyModeFailedEvent(Box::new((**v).clone()))
+            }
+            Self::ExitedStandbyModeEvent(v) => {
+                Self::ExitedStandbyModeEvent(Box::new((**v).clone()))
+            }
+            Self::ExitingStandbyModeEvent(v) => {
+                Self::ExitingStandbyModeEvent(Box::new((**v).clone()))
+            }
+            Self::ExtendedEvent(v) => Self::ExtendedEvent(Box::new((**v).clone())),
+            Self::FailoverLevelRestored(v) => {
+                Self::FailoverLevelRestored(Box::new((**v).clone()))
+            }
+            Self::GeneralEvent(v) => Self::GeneralEvent(Box::new((**v).clone())),
+            Self::GeneralHostErrorEvent(v) => {
+                Self::GeneralHostErrorEvent(Box::new((**v).clone()))
+            }
+            Self::GeneralHostInfoEvent(v) => {
+                Self::GeneralHostInfoEvent(Box::new((**v).clone()))
+            }
+            Self::GeneralHostWarningEvent(v) => {
+                Self::GeneralHostWarningEvent(Box::new((**v).clone()))
+            }
+            Self::GeneralUserEvent(v) => Self::GeneralUserEvent(Box::new((**v).clone())),
+            Self::GeneralVmErrorEvent(v) => {
+                Self::GeneralVmErrorEvent(Box::new((**v).clone()))
+            }
+            Self::GeneralVmInfoEvent(v) => {
+                Self::GeneralVmInfoEvent(Box::new((**v).clone()))
+            }
+            Self::GeneralVmWarningEvent(v) => {
+                Self::GeneralVmWarningEvent(Box::new((**v).clone()))
+            }
+            Self::GhostDvsProxySwitchDetectedEvent(v) => {
+                Self::GhostDvsProxySwitchDetectedEvent(Box::new((**v).clone()))
+            }
+            Self::GhostDvsProxySwitchRemovedEvent(v) => {
+                Self::GhostDvsProxySwitchRemovedEvent(Box::new((**v).clone()))
+            }
+            Self::GlobalMessageChangedEvent(v) => {
+                Self::GlobalMessageChangedEvent(Box::new((**v).clone()))
+            }
+            Self::HealthStatusChangedEvent(v) => {
+                Self::HealthStatusChangedEvent(Box::new((**v).clone()))
+            }
+            Self::HostAddFailedEvent(v) => {
+                Self::HostAddFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostAddedEvent(v) => Self::HostAddedEvent(Box::new((**v).clone())),
+            Self::HostAdminDisableEvent(v) => {
+                Self::HostAdminDisableEvent(Box::new((**v).clone()))
+            }
+            Self::HostAdminEnableEvent(v) => {
+                Self::HostAdminEnableEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedAccountFailedEvent(v) => {
+                Self::HostCnxFailedAccountFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedAlreadyManagedEvent(v) => {
+                Self::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedBadCcagentEvent(v) => {
+                Self::HostCnxFailedBadCcagentEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedBadUsernameEvent(v) => {
+                Self::HostCnxFailedBadUsernameEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedBadVersionEvent(v) => {
+                Self::HostCnxFailedBadVersionEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedCcagentUpgradeEvent(v) => {
+                Self::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedEvent(v) => {
+                Self::HostCnxFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedNetworkErrorEvent(v) => {
+                Self::HostCnxFailedNetworkErrorEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedNoAccessEvent(v) => {
+                Self::HostCnxFailedNoAccessEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedNoConnectionEvent(v) => {
+                Self::HostCnxFailedNoConnectionEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedNoLicenseEvent(v) => {
+                Self::HostCnxFailedNoLicenseEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedNotFoundEvent(v) => {
+                Self::HostCnxFailedNotFoundEvent(Box::new((**v).clone()))
+            }
+            Self::HostCnxFailedTimeoutEvent(v) => {
+                Self::HostCnxFailedTimeoutEvent(Box::new((**v).clone()))
+            }
+            Self::HostComplianceCheckedEvent(v) => {
+                Self::HostComplianceCheckedEvent(Box::new((**v).clone()))
+            }
+            Self::HostCompliantEvent(v) => {
+                Self::HostCompliantEvent(Box::new((**v).clone()))
+            }
+            Self::HostConfigAppliedEvent(v) => {
+                Self::HostConfigAppliedEvent(Box::new((**v).clone()))
+            }
+            Self::HostConnectedEvent(v) => {
+                Self::HostConnectedEvent(Box::new((**v).clone()))
+            }
+            Self::HostConnectionLostEvent(v) => {
+                Self::HostConnectionLostEvent(Box::new((**v).clone()))
+            }
+            Self::HostDasDisabledEvent(v) => {
+                Self::HostDasDisabledEvent(Box::new((**v).clone()))
+            }
+            Self::HostDasDisablingEvent(v) => {
+                Self::HostDasDisablingEvent(Box::new((**v).clone()))
+            }
+            Self::HostDasEnabledEvent(v) => {
+                Self::HostDasEnabledEvent(Box::new((**v).clone()))
+            }
+            Self::HostDasEnablingEvent(v) => {
+                Self::HostDasEnablingEvent(Box::new((**v).clone()))
+            }
+            Self::HostDasErrorEvent(v) => {
+                Self::HostDasErrorEvent(Box::new((**v).clone()))
+            }
+            Self::HostDasEvent(v) => Self::HostDasEvent(Box::new((**v).clone())),
+            Self::HostDasOkEvent(v) => Self::HostDasOkEvent(Box::new((**v).clone())),
+            Self::HostDisconnectedEvent(v) => {
+                Self::HostDisconnectedEvent(Box::new((**v).clone()))
+            }
+            Self::HostEnableAdminFailedEvent(v) => {
+                Self::HostEnableAdminFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostEvent(v) => Self::HostEvent(Box::new((**v).clone())),
+            Self::HostExtraNetworksEvent(v) => {
+                Self::HostExtraNetworksEvent(Box::new((**v).clone()))
+            }
+            Self::HostGetShortNameFailedEvent(v) => {
+                Self::HostGetShortNameFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostInAuditModeEvent(v) => {
+                Self::HostInAuditModeEvent(Box::new((**v).clone()))
+            }
+            Self::HostInventoryFullEvent(v) => {
+                Self::HostInventoryFullEvent(Box::new((**v).clone()))
+            }
+            Self::HostInventoryUnreadableEvent(v) => {
+                Self::HostInventoryUnreadableEvent(Box::new((**v).clone()))
+            }
+            Self::HostIpChangedEvent(v) => {
+                Self::HostIpChangedEvent(Box::new((**v).clone()))
+            }
+            Self::HostIpInconsistentEvent(v) => {
+                Self::HostIpInconsistentEvent(Box::new((**v).clone()))
+            }
+            Self::HostIpToShortNameFailedEvent(v) => {
+                Self::HostIpToShortNameFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostIsolationIpPingFailedEvent(v) => {
+                Self::HostIsolationIpPingFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostLicenseExpiredEvent(v) => {
+                Self::HostLicenseExpiredEvent(Box::new((**v).clone()))
+            }
+            Self::HostLocalPortCreatedEvent(v) => {
+                Self::HostLocalPortCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::HostMissingNetworksEvent(v) => {
+                Self::HostMissingNetworksEvent(Box::new((**v).clone()))
+            }
+            Self::HostMonitoringStateChangedEvent(v) => {
+                Self::HostMonitoringStateChangedEvent(Box::new((**v).clone()))
+            }
+            Self::HostNoAvailableNetworksEvent(v) => {
+                Self::HostNoAvailableNetworksEvent(Box::new((**v).clone()))
+            }
+            Self::HostNoHAEnabledPortGroupsEvent(v) => {
+                Self::HostNoHAEnabledPortGroupsEvent(Box::new((**v).clone()))
+            }
+            Self::HostNoRedundantManagementNetworkEvent(v) => {
+                Self::HostNoRedundantManagementNetworkEvent(Box::new((**v).clone()))
+            }
+            Self::HostNonCompliantEvent(v) => {
+                Self::HostNonCompliantEvent(Box::new((**v).clone()))
+            }
+            Self::HostNotInClusterEvent(v) => {
+                Self::HostNotInClusterEvent(Box::new((**v).clone()))
+            }
+            Self::HostOvercommittedEvent(v) => {
+                Self::HostOvercommittedEvent(Box::new((**v).clone()))
+            }
+            Self::HostPrimaryAgentNotShortNameEvent(v) => {
+                Self::HostPrimaryAgentNotShortNameEvent(Box::new((**v).clone()))
+            }
+            Self::HostProfileAppliedEvent(v) => {
+                Self::HostProfileAppliedEvent(Box::new((**v).clone()))
+            }
+            Self::HostReconnectionFailedEvent(v) => {
+                Self::HostReconnectionFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostRemovedEvent(v) => Self::HostRemovedEvent(Box::new((**v).clone())),
+            Self::HostShortNameInconsistentEvent(v) => {
+                Self::HostShortNameInconsistentEvent(Box::new((**v).clone()))
+            }
+            Self::HostShortNameToIpFailedEvent(v) => {
+                Self::HostShortNameToIpFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostShutdownEvent(v) => {
+                Self::HostShutdownEvent(Box::new((**v).clone()))
+            }
+            Self::HostSpecificationChangedEvent(v) => {
+                Self::HostSpecificationChangedEvent(Box::new((**v).clone()))
+            }
+            Self::HostSpecificationRequireEvent(v) => {
+                Self::HostSpecificationRequireEvent(Box::new((**v).clone()))
+            }
+            Self::HostSpecificationUpdateEvent(v) => {
+                Self::HostSpecificationUpdateEvent(Box::new((**v).clone()))
+            }
+            Self::HostStatusChangedEvent(v) => {
+                Self::HostStatusChangedEvent(Box::new((**v).clone()))
+            }
+            Self::HostSubSpecificationDeleteEvent(v) => {
+                Self::HostSubSpecificationDeleteEvent(Box::new((**v).clone()))
+            }
+            Self::HostSubSpecificationUpdateEvent(v) => {
+                Self::HostSubSpecificationUpdateEvent(Box::new((**v).clone()))
+            }
+            Self::HostSyncFailedEvent(v) => {
+                Self::HostSyncFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostUpgradeFailedEvent(v) => {
+                Self::HostUpgradeFailedEvent(Box::new((**v).clone()))
+            }
+            Self::HostUserWorldSwapNotEnabledEvent(v) => {
+                Self::HostUserWorldSwapNotEnabledEvent(Box::new((**v).clone()))
+            }
+            Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
+                Self::HostVnicConnectedToCustomizedDVPortEvent(Box::new((**v).clone()))
+            }
+            Self::HostWwnChangedEvent(v) => {
+                Self::HostWwnChangedEvent(Box::new((**v).clone()))
+            }
+            Self::HostWwnConflictEvent(v) => {
+                Self::HostWwnConflictEvent(Box::new((**v).clone()))
+            }
+            Self::IScsiBootFailureEvent(v) => {
+                Self::IScsiBootFailureEvent(Box::new((**v).clone()))
+            }
+            Self::IncorrectHostInformationEvent(v) => {
+                Self::IncorrectHostInformationEvent(Box::new((**v).clone()))
+            }
+            Self::InfoUpgradeEvent(v) => Self::InfoUpgradeEvent(Box::new((**v).clone())),
+            Self::InsufficientFailoverResourcesEvent(v) => {
+                Self::InsufficientFailoverResourcesEvent(Box::new((**v).clone()))
+            }
+            Self::InvalidEditionEvent(v) => {
+                Self::InvalidEditionEvent(Box::new((**v).clone()))
+            }
+            Self::LicenseEvent(v) => Self::LicenseEvent(Box::new((**v).clone())),
+            Self::LicenseExpiredEvent(v) => {
+                Self::LicenseExpiredEvent(Box::new((**v).clone()))
+            }
+            Self::LicenseNonComplianceEvent(v) => {
+                Self::LicenseNonComplianceEvent(Box::new((**v).clone()))
+            }
+            Self::LicenseRestrictedEvent(v) => {
+                Self::LicenseRestrictedEvent(Box::new((**v).clone()))
+            }
+            Self::LicenseServerAvailableEvent(v) => {
+                Self::LicenseServerAvailableEvent(Box::new((**v).clone()))
+            }
+            Self::LicenseServerUnavailableEvent(v) => {
+                Self::LicenseServerUnavailableEvent(Box::new((**v).clone()))
+            }
+            Self::LocalDatastoreCreatedEvent(v) => {
+                Self::LocalDatastoreCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::LocalTSMEnabledEvent(v) => {
+                Self::LocalTSMEnabledEvent(Box::new((**v).clone()))
+            }
+            Self::LockerMisconfiguredEvent(v) => {
+                Self::LockerMisconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::LockerReconfiguredEvent(v) => {
+                Self::LockerReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::MigrationErrorEvent(v) => {
+                Self::MigrationErrorEvent(Box::new((**v).clone()))
+            }
+            Self::MigrationEvent(v) => Self::MigrationEvent(Box::new((**v).clone())),
+            Self::MigrationHostErrorEvent(v) => {
+                Self::MigrationHostErrorEvent(Box::new((**v).clone()))
+            }
+            Self::MigrationHostWarningEvent(v) => {
+                Self::MigrationHostWarningEvent(Box::new((**v).clone()))
+            }
+            Self::MigrationResourceErrorEvent(v) => {
+                Self::MigrationResourceErrorEvent(Box::new((**v).clone()))
+            }
+            Self::MigrationResourceWarningEvent(v) => {
+                Self::MigrationResourceWarningEvent(Box::new((**v).clone()))
+            }
+            Self::MigrationWarningEvent(v) => {
+                Self::MigrationWarningEvent(Box::new((**v).clone()))
+            }
+            Self::MtuMatchEvent(v) => Self::MtuMatchEvent(Box::new((**v).clone())),
+            Self::MtuMismatchEvent(v) => Self::MtuMismatchEvent(Box::new((**v).clone())),
+            Self::NASDatastoreCreatedEvent(v) => {
+                Self::NASDatastoreCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::NetworkRollbackEvent(v) => {
+                Self::NetworkRollbackEvent(Box::new((**v).clone()))
+            }
+            Self::NoAccessUserEvent(v) => {
+                Self::NoAccessUserEvent(Box::new((**v).clone()))
+            }
+            Self::NoDatastoresConfiguredEvent(v) => {
+                Self::NoDatastoresConfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::NoLicenseEvent(v) => Self::NoLicenseEvent(Box::new((**v).clone())),
+            Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
+                Self::NoMaintenanceModeDrsRecommendationForVM(Box::new((**v).clone()))
+            }
+            Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
+                Self::NonVIWorkloadDetectedOnDatastoreEvent(Box::new((**v).clone()))
+            }
+            Self::NotEnoughResourcesToStartVmEvent(v) => {
+                Self::NotEnoughResourcesToStartVmEvent(Box::new((**v).clone()))
+            }
+            Self::OutOfSyncDvsHost(v) => Self::OutOfSyncDvsHost(Box::new((**v).clone())),
+            Self::PermissionAddedEvent(v) => {
+                Self::PermissionAddedEvent(Box::new((**v).clone()))
+            }
+            Self::PermissionEvent(v) => Self::PermissionEvent(Box::new((**v).clone())),
+            Self::PermissionRemovedEvent(v) => {
+                Self::PermissionRemovedEvent(Box::new((**v).clone()))
+            }
+            Self::PermissionUpdatedEvent(v) => {
+                Self::PermissionUpdatedEvent(Box::new((**v).clone()))
+            }
+            Self::ProfileAssociatedEvent(v) => {
+                Self::ProfileAssociatedEvent(Box::new((**v).clone()))
+            }
+            Self::ProfileChangedEvent(v) => {
+                Self::ProfileChangedEvent(Box::new((**v).clone()))
+            }
+            Self::ProfileCreatedEvent(v) => {
+                Self::ProfileCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::ProfileDissociatedEvent(v) => {
+                Self::ProfileDissociatedEvent(Box::new((**v).clone()))
+            }
+            Self::ProfileEvent(v) => Self::ProfileEvent(Box::new((**v).clone())),
+            Self::ProfileReferenceHostChangedEvent(v) => {
+                Self::ProfileReferenceHostChangedEvent(Box::new((**v).clone()))
+            }
+            Self::ProfileRemovedEvent(v) => {
+                Self::ProfileRemovedEvent(Box::new((**v).clone()))
+            }
+            Self::RecoveryEvent(v) => Self::RecoveryEvent(Box::new((**v).clone())),
+            Self::RemoteTSMEnabledEvent(v) => {
+                Self::RemoteTSMEnabledEvent(Box::new((**v).clone()))
+            }
+            Self::ResourcePoolCreatedEvent(v) => {
+                Self::ResourcePoolCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::ResourcePoolDestroyedEvent(v) => {
+                Self::ResourcePoolDestroyedEvent(Box::new((**v).clone()))
+            }
+            Self::ResourcePoolEvent(v) => {
+                Self::ResourcePoolEvent(Box::new((**v).clone()))
+            }
+            Self::ResourcePoolMovedEvent(v) => {
+                Self::ResourcePoolMovedEvent(Box::new((**v).clone()))
+            }
+            Self::ResourcePoolReconfiguredEvent(v) => {
+                Self::ResourcePoolReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::ResourceViolatedEvent(v) => {
+                Self::ResourceViolatedEvent(Box::new((**v).clone()))
+            }
+            Self::RoleAddedEvent(v) => Self::RoleAddedEvent(Box::new((**v).clone())),
+            Self::RoleEvent(v) => Self::RoleEvent(Box::new((**v).clone())),
+            Self::RoleRemovedEvent(v) => Self::RoleRemovedEvent(Box::new((**v).clone())),
+            Self::RoleUpdatedEvent(v) => Self::RoleUpdatedEvent(Box::new((**v).clone())),
+            Self::RollbackEvent(v) => Self::RollbackEvent(Box::new((**v).clone())),
+            Self::ScheduledTaskCompletedEvent(v) => {
+                Self::ScheduledTaskCompletedEvent(Box::new((**v).clone()))
+            }
+            Self::ScheduledTaskCreatedEvent(v) => {
+                Self::ScheduledTaskCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::ScheduledTaskEmailCompletedEvent(v) => {
+                Self::ScheduledTaskEmailCompletedEvent(Box::new((**v).clone()))
+            }
+            Self::ScheduledTaskEmailFailedEvent(v) => {
+                Self::ScheduledTaskEmailFailedEvent(Box::new((**v).clone()))
+            }
+            Self::ScheduledTaskEvent(v) => {
+                Self::ScheduledTaskEvent(Box::new((**v).clone()))
+            }
+            Self::ScheduledTaskFailedEvent(v) => {
+                Self::ScheduledTaskFailedEvent(Box::new((**v).clone()))
+            }
+            Self::ScheduledTaskReconfiguredEvent(v) => {
+                Self::ScheduledTaskReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::ScheduledTaskRemovedEvent(v) => {
+                Self::ScheduledTaskRemovedEvent(Box::new((**v).clone()))
+            }
+            Self::ScheduledTaskStartedEvent(v) => {
+                Self::ScheduledTaskStartedEvent(Box::new((**v).clone()))
+            }
+            Self::ServerLicenseExpiredEvent(v) => {
+                Self::ServerLicenseExpiredEvent(Box::new((**v).clone()))
+            }
+            Self::ServerStartedSessionEvent(v) => {
+                Self::ServerStartedSessionEvent(Box::new((**v).clone()))
+            }
+            Self::SessionEvent(v) => Self::SessionEvent(Box::new((**v).clone())),
+            Self::SessionTerminatedEvent(v) => {
+                Self::SessionTerminatedEvent(Box::new((**v).clone()))
+            }
+            Self::TaskEvent(v) => Self::TaskEvent(Box::new((**v).clone())),
+            Self::TaskTimeoutEvent(v) => Self::TaskTimeoutEvent(Box::new((**v).clone())),
+            Self::TeamingMatchEvent(v) => {
+                Self::TeamingMatchEvent(Box::new((**v).clone()))
+            }
+            Self::TeamingMisMatchEvent(v) => {
+                Self::TeamingMisMatchEvent(Box::new((**v).clone()))
+            }
+            Self::TemplateBeingUpgradedEvent(v) => {
+                Self::TemplateBeingUpgradedEvent(Box::new((**v).clone()))
+            }
+            Self::TemplateUpgradeEvent(v) => {
+                Self::TemplateUpgradeEvent(Box::new((**v).clone()))
+            }
+            Self::TemplateUpgradeFailedEvent(v) => {
+                Self::TemplateUpgradeFailedEvent(Box::new((**v).clone()))
+            }
+            Self::TemplateUpgradedEvent(v) => {
+                Self::TemplateUpgradedEvent(Box::new((**v).clone()))
+            }
+            Self::TimedOutHostOperationEvent(v) => {
+                Self::TimedOutHostOperationEvent(Box::new((**v).clone()))
+            }
+            Self::UnlicensedVirtualMachinesEvent(v) => {
+                Self::UnlicensedVirtualMachinesEvent(Box::new((**v).clone()))
+            }
+            Self::UnlicensedVirtualMachinesFoundEvent(v) => {
+                Self::UnlicensedVirtualMachinesFoundEvent(Box::new((**v).clone()))
+            }
+            Self::UpdatedAgentBeingRestartedEvent(v) => {
+                Self::UpdatedAgentBeingRestartedEvent(Box::new((**v).clone()))
+            }
+            Self::UpgradeEvent(v) => Self::UpgradeEvent(Box::new((**v).clone())),
+            Self::UplinkPortMtuNotSupportEvent(v) => {
+                Self::UplinkPortMtuNotSupportEvent(Box::new((**v).clone()))
+            }
+            Self::UplinkPortMtuSupportEvent(v) => {
+                Self::UplinkPortMtuSupportEvent(Box::new((**v).clone()))
+            }
+            Self::UplinkPortVlanTrunkedEvent(v) => {
+                Self::UplinkPortVlanTrunkedEvent(Box::new((**v).clone()))
+            }
+            Self::UplinkPortVlanUntrunkedEvent(v) => {
+                Self::UplinkPortVlanUntrunkedEvent(Box::new((**v).clone()))
+            }
+            Self::UserAssignedToGroup(v) => {
+                Self::UserAssignedToGroup(Box::new((**v).clone()))
+            }
+            Self::UserLoginSessionEvent(v) => {
+                Self::UserLoginSessionEvent(Box::new((**v).clone()))
+            }
+            Self::UserLogoutSessionEvent(v) => {
+                Self::UserLogoutSessionEvent(Box::new((**v).clone()))
+            }
+            Self::UserPasswordChanged(v) => {
+                Self::UserPasswordChanged(Box::new((**v).clone()))
+            }
+            Self::UserUnassignedFromGroup(v) => {
+                Self::UserUnassignedFromGroup(Box::new((**v).clone()))
+            }
+            Self::UserUpgradeEvent(v) => Self::UserUpgradeEvent(Box::new((**v).clone())),
+            Self::VMFSDatastoreCreatedEvent(v) => {
+                Self::VMFSDatastoreCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::VMFSDatastoreExpandedEvent(v) => {
+                Self::VMFSDatastoreExpandedEvent(Box::new((**v).clone()))
+            }
+            Self::VMFSDatastoreExtendedEvent(v) => {
+                Self::VMFSDatastoreExtendedEvent(Box::new((**v).clone()))
+            }
+            Self::VMotionLicenseExpiredEvent(v) => {
+                Self::VMotionLicenseExpiredEvent(Box::new((**v).clone()))
+            }
+            Self::VcAgentUninstallFailedEvent(v) => {
+                Self::VcAgentUninstallFailedEvent(Box::new((**v).clone()))
+            }
+            Self::VcAgentUninstalledEvent(v) => {
+                Self::VcAgentUninstalledEvent(Box::new((**v).clone()))
+            }
+            Self::VcAgentUpgradeFailedEvent(v) => {
+                Self::VcAgentUpgradeFailedEvent(Box::new((**v).clone()))
+            }
+            Self::VcAgentUpgradedEvent(v) => {
+                Self::VcAgentUpgradedEvent(Box::new((**v).clone()))
+            }
+            Self::VimAccountPasswordChangedEvent(v) => {
+                Self::VimAccountPasswordChangedEvent(Box::new((**v).clone()))
+            }
+            Self::VmAcquiredMksTicketEvent(v) => {
+                Self::VmAcquiredMksTicketEvent(Box::new((**v).clone()))
+            }
+            Self::VmAcquiredTicketEvent(v) => {
+                Self::VmAcquiredTicketEvent(Box::new((**v).clone()))
+            }
+            Self::VmAutoRenameEvent(v) => {
+                Self::VmAutoRenameEvent(Box::new((**v).clone()))
+            }
+            Self::VmBeingClonedEvent(v) => {
+                Self::VmBeingClonedEvent(Box::new((**v).clone()))
+            }
+            Self::VmBeingClonedNoFolderEvent(v) => {
+                Self::VmBeingClonedNoFolderEvent(Box::new((**v).clone()))
+            }
+            Self::VmBeingCreatedEvent(v) => {
+                Self::VmBeingCreatedEvent(Box::new((**v).clone()))
+            }
+            Self::VmBeingDeployedEvent(v) => {
+                Self::VmBeingDeployedEvent(Box::new((**v).clone()))
+            }
+            Self::VmBeingHotMigratedEvent(v) => {
+                Self::VmBeingHotMigratedEvent(Box::new((**v).clone()))
+            }
+            Self::VmBeingMigratedEvent(v) => {
+                Self::VmBeingMigratedEvent(Box::new((**v).clone()))
+            }
+            Self::VmBeingRelocatedEvent(v) => {
+                Self::VmBeingRelocatedEvent(Box::new((**v).clone()))
+            }
+            Self::VmCloneEvent(v) => Self::VmCloneEvent(Box::new((**v).clone())),
+            Self::VmCloneFailedEvent(v) => {
+                Self::VmCloneFailedEvent(Box::new((**v).clone()))
+            }
+            Self::VmClonedEvent(v) => Self::VmClonedEvent(Box::new((**v).clone())),
+            Self::VmConfigMissingEvent(v) => {
+                Self::VmConfigMissingEvent(Box::new((**v).clone()))
+            }
+            Self::VmConnectedEvent(v) => Self::VmConnectedEvent(Box::new((**v).clone())),
+            Self::VmCreatedEvent(v) => Self::VmCreatedEvent(Box::new((**v).clone())),
+            Self::VmDasBeingResetEvent(v) => {
+                Self::VmDasBeingResetEvent(Box::new((**v).clone()))
+            }
+            Self::VmDasBeingResetWithScreenshotEvent(v) => {
+                Self::VmDasBeingResetWithScreenshotEvent(Box::new((**v).clone()))
+            }
+            Self::VmDasResetFailedEvent(v) => {
+                Self::VmDasResetFailedEvent(Box::new((**v).clone()))
+            }
+            Self::VmDasUpdateErrorEvent(v) => {
+                Self::VmDasUpdateErrorEvent(Box::new((**v).clone()))
+            }
+            Self::VmDasUpdateOkEvent(v) => {
+                Self::VmDasUpdateOkEvent(Box::new((**v).clone()))
+            }
+            Self::VmDateRolledBackEvent(v) => {
+                Self::VmDateRolledBackEvent(Box::new((**v).clone()))
+            }
+            Self::VmDeployFailedEvent(v) => {
+                Self::VmDeployFailedEvent(Box::new((**v).clone()))
+            }
+            Self::VmDeployedEvent(v) => Self::VmDeployedEvent(Box::new((**v).clone())),
+            Self::VmDisconnectedEvent(v) => {
+                Self::VmDisconnectedEvent(Box::new((**v).clone()))
+            }
+            Self::VmDiscoveredEvent(v) => {
+                Self::VmDiscoveredEvent(Box::new((**v).clone()))
+            }
+            Self::VmDiskFailedEvent(v) => {
+                Self::VmDiskFailedEvent(Box::new((**v).clone()))
+            }
+            Self::VmEmigratingEvent(v) => {
+                Self::VmEmigratingEvent(Box::new((**v).clone()))
+            }
+            Self::VmEndRecordingEvent(v) => {
+                Self::VmEndRecordingEvent(Box::new((**v).clone()))
+            }
+            Self::VmEndReplayingEvent(v) => {
+                Self::VmEndReplayingEvent(Box::new((**v).clone()))
+            }
+            Self::VmEvent(v) => Self::VmEvent(Box::new((**v).clone())),
+            Self::VmFailedMigrateEvent(v) => {
+                Self::VmFailedMigrateEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedRelayoutEvent(v) => {
+                Self::VmFailedRelayoutEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
+                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedStartingSecondaryEvent(v) => {
+                Self::VmFailedStartingSecondaryEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedToPowerOffEvent(v) => {
+                Self::VmFailedToPowerOffEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedToPowerOnEvent(v) => {
+                Self::VmFailedToPowerOnEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedToRebootGuestEvent(v) => {
+                Self::VmFailedToRebootGuestEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedToResetEvent(v) => {
+                Self::VmFailedToResetEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedToShutdownGuestEvent(v) => {
+                Self::VmFailedToShutdownGuestEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedToStandbyGuestEvent(v) => {
+                Self::VmFailedToStandbyGuestEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedToSuspendEvent(v) => {
+                Self::VmFailedToSuspendEvent(Box::new((**v).clone()))
+            }
+            Self::VmFailedUpdatingSecondaryConfig(v) => {
+                Self::VmFailedUpdatingSecondaryConfig(Box::new((**v).clone()))
+            }
+            Self::VmFailoverFailed(v) => Self::VmFailoverFailed(Box::new((**v).clone())),
+            Self::VmFaultToleranceStateChangedEvent(v) => {
+                Self::VmFaultToleranceStateChangedEvent(Box::new((**v).clone()))
+            }
+            Self::VmFaultToleranceTurnedOffEvent(v) => {
+                Self::VmFaultToleranceTurnedOffEvent(Box::new((**v).clone()))
+            }
+            Self::VmFaultToleranceVmTerminatedEvent(v) => {
+                Self::VmFaultToleranceVmTerminatedEvent(Box::new((**v).clone()))
+            }
+            Self::VmGuestOSCrashedEvent(v) => {
+                Self::VmGuestOSCrashedEvent(Box::new((**v).clone()))
+            }
+            Self::VmGuestRebootEvent(v) => {
+                Self::VmGuestRebootEvent(Box::new((**v).clone()))
+            }
+            Self::VmGuestShutdownEvent(v) => {
+                Self::VmGuestShutdownEvent(Box::new((**v).clone()))
+            }
+            Self::VmGuestStandbyEvent(v) => {
+                Self::VmGuestStandbyEvent(Box::new((**v).clone()))
+            }
+            Self::VmHealthMonitoringStateChangedEvent(v) => {
+                Self::VmHealthMonitoringStateChangedEvent(Box::new((**v).clone()))
+            }
+            Self::VmInstanceUuidAssignedEvent(v) => {
+                Self::VmInstanceUuidAssignedEvent(Box::new((**v).clone()))
+            }
+            Self::VmInstanceUuidChangedEvent(v) => {
+                Self::VmInstanceUuidChangedEvent(Box::new((**v).clone()))
+            }
+            Self::VmInstanceUuidConflictEvent(v) => {
+                Self::VmInstanceUuidConflictEvent(Box::new((**v).clone()))
+            }
+            Self::VmMacAssignedEvent(v) => {
+                Self::VmMacAssignedEvent(Box::new((**v).clone()))
+            }
+            Self::VmMacChangedEvent(v) => {
+                Self::VmMacChangedEvent(Box::new((**v).clone()))
+            }
+            Self::VmMacConflictEvent(v) => {
+                Self::VmMacConflictEvent(Box::new((**v).clone()))
+            }
+            Self::VmMaxFTRestartCountReached(v) => {
+                Self::VmMaxFTRestartCountReached(Box::new((**v).clone()))
+            }
+            Self::VmMaxRestartCountReached(v) => {
+                Self::VmMaxRestartCountReached(Box::new((**v).clone()))
+            }
+            Self::VmMessageErrorEvent(v) => {
+                Self::VmMessageErrorEvent(Box::new((**v).clone()))
+            }
+            Self::VmMessageEvent(v) => Self::VmMessageEvent(Box::new((**v).clone())),
+            Self::VmMessageWarningEvent(v) => {
+                Self::VmMessageWarningEvent(Box::new((**v).clone()))
+            }
+            Self::VmMigratedEvent(v) => Self::VmMigratedEvent(Box::new((**v).clone())),
+            Self::VmNoCompatibleHostForSecondaryEvent(v) => {
+                Self::VmNoCompatibleHostForSecondaryEvent(Box::new((**v).clone()))
+            }
+            Self::VmNoNetworkAccessEvent(v) => {
+                Self::VmNoNetworkAccessEvent(Box::new((**v).clone()))
+            }
+            Self::VmOrphanedEvent(v) => Self::VmOrphanedEvent(Box::new((**v).clone())),
+            Self::VmPowerOffOnIsolationEvent(v) => {
+                Self::VmPowerOffOnIsolationEvent(Box::new((**v).clone()))
+            }
+            Self::VmPoweredOffEvent(v) => {
+                Self::VmPoweredOffEvent(Box::new((**v).clone()))
+            }
+            Self::VmPoweredOnEvent(v) => Self::VmPoweredOnEvent(Box::new((**v).clone())),
+            Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
+                Self::VmPoweringOnWithCustomizedDVPortEvent(Box::new((**v).clone()))
+            }
+            Self::VmPrimaryFailoverEvent(v) => {
+                Self::VmPrimaryFailoverEvent(Box::new((**v).clone()))
+            }
+            Self::VmReconfiguredEvent(v) => {
+                Self::VmReconfiguredEvent(Box::new((**v).clone()))
+            }
+            Self::VmRegisteredEvent(v) => {
+                Self::VmRegisteredEvent(Box::new((**v).clone()))
+            }
+            Self::VmRelayoutSuccessfulEvent(v) => {
+                Self::VmRelayoutSuccessfulEvent(Box::new((**v).clone()))
+            }
+            Self::VmRelayoutUpToDateEvent(v) => {
+                Self::VmRelayoutUpToDateEvent(Box::new((**v).clone()))
+            }
+            Self::VmReloadFromPathEvent(v) => {
+                Self::VmReloadFromPathEvent(Box::new((**v).clone()))
+            }
+            Self::VmReloadFromPathFailedEvent(v) => {
+                Self::VmReloadFromPathFailedEvent(Box::new((**v).clone()))
+            }
+            Self::VmRelocateFailedEvent(v) => {
+                Self::VmRelocateFailedEvent(Box::new((**v).clone()))
+            }
+            Self::VmRelocateSpecEvent(v) => {
+                Self::VmRelocateSpecEvent(Box::new((**v).clone()))
+            }
+            Self::VmRelocatedEvent(v) => Self::VmRelocatedEvent(Box::new((**v).clone())),
+            Self::VmRemoteConsoleConnectedEvent(v) => {
+                Self::VmRemoteConsoleConnectedEvent(Box::new((**v).clone()))
+            }
+            Self::VmRemoteConsoleDisconnectedEvent(v) => {
+                Self::VmRemoteConsoleDisconnectedEvent(Box::new((**v).clone()))
+            }
+            Self::VmRemovedEvent(v) => Self::VmRemovedEvent(Box::new((**v).clone())),
+            Self::VmRenamedEvent(v) => Self::VmRenamedEvent(Box::new((**v).clone())),
+            Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
+                Self::VmRequirementsExceedCurrentEVCModeEvent(Box::new((**v).clone()))
+            }
+            Self::VmResettingEvent(v) => Self::VmResettingEvent(Box::new((**v).clone())),
+            Self::VmResourcePoolMovedEvent(v) => {
+                Self::VmResourcePoolMovedEvent(Box::new((**v).clone()))
+            }
+            Self::VmResourceReallocatedEvent(v) => {
+                Self::VmResourceReallocatedEvent(Box::new((**v).clone()))
+            }
+            Self::VmRestartedOnAlternateHostEvent(v) => {
+                Self::VmRestartedOnAlternateHostEvent(Box::new((**v).clone()))
+            }
+            Self::VmResumingEvent(v) => Self::VmResumingEvent(Box::new((**v).clone())),
+            Self::VmSecondaryAddedEvent(v) => {
+                Self::VmSecondaryAddedEvent(Box::new((**v).clone()))
+            }
+            Self::VmSecondaryDisabledBySystemEvent(v) => {
+                Self::VmSecondaryDisabledBySystemEvent(Box::new((**v).clone()))
+            }
+            Self::VmSecondaryDisabledEvent(v) => {
+                Self::VmSecondaryDisabledEvent(Box::new((**v).clone()))
+            }
+            Self::VmSecondaryEnabledEvent(v) => {
+                Self::VmSecondaryEnabledEvent(Box::new((**v).clone()))
+            }
+            Self::VmSecondaryStartedEvent(v) => {
+                Self::VmSecondaryStartedEvent(Box::new((**v).clone()))
+            }
+            Self::VmShutdownOnIsolationEvent(v) => {
+                Self::VmShutdownOnIsolationEvent(Box::new((**v).clone()))
+            }
+            Self::VmStartRecordingEvent(v) => {
+                Self::VmStartRecordingEvent(Box::new((**v).clone()))
+            }
+            Self::VmStartReplayingEvent(v) => {
+                Self::VmStartReplayingEvent(Box::new((**v).clone()))
+            }
+            Self::VmStartingEvent(v) => Self::VmStartingEvent(Box::new((**v).clone())),
+            Self::VmStartingSecondaryEvent(v) => {
+                Self::VmStartingSecondaryEvent(Box::new((**v).clone()))
+            }
+            Self::VmStaticMacConflictEvent(v) => {
+                Self::VmStaticMacConflictEvent(Box::new((**v).clone()))
+            }
+            Self::VmStoppingEvent(v) => Self::VmStoppingEvent(Box::new((**v).clone())),
+            Self::VmSuspendedEvent(v) => Self::VmSuspendedEvent(Box::new((**v).clone())),
+            Self::VmSuspendingEvent(v) => {
+                Self::VmSuspendingEvent(Box::new((**v).clone()))
+            }
+            Self::VmTimedoutStartingSecondaryEvent(v) => {
+                Self::VmTimedoutStartingSecondaryEvent(Box::new((**v).clone()))
+            }
+            Self::VmUnsupportedStartingEvent(v) => {
+                Self::VmUnsupportedStartingEvent(Box::new((**v).clone()))
+            }
+            Self::VmUpgradeCompleteEvent(v) => {
+                Self::VmUpgradeCompleteEvent(Box::new((**v).clone()))
+            }
+            Self::VmUpgradeFailedEvent(v) => {
+                Self::VmUpgradeFailedEvent(Box::new((**v).clone()))
+            }
+            Self::VmUpgradingEvent(v) => Self::VmUpgradingEvent(Box::new((**v).clone())),
+            Self::VmUuidAssignedEvent(v) => {
+                Self::VmUuidAssignedEvent(Box::new((**v).clone()))
+            }
+            Self::VmUuidChangedEvent(v) => {
+                Self::VmUuidChangedEvent(Box::new((**v).clone()))
+            }
+            Self::VmUuidConflictEvent(v) => {
+                Self::VmUuidConflictEvent(Box::new((**v).clone()))
+            }
+            Self::VmVnicPoolReservationViolationClearEvent(v) => {
+                Self::VmVnicPoolReservationViolationClearEvent(Box::new((**v).clone()))
+            }
+            Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
+                Self::VmVnicPoolReservationViolationRaiseEvent(Box::new((**v).clone()))
+            }
+            Self::VmWwnAssignedEvent(v) => {
+                Self::VmWwnAssignedEvent(Box::new((**v).clone()))
+            }
+            Self::VmWwnChangedEvent(v) => {
+                Self::VmWwnChangedEvent(Box::new((**v).clone()))
+            }
+            Self::VmWwnConflictEvent(v) => {
+                Self::VmWwnConflictEvent(Box::new((**v).clone()))
+            }
+            Self::WarningUpgradeEvent(v) => {
+                Self::WarningUpgradeEvent(Box::new((**v).clone()))
+            }
         }
     }
 }

@@ -5,2669 +5,1602 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::Decode for AnyEvent {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("AccountCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AccountCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AccountRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AccountRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AccountUpdatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AccountUpdatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AdminPasswordNotChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AdminPasswordNotChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmAcknowledgedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmAcknowledgedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmActionTriggeredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmActionTriggeredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmClearedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmClearedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmEmailCompletedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmEmailCompletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmEmailFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmEmailFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmScriptCompleteEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmScriptCompleteEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmScriptFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmScriptFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmSnmpCompletedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmSnmpCompletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmSnmpFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmSnmpFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmStatusChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlarmStatusChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AllVirtualMachinesLicensedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AllVirtualMachinesLicensedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlreadyAuthenticatedSessionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlreadyAuthenticatedSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AuthorizationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AuthorizationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("BadUsernameSessionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::BadUsernameSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CanceledHostOperationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CanceledHostOperationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterComplianceCheckedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ClusterComplianceCheckedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ClusterCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterDestroyedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ClusterDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ClusterEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterOvercommittedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ClusterOvercommittedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ClusterReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterStatusChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ClusterStatusChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldDefAddedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomFieldDefAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldDefEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomFieldDefEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldDefRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomFieldDefRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldDefRenamedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomFieldDefRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomFieldEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldValueChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomFieldValueChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationLinuxIdentityFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationLinuxIdentityFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationNetworkSetupFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationNetworkSetupFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationStartedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationStartedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationSucceeded") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationSucceeded(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationSysprepFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationSysprepFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationUnknownFailure") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationUnknownFailure(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DVPortgroupCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupDestroyedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DVPortgroupDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DVPortgroupEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DVPortgroupReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupRenamedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DVPortgroupRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasAdmissionControlDisabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasAdmissionControlDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasAdmissionControlEnabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasAdmissionControlEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasAgentFoundEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasAgentFoundEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasAgentUnavailableEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasAgentUnavailableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasClusterIsolatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasClusterIsolatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasDisabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasEnabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasHostFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasHostFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasHostIsolatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasHostIsolatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatacenterCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatacenterCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatacenterEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatacenterEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatacenterRenamedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatacenterRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreCapacityIncreasedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreCapacityIncreasedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreDestroyedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreDiscoveredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreDiscoveredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreDuplicatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreDuplicatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreFileCopiedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreFileCopiedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreFileDeletedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreFileDeletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreFileEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreFileEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreFileMovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreFileMovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreIORMReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreIORMReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastorePrincipalConfigured") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastorePrincipalConfigured(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreRemovedOnHostEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreRemovedOnHostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreRenamedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreRenamedOnHostEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreRenamedOnHostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsDisabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsEnabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsEnteredStandbyModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsEnteredStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsEnteringStandbyModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsEnteringStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsExitStandbyModeFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsExitStandbyModeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsExitedStandbyModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsExitedStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsExitingStandbyModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsExitingStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsInvocationFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsInvocationFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsRecoveredFromFailureEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsRecoveredFromFailureEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsResourceConfigureFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsResourceConfigureFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsResourceConfigureSyncedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsResourceConfigureSyncedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsRuleComplianceEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsRuleComplianceEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsRuleViolationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsRuleViolationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsSoftRuleViolationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsSoftRuleViolationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsVmMigratedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsVmMigratedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsVmPoweredOnEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsVmPoweredOnEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DuplicateIpDetectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DuplicateIpDetectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvpgImportEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvpgImportEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvpgRestoreEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvpgRestoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsDestroyedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHealthStatusChangeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsHealthStatusChangeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostBackInSyncEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsHostBackInSyncEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostJoinedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsHostJoinedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostLeftEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsHostLeftEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostStatusUpdated") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsHostStatusUpdated(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostWentOutOfSyncEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsHostWentOutOfSyncEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsImportEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsImportEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsMergedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsMergedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortBlockedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortBlockedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortConnectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortConnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortDeletedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortDeletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortDisconnectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortDisconnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortEnteredPassthruEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortEnteredPassthruEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortExitedPassthruEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortExitedPassthruEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortJoinPortgroupEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortJoinPortgroupEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortLeavePortgroupEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortLeavePortgroupEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortLinkDownEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortLinkDownEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortLinkUpEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortLinkUpEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortRuntimeChangeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortRuntimeChangeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortUnblockedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortUnblockedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortVendorSpecificStateChangeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsPortVendorSpecificStateChangeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsRenamedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsRestoreEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsRestoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsUpgradeAvailableEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsUpgradeAvailableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsUpgradeInProgressEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsUpgradeInProgressEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsUpgradeRejectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsUpgradeRejectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsUpgradedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsUpgradedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EnteredMaintenanceModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EnteredMaintenanceModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EnteredStandbyModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EnteredStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EnteringMaintenanceModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EnteringMaintenanceModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EnteringStandbyModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EnteringStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ErrorUpgradeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ErrorUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EventEx") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EventEx(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExitMaintenanceModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ExitMaintenanceModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExitStandbyModeFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ExitStandbyModeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExitedStandbyModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ExitedStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExitingStandbyModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ExitingStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExtendedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ExtendedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FailoverLevelRestored") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FailoverLevelRestored(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GeneralEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralHostErrorEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GeneralHostErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralHostInfoEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GeneralHostInfoEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralHostWarningEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GeneralHostWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralUserEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GeneralUserEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralVmErrorEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GeneralVmErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralVmInfoEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GeneralVmInfoEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralVmWarningEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GeneralVmWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GhostDvsProxySwitchDetectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GhostDvsProxySwitchDetectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GhostDvsProxySwitchRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GhostDvsProxySwitchRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GlobalMessageChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GlobalMessageChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HealthStatusChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HealthStatusChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostAddFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostAddFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostAddedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostAdminDisableEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostAdminDisableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostAdminEnableEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostAdminEnableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedAccountFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedAccountFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedAlreadyManagedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedAlreadyManagedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedBadCcagentEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedBadCcagentEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedBadUsernameEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedBadUsernameEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedBadVersionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedBadVersionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedCcagentUpgradeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedCcagentUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNetworkErrorEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedNetworkErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNoAccessEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedNoAccessEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNoConnectionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedNoConnectionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNoLicenseEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedNoLicenseEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNotFoundEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedNotFoundEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedTimeoutEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCnxFailedTimeoutEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostComplianceCheckedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostComplianceCheckedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCompliantEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCompliantEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostConfigAppliedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostConfigAppliedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostConnectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostConnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostConnectionLostEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostConnectionLostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasDisabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostDasDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasDisablingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostDasDisablingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasEnabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostDasEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasEnablingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostDasEnablingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasErrorEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostDasErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostDasEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasOkEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostDasOkEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDisconnectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostDisconnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostEnableAdminFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostEnableAdminFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostExtraNetworksEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostExtraNetworksEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostGetShortNameFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostGetShortNameFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostInAuditModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostInAuditModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostInventoryFullEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostInventoryFullEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostInventoryUnreadableEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostInventoryUnreadableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIpChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostIpChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIpInconsistentEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostIpInconsistentEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIpToShortNameFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostIpToShortNameFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIsolationIpPingFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostIsolationIpPingFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostLicenseExpiredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostLicenseExpiredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostLocalPortCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostLocalPortCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostMissingNetworksEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostMissingNetworksEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostMonitoringStateChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostMonitoringStateChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNoAvailableNetworksEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostNoAvailableNetworksEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNoHAEnabledPortGroupsEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostNoHAEnabledPortGroupsEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNoRedundantManagementNetworkEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostNoRedundantManagementNetworkEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNonCompliantEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostNonCompliantEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNotInClusterEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostNotInClusterEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostOvercommittedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostOvercommittedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostPrimaryAgentNotShortNameEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostPrimaryAgentNotShortNameEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostProfileAppliedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostProfileAppliedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostReconnectionFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostReconnectionFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostShortNameInconsistentEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostShortNameInconsistentEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostShortNameToIpFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostShortNameToIpFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostShutdownEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostShutdownEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSpecificationChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostSpecificationChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSpecificationRequireEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostSpecificationRequireEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSpecificationUpdateEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostSpecificationUpdateEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostStatusChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostStatusChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSubSpecificationDeleteEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostSubSpecificationDeleteEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSubSpecificationUpdateEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostSubSpecificationUpdateEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSyncFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostSyncFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostUpgradeFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostUpgradeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostUserWorldSwapNotEnabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostUserWorldSwapNotEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostVnicConnectedToCustomizedDVPortEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostVnicConnectedToCustomizedDVPortEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostWwnChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostWwnChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostWwnConflictEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostWwnConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IScsiBootFailureEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IScsiBootFailureEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IncorrectHostInformationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IncorrectHostInformationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InfoUpgradeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InfoUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientFailoverResourcesEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientFailoverResourcesEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidEditionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidEditionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseExpiredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseExpiredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseNonComplianceEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseNonComplianceEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseRestrictedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseRestrictedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseServerAvailableEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseServerAvailableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseServerUnavailableEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseServerUnavailableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LocalDatastoreCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LocalDatastoreCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LocalTSMEnabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LocalTSMEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LockerMisconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LockerMisconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LockerReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LockerReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationErrorEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationHostErrorEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationHostErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationHostWarningEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationHostWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationResourceErrorEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationResourceErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationResourceWarningEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationResourceWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationWarningEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MtuMatchEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MtuMatchEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MtuMismatchEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MtuMismatchEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NASDatastoreCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NASDatastoreCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NetworkRollbackEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NetworkRollbackEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoAccessUserEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoAccessUserEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoDatastoresConfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoDatastoresConfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoLicenseEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoLicenseEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoMaintenanceModeDrsRecommendationForVM") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoMaintenanceModeDrsRecommendationForVM(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NonVIWorkloadDetectedOnDatastoreEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NonVIWorkloadDetectedOnDatastoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotEnoughResourcesToStartVmEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotEnoughResourcesToStartVmEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OutOfSyncDvsHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OutOfSyncDvsHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PermissionAddedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PermissionAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PermissionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PermissionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PermissionRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PermissionRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PermissionUpdatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PermissionUpdatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileAssociatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ProfileAssociatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ProfileChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ProfileCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileDissociatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ProfileDissociatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ProfileEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileReferenceHostChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ProfileReferenceHostChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ProfileRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RecoveryEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RecoveryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RemoteTSMEnabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RemoteTSMEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ResourcePoolCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolDestroyedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ResourcePoolDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ResourcePoolEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolMovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ResourcePoolMovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ResourcePoolReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourceViolatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ResourceViolatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RoleAddedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RoleAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RoleEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RoleEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RoleRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RoleRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RoleUpdatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RoleUpdatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RollbackEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RollbackEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskCompletedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ScheduledTaskCompletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ScheduledTaskCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskEmailCompletedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ScheduledTaskEmailCompletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskEmailFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ScheduledTaskEmailFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ScheduledTaskEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ScheduledTaskFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ScheduledTaskReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ScheduledTaskRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskStartedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ScheduledTaskStartedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ServerLicenseExpiredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ServerLicenseExpiredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ServerStartedSessionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ServerStartedSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SessionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SessionTerminatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SessionTerminatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TaskEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TaskEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TaskTimeoutEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TaskTimeoutEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TeamingMatchEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TeamingMatchEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TeamingMisMatchEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TeamingMisMatchEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TemplateBeingUpgradedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TemplateBeingUpgradedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TemplateUpgradeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TemplateUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TemplateUpgradeFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TemplateUpgradeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TemplateUpgradedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TemplateUpgradedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TimedOutHostOperationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TimedOutHostOperationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnlicensedVirtualMachinesEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnlicensedVirtualMachinesEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnlicensedVirtualMachinesFoundEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnlicensedVirtualMachinesFoundEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UpdatedAgentBeingRestartedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UpdatedAgentBeingRestartedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UpgradeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UplinkPortMtuNotSupportEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UplinkPortMtuNotSupportEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UplinkPortMtuSupportEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UplinkPortMtuSupportEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UplinkPortVlanTrunkedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UplinkPortVlanTrunkedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UplinkPortVlanUntrunkedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UplinkPortVlanUntrunkedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserAssignedToGroup") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UserAssignedToGroup(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserLoginSessionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UserLoginSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserLogoutSessionEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UserLogoutSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserPasswordChanged") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UserPasswordChanged(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserUnassignedFromGroup") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UserUnassignedFromGroup(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserUpgradeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UserUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMFSDatastoreCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMFSDatastoreCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMFSDatastoreExpandedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMFSDatastoreExpandedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMFSDatastoreExtendedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMFSDatastoreExtendedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionLicenseExpiredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMotionLicenseExpiredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VcAgentUninstallFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VcAgentUninstallFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VcAgentUninstalledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VcAgentUninstalledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VcAgentUpgradeFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VcAgentUpgradeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VcAgentUpgradedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VcAgentUpgradedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VimAccountPasswordChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VimAccountPasswordChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmAcquiredMksTicketEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmAcquiredMksTicketEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmAcquiredTicketEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmAcquiredTicketEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmAutoRenameEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmAutoRenameEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingClonedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmBeingClonedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingClonedNoFolderEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmBeingClonedNoFolderEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmBeingCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingDeployedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmBeingDeployedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingHotMigratedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmBeingHotMigratedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingMigratedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmBeingMigratedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingRelocatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmBeingRelocatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmCloneEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmCloneEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmCloneFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmCloneFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmClonedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmClonedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmConfigMissingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmConfigMissingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmConnectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmConnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmCreatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasBeingResetEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDasBeingResetEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasBeingResetWithScreenshotEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDasBeingResetWithScreenshotEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasResetFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDasResetFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasUpdateErrorEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDasUpdateErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasUpdateOkEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDasUpdateOkEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDateRolledBackEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDateRolledBackEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDeployFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDeployFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDeployedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDeployedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDisconnectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDisconnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDiscoveredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDiscoveredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDiskFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmDiskFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmEmigratingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmEmigratingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmEndRecordingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmEndRecordingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmEndReplayingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmEndReplayingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedMigrateEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedMigrateEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedRelayoutEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedRelayoutEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedRelayoutOnVmfs2DatastoreEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedStartingSecondaryEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedStartingSecondaryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToPowerOffEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedToPowerOffEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToPowerOnEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedToPowerOnEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToRebootGuestEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedToRebootGuestEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToResetEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedToResetEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToShutdownGuestEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedToShutdownGuestEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToStandbyGuestEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedToStandbyGuestEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToSuspendEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedToSuspendEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedUpdatingSecondaryConfig") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailedUpdatingSecondaryConfig(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailoverFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFailoverFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceStateChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceStateChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceTurnedOffEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceTurnedOffEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceVmTerminatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceVmTerminatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmGuestOSCrashedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmGuestOSCrashedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmGuestRebootEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmGuestRebootEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmGuestShutdownEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmGuestShutdownEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmGuestStandbyEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmGuestStandbyEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmHealthMonitoringStateChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmHealthMonitoringStateChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmInstanceUuidAssignedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmInstanceUuidAssignedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmInstanceUuidChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmInstanceUuidChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmInstanceUuidConflictEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmInstanceUuidConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMacAssignedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMacAssignedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMacChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMacChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMacConflictEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMacConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMaxFTRestartCountReached") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMaxFTRestartCountReached(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMaxRestartCountReached") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMaxRestartCountReached(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMessageErrorEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMessageErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMessageEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMessageEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMessageWarningEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMessageWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMigratedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMigratedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmNoCompatibleHostForSecondaryEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmNoCompatibleHostForSecondaryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmNoNetworkAccessEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmNoNetworkAccessEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmOrphanedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmOrphanedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPowerOffOnIsolationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmPowerOffOnIsolationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPoweredOffEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmPoweredOffEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPoweredOnEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmPoweredOnEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPoweringOnWithCustomizedDVPortEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmPoweringOnWithCustomizedDVPortEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPrimaryFailoverEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmPrimaryFailoverEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmReconfiguredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRegisteredEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRegisteredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelayoutSuccessfulEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRelayoutSuccessfulEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelayoutUpToDateEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRelayoutUpToDateEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmReloadFromPathEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmReloadFromPathEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmReloadFromPathFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmReloadFromPathFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelocateFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRelocateFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelocateSpecEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRelocateSpecEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelocatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRelocatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRemoteConsoleConnectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRemoteConsoleConnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRemoteConsoleDisconnectedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRemoteConsoleDisconnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRemovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRenamedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRequirementsExceedCurrentEVCModeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRequirementsExceedCurrentEVCModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmResettingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmResettingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmResourcePoolMovedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmResourcePoolMovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmResourceReallocatedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmResourceReallocatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRestartedOnAlternateHostEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmRestartedOnAlternateHostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmResumingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmResumingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryAddedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmSecondaryAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryDisabledBySystemEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmSecondaryDisabledBySystemEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryDisabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmSecondaryDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryEnabledEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmSecondaryEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryStartedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmSecondaryStartedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmShutdownOnIsolationEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmShutdownOnIsolationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStartRecordingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmStartRecordingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStartReplayingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmStartReplayingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStartingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmStartingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStartingSecondaryEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmStartingSecondaryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStaticMacConflictEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmStaticMacConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStoppingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmStoppingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSuspendedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmSuspendedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSuspendingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmSuspendingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmTimedoutStartingSecondaryEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmTimedoutStartingSecondaryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUnsupportedStartingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmUnsupportedStartingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUpgradeCompleteEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmUpgradeCompleteEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUpgradeFailedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmUpgradeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUpgradingEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmUpgradingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUuidAssignedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmUuidAssignedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUuidChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmUuidChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUuidConflictEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmUuidConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmVnicPoolReservationViolationClearEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmVnicPoolReservationViolationClearEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmVnicPoolReservationViolationRaiseEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmVnicPoolReservationViolationRaiseEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmWwnAssignedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmWwnAssignedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmWwnChangedEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmWwnChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmWwnConflictEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmWwnConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("WarningUpgradeEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::WarningUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::Event(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-            },
-        )
+impl x::Encode for AnyEvent {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::Event(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::AccountCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AccountCreatedEvent"))
+            }
+            Self::AccountRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AccountRemovedEvent"))
+            }
+            Self::AccountUpdatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AccountUpdatedEvent"))
+            }
+            Self::AdminPasswordNotChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AdminPasswordNotChangedEvent"))
+            }
+            Self::AlarmAcknowledgedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmAcknowledgedEvent"))
+            }
+            Self::AlarmActionTriggeredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmActionTriggeredEvent"))
+            }
+            Self::AlarmClearedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmClearedEvent"))
+            }
+            Self::AlarmCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmCreatedEvent"))
+            }
+            Self::AlarmEmailCompletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailCompletedEvent"))
+            }
+            Self::AlarmEmailFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailFailedEvent"))
+            }
+            Self::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("AlarmEvent")),
+            Self::AlarmReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmReconfiguredEvent"))
+            }
+            Self::AlarmRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmRemovedEvent"))
+            }
+            Self::AlarmScriptCompleteEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptCompleteEvent"))
+            }
+            Self::AlarmScriptFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptFailedEvent"))
+            }
+            Self::AlarmSnmpCompletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpCompletedEvent"))
+            }
+            Self::AlarmSnmpFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpFailedEvent"))
+            }
+            Self::AlarmStatusChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmStatusChangedEvent"))
+            }
+            Self::AllVirtualMachinesLicensedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("AllVirtualMachinesLicensedEvent"),
+                )
+            }
+            Self::AlreadyAuthenticatedSessionEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("AlreadyAuthenticatedSessionEvent"),
+                )
+            }
+            Self::AuthorizationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AuthorizationEvent"))
+            }
+            Self::BadUsernameSessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("BadUsernameSessionEvent"))
+            }
+            Self::CanceledHostOperationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CanceledHostOperationEvent"))
+            }
+            Self::ClusterComplianceCheckedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterComplianceCheckedEvent"))
+            }
+            Self::ClusterCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterCreatedEvent"))
+            }
+            Self::ClusterDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterDestroyedEvent"))
+            }
+            Self::ClusterEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterEvent"))
+            }
+            Self::ClusterOvercommittedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterOvercommittedEvent"))
+            }
+            Self::ClusterReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterReconfiguredEvent"))
+            }
+            Self::ClusterStatusChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterStatusChangedEvent"))
+            }
+            Self::CustomFieldDefAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefAddedEvent"))
+            }
+            Self::CustomFieldDefEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefEvent"))
+            }
+            Self::CustomFieldDefRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRemovedEvent"))
+            }
+            Self::CustomFieldDefRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRenamedEvent"))
+            }
+            Self::CustomFieldEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldEvent"))
+            }
+            Self::CustomFieldValueChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldValueChangedEvent"))
+            }
+            Self::CustomizationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationEvent"))
+            }
+            Self::CustomizationFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationFailed"))
+            }
+            Self::CustomizationLinuxIdentityFailed(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CustomizationLinuxIdentityFailed"),
+                )
+            }
+            Self::CustomizationNetworkSetupFailed(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CustomizationNetworkSetupFailed"),
+                )
+            }
+            Self::CustomizationStartedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationStartedEvent"))
+            }
+            Self::CustomizationSucceeded(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSucceeded"))
+            }
+            Self::CustomizationSysprepFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSysprepFailed"))
+            }
+            Self::CustomizationUnknownFailure(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationUnknownFailure"))
+            }
+            Self::DVPortgroupCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupCreatedEvent"))
+            }
+            Self::DVPortgroupDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupDestroyedEvent"))
+            }
+            Self::DVPortgroupEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupEvent"))
+            }
+            Self::DVPortgroupReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupReconfiguredEvent"))
+            }
+            Self::DVPortgroupRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupRenamedEvent"))
+            }
+            Self::DasAdmissionControlDisabledEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DasAdmissionControlDisabledEvent"),
+                )
+            }
+            Self::DasAdmissionControlEnabledEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DasAdmissionControlEnabledEvent"),
+                )
+            }
+            Self::DasAgentFoundEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasAgentFoundEvent"))
+            }
+            Self::DasAgentUnavailableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasAgentUnavailableEvent"))
+            }
+            Self::DasClusterIsolatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasClusterIsolatedEvent"))
+            }
+            Self::DasDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasDisabledEvent"))
+            }
+            Self::DasEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasEnabledEvent"))
+            }
+            Self::DasHostFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasHostFailedEvent"))
+            }
+            Self::DasHostIsolatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasHostIsolatedEvent"))
+            }
+            Self::DatacenterCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterCreatedEvent"))
+            }
+            Self::DatacenterEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterEvent"))
+            }
+            Self::DatacenterRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterRenamedEvent"))
+            }
+            Self::DatastoreCapacityIncreasedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DatastoreCapacityIncreasedEvent"),
+                )
+            }
+            Self::DatastoreDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDestroyedEvent"))
+            }
+            Self::DatastoreDiscoveredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDiscoveredEvent"))
+            }
+            Self::DatastoreDuplicatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDuplicatedEvent"))
+            }
+            Self::DatastoreEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreEvent"))
+            }
+            Self::DatastoreFileCopiedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileCopiedEvent"))
+            }
+            Self::DatastoreFileDeletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileDeletedEvent"))
+            }
+            Self::DatastoreFileEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileEvent"))
+            }
+            Self::DatastoreFileMovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileMovedEvent"))
+            }
+            Self::DatastoreIORMReconfiguredEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DatastoreIORMReconfiguredEvent"),
+                )
+            }
+            Self::DatastorePrincipalConfigured(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastorePrincipalConfigured"))
+            }
+            Self::DatastoreRemovedOnHostEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRemovedOnHostEvent"))
+            }
+            Self::DatastoreRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedEvent"))
+            }
+            Self::DatastoreRenamedOnHostEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedOnHostEvent"))
+            }
+            Self::DrsDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsDisabledEvent"))
+            }
+            Self::DrsEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsEnabledEvent"))
+            }
+            Self::DrsEnteredStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteredStandbyModeEvent"))
+            }
+            Self::DrsEnteringStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteringStandbyModeEvent"))
+            }
+            Self::DrsExitStandbyModeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsExitStandbyModeFailedEvent"))
+            }
+            Self::DrsExitedStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsExitedStandbyModeEvent"))
+            }
+            Self::DrsExitingStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsExitingStandbyModeEvent"))
+            }
+            Self::DrsInvocationFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsInvocationFailedEvent"))
+            }
+            Self::DrsRecoveredFromFailureEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsRecoveredFromFailureEvent"))
+            }
+            Self::DrsResourceConfigureFailedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DrsResourceConfigureFailedEvent"),
+                )
+            }
+            Self::DrsResourceConfigureSyncedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DrsResourceConfigureSyncedEvent"),
+                )
+            }
+            Self::DrsRuleComplianceEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleComplianceEvent"))
+            }
+            Self::DrsRuleViolationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleViolationEvent"))
+            }
+            Self::DrsSoftRuleViolationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsSoftRuleViolationEvent"))
+            }
+            Self::DrsVmMigratedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsVmMigratedEvent"))
+            }
+            Self::DrsVmPoweredOnEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsVmPoweredOnEvent"))
+            }
+            Self::DuplicateIpDetectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DuplicateIpDetectedEvent"))
+            }
+            Self::DvpgImportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvpgImportEvent"))
+            }
+            Self::DvpgRestoreEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvpgRestoreEvent"))
+            }
+            Self::DvsCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsCreatedEvent"))
+            }
+            Self::DvsDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsDestroyedEvent"))
+            }
+            Self::DvsEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("DvsEvent")),
+            Self::DvsHealthStatusChangeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHealthStatusChangeEvent"))
+            }
+            Self::DvsHostBackInSyncEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostBackInSyncEvent"))
+            }
+            Self::DvsHostJoinedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostJoinedEvent"))
+            }
+            Self::DvsHostLeftEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostLeftEvent"))
+            }
+            Self::DvsHostStatusUpdated(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostStatusUpdated"))
+            }
+            Self::DvsHostWentOutOfSyncEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostWentOutOfSyncEvent"))
+            }
+            Self::DvsImportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsImportEvent"))
+            }
+            Self::DvsMergedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsMergedEvent"))
+            }
+            Self::DvsPortBlockedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortBlockedEvent"))
+            }
+            Self::DvsPortConnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortConnectedEvent"))
+            }
+            Self::DvsPortCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortCreatedEvent"))
+            }
+            Self::DvsPortDeletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDeletedEvent"))
+            }
+            Self::DvsPortDisconnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDisconnectedEvent"))
+            }
+            Self::DvsPortEnteredPassthruEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortEnteredPassthruEvent"))
+            }
+            Self::DvsPortExitedPassthruEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortExitedPassthruEvent"))
+            }
+            Self::DvsPortJoinPortgroupEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortJoinPortgroupEvent"))
+            }
+            Self::DvsPortLeavePortgroupEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLeavePortgroupEvent"))
+            }
+            Self::DvsPortLinkDownEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkDownEvent"))
+            }
+            Self::DvsPortLinkUpEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkUpEvent"))
+            }
+            Self::DvsPortReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortReconfiguredEvent"))
+            }
+            Self::DvsPortRuntimeChangeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortRuntimeChangeEvent"))
+            }
+            Self::DvsPortUnblockedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortUnblockedEvent"))
+            }
+            Self::DvsPortVendorSpecificStateChangeEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DvsPortVendorSpecificStateChangeEvent"),
+                )
+            }
+            Self::DvsReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsReconfiguredEvent"))
+            }
+            Self::DvsRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsRenamedEvent"))
+            }
+            Self::DvsRestoreEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsRestoreEvent"))
+            }
+            Self::DvsUpgradeAvailableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeAvailableEvent"))
+            }
+            Self::DvsUpgradeInProgressEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeInProgressEvent"))
+            }
+            Self::DvsUpgradeRejectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeRejectedEvent"))
+            }
+            Self::DvsUpgradedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradedEvent"))
+            }
+            Self::EnteredMaintenanceModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EnteredMaintenanceModeEvent"))
+            }
+            Self::EnteredStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EnteredStandbyModeEvent"))
+            }
+            Self::EnteringMaintenanceModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EnteringMaintenanceModeEvent"))
+            }
+            Self::EnteringStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EnteringStandbyModeEvent"))
+            }
+            Self::ErrorUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ErrorUpgradeEvent"))
+            }
+            Self::EventEx(v) => x::Encode::encode_as(&**v, w, tag, Some("EventEx")),
+            Self::ExitMaintenanceModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExitMaintenanceModeEvent"))
+            }
+            Self::ExitStandbyModeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExitStandbyModeFailedEvent"))
+            }
+            Self::ExitedStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExitedStandbyModeEvent"))
+            }
+            Self::ExitingStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExitingStandbyModeEvent"))
+            }
+            Self::ExtendedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExtendedEvent"))
+            }
+            Self::FailoverLevelRestored(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FailoverLevelRestored"))
+            }
+            Self::GeneralEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralEvent"))
+            }
+            Self::GeneralHostErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostErrorEvent"))
+            }
+            Self::GeneralHostInfoEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostInfoEvent"))
+            }
+            Self::GeneralHostWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostWarningEvent"))
+            }
+            Self::GeneralUserEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralUserEvent"))
+            }
+            Self::GeneralVmErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmErrorEvent"))
+            }
+            Self::GeneralVmInfoEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmInfoEvent"))
+            }
+            Self::GeneralVmWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmWarningEvent"))
+            }
+            Self::GhostDvsProxySwitchDetectedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("GhostDvsProxySwitchDetectedEvent"),
+                )
+            }
+            Self::GhostDvsProxySwitchRemovedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("GhostDvsProxySwitchRemovedEvent"),
+                )
+            }
+            Self::GlobalMessageChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GlobalMessageChangedEvent"))
+            }
+            Self::HealthStatusChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HealthStatusChangedEvent"))
+            }
+            Self::HostAddFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostAddFailedEvent"))
+            }
+            Self::HostAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostAddedEvent"))
+            }
+            Self::HostAdminDisableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostAdminDisableEvent"))
+            }
+            Self::HostAdminEnableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostAdminEnableEvent"))
+            }
+            Self::HostCnxFailedAccountFailedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedAccountFailedEvent"),
+                )
+            }
+            Self::HostCnxFailedAlreadyManagedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedAlreadyManagedEvent"),
+                )
+            }
+            Self::HostCnxFailedBadCcagentEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadCcagentEvent"))
+            }
+            Self::HostCnxFailedBadUsernameEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadUsernameEvent"))
+            }
+            Self::HostCnxFailedBadVersionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadVersionEvent"))
+            }
+            Self::HostCnxFailedCcagentUpgradeEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedCcagentUpgradeEvent"),
+                )
+            }
+            Self::HostCnxFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedEvent"))
+            }
+            Self::HostCnxFailedNetworkErrorEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedNetworkErrorEvent"),
+                )
+            }
+            Self::HostCnxFailedNoAccessEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoAccessEvent"))
+            }
+            Self::HostCnxFailedNoConnectionEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedNoConnectionEvent"),
+                )
+            }
+            Self::HostCnxFailedNoLicenseEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoLicenseEvent"))
+            }
+            Self::HostCnxFailedNotFoundEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNotFoundEvent"))
+            }
+            Self::HostCnxFailedTimeoutEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedTimeoutEvent"))
+            }
+            Self::HostComplianceCheckedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostComplianceCheckedEvent"))
+            }
+            Self::HostCompliantEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCompliantEvent"))
+            }
+            Self::HostConfigAppliedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostConfigAppliedEvent"))
+            }
+            Self::HostConnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostConnectedEvent"))
+            }
+            Self::HostConnectionLostEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostConnectionLostEvent"))
+            }
+            Self::HostDasDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisabledEvent"))
+            }
+            Self::HostDasDisablingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisablingEvent"))
+            }
+            Self::HostDasEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnabledEvent"))
+            }
+            Self::HostDasEnablingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnablingEvent"))
+            }
+            Self::HostDasErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasErrorEvent"))
+            }
+            Self::HostDasEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasEvent"))
+            }
+            Self::HostDasOkEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasOkEvent"))
+            }
+            Self::HostDisconnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDisconnectedEvent"))
+            }
+            Self::HostEnableAdminFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostEnableAdminFailedEvent"))
+            }
+            Self::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("HostEvent")),
+            Self::HostExtraNetworksEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostExtraNetworksEvent"))
+            }
+            Self::HostGetShortNameFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostGetShortNameFailedEvent"))
+            }
+            Self::HostInAuditModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostInAuditModeEvent"))
+            }
+            Self::HostInventoryFullEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryFullEvent"))
+            }
+            Self::HostInventoryUnreadableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryUnreadableEvent"))
+            }
+            Self::HostIpChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostIpChangedEvent"))
+            }
+            Self::HostIpInconsistentEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostIpInconsistentEvent"))
+            }
+            Self::HostIpToShortNameFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostIpToShortNameFailedEvent"))
+            }
+            Self::HostIsolationIpPingFailedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostIsolationIpPingFailedEvent"),
+                )
+            }
+            Self::HostLicenseExpiredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostLicenseExpiredEvent"))
+            }
+            Self::HostLocalPortCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostLocalPortCreatedEvent"))
+            }
+            Self::HostMissingNetworksEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostMissingNetworksEvent"))
+            }
+            Self::HostMonitoringStateChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostMonitoringStateChangedEvent"),
+                )
+            }
+            Self::HostNoAvailableNetworksEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostNoAvailableNetworksEvent"))
+            }
+            Self::HostNoHAEnabledPortGroupsEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostNoHAEnabledPortGroupsEvent"),
+                )
+            }
+            Self::HostNoRedundantManagementNetworkEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostNoRedundantManagementNetworkEvent"),
+                )
+            }
+            Self::HostNonCompliantEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostNonCompliantEvent"))
+            }
+            Self::HostNotInClusterEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostNotInClusterEvent"))
+            }
+            Self::HostOvercommittedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostOvercommittedEvent"))
+            }
+            Self::HostPrimaryAgentNotShortNameEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostPrimaryAgentNotShortNameEvent"),
+                )
+            }
+            Self::HostProfileAppliedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostProfileAppliedEvent"))
+            }
+            Self::HostReconnectionFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostReconnectionFailedEvent"))
+            }
+            Self::HostRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostRemovedEvent"))
+            }
+            Self::HostShortNameInconsistentEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostShortNameInconsistentEvent"),
+                )
+            }
+            Self::HostShortNameToIpFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostShortNameToIpFailedEvent"))
+            }
+            Self::HostShutdownEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostShutdownEvent"))
+            }
+            Self::HostSpecificationChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationChangedEvent"))
+            }
+            Self::HostSpecificationRequireEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationRequireEvent"))
+            }
+            Self::HostSpecificationUpdateEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationUpdateEvent"))
+            }
+            Self::HostStatusChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostStatusChangedEvent"))
+            }
+            Self::HostSubSpecificationDeleteEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostSubSpecificationDeleteEvent"),
+                )
+            }
+            Self::HostSubSpecificationUpdateEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostSubSpecificationUpdateEvent"),
+                )
+            }
+            Self::HostSyncFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostSyncFailedEvent"))
+            }
+            Self::HostUpgradeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostUpgradeFailedEvent"))
+            }
+            Self::HostUserWorldSwapNotEnabledEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostUserWorldSwapNotEnabledEvent"),
+                )
+            }
+            Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostVnicConnectedToCustomizedDVPortEvent"),
+                )
+            }
+            Self::HostWwnChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostWwnChangedEvent"))
+            }
+            Self::HostWwnConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostWwnConflictEvent"))
+            }
+            Self::IScsiBootFailureEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("IScsiBootFailureEvent"))
+            }
+            Self::IncorrectHostInformationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("IncorrectHostInformationEvent"))
+            }
+            Self::InfoUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InfoUpgradeEvent"))
+            }
+            Self::InsufficientFailoverResourcesEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientFailoverResourcesEvent"),
+                )
+            }
+            Self::InvalidEditionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidEditionEvent"))
+            }
+            Self::LicenseEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseEvent"))
+            }
+            Self::LicenseExpiredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseExpiredEvent"))
+            }
+            Self::LicenseNonComplianceEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseNonComplianceEvent"))
+            }
+            Self::LicenseRestrictedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseRestrictedEvent"))
+            }
+            Self::LicenseServerAvailableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerAvailableEvent"))
+            }
+            Self::LicenseServerUnavailableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerUnavailableEvent"))
+            }
+            Self::LocalDatastoreCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LocalDatastoreCreatedEvent"))
+            }
+            Self::LocalTSMEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LocalTSMEnabledEvent"))
+            }
+            Self::LockerMisconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LockerMisconfiguredEvent"))
+            }
+            Self::LockerReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LockerReconfiguredEvent"))
+            }
+            Self::MigrationErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationErrorEvent"))
+            }
+            Self::MigrationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationEvent"))
+            }
+            Self::MigrationHostErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostErrorEvent"))
+            }
+            Self::MigrationHostWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostWarningEvent"))
+            }
+            Self::MigrationResourceErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceErrorEvent"))
+            }
+            Self::MigrationResourceWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceWarningEvent"))
+            }
+            Self::MigrationWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationWarningEvent"))
+            }
+            Self::MtuMatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MtuMatchEvent"))
+            }
+            Self::MtuMismatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MtuMismatchEvent"))
+            }
+            Self::NASDatastoreCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NASDatastoreCreatedEvent"))
+            }
+            Self::NetworkRollbackEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NetworkRollbackEvent"))
+            }
+            Self::NoAccessUserEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoAccessUserEvent"))
+            }
+            Self::NoDatastoresConfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoDatastoresConfiguredEvent"))
+            }
+            Self::NoLicenseEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoLicenseEvent"))
+            }
+            Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NoMaintenanceModeDrsRecommendationForVM"),
+                )
+            }
+            Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NonVIWorkloadDetectedOnDatastoreEvent"),
+                )
+            }
+            Self::NotEnoughResourcesToStartVmEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NotEnoughResourcesToStartVmEvent"),
+                )
+            }
+            Self::OutOfSyncDvsHost(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OutOfSyncDvsHost"))
+            }
+            Self::PermissionAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionAddedEvent"))
+            }
+            Self::PermissionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionEvent"))
+            }
+            Self::PermissionRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionRemovedEvent"))
+            }
+            Self::PermissionUpdatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionUpdatedEvent"))
+            }
+            Self::ProfileAssociatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileAssociatedEvent"))
+            }
+            Self::ProfileChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileChangedEvent"))
+            }
+            Self::ProfileCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileCreatedEvent"))
+            }
+            Self::ProfileDissociatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileDissociatedEvent"))
+            }
+            Self::ProfileEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileEvent"))
+            }
+            Self::ProfileReferenceHostChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ProfileReferenceHostChangedEvent"),
+                )
+            }
+            Self::ProfileRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileRemovedEvent"))
+            }
+            Self::RecoveryEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RecoveryEvent"))
+            }
+            Self::RemoteTSMEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RemoteTSMEnabledEvent"))
+            }
+            Self::ResourcePoolCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolCreatedEvent"))
+            }
+            Self::ResourcePoolDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolDestroyedEvent"))
+            }
+            Self::ResourcePoolEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolEvent"))
+            }
+            Self::ResourcePoolMovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolMovedEvent"))
+            }
+            Self::ResourcePoolReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolReconfiguredEvent"))
+            }
+            Self::ResourceViolatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourceViolatedEvent"))
+            }
+            Self::RoleAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RoleAddedEvent"))
+            }
+            Self::RoleEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("RoleEvent")),
+            Self::RoleRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RoleRemovedEvent"))
+            }
+            Self::RoleUpdatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RoleUpdatedEvent"))
+            }
+            Self::RollbackEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RollbackEvent"))
+            }
+            Self::ScheduledTaskCompletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCompletedEvent"))
+            }
+            Self::ScheduledTaskCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCreatedEvent"))
+            }
+            Self::ScheduledTaskEmailCompletedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ScheduledTaskEmailCompletedEvent"),
+                )
+            }
+            Self::ScheduledTaskEmailFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEmailFailedEvent"))
+            }
+            Self::ScheduledTaskEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEvent"))
+            }
+            Self::ScheduledTaskFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskFailedEvent"))
+            }
+            Self::ScheduledTaskReconfiguredEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ScheduledTaskReconfiguredEvent"),
+                )
+            }
+            Self::ScheduledTaskRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskRemovedEvent"))
+            }
+            Self::ScheduledTaskStartedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskStartedEvent"))
+            }
+            Self::ServerLicenseExpiredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ServerLicenseExpiredEvent"))
+            }
+            Self::ServerStartedSessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ServerStartedSessionEvent"))
+            }
+            Self::SessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SessionEvent"))
+            }
+            Self::SessionTerminatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SessionTerminatedEvent"))
+            }
+            Self::TaskEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("TaskEvent")),
+            Self::TaskTimeoutEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TaskTimeoutEvent"))
+            }
+            Self::TeamingMatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TeamingMatchEvent"))
+            }
+            Self::TeamingMisMatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TeamingMisMatchEvent"))
+            }
+            Self::TemplateBeingUpgradedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateBeingUpgradedEvent"))
+            }
+            Self::TemplateUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeEvent"))
+            }
+            Self::TemplateUpgradeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeFailedEvent"))
+            }
+            Self::TemplateUpgradedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradedEvent"))
+            }
+            Self::TimedOutHostOperationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TimedOutHostOperationEvent"))
+            }
+            Self::UnlicensedVirtualMachinesEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UnlicensedVirtualMachinesEvent"),
+                )
+            }
+            Self::UnlicensedVirtualMachinesFoundEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UnlicensedVirtualMachinesFoundEvent"),
+                )
+            }
+            Self::UpdatedAgentBeingRestartedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UpdatedAgentBeingRestartedEvent"),
+                )
+            }
+            Self::UpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UpgradeEvent"))
+            }
+            Self::UplinkPortMtuNotSupportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuNotSupportEvent"))
+            }
+            Self::UplinkPortMtuSupportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuSupportEvent"))
+            }
+            Self::UplinkPortVlanTrunkedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanTrunkedEvent"))
+            }
+            Self::UplinkPortVlanUntrunkedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanUntrunkedEvent"))
+            }
+            Self::UserAssignedToGroup(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserAssignedToGroup"))
+            }
+            Self::UserLoginSessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserLoginSessionEvent"))
+            }
+            Self::UserLogoutSessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserLogoutSessionEvent"))
+            }
+            Self::UserPasswordChanged(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserPasswordChanged"))
+            }
+            Self::UserUnassignedFromGroup(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserUnassignedFromGroup"))
+            }
+            Self::UserUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserUpgradeEvent"))
+            }
+            Self::VMFSDatastoreCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreCreatedEvent"))
+            }
+            Self::VMFSDatastoreExpandedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExpandedEvent"))
+            }
+            Self::VMFSDatastoreExtendedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExtendedEvent"))
+            }
+            Self::VMotionLicenseExpiredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionLicenseExpiredEvent"))
+            }
+            Self::VcAgentUninstallFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstallFailedEvent"))
+            }
+            Self::VcAgentUninstalledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstalledEvent"))
+            }
+            Self::VcAgentUpgradeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradeFailedEvent"))
+            }
+            Self::VcAgentUpgradedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradedEvent"))
+            }
+            Self::VimAccountPasswordChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VimAccountPasswordChangedEvent"),
+                )
+            }
+            Self::VmAcquiredMksTicketEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredMksTicketEvent"))
+            }
+            Self::VmAcquiredTicketEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredTicketEvent"))
+            }
+            Self::VmAutoRenameEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmAutoRenameEvent"))
+            }
+            Self::VmBeingClonedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedEvent"))
+            }
+            Self::VmBeingClonedNoFolderEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedNoFolderEvent"))
+            }
+            Self::VmBeingCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingCreatedEvent"))
+            }
+            Self::VmBeingDeployedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingDeployedEvent"))
+            }
+            Self::VmBeingHotMigratedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingHotMigratedEvent"))
+            }
+            Self::VmBeingMigratedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingMigratedEvent"))
+            }
+            Self::VmBeingRelocatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingRelocatedEvent"))
+            }
+            Self::VmCloneEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmCloneEvent"))
+            }
+            Self::VmCloneFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmCloneFailedEvent"))
+            }
+            Self::VmClonedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmClonedEvent"))
+            }
+            Self::VmConfigMissingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmConfigMissingEvent"))
+            }
+            Self::VmConnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmConnectedEvent"))
+            }
+            Self::VmCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmCreatedEvent"))
+            }
+            Self::VmDasBeingResetEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasBeingResetEvent"))
+            }
+            Self::VmDasBeingResetWithScreenshotEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmDasBeingResetWithScreenshotEvent"),
+                )
+            }
+            Self::VmDasResetFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasResetFailedEvent"))
+            }
+            Self::VmDasUpdateErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateErrorEvent"))
+            }
+            Self::VmDasUpdateOkEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateOkEvent"))
+            }
+            Self::VmDateRolledBackEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDateRolledBackEvent"))
+            }
+            Self::VmDeployFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDeployFailedEvent"))
+            }
+            Self::VmDeployedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDeployedEvent"))
+            }
+            Self::VmDisconnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDisconnectedEvent"))
+            }
+            Self::VmDiscoveredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDiscoveredEvent"))
+            }
+            Self::VmDiskFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDiskFailedEvent"))
+            }
+            Self::VmEmigratingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmEmigratingEvent"))
+            }
+            Self::VmEndRecordingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmEndRecordingEvent"))
+            }
+            Self::VmEndReplayingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmEndReplayingEvent"))
+            }
+            Self::VmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("VmEvent")),
+            Self::VmFailedMigrateEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedMigrateEvent"))
+            }
+            Self::VmFailedRelayoutEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedRelayoutEvent"))
+            }
+            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFailedRelayoutOnVmfs2DatastoreEvent"),
+                )
+            }
+            Self::VmFailedStartingSecondaryEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFailedStartingSecondaryEvent"),
+                )
+            }
+            Self::VmFailedToPowerOffEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOffEvent"))
+            }
+            Self::VmFailedToPowerOnEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOnEvent"))
+            }
+            Self::VmFailedToRebootGuestEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToRebootGuestEvent"))
+            }
+            Self::VmFailedToResetEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToResetEvent"))
+            }
+            Self::VmFailedToShutdownGuestEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToShutdownGuestEvent"))
+            }
+            Self::VmFailedToStandbyGuestEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToStandbyGuestEvent"))
+            }
+            Self::VmFailedToSuspendEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToSuspendEvent"))
+            }
+            Self::VmFailedUpdatingSecondaryConfig(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFailedUpdatingSecondaryConfig"),
+                )
+            }
+            Self::VmFailoverFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailoverFailed"))
+            }
+            Self::VmFaultToleranceStateChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceStateChangedEvent"),
+                )
+            }
+            Self::VmFaultToleranceTurnedOffEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceTurnedOffEvent"),
+                )
+            }
+            Self::VmFaultToleranceVmTerminatedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceVmTerminatedEvent"),
+                )
+            }
+            Self::VmGuestOSCrashedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestOSCrashedEvent"))
+            }
+            Self::VmGuestRebootEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestRebootEvent"))
+            }
+            Self::VmGuestShutdownEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestShutdownEvent"))
+            }
+            Self::VmGuestStandbyEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestStandbyEvent"))
+            }
+            Self::VmHealthMonitoringStateChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmHealthMonitoringStateChangedEvent"),
+                )
+            }
+            Self::VmInstanceUuidAssignedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidAssignedEvent"))
+            }
+            Self::VmInstanceUuidChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidChangedEvent"))
+            }
+            Self::VmInstanceUuidConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidConflictEvent"))
+            }
+            Self::VmMacAssignedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMacAssignedEvent"))
+            }
+            Self::VmMacChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMacChangedEvent"))
+            }
+            Self::VmMacConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMacConflictEvent"))
+            }
+            Self::VmMaxFTRestartCountReached(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMaxFTRestartCountReached"))
+            }
+            Self::VmMaxRestartCountReached(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMaxRestartCountReached"))
+            }
+            Self::VmMessageErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMessageErrorEvent"))
+            }
+            Self::VmMessageEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMessageEvent"))
+            }
+            Self::VmMessageWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMessageWarningEvent"))
+            }
+            Self::VmMigratedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMigratedEvent"))
+            }
+            Self::VmNoCompatibleHostForSecondaryEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmNoCompatibleHostForSecondaryEvent"),
+                )
+            }
+            Self::VmNoNetworkAccessEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmNoNetworkAccessEvent"))
+            }
+            Self::VmOrphanedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmOrphanedEvent"))
+            }
+            Self::VmPowerOffOnIsolationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPowerOffOnIsolationEvent"))
+            }
+            Self::VmPoweredOffEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOffEvent"))
+            }
+            Self::VmPoweredOnEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOnEvent"))
+            }
+            Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmPoweringOnWithCustomizedDVPortEvent"),
+                )
+            }
+            Self::VmPrimaryFailoverEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPrimaryFailoverEvent"))
+            }
+            Self::VmReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmReconfiguredEvent"))
+            }
+            Self::VmRegisteredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRegisteredEvent"))
+            }
+            Self::VmRelayoutSuccessfulEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutSuccessfulEvent"))
+            }
+            Self::VmRelayoutUpToDateEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutUpToDateEvent"))
+            }
+            Self::VmReloadFromPathEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathEvent"))
+            }
+            Self::VmReloadFromPathFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathFailedEvent"))
+            }
+            Self::VmRelocateFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateFailedEvent"))
+            }
+            Self::VmRelocateSpecEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateSpecEvent"))
+            }
+            Self::VmRelocatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelocatedEvent"))
+            }
+            Self::VmRemoteConsoleConnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRemoteConsoleConnectedEvent"))
+            }
+            Self::VmRemoteConsoleDisconnectedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmRemoteConsoleDisconnectedEvent"),
+                )
+            }
+            Self::VmRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRemovedEvent"))
+            }
+            Self::VmRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRenamedEvent"))
+            }
+            Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmRequirementsExceedCurrentEVCModeEvent"),
+                )
+            }
+            Self::VmResettingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResettingEvent"))
+            }
+            Self::VmResourcePoolMovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResourcePoolMovedEvent"))
+            }
+            Self::VmResourceReallocatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResourceReallocatedEvent"))
+            }
+            Self::VmRestartedOnAlternateHostEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmRestartedOnAlternateHostEvent"),
+                )
+            }
+            Self::VmResumingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResumingEvent"))
+            }
+            Self::VmSecondaryAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryAddedEvent"))
+            }
+            Self::VmSecondaryDisabledBySystemEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmSecondaryDisabledBySystemEvent"),
+                )
+            }
+            Self::VmSecondaryDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryDisabledEvent"))
+            }
+            Self::VmSecondaryEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryEnabledEvent"))
+            }
+            Self::VmSecondaryStartedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryStartedEvent"))
+            }
+            Self::VmShutdownOnIsolationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmShutdownOnIsolationEvent"))
+            }
+            Self::VmStartRecordingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartRecordingEvent"))
+            }
+            Self::VmStartReplayingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartReplayingEvent"))
+            }
+            Self::VmStartingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartingEvent"))
+            }
+            Self::VmStartingSecondaryEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartingSecondaryEvent"))
+            }
+            Self::VmStaticMacConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStaticMacConflictEvent"))
+            }
+            Self::VmStoppingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStoppingEvent"))
+            }
+            Self::VmSuspendedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendedEvent"))
+            }
+            Self::VmSuspendingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendingEvent"))
+            }
+            Self::VmTimedoutStartingSecondaryEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmTimedoutStartingSecondaryEvent"),
+                )
+            }
+            Self::VmUnsupportedStartingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUnsupportedStartingEvent"))
+            }
+            Self::VmUpgradeCompleteEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeCompleteEvent"))
+            }
+            Self::VmUpgradeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeFailedEvent"))
+            }
+            Self::VmUpgradingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradingEvent"))
+            }
+            Self::VmUuidAssignedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUuidAssignedEvent"))
+            }
+            Self::VmUuidChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUuidChangedEvent"))
+            }
+            Self::VmUuidConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUuidConflictEvent"))
+            }
+            Self::VmVnicPoolReservationViolationClearEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmVnicPoolReservationViolationClearEvent"),
+                )
+            }
+            Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmVnicPoolReservationViolationRaiseEvent"),
+                )
+            }
+            Self::VmWwnAssignedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnAssignedEvent"))
+            }
+            Self::VmWwnChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnChangedEvent"))
+            }
+            Self::VmWwnConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnConflictEvent"))
+            }
+            Self::WarningUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("WarningUpgradeEvent"))
+            }
+        }
     }
 }

@@ -5,2223 +5,2672 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl<T: x::VariantOf<AnyEvent>> From<T> for AnyEvent {
-    fn from(value: T) -> Self {
-        value.into_variant()
-    }
-}
-impl x::VariantOf<AnyEvent> for Event {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::Event(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AccountCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AccountCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AccountRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AccountRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AccountUpdatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AccountUpdatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AdminPasswordNotChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AdminPasswordNotChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmAcknowledgedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmAcknowledgedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmActionTriggeredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmActionTriggeredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmClearedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmClearedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmEmailCompletedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmEmailCompletedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmEmailFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmEmailFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmScriptCompleteEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmScriptCompleteEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmScriptFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmScriptFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmSnmpCompletedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmSnmpCompletedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmSnmpFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmSnmpFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmStatusChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmStatusChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AllVirtualMachinesLicensedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AllVirtualMachinesLicensedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AlreadyAuthenticatedSessionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlreadyAuthenticatedSessionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for AuthorizationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AuthorizationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for BadUsernameSessionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::BadUsernameSessionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CanceledHostOperationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CanceledHostOperationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterComplianceCheckedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterComplianceCheckedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterDestroyedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterDestroyedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterOvercommittedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterOvercommittedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterStatusChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterStatusChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldDefAddedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefAddedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldDefEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldDefRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldDefRenamedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefRenamedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldValueChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldValueChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationFailed {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationLinuxIdentityFailed {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationLinuxIdentityFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationNetworkSetupFailed {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationNetworkSetupFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationStartedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationStartedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationSucceeded {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationSucceeded(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationSysprepFailed {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationSysprepFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationUnknownFailure {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationUnknownFailure(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupDestroyedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupDestroyedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupRenamedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupRenamedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DasAdmissionControlDisabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAdmissionControlDisabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DasAdmissionControlEnabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAdmissionControlEnabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DasAgentFoundEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAgentFoundEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DasAgentUnavailableEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAgentUnavailableEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DasClusterIsolatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasClusterIsolatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DasDisabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasDisabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DasEnabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasEnabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DasHostFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasHostFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DasHostIsolatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasHostIsolatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatacenterCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatacenterCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatacenterEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatacenterEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatacenterRenamedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatacenterRenamedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreCapacityIncreasedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreCapacityIncreasedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreDestroyedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreDestroyedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreDiscoveredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreDiscoveredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreDuplicatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreDuplicatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreFileCopiedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileCopiedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreFileDeletedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileDeletedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreFileEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreFileMovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileMovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreIORMReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreIORMReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastorePrincipalConfigured {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastorePrincipalConfigured(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreRemovedOnHostEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreRemovedOnHostEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreRenamedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreRenamedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreRenamedOnHostEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreRenamedOnHostEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsDisabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsDisabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsEnabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsEnabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsEnteredStandbyModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsEnteredStandbyModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsEnteringStandbyModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsEnteringStandbyModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsExitStandbyModeFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsExitStandbyModeFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsExitedStandbyModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsExitedStandbyModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsExitingStandbyModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsExitingStandbyModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsInvocationFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsInvocationFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsRecoveredFromFailureEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsRecoveredFromFailureEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsResourceConfigureFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsResourceConfigureFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsResourceConfigureSyncedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsResourceConfigureSyncedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsRuleComplianceEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsRuleComplianceEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsRuleViolationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsRuleViolationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsSoftRuleViolationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsSoftRuleViolationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsVmMigratedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsVmMigratedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsVmPoweredOnEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsVmPoweredOnEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DuplicateIpDetectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DuplicateIpDetectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvpgImportEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvpgImportEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvpgRestoreEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvpgRestoreEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsDestroyedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsDestroyedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHealthStatusChangeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHealthStatusChangeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostBackInSyncEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostBackInSyncEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostJoinedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostJoinedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostLeftEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostLeftEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostStatusUpdated {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostStatusUpdated(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostWentOutOfSyncEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostWentOutOfSyncEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsImportEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsImportEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsMergedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsMergedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortBlockedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortBlockedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortConnectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortConnectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortDeletedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortDeletedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortDisconnectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortDisconnectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortEnteredPassthruEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortEnteredPassthruEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortExitedPassthruEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortExitedPassthruEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortJoinPortgroupEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortJoinPortgroupEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortLeavePortgroupEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortLeavePortgroupEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortLinkDownEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortLinkDownEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortLinkUpEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortLinkUpEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortRuntimeChangeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortRuntimeChangeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortUnblockedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortUnblockedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortVendorSpecificStateChangeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortVendorSpecificStateChangeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsRenamedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsRenamedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsRestoreEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsRestoreEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsUpgradeAvailableEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradeAvailableEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsUpgradeInProgressEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradeInProgressEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsUpgradeRejectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradeRejectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsUpgradedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for EnteredMaintenanceModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteredMaintenanceModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for EnteredStandbyModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteredStandbyModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for EnteringMaintenanceModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteringMaintenanceModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for EnteringStandbyModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteringStandbyModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ErrorUpgradeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ErrorUpgradeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for EventEx {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EventEx(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ExitMaintenanceModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitMaintenanceModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ExitStandbyModeFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitStandbyModeFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ExitedStandbyModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitedStandbyModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ExitingStandbyModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitingStandbyModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ExtendedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExtendedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for FailoverLevelRestored {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::FailoverLevelRestored(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralHostErrorEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralHostErrorEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralHostInfoEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralHostInfoEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralHostWarningEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralHostWarningEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralUserEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralUserEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralVmErrorEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralVmErrorEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralVmInfoEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralVmInfoEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralVmWarningEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralVmWarningEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GhostDvsProxySwitchDetectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GhostDvsProxySwitchDetectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GhostDvsProxySwitchRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GhostDvsProxySwitchRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for GlobalMessageChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GlobalMessageChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HealthStatusChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HealthStatusChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostAddFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAddFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostAddedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAddedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostAdminDisableEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAdminDisableEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostAdminEnableEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAdminEnableEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedAccountFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedAccountFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedAlreadyManagedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedAlreadyManagedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedBadCcagentEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedBadCcagentEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedBadUsernameEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedBadUsernameEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedBadVersionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedBadVersionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedCcagentUpgradeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedCcagentUpgradeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNetworkErrorEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNetworkErrorEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNoAccessEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNoAccessEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNoConnectionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNoConnectionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNoLicenseEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNoLicenseEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNotFoundEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNotFoundEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedTimeoutEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedTimeoutEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostComplianceCheckedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostComplianceCheckedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCompliantEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCompliantEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostConfigAppliedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostConfigAppliedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostConnectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostConnectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostConnectionLostEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostConnectionLostEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasDisabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasDisabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasDisablingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasDisablingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasEnabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasEnabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasEnablingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasEnablingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasErrorEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasErrorEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasOkEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasOkEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDisconnectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDisconnectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostEnableAdminFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostEnableAdminFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostExtraNetworksEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostExtraNetworksEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostGetShortNameFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostGetShortNameFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostInAuditModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostInAuditModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostInventoryFullEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostInventoryFullEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostInventoryUnreadableEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostInventoryUnreadableEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostIpChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIpChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostIpInconsistentEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIpInconsistentEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostIpToShortNameFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIpToShortNameFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostIsolationIpPingFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIsolationIpPingFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostLicenseExpiredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostLicenseExpiredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostLocalPortCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostLocalPortCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostMissingNetworksEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostMissingNetworksEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostMonitoringStateChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostMonitoringStateChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNoAvailableNetworksEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNoAvailableNetworksEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNoHAEnabledPortGroupsEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNoHAEnabledPortGroupsEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNoRedundantManagementNetworkEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNoRedundantManagementNetworkEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNonCompliantEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNonCompliantEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNotInClusterEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNotInClusterEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostOvercommittedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostOvercommittedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostPrimaryAgentNotShortNameEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostPrimaryAgentNotShortNameEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostProfileAppliedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostProfileAppliedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostReconnectionFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostReconnectionFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostShortNameInconsistentEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostShortNameInconsistentEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostShortNameToIpFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostShortNameToIpFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostShutdownEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostShutdownEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSpecificationChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSpecificationChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSpecificationRequireEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSpecificationRequireEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSpecificationUpdateEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSpecificationUpdateEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostStatusChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostStatusChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSubSpecificationDeleteEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSubSpecificationDeleteEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSubSpecificationUpdateEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSubSpecificationUpdateEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSyncFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSyncFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostUpgradeFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostUpgradeFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostUserWorldSwapNotEnabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostUserWorldSwapNotEnabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostVnicConnectedToCustomizedDVPortEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostVnicConnectedToCustomizedDVPortEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostWwnChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostWwnChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for HostWwnConflictEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostWwnConflictEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for IScsiBootFailureEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::IScsiBootFailureEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for IncorrectHostInformationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::IncorrectHostInformationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for InfoUpgradeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::InfoUpgradeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for InsufficientFailoverResourcesEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::InsufficientFailoverResourcesEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for InvalidEditionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::InvalidEditionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseExpiredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseExpiredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseNonComplianceEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseNonComplianceEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseRestrictedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseRestrictedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseServerAvailableEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseServerAvailableEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseServerUnavailableEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseServerUnavailableEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LocalDatastoreCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LocalDatastoreCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LocalTSMEnabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LocalTSMEnabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LockerMisconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LockerMisconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for LockerReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LockerReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationErrorEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationErrorEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationHostErrorEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationHostErrorEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationHostWarningEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationHostWarningEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationResourceErrorEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationResourceErrorEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationResourceWarningEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationResourceWarningEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationWarningEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationWarningEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for MtuMatchEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MtuMatchEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for MtuMismatchEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MtuMismatchEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for NASDatastoreCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NASDatastoreCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for NetworkRollbackEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NetworkRollbackEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for NoAccessUserEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NoAccessUserEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for NoDatastoresConfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NoDatastoresConfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for NoLicenseEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NoLicenseEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for NoMaintenanceModeDrsRecommendationForVM {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NoMaintenanceModeDrsRecommendationForVM(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for NonVIWorkloadDetectedOnDatastoreEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NonVIWorkloadDetectedOnDatastoreEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for NotEnoughResourcesToStartVmEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NotEnoughResourcesToStartVmEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for OutOfSyncDvsHost {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::OutOfSyncDvsHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for PermissionAddedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::PermissionAddedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for PermissionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::PermissionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for PermissionRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::PermissionRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for PermissionUpdatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::PermissionUpdatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileAssociatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileAssociatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileDissociatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileDissociatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileReferenceHostChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileReferenceHostChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for RecoveryEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RecoveryEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for RemoteTSMEnabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RemoteTSMEnabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolDestroyedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolDestroyedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolMovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolMovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourceViolatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourceViolatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for RoleAddedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RoleAddedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for RoleEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RoleEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for RoleRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RoleRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for RoleUpdatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RoleUpdatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for RollbackEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RollbackEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskCompletedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskCompletedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskEmailCompletedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskEmailCompletedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskEmailFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskEmailFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskStartedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskStartedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ServerLicenseExpiredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ServerLicenseExpiredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for ServerStartedSessionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ServerStartedSessionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for SessionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::SessionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for SessionTerminatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::SessionTerminatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for TaskEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TaskEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for TaskTimeoutEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TaskTimeoutEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for TeamingMatchEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TeamingMatchEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for TeamingMisMatchEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TeamingMisMatchEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for TemplateBeingUpgradedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TemplateBeingUpgradedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for TemplateUpgradeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TemplateUpgradeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for TemplateUpgradeFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TemplateUpgradeFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for TemplateUpgradedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TemplateUpgradedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for TimedOutHostOperationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TimedOutHostOperationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UnlicensedVirtualMachinesEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UnlicensedVirtualMachinesEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UnlicensedVirtualMachinesFoundEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UnlicensedVirtualMachinesFoundEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UpdatedAgentBeingRestartedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UpdatedAgentBeingRestartedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UpgradeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UpgradeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UplinkPortMtuNotSupportEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UplinkPortMtuNotSupportEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UplinkPortMtuSupportEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UplinkPortMtuSupportEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UplinkPortVlanTrunkedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UplinkPortVlanTrunkedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UplinkPortVlanUntrunkedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UplinkPortVlanUntrunkedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UserAssignedToGroup {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserAssignedToGroup(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UserLoginSessionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserLoginSessionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UserLogoutSessionEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserLogoutSessionEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UserPasswordChanged {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserPasswordChanged(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UserUnassignedFromGroup {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserUnassignedFromGroup(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for UserUpgradeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserUpgradeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VMFSDatastoreCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VMFSDatastoreCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VMFSDatastoreExpandedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VMFSDatastoreExpandedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VMFSDatastoreExtendedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VMFSDatastoreExtendedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VMotionLicenseExpiredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VMotionLicenseExpiredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VcAgentUninstallFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VcAgentUninstallFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VcAgentUninstalledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VcAgentUninstalledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VcAgentUpgradeFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VcAgentUpgradeFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VcAgentUpgradedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VcAgentUpgradedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VimAccountPasswordChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VimAccountPasswordChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmAcquiredMksTicketEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmAcquiredMksTicketEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmAcquiredTicketEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmAcquiredTicketEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmAutoRenameEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmAutoRenameEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingClonedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingClonedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingClonedNoFolderEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingClonedNoFolderEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingDeployedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingDeployedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingHotMigratedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingHotMigratedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingMigratedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingMigratedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingRelocatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingRelocatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmCloneEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmCloneEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmCloneFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmCloneFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmClonedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmClonedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmConfigMissingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmConfigMissingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmConnectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmConnectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmCreatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmCreatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasBeingResetEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasBeingResetEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasBeingResetWithScreenshotEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasBeingResetWithScreenshotEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasResetFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasResetFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasUpdateErrorEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasUpdateErrorEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasUpdateOkEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasUpdateOkEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDateRolledBackEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDateRolledBackEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDeployFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDeployFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDeployedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDeployedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDisconnectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDisconnectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDiscoveredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDiscoveredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDiskFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDiskFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmEmigratingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmEmigratingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmEndRecordingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmEndRecordingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmEndReplayingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmEndReplayingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedMigrateEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedMigrateEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedRelayoutEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedRelayoutEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedRelayoutOnVmfs2DatastoreEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedStartingSecondaryEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedStartingSecondaryEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToPowerOffEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToPowerOffEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToPowerOnEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToPowerOnEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToRebootGuestEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToRebootGuestEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToResetEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToResetEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToShutdownGuestEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToShutdownGuestEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToStandbyGuestEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToStandbyGuestEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToSuspendEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToSuspendEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedUpdatingSecondaryConfig {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedUpdatingSecondaryConfig(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailoverFailed {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailoverFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFaultToleranceStateChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFaultToleranceStateChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFaultToleranceTurnedOffEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFaultToleranceTurnedOffEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFaultToleranceVmTerminatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFaultToleranceVmTerminatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmGuestOSCrashedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmGuestOSCrashedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmGuestRebootEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmGuestRebootEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmGuestShutdownEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmGuestShutdownEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmGuestStandbyEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmGuestStandbyEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmHealthMonitoringStateChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmHealthMonitoringStateChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmInstanceUuidAssignedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmInstanceUuidAssignedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmInstanceUuidChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmInstanceUuidChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmInstanceUuidConflictEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmInstanceUuidConflictEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMacAssignedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMacAssignedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMacChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMacChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMacConflictEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMacConflictEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMaxFTRestartCountReached {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMaxFTRestartCountReached(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMaxRestartCountReached {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMaxRestartCountReached(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMessageErrorEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMessageErrorEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMessageEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMessageEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMessageWarningEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMessageWarningEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMigratedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMigratedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmNoCompatibleHostForSecondaryEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmNoCompatibleHostForSecondaryEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmNoNetworkAccessEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmNoNetworkAccessEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmOrphanedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmOrphanedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPowerOffOnIsolationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPowerOffOnIsolationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPoweredOffEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPoweredOffEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPoweredOnEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPoweredOnEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPoweringOnWithCustomizedDVPortEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPoweringOnWithCustomizedDVPortEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPrimaryFailoverEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPrimaryFailoverEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmReconfiguredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmReconfiguredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRegisteredEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRegisteredEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelayoutSuccessfulEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelayoutSuccessfulEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelayoutUpToDateEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelayoutUpToDateEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmReloadFromPathEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmReloadFromPathEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmReloadFromPathFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmReloadFromPathFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelocateFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelocateFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelocateSpecEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelocateSpecEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelocatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelocatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRemoteConsoleConnectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRemoteConsoleConnectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRemoteConsoleDisconnectedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRemoteConsoleDisconnectedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRemovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRemovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRenamedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRenamedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRequirementsExceedCurrentEVCModeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRequirementsExceedCurrentEVCModeEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmResettingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmResettingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmResourcePoolMovedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmResourcePoolMovedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmResourceReallocatedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmResourceReallocatedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRestartedOnAlternateHostEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRestartedOnAlternateHostEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmResumingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmResumingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryAddedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryAddedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryDisabledBySystemEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryDisabledBySystemEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryDisabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryDisabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryEnabledEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryEnabledEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryStartedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryStartedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmShutdownOnIsolationEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmShutdownOnIsolationEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStartRecordingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStartRecordingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStartReplayingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStartReplayingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStartingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStartingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStartingSecondaryEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStartingSecondaryEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStaticMacConflictEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStaticMacConflictEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStoppingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStoppingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSuspendedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSuspendedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSuspendingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSuspendingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmTimedoutStartingSecondaryEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmTimedoutStartingSecondaryEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUnsupportedStartingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUnsupportedStartingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUpgradeCompleteEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUpgradeCompleteEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUpgradeFailedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUpgradeFailedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUpgradingEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUpgradingEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUuidAssignedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUuidAssignedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUuidChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUuidChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUuidConflictEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUuidConflictEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmVnicPoolReservationViolationClearEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmVnicPoolReservationViolationClearEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmVnicPoolReservationViolationRaiseEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmVnicPoolReservationViolationRaiseEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmWwnAssignedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmWwnAssignedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmWwnChangedEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmWwnChangedEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for VmWwnConflictEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmWwnConflictEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyEvent> for WarningUpgradeEvent {
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::WarningUpgradeEvent(Box::new(self))
+impl AnyEvent {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
+        match object.type_name() {
+            "Event" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::Event(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AccountCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AccountCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AccountRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AccountRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AccountUpdatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AccountUpdatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AdminPasswordNotChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AdminPasswordNotChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmAcknowledgedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmAcknowledgedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmActionTriggeredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmActionTriggeredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmClearedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmClearedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmEmailCompletedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmEmailCompletedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmEmailFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmEmailFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmScriptCompleteEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmScriptCompleteEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmScriptFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmScriptFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmSnmpCompletedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmSnmpCompletedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmSnmpFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmSnmpFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlarmStatusChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlarmStatusChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AllVirtualMachinesLicensedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AllVirtualMachinesLicensedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AlreadyAuthenticatedSessionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AlreadyAuthenticatedSessionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "AuthorizationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::AuthorizationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "BadUsernameSessionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::BadUsernameSessionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CanceledHostOperationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CanceledHostOperationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ClusterComplianceCheckedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ClusterComplianceCheckedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ClusterCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ClusterCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ClusterDestroyedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ClusterDestroyedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ClusterEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ClusterEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ClusterOvercommittedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ClusterOvercommittedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ClusterReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ClusterReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ClusterStatusChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ClusterStatusChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomFieldDefAddedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomFieldDefAddedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomFieldDefEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomFieldDefEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomFieldDefRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomFieldDefRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomFieldDefRenamedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomFieldDefRenamedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomFieldEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomFieldEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomFieldValueChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomFieldValueChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomizationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomizationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomizationFailed" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomizationFailed(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomizationLinuxIdentityFailed" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomizationLinuxIdentityFailed(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomizationNetworkSetupFailed" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomizationNetworkSetupFailed(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomizationStartedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomizationStartedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomizationSucceeded" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomizationSucceeded(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomizationSysprepFailed" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomizationSysprepFailed(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "CustomizationUnknownFailure" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::CustomizationUnknownFailure(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DVPortgroupCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DVPortgroupCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DVPortgroupDestroyedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DVPortgroupDestroyedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DVPortgroupEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DVPortgroupEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DVPortgroupReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DVPortgroupReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DVPortgroupRenamedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DVPortgroupRenamedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DasAdmissionControlDisabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DasAdmissionControlDisabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DasAdmissionControlEnabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DasAdmissionControlEnabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DasAgentFoundEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DasAgentFoundEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DasAgentUnavailableEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DasAgentUnavailableEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DasClusterIsolatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DasClusterIsolatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DasDisabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DasDisabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DasEnabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DasEnabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DasHostFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DasHostFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DasHostIsolatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DasHostIsolatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatacenterCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatacenterCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatacenterEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatacenterEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatacenterRenamedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatacenterRenamedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreCapacityIncreasedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreCapacityIncreasedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreDestroyedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreDestroyedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreDiscoveredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreDiscoveredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreDuplicatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreDuplicatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreFileCopiedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreFileCopiedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreFileDeletedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreFileDeletedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreFileEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreFileEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreFileMovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreFileMovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreIORMReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreIORMReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastorePrincipalConfigured" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastorePrincipalConfigured(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreRemovedOnHostEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreRemovedOnHostEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreRenamedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreRenamedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DatastoreRenamedOnHostEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DatastoreRenamedOnHostEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsDisabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsDisabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsEnabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsEnabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsEnteredStandbyModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsEnteredStandbyModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsEnteringStandbyModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsEnteringStandbyModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsExitStandbyModeFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsExitStandbyModeFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsExitedStandbyModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsExitedStandbyModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsExitingStandbyModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsExitingStandbyModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsInvocationFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsInvocationFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsRecoveredFromFailureEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsRecoveredFromFailureEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsResourceConfigureFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsResourceConfigureFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsResourceConfigureSyncedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsResourceConfigureSyncedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsRuleComplianceEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsRuleComplianceEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsRuleViolationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsRuleViolationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsSoftRuleViolationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsSoftRuleViolationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsVmMigratedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsVmMigratedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DrsVmPoweredOnEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DrsVmPoweredOnEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DuplicateIpDetectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DuplicateIpDetectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvpgImportEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvpgImportEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvpgRestoreEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvpgRestoreEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsDestroyedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsDestroyedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsHealthStatusChangeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsHealthStatusChangeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsHostBackInSyncEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsHostBackInSyncEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsHostJoinedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsHostJoinedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsHostLeftEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsHostLeftEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsHostStatusUpdated" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsHostStatusUpdated(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsHostWentOutOfSyncEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsHostWentOutOfSyncEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsImportEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsImportEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsMergedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsMergedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortBlockedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortBlockedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortConnectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortConnectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortDeletedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortDeletedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortDisconnectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortDisconnectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortEnteredPassthruEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortEnteredPassthruEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortExitedPassthruEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortExitedPassthruEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortJoinPortgroupEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortJoinPortgroupEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortLeavePortgroupEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortLeavePortgroupEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortLinkDownEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortLinkDownEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortLinkUpEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortLinkUpEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortRuntimeChangeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortRuntimeChangeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortUnblockedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortUnblockedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsPortVendorSpecificStateChangeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsPortVendorSpecificStateChangeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsRenamedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsRenamedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsRestoreEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsRestoreEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsUpgradeAvailableEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsUpgradeAvailableEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsUpgradeInProgressEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsUpgradeInProgressEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsUpgradeRejectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsUpgradeRejectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "DvsUpgradedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::DvsUpgradedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "EnteredMaintenanceModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::EnteredMaintenanceModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "EnteredStandbyModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::EnteredStandbyModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "EnteringMaintenanceModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::EnteringMaintenanceModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "EnteringStandbyModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::EnteringStandbyModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ErrorUpgradeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ErrorUpgradeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "EventEx" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::EventEx(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ExitMaintenanceModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ExitMaintenanceModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ExitStandbyModeFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ExitStandbyModeFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ExitedStandbyModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ExitedStandbyModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ExitingStandbyModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ExitingStandbyModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ExtendedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ExtendedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "FailoverLevelRestored" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::FailoverLevelRestored(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GeneralEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GeneralEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GeneralHostErrorEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GeneralHostErrorEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GeneralHostInfoEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GeneralHostInfoEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GeneralHostWarningEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GeneralHostWarningEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GeneralUserEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GeneralUserEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GeneralVmErrorEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GeneralVmErrorEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GeneralVmInfoEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GeneralVmInfoEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GeneralVmWarningEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GeneralVmWarningEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GhostDvsProxySwitchDetectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GhostDvsProxySwitchDetectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GhostDvsProxySwitchRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GhostDvsProxySwitchRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "GlobalMessageChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::GlobalMessageChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HealthStatusChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HealthStatusChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostAddFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostAddFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostAddedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostAddedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostAdminDisableEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostAdminDisableEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostAdminEnableEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostAdminEnableEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedAccountFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedAccountFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedAlreadyManagedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedAlreadyManagedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedBadCcagentEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedBadCcagentEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedBadUsernameEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedBadUsernameEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedBadVersionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedBadVersionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedCcagentUpgradeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedCcagentUpgradeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedNetworkErrorEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedNetworkErrorEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedNoAccessEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedNoAccessEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedNoConnectionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedNoConnectionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedNoLicenseEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedNoLicenseEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedNotFoundEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedNotFoundEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCnxFailedTimeoutEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCnxFailedTimeoutEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostComplianceCheckedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostComplianceCheckedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostCompliantEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostCompliantEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostConfigAppliedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostConfigAppliedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostConnectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostConnectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostConnectionLostEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostConnectionLostEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostDasDisabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostDasDisabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostDasDisablingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostDasDisablingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostDasEnabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostDasEnabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostDasEnablingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostDasEnablingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostDasErrorEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostDasErrorEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostDasEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostDasEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostDasOkEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostDasOkEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostDisconnectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostDisconnectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostEnableAdminFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostEnableAdminFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostExtraNetworksEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostExtraNetworksEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostGetShortNameFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostGetShortNameFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostInAuditModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostInAuditModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostInventoryFullEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostInventoryFullEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostInventoryUnreadableEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostInventoryUnreadableEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostIpChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostIpChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostIpInconsistentEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostIpInconsistentEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostIpToShortNameFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostIpToShortNameFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostIsolationIpPingFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostIsolationIpPingFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostLicenseExpiredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostLicenseExpiredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostLocalPortCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostLocalPortCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostMissingNetworksEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostMissingNetworksEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostMonitoringStateChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostMonitoringStateChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostNoAvailableNetworksEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostNoAvailableNetworksEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostNoHAEnabledPortGroupsEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostNoHAEnabledPortGroupsEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostNoRedundantManagementNetworkEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostNoRedundantManagementNetworkEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostNonCompliantEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostNonCompliantEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostNotInClusterEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostNotInClusterEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostOvercommittedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostOvercommittedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostPrimaryAgentNotShortNameEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostPrimaryAgentNotShortNameEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostProfileAppliedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostProfileAppliedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostReconnectionFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostReconnectionFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostShortNameInconsistentEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostShortNameInconsistentEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostShortNameToIpFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostShortNameToIpFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostShutdownEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostShutdownEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostSpecificationChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostSpecificationChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostSpecificationRequireEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostSpecificationRequireEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostSpecificationUpdateEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostSpecificationUpdateEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostStatusChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostStatusChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostSubSpecificationDeleteEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostSubSpecificationDeleteEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostSubSpecificationUpdateEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostSubSpecificationUpdateEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostSyncFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostSyncFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostUpgradeFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostUpgradeFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostUserWorldSwapNotEnabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostUserWorldSwapNotEnabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostVnicConnectedToCustomizedDVPortEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostVnicConnectedToCustomizedDVPortEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostWwnChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostWwnChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "HostWwnConflictEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::HostWwnConflictEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "IScsiBootFailureEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::IScsiBootFailureEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "IncorrectHostInformationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::IncorrectHostInformationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "InfoUpgradeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::InfoUpgradeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "InsufficientFailoverResourcesEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::InsufficientFailoverResourcesEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "InvalidEditionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::InvalidEditionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LicenseEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LicenseEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LicenseExpiredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LicenseExpiredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LicenseNonComplianceEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LicenseNonComplianceEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LicenseRestrictedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LicenseRestrictedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LicenseServerAvailableEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LicenseServerAvailableEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LicenseServerUnavailableEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LicenseServerUnavailableEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LocalDatastoreCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LocalDatastoreCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LocalTSMEnabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LocalTSMEnabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LockerMisconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LockerMisconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "LockerReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::LockerReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "MigrationErrorEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MigrationErrorEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "MigrationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MigrationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "MigrationHostErrorEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MigrationHostErrorEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "MigrationHostWarningEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MigrationHostWarningEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "MigrationResourceErrorEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MigrationResourceErrorEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "MigrationResourceWarningEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MigrationResourceWarningEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "MigrationWarningEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MigrationWarningEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "MtuMatchEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MtuMatchEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "MtuMismatchEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MtuMismatchEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "NASDatastoreCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NASDatastoreCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "NetworkRollbackEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NetworkRollbackEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "NoAccessUserEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NoAccessUserEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "NoDatastoresConfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NoDatastoresConfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "NoLicenseEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NoLicenseEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "NoMaintenanceModeDrsRecommendationForVM" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NoMaintenanceModeDrsRecommendationForVM(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "NonVIWorkloadDetectedOnDatastoreEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NonVIWorkloadDetectedOnDatastoreEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "NotEnoughResourcesToStartVmEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::NotEnoughResourcesToStartVmEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "OutOfSyncDvsHost" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::OutOfSyncDvsHost(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "PermissionAddedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::PermissionAddedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "PermissionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::PermissionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "PermissionRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::PermissionRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "PermissionUpdatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::PermissionUpdatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ProfileAssociatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ProfileAssociatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ProfileChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ProfileChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ProfileCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ProfileCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ProfileDissociatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ProfileDissociatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ProfileEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ProfileEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ProfileReferenceHostChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ProfileReferenceHostChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ProfileRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ProfileRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "RecoveryEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::RecoveryEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "RemoteTSMEnabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::RemoteTSMEnabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ResourcePoolCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ResourcePoolCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ResourcePoolDestroyedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ResourcePoolDestroyedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ResourcePoolEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ResourcePoolEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ResourcePoolMovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ResourcePoolMovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ResourcePoolReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ResourcePoolReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ResourceViolatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ResourceViolatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "RoleAddedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::RoleAddedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "RoleEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::RoleEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "RoleRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::RoleRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "RoleUpdatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::RoleUpdatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "RollbackEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::RollbackEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ScheduledTaskCompletedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskCompletedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ScheduledTaskCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ScheduledTaskEmailCompletedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskEmailCompletedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ScheduledTaskEmailFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskEmailFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ScheduledTaskEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ScheduledTaskFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ScheduledTaskReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ScheduledTaskRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ScheduledTaskStartedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskStartedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ServerLicenseExpiredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ServerLicenseExpiredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "ServerStartedSessionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ServerStartedSessionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "SessionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::SessionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "SessionTerminatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::SessionTerminatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "TaskEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TaskEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "TaskTimeoutEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TaskTimeoutEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "TeamingMatchEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TeamingMatchEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "TeamingMisMatchEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TeamingMisMatchEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "TemplateBeingUpgradedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TemplateBeingUpgradedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "TemplateUpgradeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TemplateUpgradeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "TemplateUpgradeFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TemplateUpgradeFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "TemplateUpgradedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TemplateUpgradedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "TimedOutHostOperationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TimedOutHostOperationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UnlicensedVirtualMachinesEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UnlicensedVirtualMachinesEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UnlicensedVirtualMachinesFoundEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UnlicensedVirtualMachinesFoundEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UpdatedAgentBeingRestartedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UpdatedAgentBeingRestartedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UpgradeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UpgradeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UplinkPortMtuNotSupportEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UplinkPortMtuNotSupportEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UplinkPortMtuSupportEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UplinkPortMtuSupportEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UplinkPortVlanTrunkedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UplinkPortVlanTrunkedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UplinkPortVlanUntrunkedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UplinkPortVlanUntrunkedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UserAssignedToGroup" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UserAssignedToGroup(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UserLoginSessionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UserLoginSessionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UserLogoutSessionEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UserLogoutSessionEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UserPasswordChanged" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UserPasswordChanged(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UserUnassignedFromGroup" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UserUnassignedFromGroup(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "UserUpgradeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UserUpgradeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VMFSDatastoreCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VMFSDatastoreCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VMFSDatastoreExpandedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VMFSDatastoreExpandedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VMFSDatastoreExtendedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VMFSDatastoreExtendedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VMotionLicenseExpiredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VMotionLicenseExpiredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VcAgentUninstallFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VcAgentUninstallFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VcAgentUninstalledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VcAgentUninstalledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VcAgentUpgradeFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VcAgentUpgradeFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VcAgentUpgradedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VcAgentUpgradedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VimAccountPasswordChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VimAccountPasswordChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmAcquiredMksTicketEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmAcquiredMksTicketEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmAcquiredTicketEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmAcquiredTicketEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmAutoRenameEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmAutoRenameEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmBeingClonedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmBeingClonedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmBeingClonedNoFolderEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmBeingClonedNoFolderEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmBeingCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmBeingCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmBeingDeployedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmBeingDeployedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmBeingHotMigratedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmBeingHotMigratedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmBeingMigratedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmBeingMigratedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmBeingRelocatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmBeingRelocatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmCloneEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmCloneEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmCloneFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmCloneFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmClonedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmClonedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmConfigMissingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmConfigMissingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmConnectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmConnectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmCreatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmCreatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDasBeingResetEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDasBeingResetEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDasBeingResetWithScreenshotEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDasBeingResetWithScreenshotEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDasResetFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDasResetFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDasUpdateErrorEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDasUpdateErrorEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDasUpdateOkEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDasUpdateOkEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDateRolledBackEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDateRolledBackEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDeployFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDeployFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDeployedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDeployedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDisconnectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDisconnectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDiscoveredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDiscoveredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmDiskFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmDiskFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmEmigratingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmEmigratingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmEndRecordingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmEndRecordingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmEndReplayingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmEndReplayingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedMigrateEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedMigrateEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedRelayoutEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedRelayoutEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedRelayoutOnVmfs2DatastoreEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedStartingSecondaryEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedStartingSecondaryEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedToPowerOffEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedToPowerOffEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedToPowerOnEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedToPowerOnEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedToRebootGuestEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedToRebootGuestEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedToResetEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedToResetEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedToShutdownGuestEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedToShutdownGuestEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedToStandbyGuestEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedToStandbyGuestEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedToSuspendEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedToSuspendEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailedUpdatingSecondaryConfig" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailedUpdatingSecondaryConfig(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFailoverFailed" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFailoverFailed(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFaultToleranceStateChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFaultToleranceStateChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFaultToleranceTurnedOffEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFaultToleranceTurnedOffEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmFaultToleranceVmTerminatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmFaultToleranceVmTerminatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmGuestOSCrashedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmGuestOSCrashedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmGuestRebootEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmGuestRebootEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmGuestShutdownEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmGuestShutdownEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmGuestStandbyEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmGuestStandbyEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmHealthMonitoringStateChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmHealthMonitoringStateChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmInstanceUuidAssignedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmInstanceUuidAssignedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmInstanceUuidChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmInstanceUuidChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmInstanceUuidConflictEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmInstanceUuidConflictEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmMacAssignedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmMacAssignedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmMacChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmMacChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmMacConflictEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmMacConflictEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmMaxFTRestartCountReached" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmMaxFTRestartCountReached(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmMaxRestartCountReached" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmMaxRestartCountReached(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmMessageErrorEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmMessageErrorEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmMessageEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmMessageEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmMessageWarningEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmMessageWarningEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmMigratedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmMigratedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmNoCompatibleHostForSecondaryEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmNoCompatibleHostForSecondaryEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmNoNetworkAccessEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmNoNetworkAccessEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmOrphanedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmOrphanedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmPowerOffOnIsolationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmPowerOffOnIsolationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmPoweredOffEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmPoweredOffEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmPoweredOnEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmPoweredOnEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmPoweringOnWithCustomizedDVPortEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmPoweringOnWithCustomizedDVPortEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmPrimaryFailoverEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmPrimaryFailoverEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmReconfiguredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmReconfiguredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRegisteredEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRegisteredEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRelayoutSuccessfulEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRelayoutSuccessfulEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRelayoutUpToDateEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRelayoutUpToDateEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmReloadFromPathEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmReloadFromPathEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmReloadFromPathFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmReloadFromPathFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRelocateFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRelocateFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRelocateSpecEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRelocateSpecEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRelocatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRelocatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRemoteConsoleConnectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRemoteConsoleConnectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRemoteConsoleDisconnectedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRemoteConsoleDisconnectedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRemovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRemovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRenamedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRenamedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRequirementsExceedCurrentEVCModeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRequirementsExceedCurrentEVCModeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmResettingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmResettingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmResourcePoolMovedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmResourcePoolMovedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmResourceReallocatedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmResourceReallocatedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmRestartedOnAlternateHostEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmRestartedOnAlternateHostEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmResumingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmResumingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmSecondaryAddedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmSecondaryAddedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmSecondaryDisabledBySystemEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmSecondaryDisabledBySystemEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmSecondaryDisabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmSecondaryDisabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmSecondaryEnabledEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmSecondaryEnabledEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmSecondaryStartedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmSecondaryStartedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmShutdownOnIsolationEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmShutdownOnIsolationEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmStartRecordingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmStartRecordingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmStartReplayingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmStartReplayingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmStartingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmStartingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmStartingSecondaryEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmStartingSecondaryEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmStaticMacConflictEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmStaticMacConflictEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmStoppingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmStoppingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmSuspendedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmSuspendedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmSuspendingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmSuspendingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmTimedoutStartingSecondaryEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmTimedoutStartingSecondaryEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmUnsupportedStartingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmUnsupportedStartingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmUpgradeCompleteEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmUpgradeCompleteEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmUpgradeFailedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmUpgradeFailedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmUpgradingEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmUpgradingEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmUuidAssignedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmUuidAssignedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmUuidChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmUuidChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmUuidConflictEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmUuidConflictEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmVnicPoolReservationViolationClearEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmVnicPoolReservationViolationClearEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmVnicPoolReservationViolationRaiseEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmVnicPoolReservationViolationRaiseEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmWwnAssignedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmWwnAssignedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmWwnChangedEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmWwnChangedEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "VmWwnConflictEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VmWwnConflictEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            "WarningUpgradeEvent" => {
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::WarningUpgradeEvent(v)),
+                    Err(object) => Err(object),
+                }
+            }
+            _ => Err(object),
+        }
     }
 }

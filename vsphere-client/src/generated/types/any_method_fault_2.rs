@@ -5,4205 +5,752 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl AnyMethodFault {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
-        match object.type_name() {
-            "MethodFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MethodFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "ActiveDirectoryFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ActiveDirectoryFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "ActiveVMsBlockingEVC" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ActiveVMsBlockingEVC(v)),
-                    Err(_) => None,
-                }
-            }
-            "AdminDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AdminDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "AdminNotDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AdminNotDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "AffinityConfigured" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AffinityConfigured(v)),
-                    Err(_) => None,
-                }
-            }
-            "AgentInstallFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AgentInstallFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlreadyBeingManaged" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlreadyBeingManaged(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlreadyConnected" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlreadyConnected(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlreadyExists" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlreadyExists(v)),
-                    Err(_) => None,
-                }
-            }
-            "AlreadyUpgraded" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AlreadyUpgraded(v)),
-                    Err(_) => None,
-                }
-            }
-            "AnswerFileUpdateFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AnswerFileUpdateFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "ApplicationQuiesceFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ApplicationQuiesceFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "AuthMinimumAdminPermission" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AuthMinimumAdminPermission(v)),
-                    Err(_) => None,
-                }
-            }
-            "AuthenticationRequired" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::AuthenticationRequired(v)),
-                    Err(_) => None,
-                }
-            }
-            "BackupBlobReadFailure" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::BackupBlobReadFailure(v)),
-                    Err(_) => None,
-                }
-            }
-            "BackupBlobWriteFailure" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::BackupBlobWriteFailure(v)),
-                    Err(_) => None,
-                }
-            }
-            "BlockedByFirewall" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::BlockedByFirewall(v)),
-                    Err(_) => None,
-                }
-            }
-            "CAMServerRefusedConnection" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CAMServerRefusedConnection(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAccessFile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAccessFile(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAccessLocalSource" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAccessLocalSource(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAccessNetwork" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAccessNetwork(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAccessVmComponent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAccessVmComponent(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAccessVmConfig" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAccessVmConfig(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAccessVmDevice" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAccessVmDevice(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAccessVmDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAccessVmDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAddHostWithFTVmAsStandalone" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAddHostWithFTVmAsStandalone(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAddHostWithFTVmToDifferentCluster" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAddHostWithFTVmToDifferentCluster(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotAddHostWithFTVmToNonHACluster" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotAddHostWithFTVmToNonHACluster(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotChangeDrsBehaviorForFtSecondary" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotChangeDrsBehaviorForFtSecondary(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotChangeHaSettingsForFtSecondary" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotChangeHaSettingsForFtSecondary(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotChangeVsanClusterUuid" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotChangeVsanClusterUuid(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotChangeVsanNodeUuid" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotChangeVsanNodeUuid(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotComputeFTCompatibleHosts" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotComputeFTCompatibleHosts(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotCreateFile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotCreateFile(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotDecryptPasswords" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotDecryptPasswords(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotDeleteFile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotDeleteFile(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotDisableDrsOnClustersWithVApps" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotDisableDrsOnClustersWithVApps(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotDisableSnapshot" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotDisableSnapshot(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotDisconnectHostWithFaultToleranceVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotDisconnectHostWithFaultToleranceVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotEnableVmcpForCluster" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotEnableVmcpForCluster(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotModifyConfigCpuRequirements" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotModifyConfigCpuRequirements(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotMoveFaultToleranceVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotMoveFaultToleranceVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotMoveHostWithFaultToleranceVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotMoveHostWithFaultToleranceVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotMoveVmWithDeltaDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotMoveVmWithDeltaDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotMoveVmWithNativeDeltaDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotMoveVmWithNativeDeltaDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotMoveVsanEnabledHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotMoveVsanEnabledHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotPlaceWithoutPrerequisiteMoves" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotPlaceWithoutPrerequisiteMoves(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotPowerOffVmInCluster" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotPowerOffVmInCluster(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotReconfigureVsanWhenHaEnabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotReconfigureVsanWhenHaEnabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "CannotUseNetwork" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CannotUseNetwork(v)),
-                    Err(_) => None,
-                }
-            }
-            "ClockSkew" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ClockSkew(v)),
-                    Err(_) => None,
-                }
-            }
-            "CloneFromSnapshotNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CloneFromSnapshotNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "CollectorAddressUnset" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CollectorAddressUnset(v)),
-                    Err(_) => None,
-                }
-            }
-            "ConcurrentAccess" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ConcurrentAccess(v)),
-                    Err(_) => None,
-                }
-            }
-            "ConflictingConfiguration" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ConflictingConfiguration(v)),
-                    Err(_) => None,
-                }
-            }
-            "ConflictingDatastoreFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ConflictingDatastoreFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "ConnectedIso" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ConnectedIso(v)),
-                    Err(_) => None,
-                }
-            }
-            "CpuCompatibilityUnknown" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CpuCompatibilityUnknown(v)),
-                    Err(_) => None,
-                }
-            }
-            "CpuHotPlugNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CpuHotPlugNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "CpuIncompatible" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CpuIncompatible(v)),
-                    Err(_) => None,
-                }
-            }
-            "CpuIncompatible1ECX" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CpuIncompatible1ECX(v)),
-                    Err(_) => None,
-                }
-            }
-            "CpuIncompatible81EDX" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CpuIncompatible81EDX(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "CustomizationPending" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::CustomizationPending(v)),
-                    Err(_) => None,
-                }
-            }
-            "DVPortNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DVPortNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DasConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DasConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatabaseError" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatabaseError(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatacenterMismatch" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatacenterMismatch(v)),
-                    Err(_) => None,
-                }
-            }
-            "DatastoreNotWritableOnHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DatastoreNotWritableOnHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "DeltaDiskFormatNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DeltaDiskFormatNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DestinationSwitchFull" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DestinationSwitchFull(v)),
-                    Err(_) => None,
-                }
-            }
-            "DestinationVsanDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DestinationVsanDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "DeviceBackingNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DeviceBackingNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DeviceControllerNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DeviceControllerNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DeviceHotPlugNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DeviceHotPlugNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DeviceNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DeviceNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "DeviceNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DeviceNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DeviceUnsupportedForVmPlatform" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DeviceUnsupportedForVmPlatform(v)),
-                    Err(_) => None,
-                }
-            }
-            "DeviceUnsupportedForVmVersion" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DeviceUnsupportedForVmVersion(v)),
-                    Err(_) => None,
-                }
-            }
-            "DigestNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DigestNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DirectoryNotEmpty" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DirectoryNotEmpty(v)),
-                    Err(_) => None,
-                }
-            }
-            "DisableAdminNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DisableAdminNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DisallowedChangeByService" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DisallowedChangeByService(v)),
-                    Err(_) => None,
-                }
-            }
-            "DisallowedDiskModeChange" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DisallowedDiskModeChange(v)),
-                    Err(_) => None,
-                }
-            }
-            "DisallowedMigrationDeviceAttached" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DisallowedMigrationDeviceAttached(v)),
-                    Err(_) => None,
-                }
-            }
-            "DisallowedOperationOnFailoverHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DisallowedOperationOnFailoverHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "DisconnectedHostsBlockingEVC" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DisconnectedHostsBlockingEVC(v)),
-                    Err(_) => None,
-                }
-            }
-            "DiskHasPartitions" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DiskHasPartitions(v)),
-                    Err(_) => None,
-                }
-            }
-            "DiskIsLastRemainingNonSSD" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DiskIsLastRemainingNonSSD(v)),
-                    Err(_) => None,
-                }
-            }
-            "DiskIsNonLocal" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DiskIsNonLocal(v)),
-                    Err(_) => None,
-                }
-            }
-            "DiskIsUSB" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DiskIsUSB(v)),
-                    Err(_) => None,
-                }
-            }
-            "DiskMoveTypeNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DiskMoveTypeNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DiskNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DiskNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "DiskTooSmall" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DiskTooSmall(v)),
-                    Err(_) => None,
-                }
-            }
-            "DomainNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DomainNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsDisabledOnVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsDisabledOnVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "DrsVmotionIncompatibleFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DrsVmotionIncompatibleFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "DuplicateDisks" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DuplicateDisks(v)),
-                    Err(_) => None,
-                }
-            }
-            "DuplicateName" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DuplicateName(v)),
-                    Err(_) => None,
-                }
-            }
-            "DuplicateVsanNetworkInterface" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DuplicateVsanNetworkInterface(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsApplyOperationFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsApplyOperationFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsNotAuthorized" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsNotAuthorized(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsOperationBulkFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsOperationBulkFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "DvsScopeViolated" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::DvsScopeViolated(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailedCPUFeaturesForMode" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailedCPUFeaturesForMode(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailedCPUModel" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailedCPUModel(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailedCPUModelForMode" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailedCPUModelForMode(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailedCPUVendor" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailedCPUVendor(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailedCPUVendorUnknown" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailedCPUVendorUnknown(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailedHostDisconnected" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailedHostDisconnected(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailedHostSoftware" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailedHostSoftware(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailedHostSoftwareForMode" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailedHostSoftwareForMode(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCAdmissionFailedVmActive" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCAdmissionFailedVmActive(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCModeIllegalByVendor" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCModeIllegalByVendor(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCModeUnsupportedByHosts" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCModeUnsupportedByHosts(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCUnsupportedByHostHardware" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCUnsupportedByHostHardware(v)),
-                    Err(_) => None,
-                }
-            }
-            "EVCUnsupportedByHostSoftware" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EVCUnsupportedByHostSoftware(v)),
-                    Err(_) => None,
-                }
-            }
-            "EightHostLimitViolated" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EightHostLimitViolated(v)),
-                    Err(_) => None,
-                }
-            }
-            "EncryptionKeyRequired" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::EncryptionKeyRequired(v)),
-                    Err(_) => None,
-                }
-            }
-            "ExpiredAddonLicense" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ExpiredAddonLicense(v)),
-                    Err(_) => None,
-                }
-            }
-            "ExpiredEditionLicense" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ExpiredEditionLicense(v)),
-                    Err(_) => None,
-                }
-            }
-            "ExpiredFeatureLicense" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ExpiredFeatureLicense(v)),
-                    Err(_) => None,
-                }
-            }
-            "ExtendedFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ExtendedFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "FailToEnableSPBM" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FailToEnableSPBM(v)),
-                    Err(_) => None,
-                }
-            }
-            "FailToLockFaultToleranceVMs" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FailToLockFaultToleranceVMs(v)),
-                    Err(_) => None,
-                }
-            }
-            "FaultToleranceAntiAffinityViolated" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FaultToleranceAntiAffinityViolated(v)),
-                    Err(_) => None,
-                }
-            }
-            "FaultToleranceCannotEditMem" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FaultToleranceCannotEditMem(v)),
-                    Err(_) => None,
-                }
-            }
-            "FaultToleranceCpuIncompatible" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FaultToleranceCpuIncompatible(v)),
-                    Err(_) => None,
-                }
-            }
-            "FaultToleranceNeedsThickDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FaultToleranceNeedsThickDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "FaultToleranceNotLicensed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FaultToleranceNotLicensed(v)),
-                    Err(_) => None,
-                }
-            }
-            "FaultToleranceNotSameBuild" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FaultToleranceNotSameBuild(v)),
-                    Err(_) => None,
-                }
-            }
-            "FaultTolerancePrimaryPowerOnNotAttempted" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FaultTolerancePrimaryPowerOnNotAttempted(v)),
-                    Err(_) => None,
-                }
-            }
-            "FaultToleranceVmNotDasProtected" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FaultToleranceVmNotDasProtected(v)),
-                    Err(_) => None,
-                }
-            }
-            "FcoeFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FcoeFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "FcoeFaultPnicHasNoPortSet" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FcoeFaultPnicHasNoPortSet(v)),
-                    Err(_) => None,
-                }
-            }
-            "FeatureRequirementsNotMet" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FeatureRequirementsNotMet(v)),
-                    Err(_) => None,
-                }
-            }
-            "FileAlreadyExists" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FileAlreadyExists(v)),
-                    Err(_) => None,
-                }
-            }
-            "FileBackedPortNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FileBackedPortNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "FileFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FileFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "FileLocked" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FileLocked(v)),
-                    Err(_) => None,
-                }
-            }
-            "FileNameTooLong" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FileNameTooLong(v)),
-                    Err(_) => None,
-                }
-            }
-            "FileNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FileNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "FileNotWritable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FileNotWritable(v)),
-                    Err(_) => None,
-                }
-            }
-            "FileTooLarge" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FileTooLarge(v)),
-                    Err(_) => None,
-                }
-            }
-            "FilesystemQuiesceFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FilesystemQuiesceFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "FilterInUse" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FilterInUse(v)),
-                    Err(_) => None,
-                }
-            }
-            "FtIssuesOnHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FtIssuesOnHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "FtVmHostRuleViolation" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FtVmHostRuleViolation(v)),
-                    Err(_) => None,
-                }
-            }
-            "FullStorageVMotionNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::FullStorageVMotionNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "GatewayConnectFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GatewayConnectFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GatewayHostNotReachable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GatewayHostNotReachable(v)),
-                    Err(_) => None,
-                }
-            }
-            "GatewayNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GatewayNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "GatewayNotReachable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GatewayNotReachable(v)),
-                    Err(_) => None,
-                }
-            }
-            "GatewayOperationRefused" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GatewayOperationRefused(v)),
-                    Err(_) => None,
-                }
-            }
-            "GatewayToHostAuthFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GatewayToHostAuthFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GatewayToHostConnectFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GatewayToHostConnectFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GatewayToHostTrustVerifyFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GatewayToHostTrustVerifyFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GenericDrsFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GenericDrsFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GenericVmConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GenericVmConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestAuthenticationChallenge" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestAuthenticationChallenge(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestComponentsOutOfDate" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestComponentsOutOfDate(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestMultipleMappings" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestMultipleMappings(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestOperationsFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestOperationsFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestOperationsUnavailable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestOperationsUnavailable(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestPermissionDenied" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestPermissionDenied(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestProcessNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestProcessNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestRegistryFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestRegistryFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestRegistryKeyAlreadyExists" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestRegistryKeyAlreadyExists(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestRegistryKeyFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestRegistryKeyFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestRegistryKeyHasSubkeys" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestRegistryKeyHasSubkeys(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestRegistryKeyInvalid" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestRegistryKeyInvalid(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestRegistryKeyParentVolatile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestRegistryKeyParentVolatile(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestRegistryValueFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestRegistryValueFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "GuestRegistryValueNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::GuestRegistryValueNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "HAErrorsAtDest" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HAErrorsAtDest(v)),
-                    Err(_) => None,
-                }
-            }
-            "HeterogenousHostsBlockingEVC" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HeterogenousHostsBlockingEVC(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostAccessRestrictedToManagementServer" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostAccessRestrictedToManagementServer(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostCommunication" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostCommunication(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostConfigFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostConfigFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostConnectFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostConnectFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostHasComponentFailure" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostHasComponentFailure(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostInDomain" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostInDomain(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostIncompatibleForFaultTolerance" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostIncompatibleForFaultTolerance(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostIncompatibleForRecordReplay" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostIncompatibleForRecordReplay(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostInventoryFull" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostInventoryFull(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostNotConnected" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostNotConnected(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostNotReachable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostNotReachable(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostPowerOpFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostPowerOpFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "HostSpecificationOperationFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HostSpecificationOperationFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "HotSnapshotMoveNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HotSnapshotMoveNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "HttpFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::HttpFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "IDEDiskNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IDEDiskNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "IORMNotSupportedHostOnDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IORMNotSupportedHostOnDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "ImportHostAddFailure" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ImportHostAddFailure(v)),
-                    Err(_) => None,
-                }
-            }
-            "ImportOperationBulkFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ImportOperationBulkFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InUseFeatureManipulationDisallowed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InUseFeatureManipulationDisallowed(v)),
-                    Err(_) => None,
-                }
-            }
-            "InaccessibleDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InaccessibleDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "InaccessibleFTMetadataDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InaccessibleFTMetadataDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "InaccessibleVFlashSource" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InaccessibleVFlashSource(v)),
-                    Err(_) => None,
-                }
-            }
-            "IncompatibleDefaultDevice" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IncompatibleDefaultDevice(v)),
-                    Err(_) => None,
-                }
-            }
-            "IncompatibleHostForFtSecondary" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IncompatibleHostForFtSecondary(v)),
-                    Err(_) => None,
-                }
-            }
-            "IncompatibleHostForVmReplication" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IncompatibleHostForVmReplication(v)),
-                    Err(_) => None,
-                }
-            }
-            "IncompatibleSetting" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IncompatibleSetting(v)),
-                    Err(_) => None,
-                }
-            }
-            "IncorrectFileType" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IncorrectFileType(v)),
-                    Err(_) => None,
-                }
-            }
-            "IncorrectHostInformation" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IncorrectHostInformation(v)),
-                    Err(_) => None,
-                }
-            }
-            "IndependentDiskVMotionNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IndependentDiskVMotionNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientAgentVmsDeployed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientAgentVmsDeployed(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientCpuResourcesFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientCpuResourcesFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientDisks" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientDisks(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientFailoverResourcesFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientFailoverResourcesFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientGraphicsResourcesFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientGraphicsResourcesFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientHostCapacityFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientHostCapacityFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientHostCpuCapacityFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientHostCpuCapacityFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientHostMemoryCapacityFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientHostMemoryCapacityFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientMemoryResourcesFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientMemoryResourcesFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientNetworkCapacity" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientNetworkCapacity(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientNetworkResourcePoolCapacity" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientNetworkResourcePoolCapacity(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientPerCpuCapacity" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientPerCpuCapacity(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientResourcesFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientResourcesFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientStandbyCpuResource" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientStandbyCpuResource(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientStandbyMemoryResource" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientStandbyMemoryResource(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientStandbyResource" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientStandbyResource(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientStorageIops" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientStorageIops(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientStorageSpace" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientStorageSpace(v)),
-                    Err(_) => None,
-                }
-            }
-            "InsufficientVFlashResourcesFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InsufficientVFlashResourcesFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidAffinitySettingFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidAffinitySettingFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidArgument" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidArgument(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidBmcRole" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidBmcRole(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidBundle" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidBundle(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidCAMCertificate" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidCAMCertificate(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidCAMServer" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidCAMServer(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidClientCertificate" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidClientCertificate(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidCollectorVersion" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidCollectorVersion(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidController(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDasConfigArgument" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDasConfigArgument(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDasRestartPriorityForFtVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDasRestartPriorityForFtVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDatastorePath" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDatastorePath(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDatastoreState" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDatastoreState(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDeviceBacking" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDeviceBacking(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDeviceOperation" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDeviceOperation(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDeviceSpec" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDeviceSpec(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDiskFormat" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDiskFormat(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidDrsBehaviorForFtVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidDrsBehaviorForFtVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidEditionLicense" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidEditionLicense(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidEvent" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidEvent(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidFolder" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidFolder(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidFormat" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidFormat(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidGuestLogin" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidGuestLogin(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidHostConnectionState" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidHostConnectionState(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidHostName" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidHostName(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidHostState" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidHostState(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidIndexArgument" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidIndexArgument(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidIpfixConfig" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidIpfixConfig(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidIpmiLoginInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidIpmiLoginInfo(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidIpmiMacAddress" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidIpmiMacAddress(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidLicense" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidLicense(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidLocale" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidLocale(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidLogin" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidLogin(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidName" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidName(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidNasCredentials" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidNasCredentials(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidNetworkInType" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidNetworkInType(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidNetworkResource" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidNetworkResource(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidOperationOnSecondaryVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidOperationOnSecondaryVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidPowerState" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidPowerState(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidPrivilege" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidPrivilege(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidProfileReferenceHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidProfileReferenceHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidProperty" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidProperty(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidPropertyType" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidPropertyType(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidPropertyValue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidPropertyValue(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidRequest" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidRequest(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidResourcePoolStructureFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidResourcePoolStructureFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidScheduledTask" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidScheduledTask(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidSnapshotFormat" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidSnapshotFormat(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidState" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidState(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidToken" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidToken(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidType" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidType(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidVmConfig" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidVmConfig(v)),
-                    Err(_) => None,
-                }
-            }
-            "InvalidVmState" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidVmState(v)),
-                    Err(_) => None,
-                }
-            }
-            "InventoryHasStandardAloneHosts" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InventoryHasStandardAloneHosts(v)),
-                    Err(_) => None,
-                }
-            }
-            "IpHostnameGeneratorError" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IpHostnameGeneratorError(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultInvalidVnic" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultInvalidVnic(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultPnicInUse" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultPnicInUse(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultVnicAlreadyBound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultVnicAlreadyBound(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultVnicHasActivePaths" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultVnicHasActivePaths(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultVnicHasMultipleUplinks" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultVnicHasMultipleUplinks(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultVnicHasNoUplinks" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultVnicHasNoUplinks(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultVnicHasWrongUplink" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultVnicHasWrongUplink(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultVnicInUse" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultVnicInUse(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultVnicIsLastPath" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultVnicIsLastPath(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultVnicNotBound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultVnicNotBound(v)),
-                    Err(_) => None,
-                }
-            }
-            "IscsiFaultVnicNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::IscsiFaultVnicNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "KeyNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::KeyNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "LargeRDMConversionNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LargeRDMConversionNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "LargeRDMNotSupportedOnDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LargeRDMNotSupportedOnDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "LegacyNetworkInterfaceInUse" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LegacyNetworkInterfaceInUse(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseAssignmentFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseAssignmentFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseDowngradeDisallowed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseDowngradeDisallowed(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseEntityNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseEntityNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseExpired" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseExpired(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseKeyEntityMismatch" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseKeyEntityMismatch(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseRestricted" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseRestricted(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseServerUnavailable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseServerUnavailable(v)),
-                    Err(_) => None,
-                }
-            }
-            "LicenseSourceUnavailable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LicenseSourceUnavailable(v)),
-                    Err(_) => None,
-                }
-            }
-            "LimitExceeded" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LimitExceeded(v)),
-                    Err(_) => None,
-                }
-            }
-            "LinuxVolumeNotClean" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LinuxVolumeNotClean(v)),
-                    Err(_) => None,
-                }
-            }
-            "LogBundlingFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::LogBundlingFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "MaintenanceModeFileMove" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MaintenanceModeFileMove(v)),
-                    Err(_) => None,
-                }
-            }
-            "ManagedObjectNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ManagedObjectNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "MemoryFileFormatNotSupportedByDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MemoryFileFormatNotSupportedByDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "MemoryHotPlugNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MemoryHotPlugNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "MemorySizeNotRecommended" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MemorySizeNotRecommended(v)),
-                    Err(_) => None,
-                }
-            }
-            "MemorySizeNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MemorySizeNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "MemorySizeNotSupportedByDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MemorySizeNotSupportedByDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "MemorySnapshotOnIndependentDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MemorySnapshotOnIndependentDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "MethodAlreadyDisabledFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MethodAlreadyDisabledFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "MethodDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MethodDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "MethodNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MethodNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationFeatureNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationFeatureNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "MigrationNotReady" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MigrationNotReady(v)),
-                    Err(_) => None,
-                }
-            }
-            "MismatchedBundle" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MismatchedBundle(v)),
-                    Err(_) => None,
-                }
-            }
-            "MismatchedNetworkPolicies" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MismatchedNetworkPolicies(v)),
-                    Err(_) => None,
-                }
-            }
-            "MismatchedVMotionNetworkNames" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MismatchedVMotionNetworkNames(v)),
-                    Err(_) => None,
-                }
-            }
-            "MissingBmcSupport" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MissingBmcSupport(v)),
-                    Err(_) => None,
-                }
-            }
-            "MissingController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MissingController(v)),
-                    Err(_) => None,
-                }
-            }
-            "MissingIpPool" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MissingIpPool(v)),
-                    Err(_) => None,
-                }
-            }
-            "MissingLinuxCustResources" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MissingLinuxCustResources(v)),
-                    Err(_) => None,
-                }
-            }
-            "MissingNetworkIpConfig" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MissingNetworkIpConfig(v)),
-                    Err(_) => None,
-                }
-            }
-            "MissingPowerOffConfiguration" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MissingPowerOffConfiguration(v)),
-                    Err(_) => None,
-                }
-            }
-            "MissingPowerOnConfiguration" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MissingPowerOnConfiguration(v)),
-                    Err(_) => None,
-                }
-            }
-            "MissingWindowsCustResources" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MissingWindowsCustResources(v)),
-                    Err(_) => None,
-                }
-            }
-            "MksConnectionLimitReached" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MksConnectionLimitReached(v)),
-                    Err(_) => None,
-                }
-            }
-            "MountError" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MountError(v)),
-                    Err(_) => None,
-                }
-            }
-            "MultiWriterNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MultiWriterNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "MultipleCertificatesVerifyFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MultipleCertificatesVerifyFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "MultipleSnapshotsNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MultipleSnapshotsNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "NamespaceFull" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NamespaceFull(v)),
-                    Err(_) => None,
-                }
-            }
-            "NamespaceLimitReached" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NamespaceLimitReached(v)),
-                    Err(_) => None,
-                }
-            }
-            "NamespaceWriteProtected" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NamespaceWriteProtected(v)),
-                    Err(_) => None,
-                }
-            }
-            "NasConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NasConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "NasConnectionLimitReached" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NasConnectionLimitReached(v)),
-                    Err(_) => None,
-                }
-            }
-            "NasSessionCredentialConflict" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NasSessionCredentialConflict(v)),
-                    Err(_) => None,
-                }
-            }
-            "NasVolumeNotMounted" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NasVolumeNotMounted(v)),
-                    Err(_) => None,
-                }
-            }
-            "NetworkCopyFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NetworkCopyFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "NetworkDisruptedAndConfigRolledBack" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NetworkDisruptedAndConfigRolledBack(v)),
-                    Err(_) => None,
-                }
-            }
-            "NetworkInaccessible" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NetworkInaccessible(v)),
-                    Err(_) => None,
-                }
-            }
-            "NetworksMayNotBeTheSame" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NetworksMayNotBeTheSame(v)),
-                    Err(_) => None,
-                }
-            }
-            "NicSettingMismatch" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NicSettingMismatch(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoActiveHostInCluster" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoActiveHostInCluster(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoAvailableIp" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoAvailableIp(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoClientCertificate" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoClientCertificate(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoCompatibleDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoCompatibleDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoCompatibleHardAffinityHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoCompatibleHardAffinityHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoCompatibleHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoCompatibleHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoCompatibleHostWithAccessToDevice" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoCompatibleHostWithAccessToDevice(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoCompatibleSoftAffinityHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoCompatibleSoftAffinityHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoConnectedDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoConnectedDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoDiskFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoDiskFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoDiskSpace" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoDiskSpace(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoDisksToCustomize" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoDisksToCustomize(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoGateway" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoGateway(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoGuestHeartbeat" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoGuestHeartbeat(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoHostSuitableForFtSecondary" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoHostSuitableForFtSecondary(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoLicenseServerConfigured" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoLicenseServerConfigured(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoPeerHostFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoPeerHostFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoPermission" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoPermission(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoPermissionOnAD" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoPermissionOnAD(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoPermissionOnHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoPermissionOnHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoPermissionOnNasVolume" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoPermissionOnNasVolume(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoSubjectName" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoSubjectName(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoVcManagedIpConfigured" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoVcManagedIpConfigured(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoVirtualNic" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoVirtualNic(v)),
-                    Err(_) => None,
-                }
-            }
-            "NoVmInVApp" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NoVmInVApp(v)),
-                    Err(_) => None,
-                }
-            }
-            "NonADUserRequired" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NonADUserRequired(v)),
-                    Err(_) => None,
-                }
-            }
-            "NonHomeRDMVMotionNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NonHomeRDMVMotionNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "NonPersistentDisksNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NonPersistentDisksNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "NonVmwareOuiMacNotSupportedHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NonVmwareOuiMacNotSupportedHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotADirectory" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotADirectory(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotAFile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotAFile(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotAuthenticated" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotAuthenticated(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotEnoughCpus" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotEnoughCpus(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotEnoughLicenses" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotEnoughLicenses(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotEnoughLogicalCpus" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotEnoughLogicalCpus(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotImplemented" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotImplemented(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedDeviceForFT" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedDeviceForFT(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedHostForChecksum" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedHostForChecksum(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedHostForVFlash" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedHostForVFlash(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedHostForVmcp" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedHostForVmcp(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedHostForVmemFile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedHostForVmemFile(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedHostForVsan" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedHostForVsan(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedHostInCluster" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedHostInCluster(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedHostInDvs" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedHostInDvs(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotSupportedHostInHACluster" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotSupportedHostInHACluster(v)),
-                    Err(_) => None,
-                }
-            }
-            "NotUserConfigurableProperty" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NotUserConfigurableProperty(v)),
-                    Err(_) => None,
-                }
-            }
-            "NumVirtualCoresPerSocketNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NumVirtualCoresPerSocketNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "NumVirtualCpusExceedsLimit" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NumVirtualCpusExceedsLimit(v)),
-                    Err(_) => None,
-                }
-            }
-            "NumVirtualCpusIncompatible" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NumVirtualCpusIncompatible(v)),
-                    Err(_) => None,
-                }
-            }
-            "NumVirtualCpusNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::NumVirtualCpusNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "OperationDisabledByGuest" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OperationDisabledByGuest(v)),
-                    Err(_) => None,
-                }
-            }
-            "OperationDisallowedOnHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OperationDisallowedOnHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "OperationNotSupportedByGuest" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OperationNotSupportedByGuest(v)),
-                    Err(_) => None,
-                }
-            }
-            "OutOfBounds" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OutOfBounds(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfAttribute" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfAttribute(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConnectedDevice" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConnectedDevice(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConnectedDeviceFloppy" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConnectedDeviceFloppy(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConnectedDeviceIso" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConnectedDeviceIso(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConstraint" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConstraint(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConsumerCallbackFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConsumerCallbackFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConsumerCommunicationError" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConsumerCommunicationError(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConsumerFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConsumerFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConsumerInvalidSection" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConsumerInvalidSection(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConsumerPowerOnFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConsumerPowerOnFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConsumerUndeclaredSection" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConsumerUndeclaredSection(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConsumerUndefinedPrefix" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConsumerUndefinedPrefix(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfConsumerValidationFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfConsumerValidationFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfCpuCompatibility" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfCpuCompatibility(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfCpuCompatibilityCheckNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfCpuCompatibilityCheckNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfDiskMappingNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfDiskMappingNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfDiskOrderConstraint" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfDiskOrderConstraint(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfDuplicateElement" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfDuplicateElement(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfDuplicatedElementBoundary" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfDuplicatedElementBoundary(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfDuplicatedPropertyIdExport" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfDuplicatedPropertyIdExport(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfDuplicatedPropertyIdImport" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfDuplicatedPropertyIdImport(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfElement" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfElement(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfElementInvalidValue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfElementInvalidValue(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfExport" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfExport(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfExportFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfExportFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfHardwareCheck" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfHardwareCheck(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfHardwareExport" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfHardwareExport(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfHostResourceConstraint" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfHostResourceConstraint(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfHostValueNotParsed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfHostValueNotParsed(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfImport" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfImport(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfImportFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfImportFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfInternalError" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfInternalError(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfInvalidPackage" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfInvalidPackage(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfInvalidValue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfInvalidValue(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfInvalidValueConfiguration" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfInvalidValueConfiguration(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfInvalidValueEmpty" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfInvalidValueEmpty(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfInvalidValueFormatMalformed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfInvalidValueFormatMalformed(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfInvalidValueReference" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfInvalidValueReference(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfInvalidVmName" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfInvalidVmName(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfMappedOsId" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfMappedOsId(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfMissingAttribute" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfMissingAttribute(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfMissingElement" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfMissingElement(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfMissingElementNormalBoundary" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfMissingElementNormalBoundary(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfMissingHardware" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfMissingHardware(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfNetworkMappingNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfNetworkMappingNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfNoHostNic" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfNoHostNic(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfNoSpaceOnController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfNoSpaceOnController(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfNoSupportedHardwareFamily" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfNoSupportedHardwareFamily(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfProperty" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfProperty(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfPropertyExport" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfPropertyExport(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfPropertyNetwork" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfPropertyNetwork(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfPropertyNetworkExport" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfPropertyNetworkExport(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfPropertyQualifier" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfPropertyQualifier(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfPropertyQualifierDuplicate" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfPropertyQualifierDuplicate(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfPropertyQualifierIgnored" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfPropertyQualifierIgnored(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfPropertyType" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfPropertyType(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfPropertyValue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfPropertyValue(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfSystemFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfSystemFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfToXmlUnsupportedElement" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfToXmlUnsupportedElement(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnableToExportDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnableToExportDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnexpectedElement" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnexpectedElement(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnknownDevice" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnknownDevice(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnknownDeviceBacking" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnknownDeviceBacking(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnknownEntity" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnknownEntity(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedAttribute" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedAttribute(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedAttributeValue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedAttributeValue(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedDeviceBackingInfo(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedDeviceBackingOption(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedDeviceExport" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedDeviceExport(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedDiskProvisioning" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedDiskProvisioning(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedElement" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedElement(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedElementValue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedElementValue(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedPackage" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedPackage(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedSection" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedSection(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedSubType" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedSubType(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfUnsupportedType" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfUnsupportedType(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfWrongElement" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfWrongElement(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfWrongNamespace" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfWrongNamespace(v)),
-                    Err(_) => None,
-                }
-            }
-            "OvfXmlFormat" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::OvfXmlFormat(v)),
-                    Err(_) => None,
-                }
-            }
-            "PasswordExpired" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PasswordExpired(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchAlreadyInstalled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchAlreadyInstalled(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchBinariesNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchBinariesNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchInstallFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchInstallFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchIntegrityError" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchIntegrityError(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchMetadataCorrupted" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchMetadataCorrupted(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchMetadataInvalid" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchMetadataInvalid(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchMetadataNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchMetadataNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchMissingDependencies" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchMissingDependencies(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchNotApplicable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchNotApplicable(v)),
-                    Err(_) => None,
-                }
-            }
-            "PatchSuperseded" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PatchSuperseded(v)),
-                    Err(_) => None,
-                }
-            }
-            "PhysCompatRDMNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PhysCompatRDMNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "PlatformConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PlatformConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "PowerOnFtSecondaryFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PowerOnFtSecondaryFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "PowerOnFtSecondaryTimedout" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PowerOnFtSecondaryTimedout(v)),
-                    Err(_) => None,
-                }
-            }
-            "ProfileUpdateFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ProfileUpdateFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "QuarantineModeFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::QuarantineModeFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "QuestionPending" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::QuestionPending(v)),
-                    Err(_) => None,
-                }
-            }
-            "QuiesceDatastoreIOForHAFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::QuiesceDatastoreIOForHAFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "RDMConversionNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RDMConversionNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "RDMNotPreserved" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RDMNotPreserved(v)),
-                    Err(_) => None,
-                }
-            }
-            "RDMNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RDMNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "RDMNotSupportedOnDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RDMNotSupportedOnDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "RDMPointsToInaccessibleDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RDMPointsToInaccessibleDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "RawDiskNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RawDiskNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReadHostResourcePoolTreeFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReadHostResourcePoolTreeFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReadOnlyDisksWithLegacyDestination" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReadOnlyDisksWithLegacyDestination(v)),
-                    Err(_) => None,
-                }
-            }
-            "RebootRequired" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RebootRequired(v)),
-                    Err(_) => None,
-                }
-            }
-            "RecordReplayDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RecordReplayDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "RemoteDeviceNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RemoteDeviceNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "RemoveFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RemoveFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReplicationConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReplicationConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReplicationDiskConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReplicationDiskConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReplicationFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReplicationFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReplicationIncompatibleWithFT" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReplicationIncompatibleWithFT(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReplicationInvalidOptions" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReplicationInvalidOptions(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReplicationNotSupportedOnHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReplicationNotSupportedOnHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReplicationVmConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReplicationVmConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReplicationVmFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReplicationVmFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "ReplicationVmInProgressFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ReplicationVmInProgressFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "RequestCanceled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RequestCanceled(v)),
-                    Err(_) => None,
-                }
-            }
-            "ResourceInUse" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ResourceInUse(v)),
-                    Err(_) => None,
-                }
-            }
-            "ResourceNotAvailable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ResourceNotAvailable(v)),
-                    Err(_) => None,
-                }
-            }
-            "RestrictedByAdministrator" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RestrictedByAdministrator(v)),
-                    Err(_) => None,
-                }
-            }
-            "RestrictedVersion" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RestrictedVersion(v)),
-                    Err(_) => None,
-                }
-            }
-            "RollbackFailure" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RollbackFailure(v)),
-                    Err(_) => None,
-                }
-            }
-            "RuleViolation" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RuleViolation(v)),
-                    Err(_) => None,
-                }
-            }
-            "RuntimeFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::RuntimeFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "SSLDisabledFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SSLDisabledFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "SSLVerifyFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SSLVerifyFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "SSPIChallenge" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SSPIChallenge(v)),
-                    Err(_) => None,
-                }
-            }
-            "SecondaryVmAlreadyDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SecondaryVmAlreadyDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "SecondaryVmAlreadyEnabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SecondaryVmAlreadyEnabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "SecondaryVmAlreadyRegistered" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SecondaryVmAlreadyRegistered(v)),
-                    Err(_) => None,
-                }
-            }
-            "SecondaryVmNotRegistered" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SecondaryVmNotRegistered(v)),
-                    Err(_) => None,
-                }
-            }
-            "SecurityError" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SecurityError(v)),
-                    Err(_) => None,
-                }
-            }
-            "SessionNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SessionNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "SharedBusControllerNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SharedBusControllerNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "ShrinkDiskFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ShrinkDiskFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotCloneNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotCloneNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotCopyNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotCopyNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotIncompatibleDeviceInVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotIncompatibleDeviceInVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotLocked" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotLocked(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotMoveFromNonHomeNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotMoveFromNonHomeNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotMoveNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotMoveNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotMoveToNonHomeNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotMoveToNonHomeNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotNoChange" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotNoChange(v)),
-                    Err(_) => None,
-                }
-            }
-            "SnapshotRevertIssue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SnapshotRevertIssue(v)),
-                    Err(_) => None,
-                }
-            }
-            "SoftRuleVioCorrectionDisallowed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SoftRuleVioCorrectionDisallowed(v)),
-                    Err(_) => None,
-                }
-            }
-            "SoftRuleVioCorrectionImpact" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SoftRuleVioCorrectionImpact(v)),
-                    Err(_) => None,
-                }
-            }
-            "SolutionUserRequired" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SolutionUserRequired(v)),
-                    Err(_) => None,
-                }
-            }
-            "SsdDiskNotAvailable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SsdDiskNotAvailable(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveDiskInMultiWriterMode" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveDiskInMultiWriterMode(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveFTVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveFTVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveIndependentDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveIndependentDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveManuallyPlacedSwapFile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveManuallyPlacedVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveManuallyPlacedVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveSharedDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveSharedDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveTemplate" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveTemplate(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveVmInUserFolder" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveVmInUserFolder(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveVmWithMountedCDROM" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveVmWithMountedCDROM(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsCannotMoveVmWithNoFilesInLayout" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsDatacentersCannotShareDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsDatacentersCannotShareDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsDisabledOnVm" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsDisabledOnVm(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsHbrDiskNotMovable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsHbrDiskNotMovable(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsHmsMoveInProgress" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsHmsMoveInProgress(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsHmsUnreachable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsHmsUnreachable(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsIolbDisabledInternally" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsIolbDisabledInternally(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsRelocateDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsRelocateDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsStaleHmsCollection" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsStaleHmsCollection(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageDrsUnableToMoveFiles" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageDrsUnableToMoveFiles(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageVMotionNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageVMotionNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "StorageVmotionIncompatible" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::StorageVmotionIncompatible(v)),
-                    Err(_) => None,
-                }
-            }
-            "SuspendedRelocateNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SuspendedRelocateNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "SwapDatastoreNotWritableOnHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SwapDatastoreNotWritableOnHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "SwapDatastoreUnset" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SwapDatastoreUnset(v)),
-                    Err(_) => None,
-                }
-            }
-            "SwapPlacementOverrideNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SwapPlacementOverrideNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "SwitchIpUnset" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SwitchIpUnset(v)),
-                    Err(_) => None,
-                }
-            }
-            "SwitchNotInUpgradeMode" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SwitchNotInUpgradeMode(v)),
-                    Err(_) => None,
-                }
-            }
-            "SystemError" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::SystemError(v)),
-                    Err(_) => None,
-                }
-            }
-            "TaskInProgress" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TaskInProgress(v)),
-                    Err(_) => None,
-                }
-            }
-            "ThirdPartyLicenseAssignmentFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ThirdPartyLicenseAssignmentFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "Timedout" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::Timedout(v)),
-                    Err(_) => None,
-                }
-            }
-            "TooManyConcurrentNativeClones" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TooManyConcurrentNativeClones(v)),
-                    Err(_) => None,
-                }
-            }
-            "TooManyConsecutiveOverrides" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TooManyConsecutiveOverrides(v)),
-                    Err(_) => None,
-                }
-            }
-            "TooManyDevices" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TooManyDevices(v)),
-                    Err(_) => None,
-                }
-            }
-            "TooManyDisksOnLegacyHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TooManyDisksOnLegacyHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "TooManyGuestLogons" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TooManyGuestLogons(v)),
-                    Err(_) => None,
-                }
-            }
-            "TooManyHosts" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TooManyHosts(v)),
-                    Err(_) => None,
-                }
-            }
-            "TooManyNativeCloneLevels" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TooManyNativeCloneLevels(v)),
-                    Err(_) => None,
-                }
-            }
-            "TooManyNativeClonesOnFile" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TooManyNativeClonesOnFile(v)),
-                    Err(_) => None,
-                }
-            }
-            "TooManySnapshotLevels" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TooManySnapshotLevels(v)),
-                    Err(_) => None,
-                }
-            }
-            "ToolsAlreadyUpgraded" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ToolsAlreadyUpgraded(v)),
-                    Err(_) => None,
-                }
-            }
-            "ToolsAutoUpgradeNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ToolsAutoUpgradeNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "ToolsImageCopyFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ToolsImageCopyFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "ToolsImageNotAvailable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ToolsImageNotAvailable(v)),
-                    Err(_) => None,
-                }
-            }
-            "ToolsImageSignatureCheckFailed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ToolsImageSignatureCheckFailed(v)),
-                    Err(_) => None,
-                }
-            }
-            "ToolsInstallationInProgress" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ToolsInstallationInProgress(v)),
-                    Err(_) => None,
-                }
-            }
-            "ToolsUnavailable" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ToolsUnavailable(v)),
-                    Err(_) => None,
-                }
-            }
-            "ToolsUpgradeCancelled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ToolsUpgradeCancelled(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnSupportedDatastoreForVFlash" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnSupportedDatastoreForVFlash(v)),
-                    Err(_) => None,
-                }
-            }
-            "UncommittedUndoableDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UncommittedUndoableDisk(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnconfiguredPropertyValue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnconfiguredPropertyValue(v)),
-                    Err(_) => None,
-                }
-            }
-            "UncustomizableGuest" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UncustomizableGuest(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnexpectedCustomizationFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnexpectedCustomizationFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnexpectedFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnexpectedFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnrecognizedHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnrecognizedHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnsharedSwapVMotionNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnsharedSwapVMotionNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnsupportedDatastore" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnsupportedDatastore(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnsupportedGuest" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnsupportedGuest(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnsupportedVimApiVersion" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnsupportedVimApiVersion(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnsupportedVmxLocation" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnsupportedVmxLocation(v)),
-                    Err(_) => None,
-                }
-            }
-            "UnusedVirtualDiskBlocksNotScrubbed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UnusedVirtualDiskBlocksNotScrubbed(v)),
-                    Err(_) => None,
-                }
-            }
-            "UserNotFound" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserNotFound(v)),
-                    Err(_) => None,
-                }
-            }
-            "VAppConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VAppConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VAppNotRunning" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VAppNotRunning(v)),
-                    Err(_) => None,
-                }
-            }
-            "VAppOperationInProgress" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VAppOperationInProgress(v)),
-                    Err(_) => None,
-                }
-            }
-            "VAppPropertyFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VAppPropertyFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VAppTaskInProgress" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VAppTaskInProgress(v)),
-                    Err(_) => None,
-                }
-            }
-            "VFlashCacheHotConfigNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VFlashCacheHotConfigNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "VFlashModuleNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VFlashModuleNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "VFlashModuleVersionIncompatible" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VFlashModuleVersionIncompatible(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMINotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMINotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMOnConflictDVPort" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMOnConflictDVPort(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMOnVirtualIntranet" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMOnVirtualIntranet(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMotionAcrossNetworkNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMotionAcrossNetworkNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMotionInterfaceIssue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMotionInterfaceIssue(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMotionLinkCapacityLow" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMotionLinkCapacityLow(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMotionLinkDown" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMotionLinkDown(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMotionNotConfigured" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMotionNotConfigured(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMotionNotLicensed" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMotionNotLicensed(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMotionNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMotionNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "VMotionProtocolIncompatible" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VMotionProtocolIncompatible(v)),
-                    Err(_) => None,
-                }
-            }
-            "VimFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VimFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VirtualDiskBlocksNotFullyProvisioned" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskBlocksNotFullyProvisioned(v)),
-                    Err(_) => None,
-                }
-            }
-            "VirtualDiskModeNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskModeNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "VirtualEthernetCardNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCardNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "VirtualHardwareCompatibilityIssue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualHardwareCompatibilityIssue(v)),
-                    Err(_) => None,
-                }
-            }
-            "VirtualHardwareVersionNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualHardwareVersionNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmAlreadyExistsInDatacenter" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmAlreadyExistsInDatacenter(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmConfigFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmConfigFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmConfigIncompatibleForFaultTolerance" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmConfigIncompatibleForFaultTolerance(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmConfigIncompatibleForRecordReplay" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmConfigIncompatibleForRecordReplay(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceConfigIssue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceConfigIssue(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceConfigIssueWrapper" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceConfigIssueWrapper(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceInvalidFileBacking" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceInvalidFileBacking(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceIssue" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceIssue(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceOpIssuesList" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceOpIssuesList(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceTooManyFtVcpusOnHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceTooManyFtVcpusOnHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmFaultToleranceTooManyVMsOnHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmFaultToleranceTooManyVMsOnHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmHostAffinityRuleViolation" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmHostAffinityRuleViolation(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmLimitLicense" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmLimitLicense(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMetadataManagerFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMetadataManagerFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmMonitorIncompatibleForFaultTolerance" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmMonitorIncompatibleForFaultTolerance(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmPowerOnDisabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmPowerOnDisabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmSmpFaultToleranceTooManyVMsOnHost" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmSmpFaultToleranceTooManyVMsOnHost(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmToolsUpgradeFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmToolsUpgradeFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmValidateMaxDevice" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmValidateMaxDevice(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmWwnConflict" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmWwnConflict(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmfsAlreadyMounted" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmfsAlreadyMounted(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmfsAmbiguousMount" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmfsAmbiguousMount(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmfsMountFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmfsMountFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VmotionInterfaceNotEnabled" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VmotionInterfaceNotEnabled(v)),
-                    Err(_) => None,
-                }
-            }
-            "VolumeEditorError" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VolumeEditorError(v)),
-                    Err(_) => None,
-                }
-            }
-            "VramLimitLicense" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VramLimitLicense(v)),
-                    Err(_) => None,
-                }
-            }
-            "VsanClusterUuidMismatch" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VsanClusterUuidMismatch(v)),
-                    Err(_) => None,
-                }
-            }
-            "VsanDiskFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VsanDiskFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VsanFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VsanFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VsanIncompatibleDiskMapping" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VsanIncompatibleDiskMapping(v)),
-                    Err(_) => None,
-                }
-            }
-            "VspanDestPortConflict" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VspanDestPortConflict(v)),
-                    Err(_) => None,
-                }
-            }
-            "VspanPortConflict" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VspanPortConflict(v)),
-                    Err(_) => None,
-                }
-            }
-            "VspanPortMoveFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VspanPortMoveFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VspanPortPromiscChangeFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VspanPortPromiscChangeFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VspanPortgroupPromiscChangeFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VspanPortgroupPromiscChangeFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VspanPortgroupTypeChangeFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VspanPortgroupTypeChangeFault(v)),
-                    Err(_) => None,
-                }
-            }
-            "VspanPromiscuousPortNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VspanPromiscuousPortNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "VspanSameSessionPortConflict" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VspanSameSessionPortConflict(v)),
-                    Err(_) => None,
-                }
-            }
-            "WakeOnLanNotSupported" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::WakeOnLanNotSupported(v)),
-                    Err(_) => None,
-                }
-            }
-            "WakeOnLanNotSupportedByVmotionNIC" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::WakeOnLanNotSupportedByVmotionNIC(v)),
-                    Err(_) => None,
-                }
-            }
-            "WillLoseHAProtection" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::WillLoseHAProtection(v)),
-                    Err(_) => None,
-                }
-            }
-            "WillModifyConfigCpuRequirements" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::WillModifyConfigCpuRequirements(v)),
-                    Err(_) => None,
-                }
-            }
-            "WillResetSnapshotDirectory" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::WillResetSnapshotDirectory(v)),
-                    Err(_) => None,
-                }
-            }
-            "WipeDiskFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::WipeDiskFault(v)),
-                    Err(_) => None,
-                }
-            }
-            _ => None,
+impl std::fmt::Debug for AnyMethodFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::MethodFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ActiveDirectoryFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ActiveVMsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AdminDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AdminNotDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AffinityConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AgentInstallFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AlreadyBeingManaged(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AlreadyConnected(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AlreadyUpgraded(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AnswerFileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ApplicationQuiesceFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AuthMinimumAdminPermission(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::AuthenticationRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::BackupBlobReadFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::BackupBlobWriteFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::BlockedByFirewall(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CAMServerRefusedConnection(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotAccessFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotAccessLocalSource(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotAccessNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotAccessVmComponent(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotAccessVmConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotAccessVmDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotAccessVmDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotAddHostWithFTVmAsStandalone(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotAddHostWithFTVmToDifferentCluster(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::CannotAddHostWithFTVmToNonHACluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotChangeDrsBehaviorForFtSecondary(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::CannotChangeHaSettingsForFtSecondary(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::CannotChangeVsanClusterUuid(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotChangeVsanNodeUuid(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotComputeFTCompatibleHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotCreateFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotDecryptPasswords(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotDeleteFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotDisableDrsOnClustersWithVApps(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotDisableSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotDisconnectHostWithFaultToleranceVm(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::CannotEnableVmcpForCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotMoveFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotMoveHostWithFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotMoveVmWithDeltaDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotMoveVmWithNativeDeltaDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotMoveVsanEnabledHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotPlaceWithoutPrerequisiteMoves(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotPowerOffVmInCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotReconfigureVsanWhenHaEnabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CannotUseNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ClockSkew(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CloneFromSnapshotNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CollectorAddressUnset(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ConcurrentAccess(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ConflictingConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ConflictingDatastoreFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ConnectedIso(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CpuCompatibilityUnknown(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CpuHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CpuIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CpuIncompatible1ECX(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CpuIncompatible81EDX(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CustomizationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::CustomizationPending(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DVPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DasConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DatabaseError(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DatacenterMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DatastoreNotWritableOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DeltaDiskFormatNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DestinationSwitchFull(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DestinationVsanDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DeviceBackingNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DeviceControllerNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DeviceHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DeviceNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DeviceUnsupportedForVmPlatform(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DeviceUnsupportedForVmVersion(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DigestNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DirectoryNotEmpty(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DisableAdminNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DisallowedChangeByService(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DisallowedDiskModeChange(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DisallowedMigrationDeviceAttached(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DisallowedOperationOnFailoverHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DisconnectedHostsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DiskHasPartitions(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DiskIsLastRemainingNonSSD(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DiskIsNonLocal(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DiskIsUSB(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DiskMoveTypeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DiskTooSmall(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DomainNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DrsDisabledOnVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DrsVmotionIncompatibleFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DuplicateDisks(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DuplicateName(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DuplicateVsanNetworkInterface(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsApplyOperationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsNotAuthorized(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsOperationBulkFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsScopeViolated(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCAdmissionFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCAdmissionFailedCPUFeaturesForMode(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::EVCAdmissionFailedCPUModel(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCAdmissionFailedCPUModelForMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCAdmissionFailedCPUVendor(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCAdmissionFailedCPUVendorUnknown(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCAdmissionFailedHostDisconnected(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCAdmissionFailedHostSoftware(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCAdmissionFailedHostSoftwareForMode(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::EVCAdmissionFailedVmActive(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCModeIllegalByVendor(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCModeUnsupportedByHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCUnsupportedByHostHardware(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EVCUnsupportedByHostSoftware(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EightHostLimitViolated(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::EncryptionKeyRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ExpiredAddonLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ExpiredEditionLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ExpiredFeatureLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ExtendedFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FailToEnableSPBM(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FailToLockFaultToleranceVMs(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FaultToleranceAntiAffinityViolated(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FaultToleranceCannotEditMem(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FaultToleranceCpuIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FaultToleranceNeedsThickDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FaultToleranceNotLicensed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FaultToleranceNotSameBuild(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FaultTolerancePrimaryPowerOnNotAttempted(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::FaultToleranceVmNotDasProtected(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FcoeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FcoeFaultPnicHasNoPortSet(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FeatureRequirementsNotMet(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FileAlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FileBackedPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FileFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FileLocked(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FileNameTooLong(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FileNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FileNotWritable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FileTooLarge(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FilesystemQuiesceFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FilterInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FtIssuesOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FtVmHostRuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::FullStorageVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GatewayConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GatewayHostNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GatewayNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GatewayNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GatewayOperationRefused(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GatewayToHostAuthFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GatewayToHostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GatewayToHostTrustVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GenericDrsFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GenericVmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestAuthenticationChallenge(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestComponentsOutOfDate(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestMultipleMappings(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestOperationsFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestOperationsUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestPermissionDenied(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestProcessNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestRegistryFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestRegistryKeyAlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestRegistryKeyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestRegistryKeyHasSubkeys(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestRegistryKeyInvalid(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestRegistryKeyParentVolatile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestRegistryValueFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::GuestRegistryValueNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HAErrorsAtDest(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HeterogenousHostsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostAccessRestrictedToManagementServer(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::HostCommunication(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostConfigFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostHasComponentFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostInDomain(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostIncompatibleForFaultTolerance(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostIncompatibleForRecordReplay(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostInventoryFull(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostNotConnected(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostPowerOpFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HostSpecificationOperationFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HotSnapshotMoveNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::HttpFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IDEDiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IORMNotSupportedHostOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ImportHostAddFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ImportOperationBulkFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InUseFeatureManipulationDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InaccessibleDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InaccessibleFTMetadataDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InaccessibleVFlashSource(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IncompatibleDefaultDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IncompatibleHostForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IncompatibleHostForVmReplication(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IncompatibleSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IncorrectFileType(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IncorrectHostInformation(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IndependentDiskVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientAgentVmsDeployed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientCpuResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientDisks(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientFailoverResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientGraphicsResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientHostCapacityFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientHostCpuCapacityFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientHostMemoryCapacityFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientMemoryResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientNetworkCapacity(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientNetworkResourcePoolCapacity(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::InsufficientPerCpuCapacity(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientStandbyCpuResource(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientStandbyMemoryResource(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientStandbyResource(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientStorageIops(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientStorageSpace(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InsufficientVFlashResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidAffinitySettingFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidBmcRole(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidBundle(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidCAMCertificate(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidCAMServer(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidClientCertificate(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidCollectorVersion(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDasConfigArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDasRestartPriorityForFtVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDatastorePath(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDatastoreState(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDeviceBacking(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDeviceOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDeviceSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDiskFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidDrsBehaviorForFtVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidEditionLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidFolder(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidGuestLogin(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidHostConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidHostName(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidHostState(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidIndexArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidIpfixConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidIpmiLoginInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidIpmiMacAddress(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidLocale(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidLogin(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidName(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidNasCredentials(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidNetworkInType(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidNetworkResource(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidOperationOnSecondaryVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidPowerState(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidProfileReferenceHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidProperty(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidPropertyType(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidRequest(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidResourcePoolStructureFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidScheduledTask(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidSnapshotFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidState(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidToken(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidType(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidVmConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidVmState(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InventoryHasStandardAloneHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IpHostnameGeneratorError(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultInvalidVnic(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultPnicInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultVnicAlreadyBound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultVnicHasActivePaths(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultVnicHasMultipleUplinks(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultVnicHasNoUplinks(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultVnicHasWrongUplink(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultVnicInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultVnicIsLastPath(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultVnicNotBound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::IscsiFaultVnicNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::KeyNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LargeRDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LargeRDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LegacyNetworkInterfaceInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LicenseAssignmentFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LicenseDowngradeDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LicenseEntityNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LicenseExpired(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LicenseKeyEntityMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LicenseRestricted(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LicenseServerUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LicenseSourceUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LimitExceeded(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LinuxVolumeNotClean(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::LogBundlingFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MaintenanceModeFileMove(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ManagedObjectNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MemoryFileFormatNotSupportedByDatastore(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::MemoryHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MemorySizeNotRecommended(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MemorySizeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MemorySizeNotSupportedByDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MemorySnapshotOnIndependentDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MethodAlreadyDisabledFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MethodDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MethodNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MigrationDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MigrationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MigrationFeatureNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MigrationNotReady(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MismatchedBundle(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MismatchedNetworkPolicies(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MismatchedVMotionNetworkNames(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MissingBmcSupport(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MissingController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MissingIpPool(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MissingLinuxCustResources(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MissingNetworkIpConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MissingPowerOffConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MissingPowerOnConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MissingWindowsCustResources(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MksConnectionLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MountError(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MultiWriterNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MultipleCertificatesVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::MultipleSnapshotsNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NamespaceFull(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NamespaceLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NamespaceWriteProtected(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NasConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NasConnectionLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NasSessionCredentialConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NasVolumeNotMounted(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NetworkCopyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NetworkDisruptedAndConfigRolledBack(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NetworkInaccessible(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NetworksMayNotBeTheSame(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NicSettingMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoActiveHostInCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoAvailableIp(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoClientCertificate(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoCompatibleDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoCompatibleHardAffinityHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoCompatibleHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoCompatibleHostWithAccessToDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoCompatibleSoftAffinityHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoConnectedDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoDiskFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoDiskSpace(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoDisksToCustomize(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoGateway(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoGuestHeartbeat(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoHostSuitableForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoLicenseServerConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoPeerHostFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoPermission(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoPermissionOnAD(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoPermissionOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoPermissionOnNasVolume(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoSubjectName(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoVcManagedIpConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoVirtualNic(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NoVmInVApp(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NonADUserRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NonHomeRDMVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NonPersistentDisksNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NonVmwareOuiMacNotSupportedHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotADirectory(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotAFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotAuthenticated(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotEnoughCpus(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotEnoughLicenses(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotEnoughLogicalCpus(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotImplemented(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedDeviceForFT(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedHostForChecksum(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedHostForVFlash(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedHostForVmcp(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedHostForVmemFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedHostForVsan(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedHostInCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedHostInDvs(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotSupportedHostInHACluster(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NotUserConfigurableProperty(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NumVirtualCoresPerSocketNotSupported(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::NumVirtualCpusExceedsLimit(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NumVirtualCpusIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::NumVirtualCpusNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OperationDisabledByGuest(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OperationDisallowedOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OperationNotSupportedByGuest(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OutOfBounds(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfAttribute(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConnectedDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConnectedDeviceFloppy(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConnectedDeviceIso(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConstraint(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConsumerCallbackFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConsumerCommunicationError(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConsumerFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConsumerInvalidSection(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConsumerPowerOnFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConsumerUndeclaredSection(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConsumerUndefinedPrefix(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfConsumerValidationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfCpuCompatibility(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfCpuCompatibilityCheckNotSupported(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::OvfDiskMappingNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfDiskOrderConstraint(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfDuplicateElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfDuplicatedElementBoundary(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfDuplicatedPropertyIdExport(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfDuplicatedPropertyIdImport(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfElementInvalidValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfExport(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfExportFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfHardwareCheck(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfHardwareExport(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfHostResourceConstraint(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfHostValueNotParsed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfImport(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfImportFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfInternalError(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfInvalidPackage(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfInvalidValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfInvalidValueConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfInvalidValueEmpty(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfInvalidValueFormatMalformed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfInvalidValueReference(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfInvalidVmName(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfMappedOsId(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfMissingAttribute(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfMissingElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfMissingElementNormalBoundary(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfMissingHardware(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfNetworkMappingNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfNoHostNic(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfNoSpaceOnController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfNoSupportedHardwareFamily(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfProperty(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfPropertyExport(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfPropertyNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfPropertyNetworkExport(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfPropertyQualifier(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfPropertyQualifierDuplicate(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfPropertyQualifierIgnored(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfPropertyType(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfSystemFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfToXmlUnsupportedElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnableToExportDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnexpectedElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnknownDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnknownDeviceBacking(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnknownEntity(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedAttribute(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedAttributeValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedDeviceExport(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedDiskProvisioning(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedElementValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedPackage(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedSection(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedSubType(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfUnsupportedType(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfWrongElement(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfWrongNamespace(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::OvfXmlFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PasswordExpired(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchAlreadyInstalled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchBinariesNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchInstallFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchIntegrityError(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchMetadataCorrupted(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchMetadataInvalid(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchMetadataNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchMissingDependencies(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchNotApplicable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PatchSuperseded(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PhysCompatRDMNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PlatformConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PowerOnFtSecondaryFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PowerOnFtSecondaryTimedout(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ProfileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::QuarantineModeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::QuestionPending(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::QuiesceDatastoreIOForHAFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RDMNotPreserved(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RDMNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RDMPointsToInaccessibleDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RawDiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReadHostResourcePoolTreeFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReadOnlyDisksWithLegacyDestination(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RebootRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RecordReplayDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RemoteDeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RemoveFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReplicationConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReplicationDiskConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReplicationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReplicationIncompatibleWithFT(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReplicationInvalidOptions(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReplicationNotSupportedOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReplicationVmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReplicationVmFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ReplicationVmInProgressFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RequestCanceled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ResourceInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ResourceNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RestrictedByAdministrator(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RestrictedVersion(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RollbackFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::RuntimeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SSLDisabledFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SSLVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SSPIChallenge(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SecondaryVmAlreadyDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SecondaryVmAlreadyEnabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SecondaryVmAlreadyRegistered(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SecondaryVmNotRegistered(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SecurityError(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SessionNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SharedBusControllerNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ShrinkDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotCloneNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotCopyNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotIncompatibleDeviceInVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotLocked(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotMoveFromNonHomeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotMoveNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotMoveToNonHomeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotNoChange(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SnapshotRevertIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SoftRuleVioCorrectionDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SoftRuleVioCorrectionImpact(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SolutionUserRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SsdDiskNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsCannotMoveDiskInMultiWriterMode(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::StorageDrsCannotMoveFTVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsCannotMoveIndependentDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::StorageDrsCannotMoveManuallyPlacedVm(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::StorageDrsCannotMoveSharedDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsCannotMoveTemplate(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsCannotMoveVmInUserFolder(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsCannotMoveVmWithMountedCDROM(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::StorageDrsDatacentersCannotShareDatastore(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::StorageDrsDisabledOnVm(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsHbrDiskNotMovable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsHmsMoveInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsHmsUnreachable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsIolbDisabledInternally(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsRelocateDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsStaleHmsCollection(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageDrsUnableToMoveFiles(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::StorageVmotionIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SuspendedRelocateNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SwapDatastoreNotWritableOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SwapDatastoreUnset(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SwapPlacementOverrideNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SwitchIpUnset(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SwitchNotInUpgradeMode(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::SystemError(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TaskInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ThirdPartyLicenseAssignmentFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::Timedout(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TooManyConcurrentNativeClones(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TooManyConsecutiveOverrides(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TooManyDevices(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TooManyDisksOnLegacyHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TooManyGuestLogons(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TooManyHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TooManyNativeCloneLevels(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TooManyNativeClonesOnFile(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::TooManySnapshotLevels(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ToolsAlreadyUpgraded(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ToolsAutoUpgradeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ToolsImageCopyFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ToolsImageNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ToolsImageSignatureCheckFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ToolsInstallationInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ToolsUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ToolsUpgradeCancelled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnSupportedDatastoreForVFlash(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UncommittedUndoableDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnconfiguredPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UncustomizableGuest(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnexpectedCustomizationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnexpectedFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnrecognizedHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnsharedSwapVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnsupportedDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnsupportedGuest(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnsupportedVimApiVersion(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnsupportedVmxLocation(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UnusedVirtualDiskBlocksNotScrubbed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::UserNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VAppConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VAppNotRunning(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VAppOperationInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VAppPropertyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VAppTaskInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VFlashCacheHotConfigNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VFlashModuleNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VFlashModuleVersionIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMINotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMOnConflictDVPort(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMOnVirtualIntranet(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMotionAcrossNetworkNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMotionInterfaceIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMotionLinkCapacityLow(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMotionLinkDown(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMotionNotConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMotionNotLicensed(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VMotionProtocolIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VimFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskBlocksNotFullyProvisioned(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualDiskModeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualEthernetCardNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualHardwareCompatibilityIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualHardwareVersionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmAlreadyExistsInDatacenter(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmConfigIncompatibleForFaultTolerance(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VmConfigIncompatibleForRecordReplay(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmFaultToleranceConfigIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmFaultToleranceConfigIssueWrapper(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmFaultToleranceInvalidFileBacking(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmFaultToleranceIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmFaultToleranceOpIssuesList(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmFaultToleranceTooManyFtVcpusOnHost(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VmFaultToleranceTooManyVMsOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmHostAffinityRuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmLimitLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmMetadataManagerFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmMonitorIncompatibleForFaultTolerance(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VmPowerOnDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmSmpFaultToleranceTooManyVMsOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmToolsUpgradeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmValidateMaxDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmWwnConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmfsAlreadyMounted(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmfsAmbiguousMount(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmfsMountFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VmotionInterfaceNotEnabled(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VolumeEditorError(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VramLimitLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VsanClusterUuidMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VsanDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VsanFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VsanIncompatibleDiskMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VspanDestPortConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VspanPortConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VspanPortMoveFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VspanPortPromiscChangeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VspanPortgroupPromiscChangeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VspanPortgroupTypeChangeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VspanPromiscuousPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VspanSameSessionPortConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::WakeOnLanNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::WakeOnLanNotSupportedByVmotionNIC(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::WillLoseHAProtection(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::WillModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::WillResetSnapshotDirectory(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::WipeDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }

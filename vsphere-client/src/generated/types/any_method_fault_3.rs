@@ -5,4205 +5,1741 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::Decode for AnyMethodFault {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("ActiveDirectoryFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ActiveDirectoryFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ActiveVMsBlockingEVC") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ActiveVMsBlockingEVC(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AdminDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AdminDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AdminNotDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AdminNotDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AffinityConfigured") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AffinityConfigured(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AgentInstallFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AgentInstallFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlreadyBeingManaged") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlreadyBeingManaged(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlreadyConnected") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlreadyConnected(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlreadyExists") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlreadyExists(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlreadyUpgraded") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AlreadyUpgraded(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AnswerFileUpdateFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AnswerFileUpdateFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ApplicationQuiesceFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ApplicationQuiesceFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AuthMinimumAdminPermission") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AuthMinimumAdminPermission(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AuthenticationRequired") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::AuthenticationRequired(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("BackupBlobReadFailure") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::BackupBlobReadFailure(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("BackupBlobWriteFailure") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::BackupBlobWriteFailure(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("BlockedByFirewall") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::BlockedByFirewall(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CAMServerRefusedConnection") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CAMServerRefusedConnection(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAccessFile") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAccessFile(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAccessLocalSource") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAccessLocalSource(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAccessNetwork") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAccessNetwork(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAccessVmComponent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAccessVmComponent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAccessVmConfig") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAccessVmConfig(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAccessVmDevice") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAccessVmDevice(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAccessVmDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAccessVmDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAddHostWithFTVmAsStandalone") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAddHostWithFTVmAsStandalone(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAddHostWithFTVmToDifferentCluster") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAddHostWithFTVmToDifferentCluster(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotAddHostWithFTVmToNonHACluster") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotAddHostWithFTVmToNonHACluster(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotChangeDrsBehaviorForFtSecondary") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotChangeDrsBehaviorForFtSecondary(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotChangeHaSettingsForFtSecondary") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotChangeHaSettingsForFtSecondary(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotChangeVsanClusterUuid") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotChangeVsanClusterUuid(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotChangeVsanNodeUuid") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotChangeVsanNodeUuid(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotComputeFTCompatibleHosts") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotComputeFTCompatibleHosts(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotCreateFile") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotCreateFile(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotDecryptPasswords") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotDecryptPasswords(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotDeleteFile") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotDeleteFile(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotDisableDrsOnClustersWithVApps") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotDisableDrsOnClustersWithVApps(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotDisableSnapshot") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotDisableSnapshot(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotDisconnectHostWithFaultToleranceVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotDisconnectHostWithFaultToleranceVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotEnableVmcpForCluster") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotEnableVmcpForCluster(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotModifyConfigCpuRequirements") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotModifyConfigCpuRequirements(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotMoveFaultToleranceVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotMoveFaultToleranceVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotMoveHostWithFaultToleranceVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotMoveHostWithFaultToleranceVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotMoveVmWithDeltaDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotMoveVmWithDeltaDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotMoveVmWithNativeDeltaDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotMoveVmWithNativeDeltaDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotMoveVsanEnabledHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotMoveVsanEnabledHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotPlaceWithoutPrerequisiteMoves") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotPlaceWithoutPrerequisiteMoves(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotPowerOffVmInCluster") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotPowerOffVmInCluster(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotReconfigureVsanWhenHaEnabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotReconfigureVsanWhenHaEnabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CannotUseNetwork") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CannotUseNetwork(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClockSkew") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ClockSkew(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CloneFromSnapshotNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CloneFromSnapshotNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CollectorAddressUnset") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CollectorAddressUnset(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ConcurrentAccess") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ConcurrentAccess(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ConflictingConfiguration") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ConflictingConfiguration(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ConflictingDatastoreFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ConflictingDatastoreFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ConnectedIso") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ConnectedIso(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CpuCompatibilityUnknown") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CpuCompatibilityUnknown(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CpuHotPlugNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CpuHotPlugNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CpuIncompatible") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CpuIncompatible(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CpuIncompatible1ECX") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CpuIncompatible1ECX(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CpuIncompatible81EDX") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CpuIncompatible81EDX(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationPending") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::CustomizationPending(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DVPortNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DasConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatabaseError") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatabaseError(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatacenterMismatch") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatacenterMismatch(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreNotWritableOnHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DatastoreNotWritableOnHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DeltaDiskFormatNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DeltaDiskFormatNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DestinationSwitchFull") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DestinationSwitchFull(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DestinationVsanDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DestinationVsanDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DeviceBackingNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DeviceBackingNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DeviceControllerNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DeviceControllerNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DeviceHotPlugNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DeviceHotPlugNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DeviceNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DeviceNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DeviceNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DeviceNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DeviceUnsupportedForVmPlatform") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DeviceUnsupportedForVmPlatform(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DeviceUnsupportedForVmVersion") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DeviceUnsupportedForVmVersion(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DigestNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DigestNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DirectoryNotEmpty") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DirectoryNotEmpty(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DisableAdminNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DisableAdminNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DisallowedChangeByService") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DisallowedChangeByService(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DisallowedDiskModeChange") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DisallowedDiskModeChange(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DisallowedMigrationDeviceAttached") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DisallowedMigrationDeviceAttached(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DisallowedOperationOnFailoverHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DisallowedOperationOnFailoverHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DisconnectedHostsBlockingEVC") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DisconnectedHostsBlockingEVC(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DiskHasPartitions") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DiskHasPartitions(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DiskIsLastRemainingNonSSD") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DiskIsLastRemainingNonSSD(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DiskIsNonLocal") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DiskIsNonLocal(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DiskIsUSB") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DiskIsUSB(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DiskMoveTypeNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DiskMoveTypeNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DiskNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DiskNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DiskTooSmall") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DiskTooSmall(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DomainNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DomainNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsDisabledOnVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsDisabledOnVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsVmotionIncompatibleFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DrsVmotionIncompatibleFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DuplicateDisks") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DuplicateDisks(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DuplicateName") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DuplicateName(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DuplicateVsanNetworkInterface") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DuplicateVsanNetworkInterface(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsApplyOperationFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsApplyOperationFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsNotAuthorized") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsNotAuthorized(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsOperationBulkFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsOperationBulkFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsScopeViolated") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DvsScopeViolated(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailedCPUFeaturesForMode") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailedCPUFeaturesForMode(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailedCPUModel") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailedCPUModel(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailedCPUModelForMode") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailedCPUModelForMode(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailedCPUVendor") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailedCPUVendor(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailedCPUVendorUnknown") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailedCPUVendorUnknown(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailedHostDisconnected") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailedHostDisconnected(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailedHostSoftware") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailedHostSoftware(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailedHostSoftwareForMode") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailedHostSoftwareForMode(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCAdmissionFailedVmActive") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCAdmissionFailedVmActive(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCModeIllegalByVendor") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCModeIllegalByVendor(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCModeUnsupportedByHosts") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCModeUnsupportedByHosts(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCUnsupportedByHostHardware") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCUnsupportedByHostHardware(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EVCUnsupportedByHostSoftware") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EVCUnsupportedByHostSoftware(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EightHostLimitViolated") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EightHostLimitViolated(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EncryptionKeyRequired") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::EncryptionKeyRequired(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExpiredAddonLicense") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ExpiredAddonLicense(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExpiredEditionLicense") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ExpiredEditionLicense(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExpiredFeatureLicense") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ExpiredFeatureLicense(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExtendedFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ExtendedFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FailToEnableSPBM") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FailToEnableSPBM(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FailToLockFaultToleranceVMs") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FailToLockFaultToleranceVMs(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FaultToleranceAntiAffinityViolated") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FaultToleranceAntiAffinityViolated(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FaultToleranceCannotEditMem") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FaultToleranceCannotEditMem(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FaultToleranceCpuIncompatible") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FaultToleranceCpuIncompatible(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FaultToleranceNeedsThickDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FaultToleranceNeedsThickDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FaultToleranceNotLicensed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FaultToleranceNotLicensed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FaultToleranceNotSameBuild") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FaultToleranceNotSameBuild(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FaultTolerancePrimaryPowerOnNotAttempted") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FaultTolerancePrimaryPowerOnNotAttempted(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FaultToleranceVmNotDasProtected") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FaultToleranceVmNotDasProtected(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FcoeFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FcoeFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FcoeFaultPnicHasNoPortSet") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FcoeFaultPnicHasNoPortSet(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FeatureRequirementsNotMet") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FeatureRequirementsNotMet(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FileAlreadyExists") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FileAlreadyExists(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FileBackedPortNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FileBackedPortNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FileFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FileFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FileLocked") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FileLocked(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FileNameTooLong") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FileNameTooLong(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FileNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FileNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FileNotWritable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FileNotWritable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FileTooLarge") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FileTooLarge(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FilesystemQuiesceFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FilesystemQuiesceFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FilterInUse") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FilterInUse(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FtIssuesOnHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FtIssuesOnHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FtVmHostRuleViolation") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FtVmHostRuleViolation(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FullStorageVMotionNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::FullStorageVMotionNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GatewayConnectFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GatewayConnectFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GatewayHostNotReachable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GatewayHostNotReachable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GatewayNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GatewayNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GatewayNotReachable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GatewayNotReachable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GatewayOperationRefused") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GatewayOperationRefused(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GatewayToHostAuthFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GatewayToHostAuthFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GatewayToHostConnectFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GatewayToHostConnectFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GatewayToHostTrustVerifyFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GatewayToHostTrustVerifyFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GenericDrsFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GenericDrsFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GenericVmConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GenericVmConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestAuthenticationChallenge") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestAuthenticationChallenge(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestComponentsOutOfDate") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestComponentsOutOfDate(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestMultipleMappings") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestMultipleMappings(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestOperationsFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestOperationsFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestOperationsUnavailable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestOperationsUnavailable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestPermissionDenied") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestPermissionDenied(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestProcessNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestProcessNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestRegistryFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestRegistryFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestRegistryKeyAlreadyExists") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestRegistryKeyAlreadyExists(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestRegistryKeyFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestRegistryKeyFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestRegistryKeyHasSubkeys") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestRegistryKeyHasSubkeys(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestRegistryKeyInvalid") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestRegistryKeyInvalid(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestRegistryKeyParentVolatile") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestRegistryKeyParentVolatile(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestRegistryValueFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestRegistryValueFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GuestRegistryValueNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::GuestRegistryValueNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HAErrorsAtDest") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HAErrorsAtDest(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HeterogenousHostsBlockingEVC") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HeterogenousHostsBlockingEVC(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostAccessRestrictedToManagementServer") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostAccessRestrictedToManagementServer(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCommunication") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostCommunication(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostConfigFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostConfigFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostConnectFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostConnectFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostHasComponentFailure") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostHasComponentFailure(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostInDomain") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostInDomain(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIncompatibleForFaultTolerance") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostIncompatibleForFaultTolerance(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIncompatibleForRecordReplay") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostIncompatibleForRecordReplay(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostInventoryFull") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostInventoryFull(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNotConnected") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostNotConnected(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNotReachable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostNotReachable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostPowerOpFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostPowerOpFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSpecificationOperationFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HostSpecificationOperationFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HotSnapshotMoveNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HotSnapshotMoveNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HttpFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::HttpFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IDEDiskNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IDEDiskNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IORMNotSupportedHostOnDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IORMNotSupportedHostOnDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ImportHostAddFailure") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ImportHostAddFailure(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ImportOperationBulkFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ImportOperationBulkFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InUseFeatureManipulationDisallowed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InUseFeatureManipulationDisallowed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InaccessibleDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InaccessibleDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InaccessibleFTMetadataDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InaccessibleFTMetadataDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InaccessibleVFlashSource") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InaccessibleVFlashSource(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IncompatibleDefaultDevice") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IncompatibleDefaultDevice(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IncompatibleHostForFtSecondary") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IncompatibleHostForFtSecondary(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IncompatibleHostForVmReplication") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IncompatibleHostForVmReplication(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IncompatibleSetting") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IncompatibleSetting(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IncorrectFileType") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IncorrectFileType(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IncorrectHostInformation") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IncorrectHostInformation(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IndependentDiskVMotionNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IndependentDiskVMotionNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientAgentVmsDeployed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientAgentVmsDeployed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientCpuResourcesFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientCpuResourcesFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientDisks") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientDisks(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientFailoverResourcesFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientFailoverResourcesFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientGraphicsResourcesFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientGraphicsResourcesFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientHostCapacityFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientHostCapacityFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientHostCpuCapacityFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientHostCpuCapacityFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientHostMemoryCapacityFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientHostMemoryCapacityFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientMemoryResourcesFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientMemoryResourcesFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientNetworkCapacity") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientNetworkCapacity(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientNetworkResourcePoolCapacity") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientNetworkResourcePoolCapacity(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientPerCpuCapacity") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientPerCpuCapacity(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientResourcesFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientResourcesFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientStandbyCpuResource") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientStandbyCpuResource(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientStandbyMemoryResource") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientStandbyMemoryResource(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientStandbyResource") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientStandbyResource(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientStorageIops") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientStorageIops(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientStorageSpace") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientStorageSpace(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientVFlashResourcesFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InsufficientVFlashResourcesFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidAffinitySettingFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidAffinitySettingFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidArgument") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidArgument(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidBmcRole") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidBmcRole(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidBundle") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidBundle(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidCAMCertificate") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidCAMCertificate(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidCAMServer") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidCAMServer(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidClientCertificate") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidClientCertificate(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidCollectorVersion") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidCollectorVersion(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidController") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidController(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDasConfigArgument") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDasConfigArgument(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDasRestartPriorityForFtVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDasRestartPriorityForFtVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDatastorePath") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDatastorePath(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDatastoreState") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDatastoreState(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDeviceBacking") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDeviceBacking(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDeviceOperation") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDeviceOperation(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDeviceSpec") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDeviceSpec(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDiskFormat") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDiskFormat(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidDrsBehaviorForFtVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidDrsBehaviorForFtVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidEditionLicense") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidEditionLicense(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidEvent") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidFolder") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidFolder(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidFormat") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidFormat(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidGuestLogin") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidGuestLogin(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidHostConnectionState") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidHostConnectionState(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidHostName") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidHostName(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidHostState") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidHostState(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidIndexArgument") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidIndexArgument(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidIpfixConfig") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidIpfixConfig(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidIpmiLoginInfo") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidIpmiLoginInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidIpmiMacAddress") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidIpmiMacAddress(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidLicense") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidLicense(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidLocale") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidLocale(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidLogin") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidLogin(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidName") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidName(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidNasCredentials") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidNasCredentials(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidNetworkInType") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidNetworkInType(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidNetworkResource") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidNetworkResource(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidOperationOnSecondaryVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidOperationOnSecondaryVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidPowerState") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidPowerState(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidPrivilege") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidPrivilege(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidProfileReferenceHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidProfileReferenceHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidProperty") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidProperty(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidPropertyType") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidPropertyType(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidPropertyValue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidPropertyValue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidRequest") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidRequest(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidResourcePoolStructureFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidResourcePoolStructureFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidScheduledTask") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidScheduledTask(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidSnapshotFormat") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidSnapshotFormat(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidState") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidState(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidToken") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidToken(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidType") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidType(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidVmConfig") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidVmConfig(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidVmState") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InvalidVmState(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InventoryHasStandardAloneHosts") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::InventoryHasStandardAloneHosts(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IpHostnameGeneratorError") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IpHostnameGeneratorError(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultInvalidVnic") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultInvalidVnic(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultPnicInUse") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultPnicInUse(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultVnicAlreadyBound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultVnicAlreadyBound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultVnicHasActivePaths") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultVnicHasActivePaths(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultVnicHasMultipleUplinks") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultVnicHasMultipleUplinks(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultVnicHasNoUplinks") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultVnicHasNoUplinks(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultVnicHasWrongUplink") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultVnicHasWrongUplink(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultVnicInUse") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultVnicInUse(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultVnicIsLastPath") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultVnicIsLastPath(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultVnicNotBound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultVnicNotBound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IscsiFaultVnicNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::IscsiFaultVnicNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("KeyNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::KeyNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LargeRDMConversionNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LargeRDMConversionNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LargeRDMNotSupportedOnDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LargeRDMNotSupportedOnDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LegacyNetworkInterfaceInUse") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LegacyNetworkInterfaceInUse(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseAssignmentFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseAssignmentFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseDowngradeDisallowed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseDowngradeDisallowed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseEntityNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseEntityNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseExpired") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseExpired(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseKeyEntityMismatch") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseKeyEntityMismatch(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseRestricted") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseRestricted(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseServerUnavailable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseServerUnavailable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseSourceUnavailable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LicenseSourceUnavailable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LimitExceeded") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LimitExceeded(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LinuxVolumeNotClean") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LinuxVolumeNotClean(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LogBundlingFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::LogBundlingFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MaintenanceModeFileMove") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MaintenanceModeFileMove(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ManagedObjectNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ManagedObjectNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MemoryFileFormatNotSupportedByDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MemoryFileFormatNotSupportedByDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MemoryHotPlugNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MemoryHotPlugNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MemorySizeNotRecommended") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MemorySizeNotRecommended(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MemorySizeNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MemorySizeNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MemorySizeNotSupportedByDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MemorySizeNotSupportedByDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MemorySnapshotOnIndependentDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MemorySnapshotOnIndependentDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MethodAlreadyDisabledFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MethodAlreadyDisabledFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MethodDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MethodDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MethodNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MethodNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationFeatureNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationFeatureNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationNotReady") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MigrationNotReady(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MismatchedBundle") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MismatchedBundle(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MismatchedNetworkPolicies") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MismatchedNetworkPolicies(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MismatchedVMotionNetworkNames") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MismatchedVMotionNetworkNames(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MissingBmcSupport") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MissingBmcSupport(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MissingController") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MissingController(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MissingIpPool") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MissingIpPool(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MissingLinuxCustResources") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MissingLinuxCustResources(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MissingNetworkIpConfig") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MissingNetworkIpConfig(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MissingPowerOffConfiguration") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MissingPowerOffConfiguration(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MissingPowerOnConfiguration") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MissingPowerOnConfiguration(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MissingWindowsCustResources") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MissingWindowsCustResources(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MksConnectionLimitReached") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MksConnectionLimitReached(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MountError") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MountError(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MultiWriterNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MultiWriterNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MultipleCertificatesVerifyFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MultipleCertificatesVerifyFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MultipleSnapshotsNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MultipleSnapshotsNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NamespaceFull") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NamespaceFull(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NamespaceLimitReached") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NamespaceLimitReached(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NamespaceWriteProtected") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NamespaceWriteProtected(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NasConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NasConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NasConnectionLimitReached") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NasConnectionLimitReached(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NasSessionCredentialConflict") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NasSessionCredentialConflict(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NasVolumeNotMounted") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NasVolumeNotMounted(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NetworkCopyFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NetworkCopyFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NetworkDisruptedAndConfigRolledBack") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NetworkDisruptedAndConfigRolledBack(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NetworkInaccessible") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NetworkInaccessible(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NetworksMayNotBeTheSame") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NetworksMayNotBeTheSame(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NicSettingMismatch") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NicSettingMismatch(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoActiveHostInCluster") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoActiveHostInCluster(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoAvailableIp") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoAvailableIp(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoClientCertificate") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoClientCertificate(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoCompatibleDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoCompatibleDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoCompatibleHardAffinityHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoCompatibleHardAffinityHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoCompatibleHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoCompatibleHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoCompatibleHostWithAccessToDevice") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoCompatibleHostWithAccessToDevice(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoCompatibleSoftAffinityHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoCompatibleSoftAffinityHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoConnectedDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoConnectedDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoDiskFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoDiskFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoDiskSpace") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoDiskSpace(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoDisksToCustomize") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoDisksToCustomize(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoGateway") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoGateway(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoGuestHeartbeat") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoGuestHeartbeat(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoHostSuitableForFtSecondary") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoHostSuitableForFtSecondary(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoLicenseServerConfigured") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoLicenseServerConfigured(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoPeerHostFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoPeerHostFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoPermission") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoPermission(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoPermissionOnAD") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoPermissionOnAD(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoPermissionOnHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoPermissionOnHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoPermissionOnNasVolume") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoPermissionOnNasVolume(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoSubjectName") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoSubjectName(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoVcManagedIpConfigured") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoVcManagedIpConfigured(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoVirtualNic") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoVirtualNic(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoVmInVApp") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NoVmInVApp(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NonADUserRequired") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NonADUserRequired(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NonHomeRDMVMotionNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NonHomeRDMVMotionNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NonPersistentDisksNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NonPersistentDisksNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NonVmwareOuiMacNotSupportedHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NonVmwareOuiMacNotSupportedHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotADirectory") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotADirectory(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotAFile") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotAFile(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotAuthenticated") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotAuthenticated(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotEnoughCpus") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotEnoughCpus(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotEnoughLicenses") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotEnoughLicenses(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotEnoughLogicalCpus") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotEnoughLogicalCpus(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotImplemented") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotImplemented(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedDeviceForFT") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedDeviceForFT(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedHostForChecksum") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedHostForChecksum(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedHostForVFlash") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedHostForVFlash(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedHostForVmcp") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedHostForVmcp(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedHostForVmemFile") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedHostForVmemFile(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedHostForVsan") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedHostForVsan(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedHostInCluster") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedHostInCluster(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedHostInDvs") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedHostInDvs(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotSupportedHostInHACluster") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotSupportedHostInHACluster(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotUserConfigurableProperty") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NotUserConfigurableProperty(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NumVirtualCoresPerSocketNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NumVirtualCoresPerSocketNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NumVirtualCpusExceedsLimit") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NumVirtualCpusExceedsLimit(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NumVirtualCpusIncompatible") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NumVirtualCpusIncompatible(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NumVirtualCpusNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::NumVirtualCpusNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OperationDisabledByGuest") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OperationDisabledByGuest(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OperationDisallowedOnHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OperationDisallowedOnHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OperationNotSupportedByGuest") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OperationNotSupportedByGuest(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OutOfBounds") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OutOfBounds(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfAttribute") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfAttribute(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConnectedDevice") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConnectedDevice(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConnectedDeviceFloppy") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConnectedDeviceFloppy(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConnectedDeviceIso") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConnectedDeviceIso(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConstraint") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConstraint(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConsumerCallbackFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConsumerCallbackFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConsumerCommunicationError") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConsumerCommunicationError(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConsumerFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConsumerFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConsumerInvalidSection") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConsumerInvalidSection(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConsumerPowerOnFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConsumerPowerOnFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConsumerUndeclaredSection") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConsumerUndeclaredSection(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConsumerUndefinedPrefix") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConsumerUndefinedPrefix(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfConsumerValidationFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfConsumerValidationFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfCpuCompatibility") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfCpuCompatibility(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfCpuCompatibilityCheckNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfCpuCompatibilityCheckNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfDiskMappingNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfDiskMappingNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfDiskOrderConstraint") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfDiskOrderConstraint(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfDuplicateElement") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfDuplicateElement(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfDuplicatedElementBoundary") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfDuplicatedElementBoundary(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfDuplicatedPropertyIdExport") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfDuplicatedPropertyIdExport(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfDuplicatedPropertyIdImport") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfDuplicatedPropertyIdImport(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfElement") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfElement(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfElementInvalidValue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfElementInvalidValue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfExport") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfExport(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfExportFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfExportFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfHardwareCheck") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfHardwareCheck(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfHardwareExport") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfHardwareExport(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfHostResourceConstraint") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfHostResourceConstraint(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfHostValueNotParsed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfHostValueNotParsed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfImport") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfImport(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfImportFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfImportFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfInternalError") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfInternalError(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfInvalidPackage") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfInvalidPackage(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfInvalidValue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfInvalidValue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfInvalidValueConfiguration") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfInvalidValueConfiguration(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfInvalidValueEmpty") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfInvalidValueEmpty(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfInvalidValueFormatMalformed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfInvalidValueFormatMalformed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfInvalidValueReference") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfInvalidValueReference(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfInvalidVmName") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfInvalidVmName(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfMappedOsId") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfMappedOsId(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfMissingAttribute") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfMissingAttribute(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfMissingElement") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfMissingElement(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfMissingElementNormalBoundary") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfMissingElementNormalBoundary(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfMissingHardware") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfMissingHardware(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfNetworkMappingNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfNetworkMappingNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfNoHostNic") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfNoHostNic(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfNoSpaceOnController") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfNoSpaceOnController(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfNoSupportedHardwareFamily") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfNoSupportedHardwareFamily(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfProperty") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfProperty(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfPropertyExport") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfPropertyExport(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfPropertyNetwork") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfPropertyNetwork(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfPropertyNetworkExport") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfPropertyNetworkExport(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfPropertyQualifier") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfPropertyQualifier(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfPropertyQualifierDuplicate") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfPropertyQualifierDuplicate(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfPropertyQualifierIgnored") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfPropertyQualifierIgnored(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfPropertyType") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfPropertyType(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfPropertyValue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfPropertyValue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfSystemFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfSystemFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfToXmlUnsupportedElement") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfToXmlUnsupportedElement(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnableToExportDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnableToExportDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnexpectedElement") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnexpectedElement(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnknownDevice") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnknownDevice(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnknownDeviceBacking") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnknownDeviceBacking(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnknownEntity") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnknownEntity(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedAttribute") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedAttribute(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedAttributeValue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedAttributeValue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedDeviceBackingInfo") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedDeviceBackingInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedDeviceBackingOption") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedDeviceBackingOption(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedDeviceExport") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedDeviceExport(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedDiskProvisioning") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedDiskProvisioning(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedElement") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedElement(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedElementValue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedElementValue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedPackage") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedPackage(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedSection") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedSection(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedSubType") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedSubType(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfUnsupportedType") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfUnsupportedType(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfWrongElement") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfWrongElement(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfWrongNamespace") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfWrongNamespace(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OvfXmlFormat") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::OvfXmlFormat(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PasswordExpired") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PasswordExpired(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchAlreadyInstalled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchAlreadyInstalled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchBinariesNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchBinariesNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchInstallFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchInstallFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchIntegrityError") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchIntegrityError(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchMetadataCorrupted") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchMetadataCorrupted(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchMetadataInvalid") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchMetadataInvalid(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchMetadataNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchMetadataNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchMissingDependencies") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchMissingDependencies(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchNotApplicable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchNotApplicable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PatchSuperseded") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PatchSuperseded(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PhysCompatRDMNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PhysCompatRDMNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PlatformConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PlatformConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PowerOnFtSecondaryFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PowerOnFtSecondaryFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PowerOnFtSecondaryTimedout") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::PowerOnFtSecondaryTimedout(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileUpdateFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ProfileUpdateFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("QuarantineModeFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::QuarantineModeFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("QuestionPending") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::QuestionPending(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("QuiesceDatastoreIOForHAFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::QuiesceDatastoreIOForHAFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RDMConversionNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RDMConversionNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RDMNotPreserved") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RDMNotPreserved(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RDMNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RDMNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RDMNotSupportedOnDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RDMNotSupportedOnDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RDMPointsToInaccessibleDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RDMPointsToInaccessibleDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RawDiskNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RawDiskNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReadHostResourcePoolTreeFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReadHostResourcePoolTreeFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReadOnlyDisksWithLegacyDestination") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReadOnlyDisksWithLegacyDestination(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RebootRequired") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RebootRequired(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RecordReplayDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RecordReplayDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RemoteDeviceNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RemoteDeviceNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RemoveFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RemoveFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReplicationConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReplicationConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReplicationDiskConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReplicationDiskConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReplicationFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReplicationFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReplicationIncompatibleWithFT") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReplicationIncompatibleWithFT(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReplicationInvalidOptions") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReplicationInvalidOptions(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReplicationNotSupportedOnHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReplicationNotSupportedOnHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReplicationVmConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReplicationVmConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReplicationVmFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReplicationVmFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ReplicationVmInProgressFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ReplicationVmInProgressFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RequestCanceled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RequestCanceled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourceInUse") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ResourceInUse(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourceNotAvailable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ResourceNotAvailable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RestrictedByAdministrator") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RestrictedByAdministrator(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RestrictedVersion") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RestrictedVersion(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RollbackFailure") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RollbackFailure(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RuleViolation") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RuleViolation(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RuntimeFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::RuntimeFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SSLDisabledFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SSLDisabledFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SSLVerifyFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SSLVerifyFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SSPIChallenge") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SSPIChallenge(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SecondaryVmAlreadyDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SecondaryVmAlreadyDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SecondaryVmAlreadyEnabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SecondaryVmAlreadyEnabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SecondaryVmAlreadyRegistered") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SecondaryVmAlreadyRegistered(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SecondaryVmNotRegistered") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SecondaryVmNotRegistered(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SecurityError") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SecurityError(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SessionNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SessionNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SharedBusControllerNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SharedBusControllerNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ShrinkDiskFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ShrinkDiskFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotCloneNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotCloneNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotCopyNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotCopyNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotIncompatibleDeviceInVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotIncompatibleDeviceInVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotLocked") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotLocked(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotMoveFromNonHomeNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotMoveFromNonHomeNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotMoveNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotMoveNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotMoveToNonHomeNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotMoveToNonHomeNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotNoChange") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotNoChange(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SnapshotRevertIssue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SnapshotRevertIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SoftRuleVioCorrectionDisallowed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SoftRuleVioCorrectionDisallowed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SoftRuleVioCorrectionImpact") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SoftRuleVioCorrectionImpact(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SolutionUserRequired") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SolutionUserRequired(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SsdDiskNotAvailable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SsdDiskNotAvailable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveDiskInMultiWriterMode") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveDiskInMultiWriterMode(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveFTVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveFTVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveIndependentDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveIndependentDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveManuallyPlacedSwapFile") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveManuallyPlacedVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveSharedDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveSharedDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveTemplate") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveTemplate(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveVmInUserFolder") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveVmInUserFolder(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveVmWithMountedCDROM") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveVmWithMountedCDROM(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsCannotMoveVmWithNoFilesInLayout") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsDatacentersCannotShareDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsDatacentersCannotShareDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsDisabledOnVm") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsDisabledOnVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsHbrDiskNotMovable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsHbrDiskNotMovable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsHmsMoveInProgress") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsHmsMoveInProgress(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsHmsUnreachable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsHmsUnreachable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsIolbDisabledInternally") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsIolbDisabledInternally(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsRelocateDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsRelocateDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsStaleHmsCollection") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsStaleHmsCollection(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageDrsUnableToMoveFiles") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageDrsUnableToMoveFiles(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageVMotionNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageVMotionNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("StorageVmotionIncompatible") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::StorageVmotionIncompatible(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SuspendedRelocateNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SuspendedRelocateNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SwapDatastoreNotWritableOnHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SwapDatastoreNotWritableOnHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SwapDatastoreUnset") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SwapDatastoreUnset(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SwapPlacementOverrideNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SwapPlacementOverrideNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SwitchIpUnset") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SwitchIpUnset(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SwitchNotInUpgradeMode") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SwitchNotInUpgradeMode(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SystemError") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::SystemError(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TaskInProgress") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TaskInProgress(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ThirdPartyLicenseAssignmentFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ThirdPartyLicenseAssignmentFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("Timedout") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::Timedout(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TooManyConcurrentNativeClones") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TooManyConcurrentNativeClones(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TooManyConsecutiveOverrides") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TooManyConsecutiveOverrides(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TooManyDevices") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TooManyDevices(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TooManyDisksOnLegacyHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TooManyDisksOnLegacyHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TooManyGuestLogons") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TooManyGuestLogons(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TooManyHosts") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TooManyHosts(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TooManyNativeCloneLevels") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TooManyNativeCloneLevels(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TooManyNativeClonesOnFile") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TooManyNativeClonesOnFile(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TooManySnapshotLevels") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::TooManySnapshotLevels(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ToolsAlreadyUpgraded") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ToolsAlreadyUpgraded(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ToolsAutoUpgradeNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ToolsAutoUpgradeNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ToolsImageCopyFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ToolsImageCopyFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ToolsImageNotAvailable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ToolsImageNotAvailable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ToolsImageSignatureCheckFailed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ToolsImageSignatureCheckFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ToolsInstallationInProgress") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ToolsInstallationInProgress(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ToolsUnavailable") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ToolsUnavailable(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ToolsUpgradeCancelled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::ToolsUpgradeCancelled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnSupportedDatastoreForVFlash") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnSupportedDatastoreForVFlash(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UncommittedUndoableDisk") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UncommittedUndoableDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnconfiguredPropertyValue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnconfiguredPropertyValue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UncustomizableGuest") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UncustomizableGuest(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnexpectedCustomizationFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnexpectedCustomizationFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnexpectedFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnexpectedFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnrecognizedHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnrecognizedHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnsharedSwapVMotionNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnsharedSwapVMotionNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnsupportedDatastore") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnsupportedDatastore(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnsupportedGuest") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnsupportedGuest(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnsupportedVimApiVersion") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnsupportedVimApiVersion(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnsupportedVmxLocation") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnsupportedVmxLocation(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnusedVirtualDiskBlocksNotScrubbed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UnusedVirtualDiskBlocksNotScrubbed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserNotFound") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::UserNotFound(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VAppConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VAppConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VAppNotRunning") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VAppNotRunning(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VAppOperationInProgress") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VAppOperationInProgress(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VAppPropertyFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VAppPropertyFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VAppTaskInProgress") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VAppTaskInProgress(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VFlashCacheHotConfigNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VFlashCacheHotConfigNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VFlashModuleNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VFlashModuleNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VFlashModuleVersionIncompatible") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VFlashModuleVersionIncompatible(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMINotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMINotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMOnConflictDVPort") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMOnConflictDVPort(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMOnVirtualIntranet") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMOnVirtualIntranet(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionAcrossNetworkNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMotionAcrossNetworkNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionInterfaceIssue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMotionInterfaceIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionLinkCapacityLow") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMotionLinkCapacityLow(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionLinkDown") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMotionLinkDown(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionNotConfigured") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMotionNotConfigured(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionNotLicensed") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMotionNotLicensed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMotionNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionProtocolIncompatible") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VMotionProtocolIncompatible(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VimFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VimFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VirtualDiskBlocksNotFullyProvisioned") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VirtualDiskBlocksNotFullyProvisioned(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VirtualDiskModeNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VirtualDiskModeNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VirtualEthernetCardNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VirtualEthernetCardNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VirtualHardwareCompatibilityIssue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VirtualHardwareCompatibilityIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VirtualHardwareVersionNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VirtualHardwareVersionNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmAlreadyExistsInDatacenter") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmAlreadyExistsInDatacenter(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmConfigFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmConfigFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmConfigIncompatibleForFaultTolerance") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmConfigIncompatibleForFaultTolerance(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmConfigIncompatibleForRecordReplay") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmConfigIncompatibleForRecordReplay(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceConfigIssue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceConfigIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceConfigIssueWrapper") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceConfigIssueWrapper(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceInvalidFileBacking") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceInvalidFileBacking(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceIssue") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceOpIssuesList") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceOpIssuesList(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceTooManyFtVcpusOnHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceTooManyFtVcpusOnHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceTooManyVMsOnHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmFaultToleranceTooManyVMsOnHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmHostAffinityRuleViolation") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmHostAffinityRuleViolation(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmLimitLicense") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmLimitLicense(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMetadataManagerFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMetadataManagerFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMonitorIncompatibleForFaultTolerance") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmMonitorIncompatibleForFaultTolerance(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPowerOnDisabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmPowerOnDisabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSmpFaultToleranceTooManyVMsOnHost") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmSmpFaultToleranceTooManyVMsOnHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmToolsUpgradeFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmToolsUpgradeFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmValidateMaxDevice") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmValidateMaxDevice(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmWwnConflict") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmWwnConflict(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmfsAlreadyMounted") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmfsAlreadyMounted(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmfsAmbiguousMount") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmfsAmbiguousMount(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmfsMountFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmfsMountFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmotionInterfaceNotEnabled") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VmotionInterfaceNotEnabled(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VolumeEditorError") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VolumeEditorError(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VramLimitLicense") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VramLimitLicense(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanClusterUuidMismatch") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VsanClusterUuidMismatch(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanDiskFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VsanDiskFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VsanFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanIncompatibleDiskMapping") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VsanIncompatibleDiskMapping(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VspanDestPortConflict") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VspanDestPortConflict(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VspanPortConflict") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VspanPortConflict(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VspanPortMoveFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VspanPortMoveFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VspanPortPromiscChangeFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VspanPortPromiscChangeFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VspanPortgroupPromiscChangeFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VspanPortgroupPromiscChangeFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VspanPortgroupTypeChangeFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VspanPortgroupTypeChangeFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VspanPromiscuousPortNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VspanPromiscuousPortNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VspanSameSessionPortConflict") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::VspanSameSessionPortConflict(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("WakeOnLanNotSupported") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::WakeOnLanNotSupported(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("WakeOnLanNotSupportedByVmotionNIC") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::WakeOnLanNotSupportedByVmotionNIC(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("WillLoseHAProtection") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::WillLoseHAProtection(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("WillModifyConfigCpuRequirements") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::WillModifyConfigCpuRequirements(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("WillResetSnapshotDirectory") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::WillResetSnapshotDirectory(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("WipeDiskFault") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::WipeDiskFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::MethodFault(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-            },
-        )
+impl PartialEq for AnyMethodFault {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::MethodFault(a), Self::MethodFault(b)) => **a == **b,
+            (Self::ActiveDirectoryFault(a), Self::ActiveDirectoryFault(b)) => **a == **b,
+            (Self::ActiveVMsBlockingEVC(a), Self::ActiveVMsBlockingEVC(b)) => **a == **b,
+            (Self::AdminDisabled(a), Self::AdminDisabled(b)) => **a == **b,
+            (Self::AdminNotDisabled(a), Self::AdminNotDisabled(b)) => **a == **b,
+            (Self::AffinityConfigured(a), Self::AffinityConfigured(b)) => **a == **b,
+            (Self::AgentInstallFailed(a), Self::AgentInstallFailed(b)) => **a == **b,
+            (Self::AlreadyBeingManaged(a), Self::AlreadyBeingManaged(b)) => **a == **b,
+            (Self::AlreadyConnected(a), Self::AlreadyConnected(b)) => **a == **b,
+            (Self::AlreadyExists(a), Self::AlreadyExists(b)) => **a == **b,
+            (Self::AlreadyUpgraded(a), Self::AlreadyUpgraded(b)) => **a == **b,
+            (Self::AnswerFileUpdateFailed(a), Self::AnswerFileUpdateFailed(b)) => {
+                **a == **b
+            }
+            (Self::ApplicationQuiesceFault(a), Self::ApplicationQuiesceFault(b)) => {
+                **a == **b
+            }
+            (
+                Self::AuthMinimumAdminPermission(a),
+                Self::AuthMinimumAdminPermission(b),
+            ) => **a == **b,
+            (Self::AuthenticationRequired(a), Self::AuthenticationRequired(b)) => {
+                **a == **b
+            }
+            (Self::BackupBlobReadFailure(a), Self::BackupBlobReadFailure(b)) => {
+                **a == **b
+            }
+            (Self::BackupBlobWriteFailure(a), Self::BackupBlobWriteFailure(b)) => {
+                **a == **b
+            }
+            (Self::BlockedByFirewall(a), Self::BlockedByFirewall(b)) => **a == **b,
+            (
+                Self::CAMServerRefusedConnection(a),
+                Self::CAMServerRefusedConnection(b),
+            ) => **a == **b,
+            (Self::CannotAccessFile(a), Self::CannotAccessFile(b)) => **a == **b,
+            (Self::CannotAccessLocalSource(a), Self::CannotAccessLocalSource(b)) => {
+                **a == **b
+            }
+            (Self::CannotAccessNetwork(a), Self::CannotAccessNetwork(b)) => **a == **b,
+            (Self::CannotAccessVmComponent(a), Self::CannotAccessVmComponent(b)) => {
+                **a == **b
+            }
+            (Self::CannotAccessVmConfig(a), Self::CannotAccessVmConfig(b)) => **a == **b,
+            (Self::CannotAccessVmDevice(a), Self::CannotAccessVmDevice(b)) => **a == **b,
+            (Self::CannotAccessVmDisk(a), Self::CannotAccessVmDisk(b)) => **a == **b,
+            (
+                Self::CannotAddHostWithFTVmAsStandalone(a),
+                Self::CannotAddHostWithFTVmAsStandalone(b),
+            ) => **a == **b,
+            (
+                Self::CannotAddHostWithFTVmToDifferentCluster(a),
+                Self::CannotAddHostWithFTVmToDifferentCluster(b),
+            ) => **a == **b,
+            (
+                Self::CannotAddHostWithFTVmToNonHACluster(a),
+                Self::CannotAddHostWithFTVmToNonHACluster(b),
+            ) => **a == **b,
+            (
+                Self::CannotChangeDrsBehaviorForFtSecondary(a),
+                Self::CannotChangeDrsBehaviorForFtSecondary(b),
+            ) => **a == **b,
+            (
+                Self::CannotChangeHaSettingsForFtSecondary(a),
+                Self::CannotChangeHaSettingsForFtSecondary(b),
+            ) => **a == **b,
+            (
+                Self::CannotChangeVsanClusterUuid(a),
+                Self::CannotChangeVsanClusterUuid(b),
+            ) => **a == **b,
+            (Self::CannotChangeVsanNodeUuid(a), Self::CannotChangeVsanNodeUuid(b)) => {
+                **a == **b
+            }
+            (
+                Self::CannotComputeFTCompatibleHosts(a),
+                Self::CannotComputeFTCompatibleHosts(b),
+            ) => **a == **b,
+            (Self::CannotCreateFile(a), Self::CannotCreateFile(b)) => **a == **b,
+            (Self::CannotDecryptPasswords(a), Self::CannotDecryptPasswords(b)) => {
+                **a == **b
+            }
+            (Self::CannotDeleteFile(a), Self::CannotDeleteFile(b)) => **a == **b,
+            (
+                Self::CannotDisableDrsOnClustersWithVApps(a),
+                Self::CannotDisableDrsOnClustersWithVApps(b),
+            ) => **a == **b,
+            (Self::CannotDisableSnapshot(a), Self::CannotDisableSnapshot(b)) => {
+                **a == **b
+            }
+            (
+                Self::CannotDisconnectHostWithFaultToleranceVm(a),
+                Self::CannotDisconnectHostWithFaultToleranceVm(b),
+            ) => **a == **b,
+            (
+                Self::CannotEnableVmcpForCluster(a),
+                Self::CannotEnableVmcpForCluster(b),
+            ) => **a == **b,
+            (
+                Self::CannotModifyConfigCpuRequirements(a),
+                Self::CannotModifyConfigCpuRequirements(b),
+            ) => **a == **b,
+            (
+                Self::CannotMoveFaultToleranceVm(a),
+                Self::CannotMoveFaultToleranceVm(b),
+            ) => **a == **b,
+            (
+                Self::CannotMoveHostWithFaultToleranceVm(a),
+                Self::CannotMoveHostWithFaultToleranceVm(b),
+            ) => **a == **b,
+            (Self::CannotMoveVmWithDeltaDisk(a), Self::CannotMoveVmWithDeltaDisk(b)) => {
+                **a == **b
+            }
+            (
+                Self::CannotMoveVmWithNativeDeltaDisk(a),
+                Self::CannotMoveVmWithNativeDeltaDisk(b),
+            ) => **a == **b,
+            (Self::CannotMoveVsanEnabledHost(a), Self::CannotMoveVsanEnabledHost(b)) => {
+                **a == **b
+            }
+            (
+                Self::CannotPlaceWithoutPrerequisiteMoves(a),
+                Self::CannotPlaceWithoutPrerequisiteMoves(b),
+            ) => **a == **b,
+            (Self::CannotPowerOffVmInCluster(a), Self::CannotPowerOffVmInCluster(b)) => {
+                **a == **b
+            }
+            (
+                Self::CannotReconfigureVsanWhenHaEnabled(a),
+                Self::CannotReconfigureVsanWhenHaEnabled(b),
+            ) => **a == **b,
+            (Self::CannotUseNetwork(a), Self::CannotUseNetwork(b)) => **a == **b,
+            (Self::ClockSkew(a), Self::ClockSkew(b)) => **a == **b,
+            (
+                Self::CloneFromSnapshotNotSupported(a),
+                Self::CloneFromSnapshotNotSupported(b),
+            ) => **a == **b,
+            (Self::CollectorAddressUnset(a), Self::CollectorAddressUnset(b)) => {
+                **a == **b
+            }
+            (Self::ConcurrentAccess(a), Self::ConcurrentAccess(b)) => **a == **b,
+            (Self::ConflictingConfiguration(a), Self::ConflictingConfiguration(b)) => {
+                **a == **b
+            }
+            (Self::ConflictingDatastoreFound(a), Self::ConflictingDatastoreFound(b)) => {
+                **a == **b
+            }
+            (Self::ConnectedIso(a), Self::ConnectedIso(b)) => **a == **b,
+            (Self::CpuCompatibilityUnknown(a), Self::CpuCompatibilityUnknown(b)) => {
+                **a == **b
+            }
+            (Self::CpuHotPlugNotSupported(a), Self::CpuHotPlugNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::CpuIncompatible(a), Self::CpuIncompatible(b)) => **a == **b,
+            (Self::CpuIncompatible1ECX(a), Self::CpuIncompatible1ECX(b)) => **a == **b,
+            (Self::CpuIncompatible81EDX(a), Self::CpuIncompatible81EDX(b)) => **a == **b,
+            (Self::CustomizationFault(a), Self::CustomizationFault(b)) => **a == **b,
+            (Self::CustomizationPending(a), Self::CustomizationPending(b)) => **a == **b,
+            (Self::DVPortNotSupported(a), Self::DVPortNotSupported(b)) => **a == **b,
+            (Self::DasConfigFault(a), Self::DasConfigFault(b)) => **a == **b,
+            (Self::DatabaseError(a), Self::DatabaseError(b)) => **a == **b,
+            (Self::DatacenterMismatch(a), Self::DatacenterMismatch(b)) => **a == **b,
+            (
+                Self::DatastoreNotWritableOnHost(a),
+                Self::DatastoreNotWritableOnHost(b),
+            ) => **a == **b,
+            (
+                Self::DeltaDiskFormatNotSupported(a),
+                Self::DeltaDiskFormatNotSupported(b),
+            ) => **a == **b,
+            (Self::DestinationSwitchFull(a), Self::DestinationSwitchFull(b)) => {
+                **a == **b
+            }
+            (Self::DestinationVsanDisabled(a), Self::DestinationVsanDisabled(b)) => {
+                **a == **b
+            }
+            (Self::DeviceBackingNotSupported(a), Self::DeviceBackingNotSupported(b)) => {
+                **a == **b
+            }
+            (
+                Self::DeviceControllerNotSupported(a),
+                Self::DeviceControllerNotSupported(b),
+            ) => **a == **b,
+            (Self::DeviceHotPlugNotSupported(a), Self::DeviceHotPlugNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::DeviceNotFound(a), Self::DeviceNotFound(b)) => **a == **b,
+            (Self::DeviceNotSupported(a), Self::DeviceNotSupported(b)) => **a == **b,
+            (
+                Self::DeviceUnsupportedForVmPlatform(a),
+                Self::DeviceUnsupportedForVmPlatform(b),
+            ) => **a == **b,
+            (
+                Self::DeviceUnsupportedForVmVersion(a),
+                Self::DeviceUnsupportedForVmVersion(b),
+            ) => **a == **b,
+            (Self::DigestNotSupported(a), Self::DigestNotSupported(b)) => **a == **b,
+            (Self::DirectoryNotEmpty(a), Self::DirectoryNotEmpty(b)) => **a == **b,
+            (Self::DisableAdminNotSupported(a), Self::DisableAdminNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::DisallowedChangeByService(a), Self::DisallowedChangeByService(b)) => {
+                **a == **b
+            }
+            (Self::DisallowedDiskModeChange(a), Self::DisallowedDiskModeChange(b)) => {
+                **a == **b
+            }
+            (
+                Self::DisallowedMigrationDeviceAttached(a),
+                Self::DisallowedMigrationDeviceAttached(b),
+            ) => **a == **b,
+            (
+                Self::DisallowedOperationOnFailoverHost(a),
+                Self::DisallowedOperationOnFailoverHost(b),
+            ) => **a == **b,
+            (
+                Self::DisconnectedHostsBlockingEVC(a),
+                Self::DisconnectedHostsBlockingEVC(b),
+            ) => **a == **b,
+            (Self::DiskHasPartitions(a), Self::DiskHasPartitions(b)) => **a == **b,
+            (Self::DiskIsLastRemainingNonSSD(a), Self::DiskIsLastRemainingNonSSD(b)) => {
+                **a == **b
+            }
+            (Self::DiskIsNonLocal(a), Self::DiskIsNonLocal(b)) => **a == **b,
+            (Self::DiskIsUSB(a), Self::DiskIsUSB(b)) => **a == **b,
+            (Self::DiskMoveTypeNotSupported(a), Self::DiskMoveTypeNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::DiskNotSupported(a), Self::DiskNotSupported(b)) => **a == **b,
+            (Self::DiskTooSmall(a), Self::DiskTooSmall(b)) => **a == **b,
+            (Self::DomainNotFound(a), Self::DomainNotFound(b)) => **a == **b,
+            (Self::DrsDisabledOnVm(a), Self::DrsDisabledOnVm(b)) => **a == **b,
+            (
+                Self::DrsVmotionIncompatibleFault(a),
+                Self::DrsVmotionIncompatibleFault(b),
+            ) => **a == **b,
+            (Self::DuplicateDisks(a), Self::DuplicateDisks(b)) => **a == **b,
+            (Self::DuplicateName(a), Self::DuplicateName(b)) => **a == **b,
+            (
+                Self::DuplicateVsanNetworkInterface(a),
+                Self::DuplicateVsanNetworkInterface(b),
+            ) => **a == **b,
+            (Self::DvsApplyOperationFault(a), Self::DvsApplyOperationFault(b)) => {
+                **a == **b
+            }
+            (Self::DvsFault(a), Self::DvsFault(b)) => **a == **b,
+            (Self::DvsNotAuthorized(a), Self::DvsNotAuthorized(b)) => **a == **b,
+            (Self::DvsOperationBulkFault(a), Self::DvsOperationBulkFault(b)) => {
+                **a == **b
+            }
+            (Self::DvsScopeViolated(a), Self::DvsScopeViolated(b)) => **a == **b,
+            (Self::EVCAdmissionFailed(a), Self::EVCAdmissionFailed(b)) => **a == **b,
+            (
+                Self::EVCAdmissionFailedCPUFeaturesForMode(a),
+                Self::EVCAdmissionFailedCPUFeaturesForMode(b),
+            ) => **a == **b,
+            (
+                Self::EVCAdmissionFailedCPUModel(a),
+                Self::EVCAdmissionFailedCPUModel(b),
+            ) => **a == **b,
+            (
+                Self::EVCAdmissionFailedCPUModelForMode(a),
+                Self::EVCAdmissionFailedCPUModelForMode(b),
+            ) => **a == **b,
+            (
+                Self::EVCAdmissionFailedCPUVendor(a),
+                Self::EVCAdmissionFailedCPUVendor(b),
+            ) => **a == **b,
+            (
+                Self::EVCAdmissionFailedCPUVendorUnknown(a),
+                Self::EVCAdmissionFailedCPUVendorUnknown(b),
+            ) => **a == **b,
+            (
+                Self::EVCAdmissionFailedHostDisconnected(a),
+                Self::EVCAdmissionFailedHostDisconnected(b),
+            ) => **a == **b,
+            (
+                Self::EVCAdmissionFailedHostSoftware(a),
+                Self::EVCAdmissionFailedHostSoftware(b),
+            ) => **a == **b,
+            (
+                Self::EVCAdmissionFailedHostSoftwareForMode(a),
+                Self::EVCAdmissionFailedHostSoftwareForMode(b),
+            ) => **a == **b,
+            (
+                Self::EVCAdmissionFailedVmActive(a),
+                Self::EVCAdmissionFailedVmActive(b),
+            ) => **a == **b,
+            (Self::EVCConfigFault(a), Self::EVCConfigFault(b)) => **a == **b,
+            (Self::EVCModeIllegalByVendor(a), Self::EVCModeIllegalByVendor(b)) => {
+                **a == **b
+            }
+            (Self::EVCModeUnsupportedByHosts(a), Self::EVCModeUnsupportedByHosts(b)) => {
+                **a == **b
+            }
+            (
+                Self::EVCUnsupportedByHostHardware(a),
+                Self::EVCUnsupportedByHostHardware(b),
+            ) => **a == **b,
+            (
+                Self::EVCUnsupportedByHostSoftware(a),
+                Self::EVCUnsupportedByHostSoftware(b),
+            ) => **a == **b,
+            (Self::EightHostLimitViolated(a), Self::EightHostLimitViolated(b)) => {
+                **a == **b
+            }
+            (Self::EncryptionKeyRequired(a), Self::EncryptionKeyRequired(b)) => {
+                **a == **b
+            }
+            (Self::ExpiredAddonLicense(a), Self::ExpiredAddonLicense(b)) => **a == **b,
+            (Self::ExpiredEditionLicense(a), Self::ExpiredEditionLicense(b)) => {
+                **a == **b
+            }
+            (Self::ExpiredFeatureLicense(a), Self::ExpiredFeatureLicense(b)) => {
+                **a == **b
+            }
+            (Self::ExtendedFault(a), Self::ExtendedFault(b)) => **a == **b,
+            (Self::FailToEnableSPBM(a), Self::FailToEnableSPBM(b)) => **a == **b,
+            (
+                Self::FailToLockFaultToleranceVMs(a),
+                Self::FailToLockFaultToleranceVMs(b),
+            ) => **a == **b,
+            (
+                Self::FaultToleranceAntiAffinityViolated(a),
+                Self::FaultToleranceAntiAffinityViolated(b),
+            ) => **a == **b,
+            (
+                Self::FaultToleranceCannotEditMem(a),
+                Self::FaultToleranceCannotEditMem(b),
+            ) => **a == **b,
+            (
+                Self::FaultToleranceCpuIncompatible(a),
+                Self::FaultToleranceCpuIncompatible(b),
+            ) => **a == **b,
+            (
+                Self::FaultToleranceNeedsThickDisk(a),
+                Self::FaultToleranceNeedsThickDisk(b),
+            ) => **a == **b,
+            (Self::FaultToleranceNotLicensed(a), Self::FaultToleranceNotLicensed(b)) => {
+                **a == **b
+            }
+            (
+                Self::FaultToleranceNotSameBuild(a),
+                Self::FaultToleranceNotSameBuild(b),
+            ) => **a == **b,
+            (
+                Self::FaultTolerancePrimaryPowerOnNotAttempted(a),
+                Self::FaultTolerancePrimaryPowerOnNotAttempted(b),
+            ) => **a == **b,
+            (
+                Self::FaultToleranceVmNotDasProtected(a),
+                Self::FaultToleranceVmNotDasProtected(b),
+            ) => **a == **b,
+            (Self::FcoeFault(a), Self::FcoeFault(b)) => **a == **b,
+            (Self::FcoeFaultPnicHasNoPortSet(a), Self::FcoeFaultPnicHasNoPortSet(b)) => {
+                **a == **b
+            }
+            (Self::FeatureRequirementsNotMet(a), Self::FeatureRequirementsNotMet(b)) => {
+                **a == **b
+            }
+            (Self::FileAlreadyExists(a), Self::FileAlreadyExists(b)) => **a == **b,
+            (
+                Self::FileBackedPortNotSupported(a),
+                Self::FileBackedPortNotSupported(b),
+            ) => **a == **b,
+            (Self::FileFault(a), Self::FileFault(b)) => **a == **b,
+            (Self::FileLocked(a), Self::FileLocked(b)) => **a == **b,
+            (Self::FileNameTooLong(a), Self::FileNameTooLong(b)) => **a == **b,
+            (Self::FileNotFound(a), Self::FileNotFound(b)) => **a == **b,
+            (Self::FileNotWritable(a), Self::FileNotWritable(b)) => **a == **b,
+            (Self::FileTooLarge(a), Self::FileTooLarge(b)) => **a == **b,
+            (Self::FilesystemQuiesceFault(a), Self::FilesystemQuiesceFault(b)) => {
+                **a == **b
+            }
+            (Self::FilterInUse(a), Self::FilterInUse(b)) => **a == **b,
+            (Self::FtIssuesOnHost(a), Self::FtIssuesOnHost(b)) => **a == **b,
+            (Self::FtVmHostRuleViolation(a), Self::FtVmHostRuleViolation(b)) => {
+                **a == **b
+            }
+            (
+                Self::FullStorageVMotionNotSupported(a),
+                Self::FullStorageVMotionNotSupported(b),
+            ) => **a == **b,
+            (Self::GatewayConnectFault(a), Self::GatewayConnectFault(b)) => **a == **b,
+            (Self::GatewayHostNotReachable(a), Self::GatewayHostNotReachable(b)) => {
+                **a == **b
+            }
+            (Self::GatewayNotFound(a), Self::GatewayNotFound(b)) => **a == **b,
+            (Self::GatewayNotReachable(a), Self::GatewayNotReachable(b)) => **a == **b,
+            (Self::GatewayOperationRefused(a), Self::GatewayOperationRefused(b)) => {
+                **a == **b
+            }
+            (Self::GatewayToHostAuthFault(a), Self::GatewayToHostAuthFault(b)) => {
+                **a == **b
+            }
+            (Self::GatewayToHostConnectFault(a), Self::GatewayToHostConnectFault(b)) => {
+                **a == **b
+            }
+            (
+                Self::GatewayToHostTrustVerifyFault(a),
+                Self::GatewayToHostTrustVerifyFault(b),
+            ) => **a == **b,
+            (Self::GenericDrsFault(a), Self::GenericDrsFault(b)) => **a == **b,
+            (Self::GenericVmConfigFault(a), Self::GenericVmConfigFault(b)) => **a == **b,
+            (
+                Self::GuestAuthenticationChallenge(a),
+                Self::GuestAuthenticationChallenge(b),
+            ) => **a == **b,
+            (Self::GuestComponentsOutOfDate(a), Self::GuestComponentsOutOfDate(b)) => {
+                **a == **b
+            }
+            (Self::GuestMultipleMappings(a), Self::GuestMultipleMappings(b)) => {
+                **a == **b
+            }
+            (Self::GuestOperationsFault(a), Self::GuestOperationsFault(b)) => **a == **b,
+            (
+                Self::GuestOperationsUnavailable(a),
+                Self::GuestOperationsUnavailable(b),
+            ) => **a == **b,
+            (Self::GuestPermissionDenied(a), Self::GuestPermissionDenied(b)) => {
+                **a == **b
+            }
+            (Self::GuestProcessNotFound(a), Self::GuestProcessNotFound(b)) => **a == **b,
+            (Self::GuestRegistryFault(a), Self::GuestRegistryFault(b)) => **a == **b,
+            (
+                Self::GuestRegistryKeyAlreadyExists(a),
+                Self::GuestRegistryKeyAlreadyExists(b),
+            ) => **a == **b,
+            (Self::GuestRegistryKeyFault(a), Self::GuestRegistryKeyFault(b)) => {
+                **a == **b
+            }
+            (
+                Self::GuestRegistryKeyHasSubkeys(a),
+                Self::GuestRegistryKeyHasSubkeys(b),
+            ) => **a == **b,
+            (Self::GuestRegistryKeyInvalid(a), Self::GuestRegistryKeyInvalid(b)) => {
+                **a == **b
+            }
+            (
+                Self::GuestRegistryKeyParentVolatile(a),
+                Self::GuestRegistryKeyParentVolatile(b),
+            ) => **a == **b,
+            (Self::GuestRegistryValueFault(a), Self::GuestRegistryValueFault(b)) => {
+                **a == **b
+            }
+            (
+                Self::GuestRegistryValueNotFound(a),
+                Self::GuestRegistryValueNotFound(b),
+            ) => **a == **b,
+            (Self::HAErrorsAtDest(a), Self::HAErrorsAtDest(b)) => **a == **b,
+            (
+                Self::HeterogenousHostsBlockingEVC(a),
+                Self::HeterogenousHostsBlockingEVC(b),
+            ) => **a == **b,
+            (
+                Self::HostAccessRestrictedToManagementServer(a),
+                Self::HostAccessRestrictedToManagementServer(b),
+            ) => **a == **b,
+            (Self::HostCommunication(a), Self::HostCommunication(b)) => **a == **b,
+            (Self::HostConfigFailed(a), Self::HostConfigFailed(b)) => **a == **b,
+            (Self::HostConfigFault(a), Self::HostConfigFault(b)) => **a == **b,
+            (Self::HostConnectFault(a), Self::HostConnectFault(b)) => **a == **b,
+            (Self::HostHasComponentFailure(a), Self::HostHasComponentFailure(b)) => {
+                **a == **b
+            }
+            (Self::HostInDomain(a), Self::HostInDomain(b)) => **a == **b,
+            (
+                Self::HostIncompatibleForFaultTolerance(a),
+                Self::HostIncompatibleForFaultTolerance(b),
+            ) => **a == **b,
+            (
+                Self::HostIncompatibleForRecordReplay(a),
+                Self::HostIncompatibleForRecordReplay(b),
+            ) => **a == **b,
+            (Self::HostInventoryFull(a), Self::HostInventoryFull(b)) => **a == **b,
+            (Self::HostNotConnected(a), Self::HostNotConnected(b)) => **a == **b,
+            (Self::HostNotReachable(a), Self::HostNotReachable(b)) => **a == **b,
+            (Self::HostPowerOpFailed(a), Self::HostPowerOpFailed(b)) => **a == **b,
+            (
+                Self::HostSpecificationOperationFailed(a),
+                Self::HostSpecificationOperationFailed(b),
+            ) => **a == **b,
+            (
+                Self::HotSnapshotMoveNotSupported(a),
+                Self::HotSnapshotMoveNotSupported(b),
+            ) => **a == **b,
+            (Self::HttpFault(a), Self::HttpFault(b)) => **a == **b,
+            (Self::IDEDiskNotSupported(a), Self::IDEDiskNotSupported(b)) => **a == **b,
+            (
+                Self::IORMNotSupportedHostOnDatastore(a),
+                Self::IORMNotSupportedHostOnDatastore(b),
+            ) => **a == **b,
+            (Self::ImportHostAddFailure(a), Self::ImportHostAddFailure(b)) => **a == **b,
+            (Self::ImportOperationBulkFault(a), Self::ImportOperationBulkFault(b)) => {
+                **a == **b
+            }
+            (
+                Self::InUseFeatureManipulationDisallowed(a),
+                Self::InUseFeatureManipulationDisallowed(b),
+            ) => **a == **b,
+            (Self::InaccessibleDatastore(a), Self::InaccessibleDatastore(b)) => {
+                **a == **b
+            }
+            (
+                Self::InaccessibleFTMetadataDatastore(a),
+                Self::InaccessibleFTMetadataDatastore(b),
+            ) => **a == **b,
+            (Self::InaccessibleVFlashSource(a), Self::InaccessibleVFlashSource(b)) => {
+                **a == **b
+            }
+            (Self::IncompatibleDefaultDevice(a), Self::IncompatibleDefaultDevice(b)) => {
+                **a == **b
+            }
+            (
+                Self::IncompatibleHostForFtSecondary(a),
+                Self::IncompatibleHostForFtSecondary(b),
+            ) => **a == **b,
+            (
+                Self::IncompatibleHostForVmReplication(a),
+                Self::IncompatibleHostForVmReplication(b),
+            ) => **a == **b,
+            (Self::IncompatibleSetting(a), Self::IncompatibleSetting(b)) => **a == **b,
+            (Self::IncorrectFileType(a), Self::IncorrectFileType(b)) => **a == **b,
+            (Self::IncorrectHostInformation(a), Self::IncorrectHostInformation(b)) => {
+                **a == **b
+            }
+            (
+                Self::IndependentDiskVMotionNotSupported(a),
+                Self::IndependentDiskVMotionNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientAgentVmsDeployed(a),
+                Self::InsufficientAgentVmsDeployed(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientCpuResourcesFault(a),
+                Self::InsufficientCpuResourcesFault(b),
+            ) => **a == **b,
+            (Self::InsufficientDisks(a), Self::InsufficientDisks(b)) => **a == **b,
+            (
+                Self::InsufficientFailoverResourcesFault(a),
+                Self::InsufficientFailoverResourcesFault(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientGraphicsResourcesFault(a),
+                Self::InsufficientGraphicsResourcesFault(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientHostCapacityFault(a),
+                Self::InsufficientHostCapacityFault(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientHostCpuCapacityFault(a),
+                Self::InsufficientHostCpuCapacityFault(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientHostMemoryCapacityFault(a),
+                Self::InsufficientHostMemoryCapacityFault(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientMemoryResourcesFault(a),
+                Self::InsufficientMemoryResourcesFault(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientNetworkCapacity(a),
+                Self::InsufficientNetworkCapacity(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientNetworkResourcePoolCapacity(a),
+                Self::InsufficientNetworkResourcePoolCapacity(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientPerCpuCapacity(a),
+                Self::InsufficientPerCpuCapacity(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientResourcesFault(a),
+                Self::InsufficientResourcesFault(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientStandbyCpuResource(a),
+                Self::InsufficientStandbyCpuResource(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientStandbyMemoryResource(a),
+                Self::InsufficientStandbyMemoryResource(b),
+            ) => **a == **b,
+            (
+                Self::InsufficientStandbyResource(a),
+                Self::InsufficientStandbyResource(b),
+            ) => **a == **b,
+            (Self::InsufficientStorageIops(a), Self::InsufficientStorageIops(b)) => {
+                **a == **b
+            }
+            (Self::InsufficientStorageSpace(a), Self::InsufficientStorageSpace(b)) => {
+                **a == **b
+            }
+            (
+                Self::InsufficientVFlashResourcesFault(a),
+                Self::InsufficientVFlashResourcesFault(b),
+            ) => **a == **b,
+            (
+                Self::InvalidAffinitySettingFault(a),
+                Self::InvalidAffinitySettingFault(b),
+            ) => **a == **b,
+            (Self::InvalidArgument(a), Self::InvalidArgument(b)) => **a == **b,
+            (Self::InvalidBmcRole(a), Self::InvalidBmcRole(b)) => **a == **b,
+            (Self::InvalidBundle(a), Self::InvalidBundle(b)) => **a == **b,
+            (Self::InvalidCAMCertificate(a), Self::InvalidCAMCertificate(b)) => {
+                **a == **b
+            }
+            (Self::InvalidCAMServer(a), Self::InvalidCAMServer(b)) => **a == **b,
+            (Self::InvalidClientCertificate(a), Self::InvalidClientCertificate(b)) => {
+                **a == **b
+            }
+            (Self::InvalidCollectorVersion(a), Self::InvalidCollectorVersion(b)) => {
+                **a == **b
+            }
+            (Self::InvalidController(a), Self::InvalidController(b)) => **a == **b,
+            (Self::InvalidDasConfigArgument(a), Self::InvalidDasConfigArgument(b)) => {
+                **a == **b
+            }
+            (
+                Self::InvalidDasRestartPriorityForFtVm(a),
+                Self::InvalidDasRestartPriorityForFtVm(b),
+            ) => **a == **b,
+            (Self::InvalidDatastore(a), Self::InvalidDatastore(b)) => **a == **b,
+            (Self::InvalidDatastorePath(a), Self::InvalidDatastorePath(b)) => **a == **b,
+            (Self::InvalidDatastoreState(a), Self::InvalidDatastoreState(b)) => {
+                **a == **b
+            }
+            (Self::InvalidDeviceBacking(a), Self::InvalidDeviceBacking(b)) => **a == **b,
+            (Self::InvalidDeviceOperation(a), Self::InvalidDeviceOperation(b)) => {
+                **a == **b
+            }
+            (Self::InvalidDeviceSpec(a), Self::InvalidDeviceSpec(b)) => **a == **b,
+            (Self::InvalidDiskFormat(a), Self::InvalidDiskFormat(b)) => **a == **b,
+            (Self::InvalidDrsBehaviorForFtVm(a), Self::InvalidDrsBehaviorForFtVm(b)) => {
+                **a == **b
+            }
+            (Self::InvalidEditionLicense(a), Self::InvalidEditionLicense(b)) => {
+                **a == **b
+            }
+            (Self::InvalidEvent(a), Self::InvalidEvent(b)) => **a == **b,
+            (Self::InvalidFolder(a), Self::InvalidFolder(b)) => **a == **b,
+            (Self::InvalidFormat(a), Self::InvalidFormat(b)) => **a == **b,
+            (Self::InvalidGuestLogin(a), Self::InvalidGuestLogin(b)) => **a == **b,
+            (
+                Self::InvalidHostConnectionState(a),
+                Self::InvalidHostConnectionState(b),
+            ) => **a == **b,
+            (Self::InvalidHostName(a), Self::InvalidHostName(b)) => **a == **b,
+            (Self::InvalidHostState(a), Self::InvalidHostState(b)) => **a == **b,
+            (Self::InvalidIndexArgument(a), Self::InvalidIndexArgument(b)) => **a == **b,
+            (Self::InvalidIpfixConfig(a), Self::InvalidIpfixConfig(b)) => **a == **b,
+            (Self::InvalidIpmiLoginInfo(a), Self::InvalidIpmiLoginInfo(b)) => **a == **b,
+            (Self::InvalidIpmiMacAddress(a), Self::InvalidIpmiMacAddress(b)) => {
+                **a == **b
+            }
+            (Self::InvalidLicense(a), Self::InvalidLicense(b)) => **a == **b,
+            (Self::InvalidLocale(a), Self::InvalidLocale(b)) => **a == **b,
+            (Self::InvalidLogin(a), Self::InvalidLogin(b)) => **a == **b,
+            (Self::InvalidName(a), Self::InvalidName(b)) => **a == **b,
+            (Self::InvalidNasCredentials(a), Self::InvalidNasCredentials(b)) => {
+                **a == **b
+            }
+            (Self::InvalidNetworkInType(a), Self::InvalidNetworkInType(b)) => **a == **b,
+            (Self::InvalidNetworkResource(a), Self::InvalidNetworkResource(b)) => {
+                **a == **b
+            }
+            (
+                Self::InvalidOperationOnSecondaryVm(a),
+                Self::InvalidOperationOnSecondaryVm(b),
+            ) => **a == **b,
+            (Self::InvalidPowerState(a), Self::InvalidPowerState(b)) => **a == **b,
+            (Self::InvalidPrivilege(a), Self::InvalidPrivilege(b)) => **a == **b,
+            (
+                Self::InvalidProfileReferenceHost(a),
+                Self::InvalidProfileReferenceHost(b),
+            ) => **a == **b,
+            (Self::InvalidProperty(a), Self::InvalidProperty(b)) => **a == **b,
+            (Self::InvalidPropertyType(a), Self::InvalidPropertyType(b)) => **a == **b,
+            (Self::InvalidPropertyValue(a), Self::InvalidPropertyValue(b)) => **a == **b,
+            (Self::InvalidRequest(a), Self::InvalidRequest(b)) => **a == **b,
+            (
+                Self::InvalidResourcePoolStructureFault(a),
+                Self::InvalidResourcePoolStructureFault(b),
+            ) => **a == **b,
+            (Self::InvalidScheduledTask(a), Self::InvalidScheduledTask(b)) => **a == **b,
+            (Self::InvalidSnapshotFormat(a), Self::InvalidSnapshotFormat(b)) => {
+                **a == **b
+            }
+            (Self::InvalidState(a), Self::InvalidState(b)) => **a == **b,
+            (Self::InvalidToken(a), Self::InvalidToken(b)) => **a == **b,
+            (Self::InvalidType(a), Self::InvalidType(b)) => **a == **b,
+            (Self::InvalidVmConfig(a), Self::InvalidVmConfig(b)) => **a == **b,
+            (Self::InvalidVmState(a), Self::InvalidVmState(b)) => **a == **b,
+            (
+                Self::InventoryHasStandardAloneHosts(a),
+                Self::InventoryHasStandardAloneHosts(b),
+            ) => **a == **b,
+            (Self::IpHostnameGeneratorError(a), Self::IpHostnameGeneratorError(b)) => {
+                **a == **b
+            }
+            (Self::IscsiFault(a), Self::IscsiFault(b)) => **a == **b,
+            (Self::IscsiFaultInvalidVnic(a), Self::IscsiFaultInvalidVnic(b)) => {
+                **a == **b
+            }
+            (Self::IscsiFaultPnicInUse(a), Self::IscsiFaultPnicInUse(b)) => **a == **b,
+            (
+                Self::IscsiFaultVnicAlreadyBound(a),
+                Self::IscsiFaultVnicAlreadyBound(b),
+            ) => **a == **b,
+            (
+                Self::IscsiFaultVnicHasActivePaths(a),
+                Self::IscsiFaultVnicHasActivePaths(b),
+            ) => **a == **b,
+            (
+                Self::IscsiFaultVnicHasMultipleUplinks(a),
+                Self::IscsiFaultVnicHasMultipleUplinks(b),
+            ) => **a == **b,
+            (
+                Self::IscsiFaultVnicHasNoUplinks(a),
+                Self::IscsiFaultVnicHasNoUplinks(b),
+            ) => **a == **b,
+            (
+                Self::IscsiFaultVnicHasWrongUplink(a),
+                Self::IscsiFaultVnicHasWrongUplink(b),
+            ) => **a == **b,
+            (Self::IscsiFaultVnicInUse(a), Self::IscsiFaultVnicInUse(b)) => **a == **b,
+            (Self::IscsiFaultVnicIsLastPath(a), Self::IscsiFaultVnicIsLastPath(b)) => {
+                **a == **b
+            }
+            (Self::IscsiFaultVnicNotBound(a), Self::IscsiFaultVnicNotBound(b)) => {
+                **a == **b
+            }
+            (Self::IscsiFaultVnicNotFound(a), Self::IscsiFaultVnicNotFound(b)) => {
+                **a == **b
+            }
+            (Self::KeyNotFound(a), Self::KeyNotFound(b)) => **a == **b,
+            (
+                Self::LargeRDMConversionNotSupported(a),
+                Self::LargeRDMConversionNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::LargeRDMNotSupportedOnDatastore(a),
+                Self::LargeRDMNotSupportedOnDatastore(b),
+            ) => **a == **b,
+            (
+                Self::LegacyNetworkInterfaceInUse(a),
+                Self::LegacyNetworkInterfaceInUse(b),
+            ) => **a == **b,
+            (Self::LicenseAssignmentFailed(a), Self::LicenseAssignmentFailed(b)) => {
+                **a == **b
+            }
+            (
+                Self::LicenseDowngradeDisallowed(a),
+                Self::LicenseDowngradeDisallowed(b),
+            ) => **a == **b,
+            (Self::LicenseEntityNotFound(a), Self::LicenseEntityNotFound(b)) => {
+                **a == **b
+            }
+            (Self::LicenseExpired(a), Self::LicenseExpired(b)) => **a == **b,
+            (Self::LicenseKeyEntityMismatch(a), Self::LicenseKeyEntityMismatch(b)) => {
+                **a == **b
+            }
+            (Self::LicenseRestricted(a), Self::LicenseRestricted(b)) => **a == **b,
+            (Self::LicenseServerUnavailable(a), Self::LicenseServerUnavailable(b)) => {
+                **a == **b
+            }
+            (Self::LicenseSourceUnavailable(a), Self::LicenseSourceUnavailable(b)) => {
+                **a == **b
+            }
+            (Self::LimitExceeded(a), Self::LimitExceeded(b)) => **a == **b,
+            (Self::LinuxVolumeNotClean(a), Self::LinuxVolumeNotClean(b)) => **a == **b,
+            (Self::LogBundlingFailed(a), Self::LogBundlingFailed(b)) => **a == **b,
+            (Self::MaintenanceModeFileMove(a), Self::MaintenanceModeFileMove(b)) => {
+                **a == **b
+            }
+            (Self::ManagedObjectNotFound(a), Self::ManagedObjectNotFound(b)) => {
+                **a == **b
+            }
+            (
+                Self::MemoryFileFormatNotSupportedByDatastore(a),
+                Self::MemoryFileFormatNotSupportedByDatastore(b),
+            ) => **a == **b,
+            (Self::MemoryHotPlugNotSupported(a), Self::MemoryHotPlugNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::MemorySizeNotRecommended(a), Self::MemorySizeNotRecommended(b)) => {
+                **a == **b
+            }
+            (Self::MemorySizeNotSupported(a), Self::MemorySizeNotSupported(b)) => {
+                **a == **b
+            }
+            (
+                Self::MemorySizeNotSupportedByDatastore(a),
+                Self::MemorySizeNotSupportedByDatastore(b),
+            ) => **a == **b,
+            (
+                Self::MemorySnapshotOnIndependentDisk(a),
+                Self::MemorySnapshotOnIndependentDisk(b),
+            ) => **a == **b,
+            (
+                Self::MethodAlreadyDisabledFault(a),
+                Self::MethodAlreadyDisabledFault(b),
+            ) => **a == **b,
+            (Self::MethodDisabled(a), Self::MethodDisabled(b)) => **a == **b,
+            (Self::MethodNotFound(a), Self::MethodNotFound(b)) => **a == **b,
+            (Self::MigrationDisabled(a), Self::MigrationDisabled(b)) => **a == **b,
+            (Self::MigrationFault(a), Self::MigrationFault(b)) => **a == **b,
+            (
+                Self::MigrationFeatureNotSupported(a),
+                Self::MigrationFeatureNotSupported(b),
+            ) => **a == **b,
+            (Self::MigrationNotReady(a), Self::MigrationNotReady(b)) => **a == **b,
+            (Self::MismatchedBundle(a), Self::MismatchedBundle(b)) => **a == **b,
+            (Self::MismatchedNetworkPolicies(a), Self::MismatchedNetworkPolicies(b)) => {
+                **a == **b
+            }
+            (
+                Self::MismatchedVMotionNetworkNames(a),
+                Self::MismatchedVMotionNetworkNames(b),
+            ) => **a == **b,
+            (Self::MissingBmcSupport(a), Self::MissingBmcSupport(b)) => **a == **b,
+            (Self::MissingController(a), Self::MissingController(b)) => **a == **b,
+            (Self::MissingIpPool(a), Self::MissingIpPool(b)) => **a == **b,
+            (Self::MissingLinuxCustResources(a), Self::MissingLinuxCustResources(b)) => {
+                **a == **b
+            }
+            (Self::MissingNetworkIpConfig(a), Self::MissingNetworkIpConfig(b)) => {
+                **a == **b
+            }
+            (
+                Self::MissingPowerOffConfiguration(a),
+                Self::MissingPowerOffConfiguration(b),
+            ) => **a == **b,
+            (
+                Self::MissingPowerOnConfiguration(a),
+                Self::MissingPowerOnConfiguration(b),
+            ) => **a == **b,
+            (
+                Self::MissingWindowsCustResources(a),
+                Self::MissingWindowsCustResources(b),
+            ) => **a == **b,
+            (Self::MksConnectionLimitReached(a), Self::MksConnectionLimitReached(b)) => {
+                **a == **b
+            }
+            (Self::MountError(a), Self::MountError(b)) => **a == **b,
+            (Self::MultiWriterNotSupported(a), Self::MultiWriterNotSupported(b)) => {
+                **a == **b
+            }
+            (
+                Self::MultipleCertificatesVerifyFault(a),
+                Self::MultipleCertificatesVerifyFault(b),
+            ) => **a == **b,
+            (
+                Self::MultipleSnapshotsNotSupported(a),
+                Self::MultipleSnapshotsNotSupported(b),
+            ) => **a == **b,
+            (Self::NamespaceFull(a), Self::NamespaceFull(b)) => **a == **b,
+            (Self::NamespaceLimitReached(a), Self::NamespaceLimitReached(b)) => {
+                **a == **b
+            }
+            (Self::NamespaceWriteProtected(a), Self::NamespaceWriteProtected(b)) => {
+                **a == **b
+            }
+            (Self::NasConfigFault(a), Self::NasConfigFault(b)) => **a == **b,
+            (Self::NasConnectionLimitReached(a), Self::NasConnectionLimitReached(b)) => {
+                **a == **b
+            }
+            (
+                Self::NasSessionCredentialConflict(a),
+                Self::NasSessionCredentialConflict(b),
+            ) => **a == **b,
+            (Self::NasVolumeNotMounted(a), Self::NasVolumeNotMounted(b)) => **a == **b,
+            (Self::NetworkCopyFault(a), Self::NetworkCopyFault(b)) => **a == **b,
+            (
+                Self::NetworkDisruptedAndConfigRolledBack(a),
+                Self::NetworkDisruptedAndConfigRolledBack(b),
+            ) => **a == **b,
+            (Self::NetworkInaccessible(a), Self::NetworkInaccessible(b)) => **a == **b,
+            (Self::NetworksMayNotBeTheSame(a), Self::NetworksMayNotBeTheSame(b)) => {
+                **a == **b
+            }
+            (Self::NicSettingMismatch(a), Self::NicSettingMismatch(b)) => **a == **b,
+            (Self::NoActiveHostInCluster(a), Self::NoActiveHostInCluster(b)) => {
+                **a == **b
+            }
+            (Self::NoAvailableIp(a), Self::NoAvailableIp(b)) => **a == **b,
+            (Self::NoClientCertificate(a), Self::NoClientCertificate(b)) => **a == **b,
+            (Self::NoCompatibleDatastore(a), Self::NoCompatibleDatastore(b)) => {
+                **a == **b
+            }
+            (
+                Self::NoCompatibleHardAffinityHost(a),
+                Self::NoCompatibleHardAffinityHost(b),
+            ) => **a == **b,
+            (Self::NoCompatibleHost(a), Self::NoCompatibleHost(b)) => **a == **b,
+            (
+                Self::NoCompatibleHostWithAccessToDevice(a),
+                Self::NoCompatibleHostWithAccessToDevice(b),
+            ) => **a == **b,
+            (
+                Self::NoCompatibleSoftAffinityHost(a),
+                Self::NoCompatibleSoftAffinityHost(b),
+            ) => **a == **b,
+            (Self::NoConnectedDatastore(a), Self::NoConnectedDatastore(b)) => **a == **b,
+            (Self::NoDiskFound(a), Self::NoDiskFound(b)) => **a == **b,
+            (Self::NoDiskSpace(a), Self::NoDiskSpace(b)) => **a == **b,
+            (Self::NoDisksToCustomize(a), Self::NoDisksToCustomize(b)) => **a == **b,
+            (Self::NoGateway(a), Self::NoGateway(b)) => **a == **b,
+            (Self::NoGuestHeartbeat(a), Self::NoGuestHeartbeat(b)) => **a == **b,
+            (Self::NoHost(a), Self::NoHost(b)) => **a == **b,
+            (
+                Self::NoHostSuitableForFtSecondary(a),
+                Self::NoHostSuitableForFtSecondary(b),
+            ) => **a == **b,
+            (Self::NoLicenseServerConfigured(a), Self::NoLicenseServerConfigured(b)) => {
+                **a == **b
+            }
+            (Self::NoPeerHostFound(a), Self::NoPeerHostFound(b)) => **a == **b,
+            (Self::NoPermission(a), Self::NoPermission(b)) => **a == **b,
+            (Self::NoPermissionOnAD(a), Self::NoPermissionOnAD(b)) => **a == **b,
+            (Self::NoPermissionOnHost(a), Self::NoPermissionOnHost(b)) => **a == **b,
+            (Self::NoPermissionOnNasVolume(a), Self::NoPermissionOnNasVolume(b)) => {
+                **a == **b
+            }
+            (Self::NoSubjectName(a), Self::NoSubjectName(b)) => **a == **b,
+            (Self::NoVcManagedIpConfigured(a), Self::NoVcManagedIpConfigured(b)) => {
+                **a == **b
+            }
+            (Self::NoVirtualNic(a), Self::NoVirtualNic(b)) => **a == **b,
+            (Self::NoVmInVApp(a), Self::NoVmInVApp(b)) => **a == **b,
+            (Self::NonADUserRequired(a), Self::NonADUserRequired(b)) => **a == **b,
+            (
+                Self::NonHomeRDMVMotionNotSupported(a),
+                Self::NonHomeRDMVMotionNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::NonPersistentDisksNotSupported(a),
+                Self::NonPersistentDisksNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::NonVmwareOuiMacNotSupportedHost(a),
+                Self::NonVmwareOuiMacNotSupportedHost(b),
+            ) => **a == **b,
+            (Self::NotADirectory(a), Self::NotADirectory(b)) => **a == **b,
+            (Self::NotAFile(a), Self::NotAFile(b)) => **a == **b,
+            (Self::NotAuthenticated(a), Self::NotAuthenticated(b)) => **a == **b,
+            (Self::NotEnoughCpus(a), Self::NotEnoughCpus(b)) => **a == **b,
+            (Self::NotEnoughLicenses(a), Self::NotEnoughLicenses(b)) => **a == **b,
+            (Self::NotEnoughLogicalCpus(a), Self::NotEnoughLogicalCpus(b)) => **a == **b,
+            (Self::NotFound(a), Self::NotFound(b)) => **a == **b,
+            (Self::NotImplemented(a), Self::NotImplemented(b)) => **a == **b,
+            (Self::NotSupported(a), Self::NotSupported(b)) => **a == **b,
+            (Self::NotSupportedDeviceForFT(a), Self::NotSupportedDeviceForFT(b)) => {
+                **a == **b
+            }
+            (Self::NotSupportedHost(a), Self::NotSupportedHost(b)) => **a == **b,
+            (
+                Self::NotSupportedHostForChecksum(a),
+                Self::NotSupportedHostForChecksum(b),
+            ) => **a == **b,
+            (Self::NotSupportedHostForVFlash(a), Self::NotSupportedHostForVFlash(b)) => {
+                **a == **b
+            }
+            (Self::NotSupportedHostForVmcp(a), Self::NotSupportedHostForVmcp(b)) => {
+                **a == **b
+            }
+            (
+                Self::NotSupportedHostForVmemFile(a),
+                Self::NotSupportedHostForVmemFile(b),
+            ) => **a == **b,
+            (Self::NotSupportedHostForVsan(a), Self::NotSupportedHostForVsan(b)) => {
+                **a == **b
+            }
+            (Self::NotSupportedHostInCluster(a), Self::NotSupportedHostInCluster(b)) => {
+                **a == **b
+            }
+            (Self::NotSupportedHostInDvs(a), Self::NotSupportedHostInDvs(b)) => {
+                **a == **b
+            }
+            (
+                Self::NotSupportedHostInHACluster(a),
+                Self::NotSupportedHostInHACluster(b),
+            ) => **a == **b,
+            (
+                Self::NotUserConfigurableProperty(a),
+                Self::NotUserConfigurableProperty(b),
+            ) => **a == **b,
+            (
+                Self::NumVirtualCoresPerSocketNotSupported(a),
+                Self::NumVirtualCoresPerSocketNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::NumVirtualCpusExceedsLimit(a),
+                Self::NumVirtualCpusExceedsLimit(b),
+            ) => **a == **b,
+            (
+                Self::NumVirtualCpusIncompatible(a),
+                Self::NumVirtualCpusIncompatible(b),
+            ) => **a == **b,
+            (
+                Self::NumVirtualCpusNotSupported(a),
+                Self::NumVirtualCpusNotSupported(b),
+            ) => **a == **b,
+            (Self::OperationDisabledByGuest(a), Self::OperationDisabledByGuest(b)) => {
+                **a == **b
+            }
+            (Self::OperationDisallowedOnHost(a), Self::OperationDisallowedOnHost(b)) => {
+                **a == **b
+            }
+            (
+                Self::OperationNotSupportedByGuest(a),
+                Self::OperationNotSupportedByGuest(b),
+            ) => **a == **b,
+            (Self::OutOfBounds(a), Self::OutOfBounds(b)) => **a == **b,
+            (Self::OvfAttribute(a), Self::OvfAttribute(b)) => **a == **b,
+            (Self::OvfConnectedDevice(a), Self::OvfConnectedDevice(b)) => **a == **b,
+            (Self::OvfConnectedDeviceFloppy(a), Self::OvfConnectedDeviceFloppy(b)) => {
+                **a == **b
+            }
+            (Self::OvfConnectedDeviceIso(a), Self::OvfConnectedDeviceIso(b)) => {
+                **a == **b
+            }
+            (Self::OvfConstraint(a), Self::OvfConstraint(b)) => **a == **b,
+            (Self::OvfConsumerCallbackFault(a), Self::OvfConsumerCallbackFault(b)) => {
+                **a == **b
+            }
+            (
+                Self::OvfConsumerCommunicationError(a),
+                Self::OvfConsumerCommunicationError(b),
+            ) => **a == **b,
+            (Self::OvfConsumerFault(a), Self::OvfConsumerFault(b)) => **a == **b,
+            (Self::OvfConsumerInvalidSection(a), Self::OvfConsumerInvalidSection(b)) => {
+                **a == **b
+            }
+            (Self::OvfConsumerPowerOnFault(a), Self::OvfConsumerPowerOnFault(b)) => {
+                **a == **b
+            }
+            (
+                Self::OvfConsumerUndeclaredSection(a),
+                Self::OvfConsumerUndeclaredSection(b),
+            ) => **a == **b,
+            (
+                Self::OvfConsumerUndefinedPrefix(a),
+                Self::OvfConsumerUndefinedPrefix(b),
+            ) => **a == **b,
+            (
+                Self::OvfConsumerValidationFault(a),
+                Self::OvfConsumerValidationFault(b),
+            ) => **a == **b,
+            (Self::OvfCpuCompatibility(a), Self::OvfCpuCompatibility(b)) => **a == **b,
+            (
+                Self::OvfCpuCompatibilityCheckNotSupported(a),
+                Self::OvfCpuCompatibilityCheckNotSupported(b),
+            ) => **a == **b,
+            (Self::OvfDiskMappingNotFound(a), Self::OvfDiskMappingNotFound(b)) => {
+                **a == **b
+            }
+            (Self::OvfDiskOrderConstraint(a), Self::OvfDiskOrderConstraint(b)) => {
+                **a == **b
+            }
+            (Self::OvfDuplicateElement(a), Self::OvfDuplicateElement(b)) => **a == **b,
+            (
+                Self::OvfDuplicatedElementBoundary(a),
+                Self::OvfDuplicatedElementBoundary(b),
+            ) => **a == **b,
+            (
+                Self::OvfDuplicatedPropertyIdExport(a),
+                Self::OvfDuplicatedPropertyIdExport(b),
+            ) => **a == **b,
+            (
+                Self::OvfDuplicatedPropertyIdImport(a),
+                Self::OvfDuplicatedPropertyIdImport(b),
+            ) => **a == **b,
+            (Self::OvfElement(a), Self::OvfElement(b)) => **a == **b,
+            (Self::OvfElementInvalidValue(a), Self::OvfElementInvalidValue(b)) => {
+                **a == **b
+            }
+            (Self::OvfExport(a), Self::OvfExport(b)) => **a == **b,
+            (Self::OvfExportFailed(a), Self::OvfExportFailed(b)) => **a == **b,
+            (Self::OvfFault(a), Self::OvfFault(b)) => **a == **b,
+            (Self::OvfHardwareCheck(a), Self::OvfHardwareCheck(b)) => **a == **b,
+            (Self::OvfHardwareExport(a), Self::OvfHardwareExport(b)) => **a == **b,
+            (Self::OvfHostResourceConstraint(a), Self::OvfHostResourceConstraint(b)) => {
+                **a == **b
+            }
+            (Self::OvfHostValueNotParsed(a), Self::OvfHostValueNotParsed(b)) => {
+                **a == **b
+            }
+            (Self::OvfImport(a), Self::OvfImport(b)) => **a == **b,
+            (Self::OvfImportFailed(a), Self::OvfImportFailed(b)) => **a == **b,
+            (Self::OvfInternalError(a), Self::OvfInternalError(b)) => **a == **b,
+            (Self::OvfInvalidPackage(a), Self::OvfInvalidPackage(b)) => **a == **b,
+            (Self::OvfInvalidValue(a), Self::OvfInvalidValue(b)) => **a == **b,
+            (
+                Self::OvfInvalidValueConfiguration(a),
+                Self::OvfInvalidValueConfiguration(b),
+            ) => **a == **b,
+            (Self::OvfInvalidValueEmpty(a), Self::OvfInvalidValueEmpty(b)) => **a == **b,
+            (
+                Self::OvfInvalidValueFormatMalformed(a),
+                Self::OvfInvalidValueFormatMalformed(b),
+            ) => **a == **b,
+            (Self::OvfInvalidValueReference(a), Self::OvfInvalidValueReference(b)) => {
+                **a == **b
+            }
+            (Self::OvfInvalidVmName(a), Self::OvfInvalidVmName(b)) => **a == **b,
+            (Self::OvfMappedOsId(a), Self::OvfMappedOsId(b)) => **a == **b,
+            (Self::OvfMissingAttribute(a), Self::OvfMissingAttribute(b)) => **a == **b,
+            (Self::OvfMissingElement(a), Self::OvfMissingElement(b)) => **a == **b,
+            (
+                Self::OvfMissingElementNormalBoundary(a),
+                Self::OvfMissingElementNormalBoundary(b),
+            ) => **a == **b,
+            (Self::OvfMissingHardware(a), Self::OvfMissingHardware(b)) => **a == **b,
+            (
+                Self::OvfNetworkMappingNotSupported(a),
+                Self::OvfNetworkMappingNotSupported(b),
+            ) => **a == **b,
+            (Self::OvfNoHostNic(a), Self::OvfNoHostNic(b)) => **a == **b,
+            (Self::OvfNoSpaceOnController(a), Self::OvfNoSpaceOnController(b)) => {
+                **a == **b
+            }
+            (
+                Self::OvfNoSupportedHardwareFamily(a),
+                Self::OvfNoSupportedHardwareFamily(b),
+            ) => **a == **b,
+            (Self::OvfProperty(a), Self::OvfProperty(b)) => **a == **b,
+            (Self::OvfPropertyExport(a), Self::OvfPropertyExport(b)) => **a == **b,
+            (Self::OvfPropertyNetwork(a), Self::OvfPropertyNetwork(b)) => **a == **b,
+            (Self::OvfPropertyNetworkExport(a), Self::OvfPropertyNetworkExport(b)) => {
+                **a == **b
+            }
+            (Self::OvfPropertyQualifier(a), Self::OvfPropertyQualifier(b)) => **a == **b,
+            (
+                Self::OvfPropertyQualifierDuplicate(a),
+                Self::OvfPropertyQualifierDuplicate(b),
+            ) => **a == **b,
+            (
+                Self::OvfPropertyQualifierIgnored(a),
+                Self::OvfPropertyQualifierIgnored(b),
+            ) => **a == **b,
+            (Self::OvfPropertyType(a), Self::OvfPropertyType(b)) => **a == **b,
+            (Self::OvfPropertyValue(a), Self::OvfPropertyValue(b)) => **a == **b,
+            (Self::OvfSystemFault(a), Self::OvfSystemFault(b)) => **a == **b,
+            (
+                Self::OvfToXmlUnsupportedElement(a),
+                Self::OvfToXmlUnsupportedElement(b),
+            ) => **a == **b,
+            (Self::OvfUnableToExportDisk(a), Self::OvfUnableToExportDisk(b)) => {
+                **a == **b
+            }
+            (Self::OvfUnexpectedElement(a), Self::OvfUnexpectedElement(b)) => **a == **b,
+            (Self::OvfUnknownDevice(a), Self::OvfUnknownDevice(b)) => **a == **b,
+            (Self::OvfUnknownDeviceBacking(a), Self::OvfUnknownDeviceBacking(b)) => {
+                **a == **b
+            }
+            (Self::OvfUnknownEntity(a), Self::OvfUnknownEntity(b)) => **a == **b,
+            (Self::OvfUnsupportedAttribute(a), Self::OvfUnsupportedAttribute(b)) => {
+                **a == **b
+            }
+            (
+                Self::OvfUnsupportedAttributeValue(a),
+                Self::OvfUnsupportedAttributeValue(b),
+            ) => **a == **b,
+            (
+                Self::OvfUnsupportedDeviceBackingInfo(a),
+                Self::OvfUnsupportedDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::OvfUnsupportedDeviceBackingOption(a),
+                Self::OvfUnsupportedDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::OvfUnsupportedDeviceExport(a),
+                Self::OvfUnsupportedDeviceExport(b),
+            ) => **a == **b,
+            (
+                Self::OvfUnsupportedDiskProvisioning(a),
+                Self::OvfUnsupportedDiskProvisioning(b),
+            ) => **a == **b,
+            (Self::OvfUnsupportedElement(a), Self::OvfUnsupportedElement(b)) => {
+                **a == **b
+            }
+            (
+                Self::OvfUnsupportedElementValue(a),
+                Self::OvfUnsupportedElementValue(b),
+            ) => **a == **b,
+            (Self::OvfUnsupportedPackage(a), Self::OvfUnsupportedPackage(b)) => {
+                **a == **b
+            }
+            (Self::OvfUnsupportedSection(a), Self::OvfUnsupportedSection(b)) => {
+                **a == **b
+            }
+            (Self::OvfUnsupportedSubType(a), Self::OvfUnsupportedSubType(b)) => {
+                **a == **b
+            }
+            (Self::OvfUnsupportedType(a), Self::OvfUnsupportedType(b)) => **a == **b,
+            (Self::OvfWrongElement(a), Self::OvfWrongElement(b)) => **a == **b,
+            (Self::OvfWrongNamespace(a), Self::OvfWrongNamespace(b)) => **a == **b,
+            (Self::OvfXmlFormat(a), Self::OvfXmlFormat(b)) => **a == **b,
+            (Self::PasswordExpired(a), Self::PasswordExpired(b)) => **a == **b,
+            (Self::PatchAlreadyInstalled(a), Self::PatchAlreadyInstalled(b)) => {
+                **a == **b
+            }
+            (Self::PatchBinariesNotFound(a), Self::PatchBinariesNotFound(b)) => {
+                **a == **b
+            }
+            (Self::PatchInstallFailed(a), Self::PatchInstallFailed(b)) => **a == **b,
+            (Self::PatchIntegrityError(a), Self::PatchIntegrityError(b)) => **a == **b,
+            (Self::PatchMetadataCorrupted(a), Self::PatchMetadataCorrupted(b)) => {
+                **a == **b
+            }
+            (Self::PatchMetadataInvalid(a), Self::PatchMetadataInvalid(b)) => **a == **b,
+            (Self::PatchMetadataNotFound(a), Self::PatchMetadataNotFound(b)) => {
+                **a == **b
+            }
+            (Self::PatchMissingDependencies(a), Self::PatchMissingDependencies(b)) => {
+                **a == **b
+            }
+            (Self::PatchNotApplicable(a), Self::PatchNotApplicable(b)) => **a == **b,
+            (Self::PatchSuperseded(a), Self::PatchSuperseded(b)) => **a == **b,
+            (Self::PhysCompatRDMNotSupported(a), Self::PhysCompatRDMNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::PlatformConfigFault(a), Self::PlatformConfigFault(b)) => **a == **b,
+            (Self::PowerOnFtSecondaryFailed(a), Self::PowerOnFtSecondaryFailed(b)) => {
+                **a == **b
+            }
+            (
+                Self::PowerOnFtSecondaryTimedout(a),
+                Self::PowerOnFtSecondaryTimedout(b),
+            ) => **a == **b,
+            (Self::ProfileUpdateFailed(a), Self::ProfileUpdateFailed(b)) => **a == **b,
+            (Self::QuarantineModeFault(a), Self::QuarantineModeFault(b)) => **a == **b,
+            (Self::QuestionPending(a), Self::QuestionPending(b)) => **a == **b,
+            (
+                Self::QuiesceDatastoreIOForHAFailed(a),
+                Self::QuiesceDatastoreIOForHAFailed(b),
+            ) => **a == **b,
+            (Self::RDMConversionNotSupported(a), Self::RDMConversionNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::RDMNotPreserved(a), Self::RDMNotPreserved(b)) => **a == **b,
+            (Self::RDMNotSupported(a), Self::RDMNotSupported(b)) => **a == **b,
+            (
+                Self::RDMNotSupportedOnDatastore(a),
+                Self::RDMNotSupportedOnDatastore(b),
+            ) => **a == **b,
+            (
+                Self::RDMPointsToInaccessibleDisk(a),
+                Self::RDMPointsToInaccessibleDisk(b),
+            ) => **a == **b,
+            (Self::RawDiskNotSupported(a), Self::RawDiskNotSupported(b)) => **a == **b,
+            (
+                Self::ReadHostResourcePoolTreeFailed(a),
+                Self::ReadHostResourcePoolTreeFailed(b),
+            ) => **a == **b,
+            (
+                Self::ReadOnlyDisksWithLegacyDestination(a),
+                Self::ReadOnlyDisksWithLegacyDestination(b),
+            ) => **a == **b,
+            (Self::RebootRequired(a), Self::RebootRequired(b)) => **a == **b,
+            (Self::RecordReplayDisabled(a), Self::RecordReplayDisabled(b)) => **a == **b,
+            (Self::RemoteDeviceNotSupported(a), Self::RemoteDeviceNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::RemoveFailed(a), Self::RemoveFailed(b)) => **a == **b,
+            (Self::ReplicationConfigFault(a), Self::ReplicationConfigFault(b)) => {
+                **a == **b
+            }
+            (
+                Self::ReplicationDiskConfigFault(a),
+                Self::ReplicationDiskConfigFault(b),
+            ) => **a == **b,
+            (Self::ReplicationFault(a), Self::ReplicationFault(b)) => **a == **b,
+            (
+                Self::ReplicationIncompatibleWithFT(a),
+                Self::ReplicationIncompatibleWithFT(b),
+            ) => **a == **b,
+            (Self::ReplicationInvalidOptions(a), Self::ReplicationInvalidOptions(b)) => {
+                **a == **b
+            }
+            (
+                Self::ReplicationNotSupportedOnHost(a),
+                Self::ReplicationNotSupportedOnHost(b),
+            ) => **a == **b,
+            (Self::ReplicationVmConfigFault(a), Self::ReplicationVmConfigFault(b)) => {
+                **a == **b
+            }
+            (Self::ReplicationVmFault(a), Self::ReplicationVmFault(b)) => **a == **b,
+            (
+                Self::ReplicationVmInProgressFault(a),
+                Self::ReplicationVmInProgressFault(b),
+            ) => **a == **b,
+            (Self::RequestCanceled(a), Self::RequestCanceled(b)) => **a == **b,
+            (Self::ResourceInUse(a), Self::ResourceInUse(b)) => **a == **b,
+            (Self::ResourceNotAvailable(a), Self::ResourceNotAvailable(b)) => **a == **b,
+            (Self::RestrictedByAdministrator(a), Self::RestrictedByAdministrator(b)) => {
+                **a == **b
+            }
+            (Self::RestrictedVersion(a), Self::RestrictedVersion(b)) => **a == **b,
+            (Self::RollbackFailure(a), Self::RollbackFailure(b)) => **a == **b,
+            (Self::RuleViolation(a), Self::RuleViolation(b)) => **a == **b,
+            (Self::RuntimeFault(a), Self::RuntimeFault(b)) => **a == **b,
+            (Self::SSLDisabledFault(a), Self::SSLDisabledFault(b)) => **a == **b,
+            (Self::SSLVerifyFault(a), Self::SSLVerifyFault(b)) => **a == **b,
+            (Self::SSPIChallenge(a), Self::SSPIChallenge(b)) => **a == **b,
+            (
+                Self::SecondaryVmAlreadyDisabled(a),
+                Self::SecondaryVmAlreadyDisabled(b),
+            ) => **a == **b,
+            (Self::SecondaryVmAlreadyEnabled(a), Self::SecondaryVmAlreadyEnabled(b)) => {
+                **a == **b
+            }
+            (
+                Self::SecondaryVmAlreadyRegistered(a),
+                Self::SecondaryVmAlreadyRegistered(b),
+            ) => **a == **b,
+            (Self::SecondaryVmNotRegistered(a), Self::SecondaryVmNotRegistered(b)) => {
+                **a == **b
+            }
+            (Self::SecurityError(a), Self::SecurityError(b)) => **a == **b,
+            (Self::SessionNotFound(a), Self::SessionNotFound(b)) => **a == **b,
+            (
+                Self::SharedBusControllerNotSupported(a),
+                Self::SharedBusControllerNotSupported(b),
+            ) => **a == **b,
+            (Self::ShrinkDiskFault(a), Self::ShrinkDiskFault(b)) => **a == **b,
+            (Self::SnapshotCloneNotSupported(a), Self::SnapshotCloneNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::SnapshotCopyNotSupported(a), Self::SnapshotCopyNotSupported(b)) => {
+                **a == **b
+            }
+            (Self::SnapshotDisabled(a), Self::SnapshotDisabled(b)) => **a == **b,
+            (Self::SnapshotFault(a), Self::SnapshotFault(b)) => **a == **b,
+            (
+                Self::SnapshotIncompatibleDeviceInVm(a),
+                Self::SnapshotIncompatibleDeviceInVm(b),
+            ) => **a == **b,
+            (Self::SnapshotLocked(a), Self::SnapshotLocked(b)) => **a == **b,
+            (
+                Self::SnapshotMoveFromNonHomeNotSupported(a),
+                Self::SnapshotMoveFromNonHomeNotSupported(b),
+            ) => **a == **b,
+            (Self::SnapshotMoveNotSupported(a), Self::SnapshotMoveNotSupported(b)) => {
+                **a == **b
+            }
+            (
+                Self::SnapshotMoveToNonHomeNotSupported(a),
+                Self::SnapshotMoveToNonHomeNotSupported(b),
+            ) => **a == **b,
+            (Self::SnapshotNoChange(a), Self::SnapshotNoChange(b)) => **a == **b,
+            (Self::SnapshotRevertIssue(a), Self::SnapshotRevertIssue(b)) => **a == **b,
+            (
+                Self::SoftRuleVioCorrectionDisallowed(a),
+                Self::SoftRuleVioCorrectionDisallowed(b),
+            ) => **a == **b,
+            (
+                Self::SoftRuleVioCorrectionImpact(a),
+                Self::SoftRuleVioCorrectionImpact(b),
+            ) => **a == **b,
+            (Self::SolutionUserRequired(a), Self::SolutionUserRequired(b)) => **a == **b,
+            (Self::SsdDiskNotAvailable(a), Self::SsdDiskNotAvailable(b)) => **a == **b,
+            (
+                Self::StorageDrsCannotMoveDiskInMultiWriterMode(a),
+                Self::StorageDrsCannotMoveDiskInMultiWriterMode(b),
+            ) => **a == **b,
+            (Self::StorageDrsCannotMoveFTVm(a), Self::StorageDrsCannotMoveFTVm(b)) => {
+                **a == **b
+            }
+            (
+                Self::StorageDrsCannotMoveIndependentDisk(a),
+                Self::StorageDrsCannotMoveIndependentDisk(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsCannotMoveManuallyPlacedSwapFile(a),
+                Self::StorageDrsCannotMoveManuallyPlacedSwapFile(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsCannotMoveManuallyPlacedVm(a),
+                Self::StorageDrsCannotMoveManuallyPlacedVm(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsCannotMoveSharedDisk(a),
+                Self::StorageDrsCannotMoveSharedDisk(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsCannotMoveTemplate(a),
+                Self::StorageDrsCannotMoveTemplate(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsCannotMoveVmInUserFolder(a),
+                Self::StorageDrsCannotMoveVmInUserFolder(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsCannotMoveVmWithMountedCDROM(a),
+                Self::StorageDrsCannotMoveVmWithMountedCDROM(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsCannotMoveVmWithNoFilesInLayout(a),
+                Self::StorageDrsCannotMoveVmWithNoFilesInLayout(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsDatacentersCannotShareDatastore(a),
+                Self::StorageDrsDatacentersCannotShareDatastore(b),
+            ) => **a == **b,
+            (Self::StorageDrsDisabledOnVm(a), Self::StorageDrsDisabledOnVm(b)) => {
+                **a == **b
+            }
+            (
+                Self::StorageDrsHbrDiskNotMovable(a),
+                Self::StorageDrsHbrDiskNotMovable(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsHmsMoveInProgress(a),
+                Self::StorageDrsHmsMoveInProgress(b),
+            ) => **a == **b,
+            (Self::StorageDrsHmsUnreachable(a), Self::StorageDrsHmsUnreachable(b)) => {
+                **a == **b
+            }
+            (
+                Self::StorageDrsIolbDisabledInternally(a),
+                Self::StorageDrsIolbDisabledInternally(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsRelocateDisabled(a),
+                Self::StorageDrsRelocateDisabled(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsStaleHmsCollection(a),
+                Self::StorageDrsStaleHmsCollection(b),
+            ) => **a == **b,
+            (
+                Self::StorageDrsUnableToMoveFiles(a),
+                Self::StorageDrsUnableToMoveFiles(b),
+            ) => **a == **b,
+            (
+                Self::StorageVMotionNotSupported(a),
+                Self::StorageVMotionNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::StorageVmotionIncompatible(a),
+                Self::StorageVmotionIncompatible(b),
+            ) => **a == **b,
+            (
+                Self::SuspendedRelocateNotSupported(a),
+                Self::SuspendedRelocateNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::SwapDatastoreNotWritableOnHost(a),
+                Self::SwapDatastoreNotWritableOnHost(b),
+            ) => **a == **b,
+            (Self::SwapDatastoreUnset(a), Self::SwapDatastoreUnset(b)) => **a == **b,
+            (
+                Self::SwapPlacementOverrideNotSupported(a),
+                Self::SwapPlacementOverrideNotSupported(b),
+            ) => **a == **b,
+            (Self::SwitchIpUnset(a), Self::SwitchIpUnset(b)) => **a == **b,
+            (Self::SwitchNotInUpgradeMode(a), Self::SwitchNotInUpgradeMode(b)) => {
+                **a == **b
+            }
+            (Self::SystemError(a), Self::SystemError(b)) => **a == **b,
+            (Self::TaskInProgress(a), Self::TaskInProgress(b)) => **a == **b,
+            (
+                Self::ThirdPartyLicenseAssignmentFailed(a),
+                Self::ThirdPartyLicenseAssignmentFailed(b),
+            ) => **a == **b,
+            (Self::Timedout(a), Self::Timedout(b)) => **a == **b,
+            (
+                Self::TooManyConcurrentNativeClones(a),
+                Self::TooManyConcurrentNativeClones(b),
+            ) => **a == **b,
+            (
+                Self::TooManyConsecutiveOverrides(a),
+                Self::TooManyConsecutiveOverrides(b),
+            ) => **a == **b,
+            (Self::TooManyDevices(a), Self::TooManyDevices(b)) => **a == **b,
+            (Self::TooManyDisksOnLegacyHost(a), Self::TooManyDisksOnLegacyHost(b)) => {
+                **a == **b
+            }
+            (Self::TooManyGuestLogons(a), Self::TooManyGuestLogons(b)) => **a == **b,
+            (Self::TooManyHosts(a), Self::TooManyHosts(b)) => **a == **b,
+            (Self::TooManyNativeCloneLevels(a), Self::TooManyNativeCloneLevels(b)) => {
+                **a == **b
+            }
+            (Self::TooManyNativeClonesOnFile(a), Self::TooManyNativeClonesOnFile(b)) => {
+                **a == **b
+            }
+            (Self::TooManySnapshotLevels(a), Self::TooManySnapshotLevels(b)) => {
+                **a == **b
+            }
+            (Self::ToolsAlreadyUpgraded(a), Self::ToolsAlreadyUpgraded(b)) => **a == **b,
+            (
+                Self::ToolsAutoUpgradeNotSupported(a),
+                Self::ToolsAutoUpgradeNotSupported(b),
+            ) => **a == **b,
+            (Self::ToolsImageCopyFailed(a), Self::ToolsImageCopyFailed(b)) => **a == **b,
+            (Self::ToolsImageNotAvailable(a), Self::ToolsImageNotAvailable(b)) => {
+                **a == **b
+            }
+            (
+                Self::ToolsImageSignatureCheckFailed(a),
+                Self::ToolsImageSignatureCheckFailed(b),
+            ) => **a == **b,
+            (
+                Self::ToolsInstallationInProgress(a),
+                Self::ToolsInstallationInProgress(b),
+            ) => **a == **b,
+            (Self::ToolsUnavailable(a), Self::ToolsUnavailable(b)) => **a == **b,
+            (Self::ToolsUpgradeCancelled(a), Self::ToolsUpgradeCancelled(b)) => {
+                **a == **b
+            }
+            (
+                Self::UnSupportedDatastoreForVFlash(a),
+                Self::UnSupportedDatastoreForVFlash(b),
+            ) => **a == **b,
+            (Self::UncommittedUndoableDisk(a), Self::UncommittedUndoableDisk(b)) => {
+                **a == **b
+            }
+            (Self::UnconfiguredPropertyValue(a), Self::UnconfiguredPropertyValue(b)) => {
+                **a == **b
+            }
+            (Self::UncustomizableGuest(a), Self::UncustomizableGuest(b)) => **a == **b,
+            (
+                Self::UnexpectedCustomizationFault(a),
+                Self::UnexpectedCustomizationFault(b),
+            ) => **a == **b,
+            (Self::UnexpectedFault(a), Self::UnexpectedFault(b)) => **a == **b,
+            (Self::UnrecognizedHost(a), Self::UnrecognizedHost(b)) => **a == **b,
+            (
+                Self::UnsharedSwapVMotionNotSupported(a),
+                Self::UnsharedSwapVMotionNotSupported(b),
+            ) => **a == **b,
+            (Self::UnsupportedDatastore(a), Self::UnsupportedDatastore(b)) => **a == **b,
+            (Self::UnsupportedGuest(a), Self::UnsupportedGuest(b)) => **a == **b,
+            (Self::UnsupportedVimApiVersion(a), Self::UnsupportedVimApiVersion(b)) => {
+                **a == **b
+            }
+            (Self::UnsupportedVmxLocation(a), Self::UnsupportedVmxLocation(b)) => {
+                **a == **b
+            }
+            (
+                Self::UnusedVirtualDiskBlocksNotScrubbed(a),
+                Self::UnusedVirtualDiskBlocksNotScrubbed(b),
+            ) => **a == **b,
+            (Self::UserNotFound(a), Self::UserNotFound(b)) => **a == **b,
+            (Self::VAppConfigFault(a), Self::VAppConfigFault(b)) => **a == **b,
+            (Self::VAppNotRunning(a), Self::VAppNotRunning(b)) => **a == **b,
+            (Self::VAppOperationInProgress(a), Self::VAppOperationInProgress(b)) => {
+                **a == **b
+            }
+            (Self::VAppPropertyFault(a), Self::VAppPropertyFault(b)) => **a == **b,
+            (Self::VAppTaskInProgress(a), Self::VAppTaskInProgress(b)) => **a == **b,
+            (
+                Self::VFlashCacheHotConfigNotSupported(a),
+                Self::VFlashCacheHotConfigNotSupported(b),
+            ) => **a == **b,
+            (Self::VFlashModuleNotSupported(a), Self::VFlashModuleNotSupported(b)) => {
+                **a == **b
+            }
+            (
+                Self::VFlashModuleVersionIncompatible(a),
+                Self::VFlashModuleVersionIncompatible(b),
+            ) => **a == **b,
+            (Self::VMINotSupported(a), Self::VMINotSupported(b)) => **a == **b,
+            (Self::VMOnConflictDVPort(a), Self::VMOnConflictDVPort(b)) => **a == **b,
+            (Self::VMOnVirtualIntranet(a), Self::VMOnVirtualIntranet(b)) => **a == **b,
+            (
+                Self::VMotionAcrossNetworkNotSupported(a),
+                Self::VMotionAcrossNetworkNotSupported(b),
+            ) => **a == **b,
+            (Self::VMotionInterfaceIssue(a), Self::VMotionInterfaceIssue(b)) => {
+                **a == **b
+            }
+            (Self::VMotionLinkCapacityLow(a), Self::VMotionLinkCapacityLow(b)) => {
+                **a == **b
+            }
+            (Self::VMotionLinkDown(a), Self::VMotionLinkDown(b)) => **a == **b,
+            (Self::VMotionNotConfigured(a), Self::VMotionNotConfigured(b)) => **a == **b,
+            (Self::VMotionNotLicensed(a), Self::VMotionNotLicensed(b)) => **a == **b,
+            (Self::VMotionNotSupported(a), Self::VMotionNotSupported(b)) => **a == **b,
+            (
+                Self::VMotionProtocolIncompatible(a),
+                Self::VMotionProtocolIncompatible(b),
+            ) => **a == **b,
+            (Self::VimFault(a), Self::VimFault(b)) => **a == **b,
+            (
+                Self::VirtualDiskBlocksNotFullyProvisioned(a),
+                Self::VirtualDiskBlocksNotFullyProvisioned(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskModeNotSupported(a),
+                Self::VirtualDiskModeNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::VirtualEthernetCardNotSupported(a),
+                Self::VirtualEthernetCardNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::VirtualHardwareCompatibilityIssue(a),
+                Self::VirtualHardwareCompatibilityIssue(b),
+            ) => **a == **b,
+            (
+                Self::VirtualHardwareVersionNotSupported(a),
+                Self::VirtualHardwareVersionNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::VmAlreadyExistsInDatacenter(a),
+                Self::VmAlreadyExistsInDatacenter(b),
+            ) => **a == **b,
+            (Self::VmConfigFault(a), Self::VmConfigFault(b)) => **a == **b,
+            (
+                Self::VmConfigIncompatibleForFaultTolerance(a),
+                Self::VmConfigIncompatibleForFaultTolerance(b),
+            ) => **a == **b,
+            (
+                Self::VmConfigIncompatibleForRecordReplay(a),
+                Self::VmConfigIncompatibleForRecordReplay(b),
+            ) => **a == **b,
+            (
+                Self::VmFaultToleranceConfigIssue(a),
+                Self::VmFaultToleranceConfigIssue(b),
+            ) => **a == **b,
+            (
+                Self::VmFaultToleranceConfigIssueWrapper(a),
+                Self::VmFaultToleranceConfigIssueWrapper(b),
+            ) => **a == **b,
+            (
+                Self::VmFaultToleranceInvalidFileBacking(a),
+                Self::VmFaultToleranceInvalidFileBacking(b),
+            ) => **a == **b,
+            (Self::VmFaultToleranceIssue(a), Self::VmFaultToleranceIssue(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmFaultToleranceOpIssuesList(a),
+                Self::VmFaultToleranceOpIssuesList(b),
+            ) => **a == **b,
+            (
+                Self::VmFaultToleranceTooManyFtVcpusOnHost(a),
+                Self::VmFaultToleranceTooManyFtVcpusOnHost(b),
+            ) => **a == **b,
+            (
+                Self::VmFaultToleranceTooManyVMsOnHost(a),
+                Self::VmFaultToleranceTooManyVMsOnHost(b),
+            ) => **a == **b,
+            (
+                Self::VmHostAffinityRuleViolation(a),
+                Self::VmHostAffinityRuleViolation(b),
+            ) => **a == **b,
+            (Self::VmLimitLicense(a), Self::VmLimitLicense(b)) => **a == **b,
+            (Self::VmMetadataManagerFault(a), Self::VmMetadataManagerFault(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmMonitorIncompatibleForFaultTolerance(a),
+                Self::VmMonitorIncompatibleForFaultTolerance(b),
+            ) => **a == **b,
+            (Self::VmPowerOnDisabled(a), Self::VmPowerOnDisabled(b)) => **a == **b,
+            (
+                Self::VmSmpFaultToleranceTooManyVMsOnHost(a),
+                Self::VmSmpFaultToleranceTooManyVMsOnHost(b),
+            ) => **a == **b,
+            (Self::VmToolsUpgradeFault(a), Self::VmToolsUpgradeFault(b)) => **a == **b,
+            (Self::VmValidateMaxDevice(a), Self::VmValidateMaxDevice(b)) => **a == **b,
+            (Self::VmWwnConflict(a), Self::VmWwnConflict(b)) => **a == **b,
+            (Self::VmfsAlreadyMounted(a), Self::VmfsAlreadyMounted(b)) => **a == **b,
+            (Self::VmfsAmbiguousMount(a), Self::VmfsAmbiguousMount(b)) => **a == **b,
+            (Self::VmfsMountFault(a), Self::VmfsMountFault(b)) => **a == **b,
+            (
+                Self::VmotionInterfaceNotEnabled(a),
+                Self::VmotionInterfaceNotEnabled(b),
+            ) => **a == **b,
+            (Self::VolumeEditorError(a), Self::VolumeEditorError(b)) => **a == **b,
+            (Self::VramLimitLicense(a), Self::VramLimitLicense(b)) => **a == **b,
+            (Self::VsanClusterUuidMismatch(a), Self::VsanClusterUuidMismatch(b)) => {
+                **a == **b
+            }
+            (Self::VsanDiskFault(a), Self::VsanDiskFault(b)) => **a == **b,
+            (Self::VsanFault(a), Self::VsanFault(b)) => **a == **b,
+            (
+                Self::VsanIncompatibleDiskMapping(a),
+                Self::VsanIncompatibleDiskMapping(b),
+            ) => **a == **b,
+            (Self::VspanDestPortConflict(a), Self::VspanDestPortConflict(b)) => {
+                **a == **b
+            }
+            (Self::VspanPortConflict(a), Self::VspanPortConflict(b)) => **a == **b,
+            (Self::VspanPortMoveFault(a), Self::VspanPortMoveFault(b)) => **a == **b,
+            (
+                Self::VspanPortPromiscChangeFault(a),
+                Self::VspanPortPromiscChangeFault(b),
+            ) => **a == **b,
+            (
+                Self::VspanPortgroupPromiscChangeFault(a),
+                Self::VspanPortgroupPromiscChangeFault(b),
+            ) => **a == **b,
+            (
+                Self::VspanPortgroupTypeChangeFault(a),
+                Self::VspanPortgroupTypeChangeFault(b),
+            ) => **a == **b,
+            (
+                Self::VspanPromiscuousPortNotSupported(a),
+                Self::VspanPromiscuousPortNotSupported(b),
+            ) => **a == **b,
+            (
+                Self::VspanSameSessionPortConflict(a),
+                Self::VspanSameSessionPortConflict(b),
+            ) => **a == **b,
+            (Self::WakeOnLanNotSupported(a), Self::WakeOnLanNotSupported(b)) => {
+                **a == **b
+            }
+            (
+                Self::WakeOnLanNotSupportedByVmotionNIC(a),
+                Self::WakeOnLanNotSupportedByVmotionNIC(b),
+            ) => **a == **b,
+            (Self::WillLoseHAProtection(a), Self::WillLoseHAProtection(b)) => **a == **b,
+            (
+                Self::WillModifyConfigCpuRequirements(a),
+                Self::WillModifyConfigCpuRequirements(b),
+            ) => **a == **b,
+            (
+                Self::WillResetSnapshotDirectory(a),
+                Self::WillResetSnapshotDirectory(b),
+            ) => **a == **b,
+            (Self::WipeDiskFault(a), Self::WipeDiskFault(b)) => **a == **b,
+            _ => false,
+        }
     }
 }

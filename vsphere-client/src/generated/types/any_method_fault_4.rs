@@ -5,2453 +5,1752 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl<T: x::VariantOf<AnyMethodFault>> From<T> for AnyMethodFault {
-    fn from(value: T) -> Self {
-        value.into_variant()
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MethodFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MethodFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ActiveDirectoryFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ActiveDirectoryFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ActiveVMsBlockingEVC {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ActiveVMsBlockingEVC(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AdminDisabled {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AdminDisabled(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AdminNotDisabled {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AdminNotDisabled(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AffinityConfigured {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AffinityConfigured(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AgentInstallFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AgentInstallFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AlreadyBeingManaged {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AlreadyBeingManaged(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AlreadyConnected {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AlreadyConnected(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AlreadyExists {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AlreadyExists(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AlreadyUpgraded {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AlreadyUpgraded(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AnswerFileUpdateFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AnswerFileUpdateFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ApplicationQuiesceFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ApplicationQuiesceFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AuthMinimumAdminPermission {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AuthMinimumAdminPermission(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for AuthenticationRequired {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AuthenticationRequired(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for BackupBlobReadFailure {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::BackupBlobReadFailure(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for BackupBlobWriteFailure {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::BackupBlobWriteFailure(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for BlockedByFirewall {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::BlockedByFirewall(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CAMServerRefusedConnection {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CAMServerRefusedConnection(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAccessFile {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessFile(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAccessLocalSource {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessLocalSource(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAccessNetwork {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessNetwork(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAccessVmComponent {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessVmComponent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAccessVmConfig {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessVmConfig(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAccessVmDevice {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessVmDevice(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAccessVmDisk {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessVmDisk(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmAsStandalone {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAddHostWithFTVmAsStandalone(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToDifferentCluster {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAddHostWithFTVmToDifferentCluster(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToNonHACluster {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAddHostWithFTVmToNonHACluster(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotChangeDrsBehaviorForFtSecondary {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotChangeDrsBehaviorForFtSecondary(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotChangeHaSettingsForFtSecondary {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotChangeHaSettingsForFtSecondary(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotChangeVsanClusterUuid {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotChangeVsanClusterUuid(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotChangeVsanNodeUuid {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotChangeVsanNodeUuid(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotComputeFTCompatibleHosts {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotComputeFTCompatibleHosts(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotCreateFile {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotCreateFile(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotDecryptPasswords {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDecryptPasswords(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotDeleteFile {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDeleteFile(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotDisableDrsOnClustersWithVApps {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDisableDrsOnClustersWithVApps(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotDisableSnapshot {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDisableSnapshot(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotDisconnectHostWithFaultToleranceVm {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDisconnectHostWithFaultToleranceVm(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotEnableVmcpForCluster {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotEnableVmcpForCluster(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotModifyConfigCpuRequirements {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotModifyConfigCpuRequirements(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotMoveFaultToleranceVm {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveFaultToleranceVm(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotMoveHostWithFaultToleranceVm {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveHostWithFaultToleranceVm(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithDeltaDisk {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveVmWithDeltaDisk(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithNativeDeltaDisk {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveVmWithNativeDeltaDisk(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotMoveVsanEnabledHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveVsanEnabledHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotPlaceWithoutPrerequisiteMoves {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotPlaceWithoutPrerequisiteMoves(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotPowerOffVmInCluster {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotPowerOffVmInCluster(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotReconfigureVsanWhenHaEnabled {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotReconfigureVsanWhenHaEnabled(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CannotUseNetwork {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotUseNetwork(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ClockSkew {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ClockSkew(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CloneFromSnapshotNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CloneFromSnapshotNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CollectorAddressUnset {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CollectorAddressUnset(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ConcurrentAccess {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ConcurrentAccess(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ConflictingConfiguration {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ConflictingConfiguration(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ConflictingDatastoreFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ConflictingDatastoreFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ConnectedIso {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ConnectedIso(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CpuCompatibilityUnknown {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuCompatibilityUnknown(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CpuHotPlugNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuHotPlugNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CpuIncompatible {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuIncompatible(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CpuIncompatible1ECX {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuIncompatible1ECX(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CpuIncompatible81EDX {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuIncompatible81EDX(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CustomizationFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CustomizationFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for CustomizationPending {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CustomizationPending(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DVPortNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DVPortNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DasConfigFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DasConfigFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DatabaseError {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DatabaseError(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DatacenterMismatch {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DatacenterMismatch(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DatastoreNotWritableOnHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DatastoreNotWritableOnHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DeltaDiskFormatNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeltaDiskFormatNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DestinationSwitchFull {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DestinationSwitchFull(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DestinationVsanDisabled {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DestinationVsanDisabled(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DeviceBackingNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceBackingNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DeviceControllerNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceControllerNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DeviceHotPlugNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceHotPlugNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DeviceNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DeviceNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmPlatform {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceUnsupportedForVmPlatform(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmVersion {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceUnsupportedForVmVersion(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DigestNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DigestNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DirectoryNotEmpty {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DirectoryNotEmpty(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DisableAdminNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisableAdminNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DisallowedChangeByService {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisallowedChangeByService(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DisallowedDiskModeChange {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisallowedDiskModeChange(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DisallowedMigrationDeviceAttached {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisallowedMigrationDeviceAttached(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DisallowedOperationOnFailoverHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisallowedOperationOnFailoverHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DisconnectedHostsBlockingEVC {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisconnectedHostsBlockingEVC(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DiskHasPartitions {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskHasPartitions(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DiskIsLastRemainingNonSSD {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskIsLastRemainingNonSSD(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DiskIsNonLocal {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskIsNonLocal(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DiskIsUSB {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskIsUSB(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DiskMoveTypeNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskMoveTypeNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DiskNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DiskTooSmall {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskTooSmall(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DomainNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DomainNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DrsDisabledOnVm {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DrsDisabledOnVm(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DrsVmotionIncompatibleFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DrsVmotionIncompatibleFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DuplicateDisks {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DuplicateDisks(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DuplicateName {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DuplicateName(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DuplicateVsanNetworkInterface {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DuplicateVsanNetworkInterface(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DvsApplyOperationFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsApplyOperationFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DvsFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DvsNotAuthorized {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsNotAuthorized(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DvsOperationBulkFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsOperationBulkFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for DvsScopeViolated {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsScopeViolated(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUFeaturesForMode {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUFeaturesForMode(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModel {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUModel(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModelForMode {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUModelForMode(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendor {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUVendor(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendorUnknown {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUVendorUnknown(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostDisconnected {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedHostDisconnected(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftware {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedHostSoftware(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftwareForMode {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedHostSoftwareForMode(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedVmActive {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedVmActive(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCConfigFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCConfigFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCModeIllegalByVendor {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCModeIllegalByVendor(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCModeUnsupportedByHosts {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCModeUnsupportedByHosts(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostHardware {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCUnsupportedByHostHardware(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostSoftware {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCUnsupportedByHostSoftware(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EightHostLimitViolated {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EightHostLimitViolated(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for EncryptionKeyRequired {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EncryptionKeyRequired(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ExpiredAddonLicense {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ExpiredAddonLicense(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ExpiredEditionLicense {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ExpiredEditionLicense(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ExpiredFeatureLicense {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ExpiredFeatureLicense(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ExtendedFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ExtendedFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FailToEnableSPBM {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FailToEnableSPBM(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FailToLockFaultToleranceVMs {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FailToLockFaultToleranceVMs(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FaultToleranceAntiAffinityViolated {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceAntiAffinityViolated(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FaultToleranceCannotEditMem {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceCannotEditMem(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FaultToleranceCpuIncompatible {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceCpuIncompatible(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FaultToleranceNeedsThickDisk {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceNeedsThickDisk(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FaultToleranceNotLicensed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceNotLicensed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FaultToleranceNotSameBuild {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceNotSameBuild(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FaultTolerancePrimaryPowerOnNotAttempted {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultTolerancePrimaryPowerOnNotAttempted(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FaultToleranceVmNotDasProtected {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceVmNotDasProtected(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FcoeFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FcoeFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FcoeFaultPnicHasNoPortSet {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FcoeFaultPnicHasNoPortSet(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FeatureRequirementsNotMet {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FeatureRequirementsNotMet(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FileAlreadyExists {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileAlreadyExists(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FileBackedPortNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileBackedPortNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FileFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FileLocked {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileLocked(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FileNameTooLong {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileNameTooLong(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FileNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FileNotWritable {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileNotWritable(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FileTooLarge {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileTooLarge(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FilesystemQuiesceFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FilesystemQuiesceFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FilterInUse {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FilterInUse(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FtIssuesOnHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FtIssuesOnHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FtVmHostRuleViolation {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FtVmHostRuleViolation(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for FullStorageVMotionNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FullStorageVMotionNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GatewayConnectFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayConnectFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GatewayHostNotReachable {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayHostNotReachable(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GatewayNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GatewayNotReachable {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayNotReachable(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GatewayOperationRefused {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayOperationRefused(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GatewayToHostAuthFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayToHostAuthFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GatewayToHostConnectFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayToHostConnectFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GatewayToHostTrustVerifyFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayToHostTrustVerifyFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GenericDrsFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GenericDrsFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GenericVmConfigFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GenericVmConfigFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestAuthenticationChallenge {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestAuthenticationChallenge(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestComponentsOutOfDate {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestComponentsOutOfDate(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestMultipleMappings {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestMultipleMappings(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestOperationsFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestOperationsFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestOperationsUnavailable {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestOperationsUnavailable(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestPermissionDenied {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestPermissionDenied(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestProcessNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestProcessNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestRegistryFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyAlreadyExists {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyAlreadyExists(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyHasSubkeys {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyHasSubkeys(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyInvalid {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyInvalid(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyParentVolatile {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyParentVolatile(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestRegistryValueFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryValueFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for GuestRegistryValueNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryValueNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HAErrorsAtDest {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HAErrorsAtDest(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HeterogenousHostsBlockingEVC {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HeterogenousHostsBlockingEVC(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostAccessRestrictedToManagementServer {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostAccessRestrictedToManagementServer(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostCommunication {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostCommunication(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostConfigFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostConfigFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostConfigFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostConfigFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostConnectFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostConnectFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostHasComponentFailure {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostHasComponentFailure(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostInDomain {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostInDomain(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostIncompatibleForFaultTolerance {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostIncompatibleForFaultTolerance(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostIncompatibleForRecordReplay {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostIncompatibleForRecordReplay(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostInventoryFull {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostInventoryFull(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostNotConnected {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostNotConnected(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostNotReachable {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostNotReachable(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostPowerOpFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostPowerOpFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HostSpecificationOperationFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostSpecificationOperationFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HotSnapshotMoveNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HotSnapshotMoveNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for HttpFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HttpFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IDEDiskNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IDEDiskNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IORMNotSupportedHostOnDatastore {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IORMNotSupportedHostOnDatastore(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ImportHostAddFailure {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ImportHostAddFailure(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ImportOperationBulkFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ImportOperationBulkFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InUseFeatureManipulationDisallowed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InUseFeatureManipulationDisallowed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InaccessibleDatastore {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InaccessibleDatastore(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InaccessibleFTMetadataDatastore {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InaccessibleFTMetadataDatastore(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InaccessibleVFlashSource {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InaccessibleVFlashSource(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncompatibleDefaultDevice {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleDefaultDevice(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncompatibleHostForFtSecondary {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleHostForFtSecondary(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncompatibleHostForVmReplication {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleHostForVmReplication(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncompatibleSetting {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleSetting(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncorrectFileType {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncorrectFileType(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncorrectHostInformation {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncorrectHostInformation(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IndependentDiskVMotionNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IndependentDiskVMotionNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientAgentVmsDeployed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientAgentVmsDeployed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientCpuResourcesFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientCpuResourcesFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientDisks {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientDisks(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientFailoverResourcesFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientFailoverResourcesFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientGraphicsResourcesFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientGraphicsResourcesFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientHostCapacityFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientHostCapacityFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientHostCpuCapacityFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientHostCpuCapacityFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientHostMemoryCapacityFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientHostMemoryCapacityFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientMemoryResourcesFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientMemoryResourcesFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientNetworkCapacity {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientNetworkCapacity(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientNetworkResourcePoolCapacity {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientNetworkResourcePoolCapacity(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientPerCpuCapacity {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientPerCpuCapacity(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientResourcesFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientResourcesFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStandbyCpuResource {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStandbyCpuResource(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStandbyMemoryResource {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStandbyMemoryResource(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStandbyResource {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStandbyResource(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStorageIops {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStorageIops(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStorageSpace {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStorageSpace(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientVFlashResourcesFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientVFlashResourcesFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidAffinitySettingFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidAffinitySettingFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidArgument {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidArgument(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidBmcRole {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidBmcRole(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidBundle {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidBundle(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidCAMCertificate {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidCAMCertificate(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidCAMServer {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidCAMServer(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidClientCertificate {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidClientCertificate(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidCollectorVersion {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidCollectorVersion(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidController {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidController(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDasConfigArgument {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDasConfigArgument(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDasRestartPriorityForFtVm {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDasRestartPriorityForFtVm(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDatastore {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDatastore(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDatastorePath {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDatastorePath(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDatastoreState {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDatastoreState(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDeviceBacking {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDeviceBacking(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDeviceOperation {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDeviceOperation(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDeviceSpec {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDeviceSpec(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDiskFormat {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDiskFormat(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidDrsBehaviorForFtVm {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDrsBehaviorForFtVm(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidEditionLicense {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidEditionLicense(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidEvent {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidEvent(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidFolder {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidFolder(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidFormat {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidFormat(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidGuestLogin {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidGuestLogin(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidHostConnectionState {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidHostConnectionState(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidHostName {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidHostName(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidHostState {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidHostState(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidIndexArgument {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidIndexArgument(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidIpfixConfig {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidIpfixConfig(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidIpmiLoginInfo {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidIpmiLoginInfo(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidIpmiMacAddress {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidIpmiMacAddress(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidLicense {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidLicense(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidLocale {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidLocale(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidLogin {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidLogin(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidName {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidName(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidNasCredentials {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidNasCredentials(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidNetworkInType {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidNetworkInType(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidNetworkResource {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidNetworkResource(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidOperationOnSecondaryVm {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidOperationOnSecondaryVm(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidPowerState {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidPowerState(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidPrivilege {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidPrivilege(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidProfileReferenceHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidProfileReferenceHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidProperty {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidProperty(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidPropertyType {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidPropertyType(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidPropertyValue {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidPropertyValue(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidRequest {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidRequest(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidResourcePoolStructureFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidResourcePoolStructureFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidScheduledTask {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidScheduledTask(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidSnapshotFormat {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidSnapshotFormat(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidState {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidState(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidToken {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidToken(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidType {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidType(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidVmConfig {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidVmConfig(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidVmState {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidVmState(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InventoryHasStandardAloneHosts {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InventoryHasStandardAloneHosts(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IpHostnameGeneratorError {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IpHostnameGeneratorError(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultInvalidVnic {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultInvalidVnic(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultPnicInUse {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultPnicInUse(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicAlreadyBound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicAlreadyBound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasActivePaths {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicHasActivePaths(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasMultipleUplinks {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicHasMultipleUplinks(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasNoUplinks {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicHasNoUplinks(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasWrongUplink {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicHasWrongUplink(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicInUse {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicInUse(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicIsLastPath {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicIsLastPath(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotBound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicNotBound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for KeyNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::KeyNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LargeRDMConversionNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LargeRDMConversionNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LargeRDMNotSupportedOnDatastore {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LargeRDMNotSupportedOnDatastore(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LegacyNetworkInterfaceInUse {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LegacyNetworkInterfaceInUse(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LicenseAssignmentFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseAssignmentFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LicenseDowngradeDisallowed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseDowngradeDisallowed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LicenseEntityNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseEntityNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LicenseExpired {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseExpired(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LicenseKeyEntityMismatch {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseKeyEntityMismatch(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LicenseRestricted {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseRestricted(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LicenseServerUnavailable {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseServerUnavailable(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LicenseSourceUnavailable {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseSourceUnavailable(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LimitExceeded {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LimitExceeded(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LinuxVolumeNotClean {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LinuxVolumeNotClean(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for LogBundlingFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LogBundlingFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MaintenanceModeFileMove {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MaintenanceModeFileMove(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ManagedObjectNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ManagedObjectNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MemoryFileFormatNotSupportedByDatastore {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemoryFileFormatNotSupportedByDatastore(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MemoryHotPlugNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemoryHotPlugNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MemorySizeNotRecommended {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemorySizeNotRecommended(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemorySizeNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupportedByDatastore {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemorySizeNotSupportedByDatastore(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MemorySnapshotOnIndependentDisk {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemorySnapshotOnIndependentDisk(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MethodAlreadyDisabledFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MethodAlreadyDisabledFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MethodDisabled {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MethodDisabled(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MethodNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MethodNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MigrationDisabled {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MigrationDisabled(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MigrationFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MigrationFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MigrationFeatureNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MigrationFeatureNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MigrationNotReady {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MigrationNotReady(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MismatchedBundle {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MismatchedBundle(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MismatchedNetworkPolicies {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MismatchedNetworkPolicies(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MismatchedVMotionNetworkNames {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MismatchedVMotionNetworkNames(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MissingBmcSupport {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingBmcSupport(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MissingController {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingController(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MissingIpPool {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingIpPool(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MissingLinuxCustResources {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingLinuxCustResources(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MissingNetworkIpConfig {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingNetworkIpConfig(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MissingPowerOffConfiguration {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingPowerOffConfiguration(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MissingPowerOnConfiguration {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingPowerOnConfiguration(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MissingWindowsCustResources {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingWindowsCustResources(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MksConnectionLimitReached {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MksConnectionLimitReached(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MountError {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MountError(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MultiWriterNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MultiWriterNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MultipleCertificatesVerifyFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MultipleCertificatesVerifyFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for MultipleSnapshotsNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MultipleSnapshotsNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NamespaceFull {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NamespaceFull(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NamespaceLimitReached {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NamespaceLimitReached(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NamespaceWriteProtected {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NamespaceWriteProtected(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NasConfigFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NasConfigFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NasConnectionLimitReached {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NasConnectionLimitReached(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NasSessionCredentialConflict {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NasSessionCredentialConflict(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NasVolumeNotMounted {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NasVolumeNotMounted(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NetworkCopyFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NetworkCopyFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NetworkDisruptedAndConfigRolledBack {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NetworkDisruptedAndConfigRolledBack(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NetworkInaccessible {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NetworkInaccessible(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NetworksMayNotBeTheSame {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NetworksMayNotBeTheSame(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NicSettingMismatch {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NicSettingMismatch(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoActiveHostInCluster {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoActiveHostInCluster(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoAvailableIp {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoAvailableIp(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoClientCertificate {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoClientCertificate(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoCompatibleDatastore {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleDatastore(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoCompatibleHardAffinityHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleHardAffinityHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoCompatibleHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoCompatibleHostWithAccessToDevice {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleHostWithAccessToDevice(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoCompatibleSoftAffinityHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleSoftAffinityHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoConnectedDatastore {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoConnectedDatastore(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoDiskFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoDiskFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoDiskSpace {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoDiskSpace(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoDisksToCustomize {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoDisksToCustomize(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoGateway {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoGateway(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoGuestHeartbeat {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoGuestHeartbeat(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoHostSuitableForFtSecondary {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoHostSuitableForFtSecondary(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoLicenseServerConfigured {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoLicenseServerConfigured(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoPeerHostFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPeerHostFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoPermission {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPermission(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoPermissionOnAD {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPermissionOnAD(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoPermissionOnHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPermissionOnHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoPermissionOnNasVolume {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPermissionOnNasVolume(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoSubjectName {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoSubjectName(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoVcManagedIpConfigured {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoVcManagedIpConfigured(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoVirtualNic {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoVirtualNic(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NoVmInVApp {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoVmInVApp(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NonADUserRequired {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NonADUserRequired(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NonHomeRDMVMotionNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NonHomeRDMVMotionNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NonPersistentDisksNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NonPersistentDisksNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NonVmwareOuiMacNotSupportedHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NonVmwareOuiMacNotSupportedHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotADirectory {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotADirectory(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotAFile {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotAFile(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotAuthenticated {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotAuthenticated(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotEnoughCpus {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotEnoughCpus(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotEnoughLicenses {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotEnoughLicenses(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotEnoughLogicalCpus {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotEnoughLogicalCpus(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotImplemented {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotImplemented(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedDeviceForFT {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedDeviceForFT(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForChecksum {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForChecksum(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVFlash {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForVFlash(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmcp {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForVmcp(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmemFile {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForVmemFile(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVsan {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForVsan(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostInCluster {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostInCluster(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostInDvs {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostInDvs(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostInHACluster {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostInHACluster(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NotUserConfigurableProperty {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotUserConfigurableProperty(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NumVirtualCoresPerSocketNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCoresPerSocketNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NumVirtualCpusExceedsLimit {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCpusExceedsLimit(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NumVirtualCpusIncompatible {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCpusIncompatible(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NumVirtualCpusNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCpusNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OperationDisabledByGuest {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OperationDisabledByGuest(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OperationDisallowedOnHost {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OperationDisallowedOnHost(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OperationNotSupportedByGuest {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OperationNotSupportedByGuest(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OutOfBounds {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OutOfBounds(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfAttribute {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfAttribute(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConnectedDevice {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConnectedDevice(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceFloppy {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConnectedDeviceFloppy(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceIso {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConnectedDeviceIso(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConstraint {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConstraint(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerCallbackFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerCallbackFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerCommunicationError {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerCommunicationError(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerInvalidSection {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerInvalidSection(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerPowerOnFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerPowerOnFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerUndeclaredSection {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerUndeclaredSection(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerUndefinedPrefix {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerUndefinedPrefix(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerValidationFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerValidationFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibility {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfCpuCompatibility(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibilityCheckNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfCpuCompatibilityCheckNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDiskMappingNotFound {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDiskMappingNotFound(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDiskOrderConstraint {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDiskOrderConstraint(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDuplicateElement {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicateElement(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDuplicatedElementBoundary {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicatedElementBoundary(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdExport {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicatedPropertyIdExport(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdImport {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicatedPropertyIdImport(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfElement {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfElement(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfElementInvalidValue {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfElementInvalidValue(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfExport {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfExport(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfExportFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfExportFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfHardwareCheck {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHardwareCheck(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfHardwareExport {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHardwareExport(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfHostResourceConstraint {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHostResourceConstraint(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfHostValueNotParsed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHostValueNotParsed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfImport {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfImport(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfImportFailed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfImportFailed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInternalError {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInternalError(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidPackage {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidPackage(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValue {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValue(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueConfiguration {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueConfiguration(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueEmpty {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueEmpty(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueFormatMalformed {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueFormatMalformed(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueReference {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueReference(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidVmName {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidVmName(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMappedOsId {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMappedOsId(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMissingAttribute {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingAttribute(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMissingElement {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingElement(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMissingElementNormalBoundary {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingElementNormalBoundary(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMissingHardware {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingHardware(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfNetworkMappingNotSupported {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNetworkMappingNotSupported(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfNoHostNic {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNoHostNic(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfNoSpaceOnController {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNoSpaceOnController(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfNoSupportedHardwareFamily {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNoSupportedHardwareFamily(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfProperty {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfProperty(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyExport {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyExport(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyNetwork {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyNetwork(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyNetworkExport {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyNetworkExport(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifier {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyQualifier(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierDuplicate {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyQualifierDuplicate(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierIgnored {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyQualifierIgnored(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyType {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyType(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyValue {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyValue(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfSystemFault {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfSystemFault(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfToXmlUnsupportedElement {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfToXmlUnsupportedElement(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnableToExportDisk {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnableToExportDisk(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnexpectedElement {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnexpectedElement(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnknownDevice {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnknownDevice(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnknownDeviceBacking {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnknownDeviceBacking(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnknownEntity {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnknownEntity(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttribute {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedAttribute(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttributeValue {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedAttributeValue(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingInfo {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedDeviceBackingInfo(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingOption {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedDeviceBackingOption(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceExport {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedDeviceExport(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDiskProvisioning {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedDiskProvisioning(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElement {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedElement(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElementValue {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedElementValue(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedPackage {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedPackage(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSection {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedSection(Box::new(self))
+impl Clone for AnyMethodFault {
+    fn clone(&self) -> Self {
+        match self {
+            Self::MethodFault(v) => Self::MethodFault(Box::new((**v).clone())),
+            Self::ActiveDirectoryFault(v) => {
+                Self::ActiveDirectoryFault(Box::new((**v).clone()))
+            }
+            Self::ActiveVMsBlockingEVC(v) => {
+                Self::ActiveVMsBlockingEVC(Box::new((**v).clone()))
+            }
+            Self::AdminDisabled(v) => Self::AdminDisabled(Box::new((**v).clone())),
+            Self::AdminNotDisabled(v) => Self::AdminNotDisabled(Box::new((**v).clone())),
+            Self::AffinityConfigured(v) => {
+                Self::AffinityConfigured(Box::new((**v).clone()))
+            }
+            Self::AgentInstallFailed(v) => {
+                Self::AgentInstallFailed(Box::new((**v).clone()))
+            }
+            Self::AlreadyBeingManaged(v) => {
+                Self::AlreadyBeingManaged(Box::new((**v).clone()))
+            }
+            Self::AlreadyConnected(v) => Self::AlreadyConnected(Box::new((**v).clone())),
+            Self::AlreadyExists(v) => Self::AlreadyExists(Box::new((**v).clone())),
+            Self::AlreadyUpgraded(v) => Self::AlreadyUpgraded(Box::new((**v).clone())),
+            Self::AnswerFileUpdateFailed(v) => {
+                Self::AnswerFileUpdateFailed(Box::new((**v).clone()))
+            }
+            Self::ApplicationQuiesceFault(v) => {
+                Self::ApplicationQuiesceFault(Box::new((**v).clone()))
+            }
+            Self::AuthMinimumAdminPermission(v) => {
+                Self::AuthMinimumAdminPermission(Box::new((**v).clone()))
+            }
+            Self::AuthenticationRequired(v) => {
+                Self::AuthenticationRequired(Box::new((**v).clone()))
+            }
+            Self::BackupBlobReadFailure(v) => {
+                Self::BackupBlobReadFailure(Box::new((**v).clone()))
+            }
+            Self::BackupBlobWriteFailure(v) => {
+                Self::BackupBlobWriteFailure(Box::new((**v).clone()))
+            }
+            Self::BlockedByFirewall(v) => {
+                Self::BlockedByFirewall(Box::new((**v).clone()))
+            }
+            Self::CAMServerRefusedConnection(v) => {
+                Self::CAMServerRefusedConnection(Box::new((**v).clone()))
+            }
+            Self::CannotAccessFile(v) => Self::CannotAccessFile(Box::new((**v).clone())),
+            Self::CannotAccessLocalSource(v) => {
+                Self::CannotAccessLocalSource(Box::new((**v).clone()))
+            }
+            Self::CannotAccessNetwork(v) => {
+                Self::CannotAccessNetwork(Box::new((**v).clone()))
+            }
+            Self::CannotAccessVmComponent(v) => {
+                Self::CannotAccessVmComponent(Box::new((**v).clone()))
+            }
+            Self::CannotAccessVmConfig(v) => {
+                Self::CannotAccessVmConfig(Box::new((**v).clone()))
+            }
+            Self::CannotAccessVmDevice(v) => {
+                Self::CannotAccessVmDevice(Box::new((**v).clone()))
+            }
+            Self::CannotAccessVmDisk(v) => {
+                Self::CannotAccessVmDisk(Box::new((**v).clone()))
+            }
+            Self::CannotAddHostWithFTVmAsStandalone(v) => {
+                Self::CannotAddHostWithFTVmAsStandalone(Box::new((**v).clone()))
+            }
+            Self::CannotAddHostWithFTVmToDifferentCluster(v) => {
+                Self::CannotAddHostWithFTVmToDifferentCluster(Box::new((**v).clone()))
+            }
+            Self::CannotAddHostWithFTVmToNonHACluster(v) => {
+                Self::CannotAddHostWithFTVmToNonHACluster(Box::new((**v).clone()))
+            }
+            Self::CannotChangeDrsBehaviorForFtSecondary(v) => {
+                Self::CannotChangeDrsBehaviorForFtSecondary(Box::new((**v).clone()))
+            }
+            Self::CannotChangeHaSettingsForFtSecondary(v) => {
+                Self::CannotChangeHaSettingsForFtSecondary(Box::new((**v).clone()))
+            }
+            Self::CannotChangeVsanClusterUuid(v) => {
+                Self::CannotChangeVsanClusterUuid(Box::new((**v).clone()))
+            }
+            Self::CannotChangeVsanNodeUuid(v) => {
+                Self::CannotChangeVsanNodeUuid(Box::new((**v).clone()))
+            }
+            Self::CannotComputeFTCompatibleHosts(v) => {
+                Self::CannotComputeFTCompatibleHosts(Box::new((**v).clone()))
+            }
+            Self::CannotCreateFile(v) => Self::CannotCreateFile(Box::new((**v).clone())),
+            Self::CannotDecryptPasswords(v) => {
+                Self::CannotDecryptPasswords(Box::new((**v).clone()))
+            }
+            Self::CannotDeleteFile(v) => Self::CannotDeleteFile(Box::new((**v).clone())),
+            Self::CannotDisableDrsOnClustersWithVApps(v) => {
+                Self::CannotDisableDrsOnClustersWithVApps(Box::new((**v).clone()))
+            }
+            Self::CannotDisableSnapshot(v) => {
+                Self::CannotDisableSnapshot(Box::new((**v).clone()))
+            }
+            Self::CannotDisconnectHostWithFaultToleranceVm(v) => {
+                Self::CannotDisconnectHostWithFaultToleranceVm(Box::new((**v).clone()))
+            }
+            Self::CannotEnableVmcpForCluster(v) => {
+                Self::CannotEnableVmcpForCluster(Box::new((**v).clone()))
+            }
+            Self::CannotModifyConfigCpuRequirements(v) => {
+                Self::CannotModifyConfigCpuRequirements(Box::new((**v).clone()))
+            }
+            Self::CannotMoveFaultToleranceVm(v) => {
+                Self::CannotMoveFaultToleranceVm(Box::new((**v).clone()))
+            }
+            Self::CannotMoveHostWithFaultToleranceVm(v) => {
+                Self::CannotMoveHostWithFaultToleranceVm(Box::new((**v).clone()))
+            }
+            Self::CannotMoveVmWithDeltaDisk(v) => {
+                Self::CannotMoveVmWithDeltaDisk(Box::new((**v).clone()))
+            }
+            Self::CannotMoveVmWithNativeDeltaDisk(v) => {
+                Self::CannotMoveVmWithNativeDeltaDisk(Box::new((**v).clone()))
+            }
+            Self::CannotMoveVsanEnabledHost(v) => {
+                Self::CannotMoveVsanEnabledHost(Box::new((**v).clone()))
+            }
+            Self::CannotPlaceWithoutPrerequisiteMoves(v) => {
+                Self::CannotPlaceWithoutPrerequisiteMoves(Box::new((**v).clone()))
+            }
+            Self::CannotPowerOffVmInCluster(v) => {
+                Self::CannotPowerOffVmInCluster(Box::new((**v).clone()))
+            }
+            Self::CannotReconfigureVsanWhenHaEnabled(v) => {
+                Self::CannotReconfigureVsanWhenHaEnabled(Box::new((**v).clone()))
+            }
+            Self::CannotUseNetwork(v) => Self::CannotUseNetwork(Box::new((**v).clone())),
+            Self::ClockSkew(v) => Self::ClockSkew(Box::new((**v).clone())),
+            Self::CloneFromSnapshotNotSupported(v) => {
+                Self::CloneFromSnapshotNotSupported(Box::new((**v).clone()))
+            }
+            Self::CollectorAddressUnset(v) => {
+                Self::CollectorAddressUnset(Box::new((**v).clone()))
+            }
+            Self::ConcurrentAccess(v) => Self::ConcurrentAccess(Box::new((**v).clone())),
+            Self::ConflictingConfiguration(v) => {
+                Self::ConflictingConfiguration(Box::new((**v).clone()))
+            }
+            Self::ConflictingDatastoreFound(v) => {
+                Self::ConflictingDatastoreFound(Box::new((**v).clone()))
+            }
+            Self::ConnectedIso(v) => Self::ConnectedIso(Box::new((**v).clone())),
+            Self::CpuCompatibilityUnknown(v) => {
+                Self::CpuCompatibilityUnknown(Box::new((**v).clone()))
+            }
+            Self::CpuHotPlugNotSupported(v) => {
+                Self::CpuHotPlugNotSupported(Box::new((**v).clone()))
+            }
+            Self::CpuIncompatible(v) => Self::CpuIncompatible(Box::new((**v).clone())),
+            Self::CpuIncompatible1ECX(v) => {
+                Self::CpuIncompatible1ECX(Box::new((**v).clone()))
+            }
+            Self::CpuIncompatible81EDX(v) => {
+                Self::CpuIncompatible81EDX(Box::new((**v).clone()))
+            }
+            Self::CustomizationFault(v) => {
+                Self::CustomizationFault(Box::new((**v).clone()))
+            }
+            Self::CustomizationPending(v) => {
+                Self::CustomizationPending(Box::new((**v).clone()))
+            }
+            Self::DVPortNotSupported(v) => {
+                Self::DVPortNotSupported(Box::new((**v).clone()))
+            }
+            Self::DasConfigFault(v) => Self::DasConfigFault(Box::new((**v).clone())),
+            Self::DatabaseError(v) => Self::DatabaseError(Box::new((**v).clone())),
+            Self::DatacenterMismatch(v) => {
+                Self::DatacenterMismatch(Box::new((**v).clone()))
+            }
+            Self::DatastoreNotWritableOnHost(v) => {
+                Self::DatastoreNotWritableOnHost(Box::new((**v).clone()))
+            }
+            Self::DeltaDiskFormatNotSupported(v) => {
+                Self::DeltaDiskFormatNotSupported(Box::new((**v).clone()))
+            }
+            Self::DestinationSwitchFull(v) => {
+                Self::DestinationSwitchFull(Box::new((**v).clone()))
+            }
+            Self::DestinationVsanDisabled(v) => {
+                Self::DestinationVsanDisabled(Box::new((**v).clone()))
+            }
+            Self::DeviceBackingNotSupported(v) => {
+                Self::DeviceBackingNotSupported(Box::new((**v).clone()))
+            }
+            Self::DeviceControllerNotSupported(v) => {
+                Self::DeviceControllerNotSupported(Box::new((**v).clone()))
+            }
+            Self::DeviceHotPlugNotSupported(v) => {
+                Self::DeviceHotPlugNotSupported(Box::new((**v).clone()))
+            }
+            Self::DeviceNotFound(v) => Self::DeviceNotFound(Box::new((**v).clone())),
+            Self::DeviceNotSupported(v) => {
+                Self::DeviceNotSupported(Box::new((**v).clone()))
+            }
+            Self::DeviceUnsupportedForVmPlatform(v) => {
+                Self::DeviceUnsupportedForVmPlatform(Box::new((**v).clone()))
+            }
+            Self::DeviceUnsupportedForVmVersion(v) => {
+                Self::DeviceUnsupportedForVmVersion(Box::new((**v).clone()))
+            }
+            Self::DigestNotSupported(v) => {
+                Self::DigestNotSupported(Box::new((**v).clone()))
+            }
+            Self::DirectoryNotEmpty(v) => {
+                Self::DirectoryNotEmpty(Box::new((**v).clone()))
+            }
+            Self::DisableAdminNotSupported(v) => {
+                Self::DisableAdminNotSupported(Box::new((**v).clone()))
+            }
+            Self::DisallowedChangeByService(v) => {
+                Self::DisallowedChangeByService(Box::new((**v).clone()))
+            }
+            Self::DisallowedDiskModeChange(v) => {
+                Self::DisallowedDiskModeChange(Box::new((**v).clone()))
+            }
+            Self::DisallowedMigrationDeviceAttached(v) => {
+                Self::DisallowedMigrationDeviceAttached(Box::new((**v).clone()))
+            }
+            Self::DisallowedOperationOnFailoverHost(v) => {
+                Self::DisallowedOperationOnFailoverHost(Box::new((**v).clone()))
+            }
+            Self::DisconnectedHostsBlockingEVC(v) => {
+                Self::DisconnectedHostsBlockingEVC(Box::new((**v).clone()))
+            }
+            Self::DiskHasPartitions(v) => {
+                Self::DiskHasPartitions(Box::new((**v).clone()))
+            }
+            Self::DiskIsLastRemainingNonSSD(v) => {
+                Self::DiskIsLastRemainingNonSSD(Box::new((**v).clone()))
+            }
+            Self::DiskIsNonLocal(v) => Self::DiskIsNonLocal(Box::new((**v).clone())),
+            Self::DiskIsUSB(v) => Self::DiskIsUSB(Box::new((**v).clone())),
+            Self::DiskMoveTypeNotSupported(v) => {
+                Self::DiskMoveTypeNotSupported(Box::new((**v).clone()))
+            }
+            Self::DiskNotSupported(v) => Self::DiskNotSupported(Box::new((**v).clone())),
+            Self::DiskTooSmall(v) => Self::DiskTooSmall(Box::new((**v).clone())),
+            Self::DomainNotFound(v) => Self::DomainNotFound(Box::new((**v).clone())),
+            Self::DrsDisabledOnVm(v) => Self::DrsDisabledOnVm(Box::new((**v).clone())),
+            Self::DrsVmotionIncompatibleFault(v) => {
+                Self::DrsVmotionIncompatibleFault(Box::new((**v).clone()))
+            }
+            Self::DuplicateDisks(v) => Self::DuplicateDisks(Box::new((**v).clone())),
+            Self::DuplicateName(v) => Self::DuplicateName(Box::new((**v).clone())),
+            Self::DuplicateVsanNetworkInterface(v) => {
+                Self::DuplicateVsanNetworkInterface(Box::new((**v).clone()))
+            }
+            Self::DvsApplyOperationFault(v) => {
+                Self::DvsApplyOperationFault(Box::new((**v).clone()))
+            }
+            Self::DvsFault(v) => Self::DvsFault(Box::new((**v).clone())),
+            Self::DvsNotAuthorized(v) => Self::DvsNotAuthorized(Box::new((**v).clone())),
+            Self::DvsOperationBulkFault(v) => {
+                Self::DvsOperationBulkFault(Box::new((**v).clone()))
+            }
+            Self::DvsScopeViolated(v) => Self::DvsScopeViolated(Box::new((**v).clone())),
+            Self::EVCAdmissionFailed(v) => {
+                Self::EVCAdmissionFailed(Box::new((**v).clone()))
+            }
+            Self::EVCAdmissionFailedCPUFeaturesForMode(v) => {
+                Self::EVCAdmissionFailedCPUFeaturesForMode(Box::new((**v).clone()))
+            }
+            Self::EVCAdmissionFailedCPUModel(v) => {
+                Self::EVCAdmissionFailedCPUModel(Box::new((**v).clone()))
+            }
+            Self::EVCAdmissionFailedCPUModelForMode(v) => {
+                Self::EVCAdmissionFailedCPUModelForMode(Box::new((**v).clone()))
+            }
+            Self::EVCAdmissionFailedCPUVendor(v) => {
+                Self::EVCAdmissionFailedCPUVendor(Box::new((**v).clone()))
+            }
+            Self::EVCAdmissionFailedCPUVendorUnknown(v) => {
+                Self::EVCAdmissionFailedCPUVendorUnknown(Box::new((**v).clone()))
+            }
+            Self::EVCAdmissionFailedHostDisconnected(v) => {
+                Self::EVCAdmissionFailedHostDisconnected(Box::new((**v).clone()))
+            }
+            Self::EVCAdmissionFailedHostSoftware(v) => {
+                Self::EVCAdmissionFailedHostSoftware(Box::new((**v).clone()))
+            }
+            Self::EVCAdmissionFailedHostSoftwareForMode(v) => {
+                Self::EVCAdmissionFailedHostSoftwareForMode(Box::new((**v).clone()))
+            }
+            Self::EVCAdmissionFailedVmActive(v) => {
+                Self::EVCAdmissionFailedVmActive(Box::new((**v).clone()))
+            }
+            Self::EVCConfigFault(v) => Self::EVCConfigFault(Box::new((**v).clone())),
+            Self::EVCModeIllegalByVendor(v) => {
+                Self::EVCModeIllegalByVendor(Box::new((**v).clone()))
+            }
+            Self::EVCModeUnsupportedByHosts(v) => {
+                Self::EVCModeUnsupportedByHosts(Box::new((**v).clone()))
+            }
+            Self::EVCUnsupportedByHostHardware(v) => {
+                Self::EVCUnsupportedByHostHardware(Box::new((**v).clone()))
+            }
+            Self::EVCUnsupportedByHostSoftware(v) => {
+                Self::EVCUnsupportedByHostSoftware(Box::new((**v).clone()))
+            }
+            Self::EightHostLimitViolated(v) => {
+                Self::EightHostLimitViolated(Box::new((**v).clone()))
+            }
+            Self::EncryptionKeyRequired(v) => {
+                Self::EncryptionKeyRequired(Box::new((**v).clone()))
+            }
+            Self::ExpiredAddonLicense(v) => {
+                Self::ExpiredAddonLicense(Box::new((**v).clone()))
+            }
+            Self::ExpiredEditionLicense(v) => {
+                Self::ExpiredEditionLicense(Box::new((**v).clone()))
+            }
+            Self::ExpiredFeatureLicense(v) => {
+                Self::ExpiredFeatureLicense(Box::new((**v).clone()))
+            }
+            Self::ExtendedFault(v) => Self::ExtendedFault(Box::new((**v).clone())),
+            Self::FailToEnableSPBM(v) => Self::FailToEnableSPBM(Box::new((**v).clone())),
+            Self::FailToLockFaultToleranceVMs(v) => {
+                Self::FailToLockFaultToleranceVMs(Box::new((**v).clone()))
+            }
+            Self::FaultToleranceAntiAffinityViolated(v) => {
+                Self::FaultToleranceAntiAffinityViolated(Box::new((**v).clone()))
+            }
+            Self::FaultToleranceCannotEditMem(v) => {
+                Self::FaultToleranceCannotEditMem(Box::new((**v).clone()))
+            }
+            Self::FaultToleranceCpuIncompatible(v) => {
+                Self::FaultToleranceCpuIncompatible(Box::new((**v).clone()))
+            }
+            Self::FaultToleranceNeedsThickDisk(v) => {
+                Self::FaultToleranceNeedsThickDisk(Box::new((**v).clone()))
+            }
+            Self::FaultToleranceNotLicensed(v) => {
+                Self::FaultToleranceNotLicensed(Box::new((**v).clone()))
+            }
+            Self::FaultToleranceNotSameBuild(v) => {
+                Self::FaultToleranceNotSameBuild(Box::new((**v).clone()))
+            }
+            Self::FaultTolerancePrimaryPowerOnNotAttempted(v) => {
+                Self::FaultTolerancePrimaryPowerOnNotAttempted(Box::new((**v).clone()))
+            }
+            Self::FaultToleranceVmNotDasProtected(v) => {
+                Self::FaultToleranceVmNotDasProtected(Box::new((**v).clone()))
+            }
+            Self::FcoeFault(v) => Self::FcoeFault(Box::new((**v).clone())),
+            Self::FcoeFaultPnicHasNoPortSet(v) => {
+                Self::FcoeFaultPnicHasNoPortSet(Box::new((**v).clone()))
+            }
+            Self::FeatureRequirementsNotMet(v) => {
+                Self::FeatureRequirementsNotMet(Box::new((**v).clone()))
+            }
+            Self::FileAlreadyExists(v) => {
+                Self::FileAlreadyExists(Box::new((**v).clone()))
+            }
+            Self::FileBackedPortNotSupported(v) => {
+                Self::FileBackedPortNotSupported(Box::new((**v).clone()))
+            }
+            Self::FileFault(v) => Self::FileFault(Box::new((**v).clone())),
+            Self::FileLocked(v) => Self::FileLocked(Box::new((**v).clone())),
+            Self::FileNameTooLong(v) => Self::FileNameTooLong(Box::new((**v).clone())),
+            Self::FileNotFound(v) => Self::FileNotFound(Box::new((**v).clone())),
+            Self::FileNotWritable(v) => Self::FileNotWritable(Box::new((**v).clone())),
+            Self::FileTooLarge(v) => Self::FileTooLarge(Box::new((**v).clone())),
+            Self::FilesystemQuiesceFault(v) => {
+                Self::FilesystemQuiesceFault(Box::new((**v).clone()))
+            }
+            Self::FilterInUse(v) => Self::FilterInUse(Box::new((**v).clone())),
+            Self::FtIssuesOnHost(v) => Self::FtIssuesOnHost(Box::new((**v).clone())),
+            Self::FtVmHostRuleViolation(v) => {
+                Self::FtVmHostRuleViolation(Box::new((**v).clone()))
+            }
+            Self::FullStorageVMotionNotSupported(v) => {
+                Self::FullStorageVMotionNotSupported(Box::new((**v).clone()))
+            }
+            Self::GatewayConnectFault(v) => {
+                Self::GatewayConnectFault(Box::new((**v).clone()))
+            }
+            Self::GatewayHostNotReachable(v) => {
+                Self::GatewayHostNotReachable(Box::new((**v).clone()))
+            }
+            Self::GatewayNotFound(v) => Self::GatewayNotFound(Box::new((**v).clone())),
+            Self::GatewayNotReachable(v) => {
+                Self::GatewayNotReachable(Box::new((**v).clone()))
+            }
+            Self::GatewayOperationRefused(v) => {
+                Self::GatewayOperationRefused(Box::new((**v).clone()))
+            }
+            Self::GatewayToHostAuthFault(v) => {
+                Self::GatewayToHostAuthFault(Box::new((**v).clone()))
+            }
+            Self::GatewayToHostConnectFault(v) => {
+                Self::GatewayToHostConnectFault(Box::new((**v).clone()))
+            }
+            Self::GatewayToHostTrustVerifyFault(v) => {
+                Self::GatewayToHostTrustVerifyFault(Box::new((**v).clone()))
+            }
+            Self::GenericDrsFault(v) => Self::GenericDrsFault(Box::new((**v).clone())),
+            Self::GenericVmConfigFault(v) => {
+                Self::GenericVmConfigFault(Box::new((**v).clone()))
+            }
+            Self::GuestAuthenticationChallenge(v) => {
+                Self::GuestAuthenticationChallenge(Box::new((**v).clone()))
+            }
+            Self::GuestComponentsOutOfDate(v) => {
+                Self::GuestComponentsOutOfDate(Box::new((**v).clone()))
+            }
+            Self::GuestMultipleMappings(v) => {
+                Self::GuestMultipleMappings(Box::new((**v).clone()))
+            }
+            Self::GuestOperationsFault(v) => {
+                Self::GuestOperationsFault(Box::new((**v).clone()))
+            }
+            Self::GuestOperationsUnavailable(v) => {
+                Self::GuestOperationsUnavailable(Box::new((**v).clone()))
+            }
+            Self::GuestPermissionDenied(v) => {
+                Self::GuestPermissionDenied(Box::new((**v).clone()))
+            }
+            Self::GuestProcessNotFound(v) => {
+                Self::GuestProcessNotFound(Box::new((**v).clone()))
+            }
+            Self::GuestRegistryFault(v) => {
+                Self::GuestRegistryFault(Box::new((**v).clone()))
+            }
+            Self::GuestRegistryKeyAlreadyExists(v) => {
+                Self::GuestRegistryKeyAlreadyExists(Box::new((**v).clone()))
+            }
+            Self::GuestRegistryKeyFault(v) => {
+                Self::GuestRegistryKeyFault(Box::new((**v).clone()))
+            }
+            Self::GuestRegistryKeyHasSubkeys(v) => {
+                Self::GuestRegistryKeyHasSubkeys(Box::new((**v).clone()))
+            }
+            Self::GuestRegistryKeyInvalid(v) => {
+                Self::GuestRegistryKeyInvalid(Box::new((**v).clone()))
+            }
+            Self::GuestRegistryKeyParentVolatile(v) => {
+                Self::GuestRegistryKeyParentVolatile(Box::new((**v).clone()))
+            }
+            Self::GuestRegistryValueFault(v) => {
+                Self::GuestRegistryValueFault(Box::new((**v).clone()))
+            }
+            Self::GuestRegistryValueNotFound(v) => {
+                Self::GuestRegistryValueNotFound(Box::new((**v).clone()))
+            }
+            Self::HAErrorsAtDest(v) => Self::HAErrorsAtDest(Box::new((**v).clone())),
+            Self::HeterogenousHostsBlockingEVC(v) => {
+                Self::HeterogenousHostsBlockingEVC(Box::new((**v).clone()))
+            }
+            Self::HostAccessRestrictedToManagementServer(v) => {
+                Self::HostAccessRestrictedToManagementServer(Box::new((**v).clone()))
+            }
+            Self::HostCommunication(v) => {
+                Self::HostCommunication(Box::new((**v).clone()))
+            }
+            Self::HostConfigFailed(v) => Self::HostConfigFailed(Box::new((**v).clone())),
+            Self::HostConfigFault(v) => Self::HostConfigFault(Box::new((**v).clone())),
+            Self::HostConnectFault(v) => Self::HostConnectFault(Box::new((**v).clone())),
+            Self::HostHasComponentFailure(v) => {
+                Self::HostHasComponentFailure(Box::new((**v).clone()))
+            }
+            Self::HostInDomain(v) => Self::HostInDomain(Box::new((**v).clone())),
+            Self::HostIncompatibleForFaultTolerance(v) => {
+                Self::HostIncompatibleForFaultTolerance(Box::new((**v).clone()))
+            }
+            Self::HostIncompatibleForRecordReplay(v) => {
+                Self::HostIncompatibleForRecordReplay(Box::new((**v).clone()))
+            }
+            Self::HostInventoryFull(v) => {
+                Self::HostInventoryFull(Box::new((**v).clone()))
+            }
+            Self::HostNotConnected(v) => Self::HostNotConnected(Box::new((**v).clone())),
+            Self::HostNotReachable(v) => Self::HostNotReachable(Box::new((**v).clone())),
+            Self::HostPowerOpFailed(v) => {
+                Self::HostPowerOpFailed(Box::new((**v).clone()))
+            }
+            Self::HostSpecificationOperationFailed(v) => {
+                Self::HostSpecificationOperationFailed(Box::new((**v).clone()))
+            }
+            Self::HotSnapshotMoveNotSupported(v) => {
+                Self::HotSnapshotMoveNotSupported(Box::new((**v).clone()))
+            }
+            Self::HttpFault(v) => Self::HttpFault(Box::new((**v).clone())),
+            Self::IDEDiskNotSupported(v) => {
+                Self::IDEDiskNotSupported(Box::new((**v).clone()))
+            }
+            Self::IORMNotSupportedHostOnDatastore(v) => {
+                Self::IORMNotSupportedHostOnDatastore(Box::new((**v).clone()))
+            }
+            Self::ImportHostAddFailure(v) => {
+                Self::ImportHostAddFailure(Box::new((**v).clone()))
+            }
+            Self::ImportOperationBulkFault(v) => {
+                Self::ImportOperationBulkFault(Box::new((**v).clone()))
+            }
+            Self::InUseFeatureManipulationDisallowed(v) => {
+                Self::InUseFeatureManipulationDisallowed(Box::new((**v).clone()))
+            }
+            Self::InaccessibleDatastore(v) => {
+                Self::InaccessibleDatastore(Box::new((**v).clone()))
+            }
+            Self::InaccessibleFTMetadataDatastore(v) => {
+                Self::InaccessibleFTMetadataDatastore(Box::new((**v).clone()))
+            }
+            Self::InaccessibleVFlashSource(v) => {
+                Self::InaccessibleVFlashSource(Box::new((**v).clone()))
+            }
+            Self::IncompatibleDefaultDevice(v) => {
+                Self::IncompatibleDefaultDevice(Box::new((**v).clone()))
+            }
+            Self::IncompatibleHostForFtSecondary(v) => {
+                Self::IncompatibleHostForFtSecondary(Box::new((**v).clone()))
+            }
+            Self::IncompatibleHostForVmReplication(v) => {
+                Self::IncompatibleHostForVmReplication(Box::new((**v).clone()))
+            }
+            Self::IncompatibleSetting(v) => {
+                Self::IncompatibleSetting(Box::new((**v).clone()))
+            }
+            Self::IncorrectFileType(v) => {
+                Self::IncorrectFileType(Box::new((**v).clone()))
+            }
+            Self::IncorrectHostInformation(v) => {
+                Self::IncorrectHostInformation(Box::new((**v).clone()))
+            }
+            Self::IndependentDiskVMotionNotSupported(v) => {
+                Self::IndependentDiskVMotionNotSupported(Box::new((**v).clone()))
+            }
+            Self::InsufficientAgentVmsDeployed(v) => {
+                Self::InsufficientAgentVmsDeployed(Box::new((**v).clone()))
+            }
+            Self::InsufficientCpuResourcesFault(v) => {
+                Self::InsufficientCpuResourcesFault(Box::new((**v).clone()))
+            }
+            Self::InsufficientDisks(v) => {
+                Self::InsufficientDisks(Box::new((**v).clone()))
+            }
+            Self::InsufficientFailoverResourcesFault(v) => {
+                Self::InsufficientFailoverResourcesFault(Box::new((**v).clone()))
+            }
+            Self::InsufficientGraphicsResourcesFault(v) => {
+                Self::InsufficientGraphicsResourcesFault(Box::new((**v).clone()))
+            }
+            Self::InsufficientHostCapacityFault(v) => {
+                Self::InsufficientHostCapacityFault(Box::new((**v).clone()))
+            }
+            Self::InsufficientHostCpuCapacityFault(v) => {
+                Self::InsufficientHostCpuCapacityFault(Box::new((**v).clone()))
+            }
+            Self::InsufficientHostMemoryCapacityFault(v) => {
+                Self::InsufficientHostMemoryCapacityFault(Box::new((**v).clone()))
+            }
+            Self::InsufficientMemoryResourcesFault(v) => {
+                Self::InsufficientMemoryResourcesFault(Box::new((**v).clone()))
+            }
+            Self::InsufficientNetworkCapacity(v) => {
+                Self::InsufficientNetworkCapacity(Box::new((**v).clone()))
+            }
+            Self::InsufficientNetworkResourcePoolCapacity(v) => {
+                Self::InsufficientNetworkResourcePoolCapacity(Box::new((**v).clone()))
+            }
+            Self::InsufficientPerCpuCapacity(v) => {
+                Self::InsufficientPerCpuCapacity(Box::new((**v).clone()))
+            }
+            Self::InsufficientResourcesFault(v) => {
+                Self::InsufficientResourcesFault(Box::new((**v).clone()))
+            }
+            Self::InsufficientStandbyCpuResource(v) => {
+                Self::InsufficientStandbyCpuResource(Box::new((**v).clone()))
+            }
+            Self::InsufficientStandbyMemoryResource(v) => {
+                Self::InsufficientStandbyMemoryResource(Box::new((**v).clone()))
+            }
+            Self::InsufficientStandbyResource(v) => {
+                Self::InsufficientStandbyResource(Box::new((**v).clone()))
+            }
+            Self::InsufficientStorageIops(v) => {
+                Self::InsufficientStorageIops(Box::new((**v).clone()))
+            }
+            Self::InsufficientStorageSpace(v) => {
+                Self::InsufficientStorageSpace(Box::new((**v).clone()))
+            }
+            Self::InsufficientVFlashResourcesFault(v) => {
+                Self::InsufficientVFlashResourcesFault(Box::new((**v).clone()))
+            }
+            Self::InvalidAffinitySettingFault(v) => {
+                Self::InvalidAffinitySettingFault(Box::new((**v).clone()))
+            }
+            Self::InvalidArgument(v) => Self::InvalidArgument(Box::new((**v).clone())),
+            Self::InvalidBmcRole(v) => Self::InvalidBmcRole(Box::new((**v).clone())),
+            Self::InvalidBundle(v) => Self::InvalidBundle(Box::new((**v).clone())),
+            Self::InvalidCAMCertificate(v) => {
+                Self::InvalidCAMCertificate(Box::new((**v).clone()))
+            }
+            Self::InvalidCAMServer(v) => Self::InvalidCAMServer(Box::new((**v).clone())),
+            Self::InvalidClientCertificate(v) => {
+                Self::InvalidClientCertificate(Box::new((**v).clone()))
+            }
+            Self::InvalidCollectorVersion(v) => {
+                Self::InvalidCollectorVersion(Box::new((**v).clone()))
+            }
+            Self::InvalidController(v) => {
+                Self::InvalidController(Box::new((**v).clone()))
+            }
+            Self::InvalidDasConfigArgument(v) => {
+                Self::InvalidDasConfigArgument(Box::new((**v).clone()))
+            }
+            Self::InvalidDasRestartPriorityForFtVm(v) => {
+                Self::InvalidDasRestartPriorityForFtVm(Box::new((**v).clone()))
+            }
+            Self::InvalidDatastore(v) => Self::InvalidDatastore(Box::new((**v).clone())),
+            Self::InvalidDatastorePath(v) => {
+                Self::InvalidDatastorePath(Box::new((**v).clone()))
+            }
+            Self::InvalidDatastoreState(v) => {
+                Self::InvalidDatastoreState(Box::new((**v).clone()))
+            }
+            Self::InvalidDeviceBacking(v) => {
+                Self::InvalidDeviceBacking(Box::new((**v).clone()))
+            }
+            Self::InvalidDeviceOperation(v) => {
+                Self::InvalidDeviceOperation(Box::new((**v).clone()))
+            }
+            Self::InvalidDeviceSpec(v) => {
+                Self::InvalidDeviceSpec(Box::new((**v).clone()))
+            }
+            Self::InvalidDiskFormat(v) => {
+                Self::InvalidDiskFormat(Box::new((**v).clone()))
+            }
+            Self::InvalidDrsBehaviorForFtVm(v) => {
+                Self::InvalidDrsBehaviorForFtVm(Box::new((**v).clone()))
+            }
+            Self::InvalidEditionLicense(v) => {
+                Self::InvalidEditionLicense(Box::new((**v).clone()))
+            }
+            Self::InvalidEvent(v) => Self::InvalidEvent(Box::new((**v).clone())),
+            Self::InvalidFolder(v) => Self::InvalidFolder(Box::new((**v).clone())),
+            Self::InvalidFormat(v) => Self::InvalidFormat(Box::new((**v).clone())),
+            Self::InvalidGuestLogin(v) => {
+                Self::InvalidGuestLogin(Box::new((**v).clone()))
+            }
+            Self::InvalidHostConnectionState(v) => {
+                Self::InvalidHostConnectionState(Box::new((**v).clone()))
+            }
+            Self::InvalidHostName(v) => Self::InvalidHostName(Box::new((**v).clone())),
+            Self::InvalidHostState(v) => Self::InvalidHostState(Box::new((**v).clone())),
+            Self::InvalidIndexArgument(v) => {
+                Self::InvalidIndexArgument(Box::new((**v).clone()))
+            }
+            Self::InvalidIpfixConfig(v) => {
+                Self::InvalidIpfixConfig(Box::new((**v).clone()))
+            }
+            Self::InvalidIpmiLoginInfo(v) => {
+                Self::InvalidIpmiLoginInfo(Box::new((**v).clone()))
+            }
+            Self::InvalidIpmiMacAddress(v) => {
+                Self::InvalidIpmiMacAddress(Box::new((**v).clone()))
+            }
+            Self::InvalidLicense(v) => Self::InvalidLicense(Box::new((**v).clone())),
+            Self::InvalidLocale(v) => Self::InvalidLocale(Box::new((**v).clone())),
+            Self::InvalidLogin(v) => Self::InvalidLogin(Box::new((**v).clone())),
+            Self::InvalidName(v) => Self::InvalidName(Box::new((**v).clone())),
+            Self::InvalidNasCredentials(v) => {
+                Self::InvalidNasCredentials(Box::new((**v).clone()))
+            }
+            Self::InvalidNetworkInType(v) => {
+                Self::InvalidNetworkInType(Box::new((**v).clone()))
+            }
+            Self::InvalidNetworkResource(v) => {
+                Self::InvalidNetworkResource(Box::new((**v).clone()))
+            }
+            Self::InvalidOperationOnSecondaryVm(v) => {
+                Self::InvalidOperationOnSecondaryVm(Box::new((**v).clone()))
+            }
+            Self::InvalidPowerState(v) => {
+                Self::InvalidPowerState(Box::new((**v).clone()))
+            }
+            Self::InvalidPrivilege(v) => Self::InvalidPrivilege(Box::new((**v).clone())),
+            Self::InvalidProfileReferenceHost(v) => {
+                Self::InvalidProfileReferenceHost(Box::new((**v).clone()))
+            }
+            Self::InvalidProperty(v) => Self::InvalidProperty(Box::new((**v).clone())),
+            Self::InvalidPropertyType(v) => {
+                Self::InvalidPropertyType(Box::new((**v).clone()))
+            }
+            Self::InvalidPropertyValue(v) => {
+                Self::InvalidPropertyValue(Box::new((**v).clone()))
+            }
+            Self::InvalidRequest(v) => Self::InvalidRequest(Box::new((**v).clone())),
+            Self::InvalidResourcePoolStructureFault(v) => {
+                Self::InvalidResourcePoolStructureFault(Box::new((**v).clone()))
+            }
+            Self::InvalidScheduledTask(v) => {
+                Self::InvalidScheduledTask(Box::new((**v).clone()))
+            }
+            Self::InvalidSnapshotFormat(v) => {
+                Self::InvalidSnapshotFormat(Box::new((**v).clone()))
+            }
+            Self::InvalidState(v) => Self::InvalidState(Box::new((**v).clone())),
+            Self::InvalidToken(v) => Self::InvalidToken(Box::new((**v).clone())),
+            Self::InvalidType(v) => Self::InvalidType(Box::new((**v).clone())),
+            Self::InvalidVmConfig(v) => Self::InvalidVmConfig(Box::new((**v).clone())),
+            Self::InvalidVmState(v) => Self::InvalidVmState(Box::new((**v).clone())),
+            Self::InventoryHasStandardAloneHosts(v) => {
+                Self::InventoryHasStandardAloneHosts(Box::new((**v).clone()))
+            }
+            Self::IpHostnameGeneratorError(v) => {
+                Self::IpHostnameGeneratorError(Box::new((**v).clone()))
+            }
+            Self::IscsiFault(v) => Self::IscsiFault(Box::new((**v).clone())),
+            Self::IscsiFaultInvalidVnic(v) => {
+                Self::IscsiFaultInvalidVnic(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultPnicInUse(v) => {
+                Self::IscsiFaultPnicInUse(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultVnicAlreadyBound(v) => {
+                Self::IscsiFaultVnicAlreadyBound(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultVnicHasActivePaths(v) => {
+                Self::IscsiFaultVnicHasActivePaths(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultVnicHasMultipleUplinks(v) => {
+                Self::IscsiFaultVnicHasMultipleUplinks(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultVnicHasNoUplinks(v) => {
+                Self::IscsiFaultVnicHasNoUplinks(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultVnicHasWrongUplink(v) => {
+                Self::IscsiFaultVnicHasWrongUplink(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultVnicInUse(v) => {
+                Self::IscsiFaultVnicInUse(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultVnicIsLastPath(v) => {
+                Self::IscsiFaultVnicIsLastPath(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultVnicNotBound(v) => {
+                Self::IscsiFaultVnicNotBound(Box::new((**v).clone()))
+            }
+            Self::IscsiFaultVnicNotFound(v) => {
+                Self::IscsiFaultVnicNotFound(Box::new((**v).clone()))
+            }
+            Self::KeyNotFound(v) => Self::KeyNotFound(Box::new((**v).clone())),
+            Self::LargeRDMConversionNotSupported(v) => {
+                Self::LargeRDMConversionNotSupported(Box::new((**v).clone()))
+            }
+            Self::LargeRDMNotSupportedOnDatastore(v) => {
+                Self::LargeRDMNotSupportedOnDatastore(Box::new((**v).clone()))
+            }
+            Self::LegacyNetworkInterfaceInUse(v) => {
+                Self::LegacyNetworkInterfaceInUse(Box::new((**v).clone()))
+            }
+            Self::LicenseAssignmentFailed(v) => {
+                Self::LicenseAssignmentFailed(Box::new((**v).clone()))
+            }
+            Self::LicenseDowngradeDisallowed(v) => {
+                Self::LicenseDowngradeDisallowed(Box::new((**v).clone()))
+            }
+            Self::LicenseEntityNotFound(v) => {
+                Self::LicenseEntityNotFound(Box::new((**v).clone()))
+            }
+            Self::LicenseExpired(v) => Self::LicenseExpired(Box::new((**v).clone())),
+            Self::LicenseKeyEntityMismatch(v) => {
+                Self::LicenseKeyEntityMismatch(Box::new((**v).clone()))
+            }
+            Self::LicenseRestricted(v) => {
+                Self::LicenseRestricted(Box::new((**v).clone()))
+            }
+            Self::LicenseServerUnavailable(v) => {
+                Self::LicenseServerUnavailable(Box::new((**v).clone()))
+            }
+            Self::LicenseSourceUnavailable(v) => {
+                Self::LicenseSourceUnavailable(Box::new((**v).clone()))
+            }
+            Self::LimitExceeded(v) => Self::LimitExceeded(Box::new((**v).clone())),
+            Self::LinuxVolumeNotClean(v) => {
+                Self::LinuxVolumeNotClean(Box::new((**v).clone()))
+            }
+            Self::LogBundlingFailed(v) => {
+                Self::LogBundlingFailed(Box::new((**v).clone()))
+            }
+            Self::MaintenanceModeFileMove(v) => {
+                Self::MaintenanceModeFileMove(Box::new((**v).clone()))
+            }
+            Self::ManagedObjectNotFound(v) => {
+                Self::ManagedObjectNotFound(Box::new((**v).clone()))
+            }
+            Self::MemoryFileFormatNotSupportedByDatastore(v) => {
+                Self::MemoryFileFormatNotSupportedByDatastore(Box::new((**v).clone()))
+            }
+            Self::MemoryHotPlugNotSupported(v) => {
+                Self::MemoryHotPlugNotSupported(Box::new((**v).clone()))
+            }
+            Self::MemorySizeNotRecommended(v) => {
+                Self::MemorySizeNotRecommended(Box::new((**v).clone()))
+            }
+            Self::MemorySizeNotSupported(v) => {
+                Self::MemorySizeNotSupported(Box::new((**v).clone()))
+            }
+            Self::MemorySizeNotSupportedByDatastore(v) => {
+                Self::MemorySizeNotSupportedByDatastore(Box::new((**v).clone()))
+            }
+            Self::MemorySnapshotOnIndependentDisk(v) => {
+                Self::MemorySnapshotOnIndependentDisk(Box::new((**v).clone()))
+            }
+            Self::MethodAlreadyDisabledFault(v) => {
+                Self::MethodAlreadyDisabledFault(Box::new((**v).clone()))
+            }
+            Self::MethodDisabled(v) => Self::MethodDisabled(Box::new((**v).clone())),
+            Self::MethodNotFound(v) => Self::MethodNotFound(Box::new((**v).clone())),
+            Self::MigrationDisabled(v) => {
+                Self::MigrationDisabled(Box::new((**v).clone()))
+            }
+            Self::MigrationFault(v) => Self::MigrationFault(Box::new((**v).clone())),
+            Self::MigrationFeatureNotSupported(v) => {
+                Self::MigrationFeatureNotSupported(Box::new((**v).clone()))
+            }
+            Self::MigrationNotReady(v) => {
+                Self::MigrationNotReady(Box::new((**v).clone()))
+            }
+            Self::MismatchedBundle(v) => Self::MismatchedBundle(Box::new((**v).clone())),
+            Self::MismatchedNetworkPolicies(v) => {
+                Self::MismatchedNetworkPolicies(Box::new((**v).clone()))
+            }
+            Self::MismatchedVMotionNetworkNames(v) => {
+                Self::MismatchedVMotionNetworkNames(Box::new((**v).clone()))
+            }
+            Self::MissingBmcSupport(v) => {
+                Self::MissingBmcSupport(Box::new((**v).clone()))
+            }
+            Self::MissingController(v) => {
+                Self::MissingController(Box::new((**v).clone()))
+            }
+            Self::MissingIpPool(v) => Self::MissingIpPool(Box::new((**v).clone())),
+            Self::MissingLinuxCustResources(v) => {
+                Self::MissingLinuxCustResources(Box::new((**v).clone()))
+            }
+            Self::MissingNetworkIpConfig(v) => {
+                Self::MissingNetworkIpConfig(Box::new((**v).clone()))
+            }
+            Self::MissingPowerOffConfiguration(v) => {
+                Self::MissingPowerOffConfiguration(Box::new((**v).clone()))
+            }
+            Self::MissingPowerOnConfiguration(v) => {
+                Self::MissingPowerOnConfiguration(Box::new((**v).clone()))
+            }
+            Self::MissingWindowsCustResources(v) => {
+                Self::MissingWindowsCustResources(Box::new((**v).clone()))
+            }
+            Self::MksConnectionLimitReached(v) => {
+                Self::MksConnectionLimitReached(Box::new((**v).clone()))
+            }
+            Self::MountError(v) => Self::MountError(Box::new((**v).clone())),
+            Self::MultiWriterNotSupported(v) => {
+                Self::MultiWriterNotSupported(Box::new((**v).clone()))
+            }
+            Self::MultipleCertificatesVerifyFault(v) => {
+                Self::MultipleCertificatesVerifyFault(Box::new((**v).clone()))
+            }
+            Self::MultipleSnapshotsNotSupported(v) => {
+                Self::MultipleSnapshotsNotSupported(Box::new((**v).clone()))
+            }
+            Self::NamespaceFull(v) => Self::NamespaceFull(Box::new((**v).clone())),
+            Self::NamespaceLimitReached(v) => {
+                Self::NamespaceLimitReached(Box::new((**v).clone()))
+            }
+            Self::NamespaceWriteProtected(v) => {
+                Self::NamespaceWriteProtected(Box::new((**v).clone()))
+            }
+            Self::NasConfigFault(v) => Self::NasConfigFault(Box::new((**v).clone())),
+            Self::NasConnectionLimitReached(v) => {
+                Self::NasConnectionLimitReached(Box::new((**v).clone()))
+            }
+            Self::NasSessionCredentialConflict(v) => {
+                Self::NasSessionCredentialConflict(Box::new((**v).clone()))
+            }
+            Self::NasVolumeNotMounted(v) => {
+                Self::NasVolumeNotMounted(Box::new((**v).clone()))
+            }
+            Self::NetworkCopyFault(v) => Self::NetworkCopyFault(Box::new((**v).clone())),
+            Self::NetworkDisruptedAndConfigRolledBack(v) => {
+                Self::NetworkDisruptedAndConfigRolledBack(Box::new((**v).clone()))
+            }
+            Self::NetworkInaccessible(v) => {
+                Self::NetworkInaccessible(Box::new((**v).clone()))
+            }
+            Self::NetworksMayNotBeTheSame(v) => {
+                Self::NetworksMayNotBeTheSame(Box::new((**v).clone()))
+            }
+            Self::NicSettingMismatch(v) => {
+                Self::NicSettingMismatch(Box::new((**v).clone()))
+            }
+            Self::NoActiveHostInCluster(v) => {
+                Self::NoActiveHostInCluster(Box::new((**v).clone()))
+            }
+            Self::NoAvailableIp(v) => Self::NoAvailableIp(Box::new((**v).clone())),
+            Self::NoClientCertificate(v) => {
+                Self::NoClientCertificate(Box::new((**v).clone()))
+            }
+            Self::NoCompatibleDatastore(v) => {
+                Self::NoCompatibleDatastore(Box::new((**v).clone()))
+            }
+            Self::NoCompatibleHardAffinityHost(v) => {
+                Self::NoCompatibleHardAffinityHost(Box::new((**v).clone()))
+            }
+            Self::NoCompatibleHost(v) => Self::NoCompatibleHost(Box::new((**v).clone())),
+            Self::NoCompatibleHostWithAccessToDevice(v) => {
+                Self::NoCompatibleHostWithAccessToDevice(Box::new((**v).clone()))
+            }
+            Self::NoCompatibleSoftAffinityHost(v) => {
+                Self::NoCompatibleSoftAffinityHost(Box::new((**v).clone()))
+            }
+            Self::NoConnectedDatastore(v) => {
+                Self::NoConnectedDatastore(Box::new((**v).clone()))
+            }
+            Self::NoDiskFound(v) => Self::NoDiskFound(Box::new((**v).clone())),
+            Self::NoDiskSpace(v) => Self::NoDiskSpace(Box::new((**v).clone())),
+            Self::NoDisksToCustomize(v) => {
+                Self::NoDisksToCustomize(Box::new((**v).clone()))
+            }
+            Self::NoGateway(v) => Self::NoGateway(Box::new((**v).clone())),
+            Self::NoGuestHeartbeat(v) => Self::NoGuestHeartbeat(Box::new((**v).clone())),
+            Self::NoHost(v) => Self::NoHost(Box::new((**v).clone())),
+            Self::NoHostSuitableForFtSecondary(v) => {
+                Self::NoHostSuitableForFtSecondary(Box::new((**v).clone()))
+            }
+            Self::NoLicenseServerConfigured(v) => {
+                Self::NoLicenseServerConfigured(Box::new((**v).clone()))
+            }
+            Self::NoPeerHostFound(v) => Self::NoPeerHostFound(Box::new((**v).clone())),
+            Self::NoPermission(v) => Self::NoPermission(Box::new((**v).clone())),
+            Self::NoPermissionOnAD(v) => Self::NoPermissionOnAD(Box::new((**v).clone())),
+            Self::NoPermissionOnHost(v) => {
+                Self::NoPermissionOnHost(Box::new((**v).clone()))
+            }
+            Self::NoPermissionOnNasVolume(v) => {
+                Self::NoPermissionOnNasVolume(Box::new((**v).clone()))
+            }
+            Self::NoSubjectName(v) => Self::NoSubjectName(Box::new((**v).clone())),
+            Self::NoVcManagedIpConfigured(v) => {
+                Self::NoVcManagedIpConfigured(Box::new((**v).clone()))
+            }
+            Self::NoVirtualNic(v) => Self::NoVirtualNic(Box::new((**v).clone())),
+            Self::NoVmInVApp(v) => Self::NoVmInVApp(Box::new((**v).clone())),
+            Self::NonADUserRequired(v) => {
+                Self::NonADUserRequired(Box::new((**v).clone()))
+            }
+            Self::NonHomeRDMVMotionNotSupported(v) => {
+                Self::NonHomeRDMVMotionNotSupported(Box::new((**v).clone()))
+            }
+            Self::NonPersistentDisksNotSupported(v) => {
+                Self::NonPersistentDisksNotSupported(Box::new((**v).clone()))
+            }
+            Self::NonVmwareOuiMacNotSupportedHost(v) => {
+                Self::NonVmwareOuiMacNotSupportedHost(Box::new((**v).clone()))
+            }
+            Self::NotADirectory(v) => Self::NotADirectory(Box::new((**v).clone())),
+            Self::NotAFile(v) => Self::NotAFile(Box::new((**v).clone())),
+            Self::NotAuthenticated(v) => Self::NotAuthenticated(Box::new((**v).clone())),
+            Self::NotEnoughCpus(v) => Self::NotEnoughCpus(Box::new((**v).clone())),
+            Self::NotEnoughLicenses(v) => {
+                Self::NotEnoughLicenses(Box::new((**v).clone()))
+            }
+            Self::NotEnoughLogicalCpus(v) => {
+                Self::NotEnoughLogicalCpus(Box::new((**v).clone()))
+            }
+            Self::NotFound(v) => Self::NotFound(Box::new((**v).clone())),
+            Self::NotImplemented(v) => Self::NotImplemented(Box::new((**v).clone())),
+            Self::NotSupported(v) => Self::NotSupported(Box::new((**v).clone())),
+            Self::NotSupportedDeviceForFT(v) => {
+                Self::NotSupportedDeviceForFT(Box::new((**v).clone()))
+            }
+            Self::NotSupportedHost(v) => Self::NotSupportedHost(Box::new((**v).clone())),
+            Self::NotSupportedHostForChecksum(v) => {
+                Self::NotSupportedHostForChecksum(Box::new((**v).clone()))
+            }
+            Self::NotSupportedHostForVFlash(v) => {
+                Self::NotSupportedHostForVFlash(Box::new((**v).clone()))
+            }
+            Self::NotSupportedHostForVmcp(v) => {
+                Self::NotSupportedHostForVmcp(Box::new((**v).clone()))
+            }
+            Self::NotSupportedHostForVmemFile(v) => {
+                Self::NotSupportedHostForVmemFile(Box::new((**v).clone()))
+            }
+            Self::NotSupportedHostForVsan(v) => {
+                Self::NotSupportedHostForVsan(Box::new((**v).clone()))
+            }
+            Self::NotSupportedHostInCluster(v) => {
+                Self::NotSupportedHostInCluster(Box::new((**v).clone()))
+            }
+            Self::NotSupportedHostInDvs(v) => {
+                Self::NotSupportedHostInDvs(Box::new((**v).clone()))
+            }
+            Self::NotSupportedHostInHACluster(v) => {
+                Self::NotSupportedHostInHACluster(Box::new((**v).clone()))
+            }
+            Self::NotUserConfigurableProperty(v) => {
+                Self::NotUserConfigurableProperty(Box::new((**v).clone()))
+            }
+            Self::NumVirtualCoresPerSocketNotSupported(v) => {
+                Self::NumVirtualCoresPerSocketNotSupported(Box::new((**v).clone()))
+            }
+            Self::NumVirtualCpusExceedsLimit(v) => {
+                Self::NumVirtualCpusExceedsLimit(Box::new((**v).clone()))
+            }
+            Self::NumVirtualCpusIncompatible(v) => {
+                Self::NumVirtualCpusIncompatible(Box::new((**v).clone()))
+            }
+            Self::NumVirtualCpusNotSupported(v) => {
+                Self::NumVirtualCpusNotSupported(Box::new((**v).clone()))
+            }
+            Self::OperationDisabledByGuest(v) => {
+                Self::OperationDisabledByGuest(Box::new((**v).clone()))
+            }
+            Self::OperationDisallowedOnHost(v) => {
+                Self::OperationDisallowedOnHost(Box::new((**v).clone()))
+            }
+            Self::OperationNotSupportedByGuest(v) => {
+                Self::OperationNotSupportedByGuest(Box::new((**v).clone()))
+            }
+            Self::OutOfBounds(v) => Self::OutOfBounds(Box::new((**v).clone())),
+            Self::OvfAttribute(v) => Self::OvfAttribute(Box::new((**v).clone())),
+            Self::OvfConnectedDevice(v) => {
+                Self::OvfConnectedDevice(Box::new((**v).clone()))
+            }
+            Self::OvfConnectedDeviceFloppy(v) => {
+                Self::OvfConnectedDeviceFloppy(Box::new((**v).clone()))
+            }
+            Self::OvfConnectedDeviceIso(v) => {
+                Self::OvfConnectedDeviceIso(Box::new((**v).clone()))
+            }
+            Self::OvfConstraint(v) => Self::OvfConstraint(Box::new((**v).clone())),
+            Self::OvfConsumerCallbackFault(v) => {
+                Self::OvfConsumerCallbackFault(Box::new((**v).clone()))
+            }
+            Self::OvfConsumerCommunicationError(v) => {
+                Self::OvfConsumerCommunicationError(Box::new((**v).clone()))
+            }
+            Self::OvfConsumerFault(v) => Self::OvfConsumerFault(Box::new((**v).clone())),
+            Self::OvfConsumerInvalidSection(v) => {
+                Self::OvfConsumerInvalidSection(Box::new((**v).clone()))
+            }
+            Self::OvfConsumerPowerOnFault(v) => {
+                Self::OvfConsumerPowerOnFault(Box::new((**v).clone()))
+            }
+            Self::OvfConsumerUndeclaredSection(v) => {
+                Self::OvfConsumerUndeclaredSection(Box::new((**v).clone()))
+            }
+            Self::OvfConsumerUndefinedPrefix(v) => {
+                Self::OvfConsumerUndefinedPrefix(Box::new((**v).clone()))
+            }
+            Self::OvfConsumerValidationFault(v) => {
+                Self::OvfConsumerValidationFault(Box::new((**v).clone()))
+            }
+            Self::OvfCpuCompatibility(v) => {
+                Self::OvfCpuCompatibility(Box::new((**v).clone()))
+            }
+            Self::OvfCpuCompatibilityCheckNotSupported(v) => {
+                Self::OvfCpuCompatibilityCheckNotSupported(Box::new((**v).clone()))
+            }
+            Self::OvfDiskMappingNotFound(v) => {
+                Self::OvfDiskMappingNotFound(Box::new((**v).clone()))
+            }
+            Self::OvfDiskOrderConstraint(v) => {
+                Self::OvfDiskOrderConstraint(Box::new((**v).clone()))
+            }
+            Self::OvfDuplicateElement(v) => {
+                Self::OvfDuplicateElement(Box::new((**v).clone()))
+            }
+            Self::OvfDuplicatedElementBoundary(v) => {
+                Self::OvfDuplicatedElementBoundary(Box::new((**v).clone()))
+            }
+            Self::OvfDuplicatedPropertyIdExport(v) => {
+                Self::OvfDuplicatedPropertyIdExport(Box::new((**v).clone()))
+            }
+            Self::OvfDuplicatedPropertyIdImport(v) => {
+                Self::OvfDuplicatedPropertyIdImport(Box::new((**v).clone()))
+            }
+            Self::OvfElement(v) => Self::OvfElement(Box::new((**v).clone())),
+            Self::OvfElementInvalidValue(v) => {
+                Self::OvfElementInvalidValue(Box::new((**v).clone()))
+            }
+            Self::OvfExport(v) => Self::OvfExport(Box::new((**v).clone())),
+            Self::OvfExportFailed(v) => Self::OvfExportFailed(Box::new((**v).clone())),
+            Self::OvfFault(v) => Self::OvfFault(Box::new((**v).clone())),
+            Self::OvfHardwareCheck(v) => Self::OvfHardwareCheck(Box::new((**v).clone())),
+            Self::OvfHardwareExport(v) => {
+                Self::OvfHardwareExport(Box::new((**v).clone()))
+            }
+            Self::OvfHostResourceConstraint(v) => {
+                Self::OvfHostResourceConstraint(Box::new((**v).clone()))
+            }
+            Self::OvfHostValueNotParsed(v) => {
+                Self::OvfHostValueNotParsed(Box::new((**v).clone()))
+            }
+            Self::OvfImport(v) => Self::OvfImport(Box::new((**v).clone())),
+            Self::OvfImportFailed(v) => Self::OvfImportFailed(Box::new((**v).clone())),
+            Self::OvfInternalError(v) => Self::OvfInternalError(Box::new((**v).clone())),
+            Self::OvfInvalidPackage(v) => {
+                Self::OvfInvalidPackage(Box::new((**v).clone()))
+            }
+            Self::OvfInvalidValue(v) => Self::OvfInvalidValue(Box::new((**v).clone())),
+            Self::OvfInvalidValueConfiguration(v) => {
+                Self::OvfInvalidValueConfiguration(Box::new((**v).clone()))
+            }
+            Self::OvfInvalidValueEmpty(v) => {
+                Self::OvfInvalidValueEmpty(Box::new((**v).clone()))
+            }
+            Self::OvfInvalidValueFormatMalformed(v) => {
+                Self::OvfInvalidValueFormatMalformed(Box::new((**v).clone()))
+            }
+            Self::OvfInvalidValueReference(v) => {
+                Self::OvfInvalidValueReference(Box::new((**v).clone()))
+            }
+            Self::OvfInvalidVmName(v) => Self::OvfInvalidVmName(Box::new((**v).clone())),
+            Self::OvfMappedOsId(v) => Self::OvfMappedOsId(Box::new((**v).clone())),
+            Self::OvfMissingAttribute(v) => {
+                Self::OvfMissingAttribute(Box::new((**v).clone()))
+            }
+            Self::OvfMissingElement(v) => {
+                Self::OvfMissingElement(Box::new((**v).clone()))
+            }
+            Self::OvfMissingElementNormalBoundary(v) => {
+                Self::OvfMissingElementNormalBoundary(Box::new((**v).clone()))
+            }
+            Self::OvfMissingHardware(v) => {
+                Self::OvfMissingHardware(Box::new((**v).clone()))
+            }
+            Self::OvfNetworkMappingNotSupported(v) => {
+                Self::OvfNetworkMappingNotSupported(Box::new((**v).clone()))
+            }
+            Self::OvfNoHostNic(v) => Self::OvfNoHostNic(Box::new((**v).clone())),
+            Self::OvfNoSpaceOnController(v) => {
+                Self::OvfNoSpaceOnController(Box::new((**v).clone()))
+            }
+            Self::OvfNoSupportedHardwareFamily(v) => {
+                Self::OvfNoSupportedHardwareFamily(Box::new((**v).clone()))
+            }
+            Self::OvfProperty(v) => Self::OvfProperty(Box::new((**v).clone())),
+            Self::OvfPropertyExport(v) => {
+                Self::OvfPropertyExport(Box::new((**v).clone()))
+            }
+            Self::OvfPropertyNetwork(v) => {
+                Self::OvfPropertyNetwork(Box::new((**v).clone()))
+            }
+            Self::OvfPropertyNetworkExport(v) => {
+                Self::OvfPropertyNetworkExport(Box::new((**v).clone()))
+            }
+            Self::OvfPropertyQualifier(v) => {
+                Self::OvfPropertyQualifier(Box::new((**v).clone()))
+            }
+            Self::OvfPropertyQualifierDuplicate(v) => {
+                Self::OvfPropertyQualifierDuplicate(Box::new((**v).clone()))
+            }
+            Self::OvfPropertyQualifierIgnored(v) => {
+                Self::OvfPropertyQualifierIgnored(Box::new((**v).clone()))
+            }
+            Self::OvfPropertyType(v) => Self::OvfPropertyType(Box::new((**v).clone())),
+            Self::OvfPropertyValue(v) => Self::OvfPropertyValue(Box::new((**v).clone())),
+            Self::OvfSystemFault(v) => Self::OvfSystemFault(Box::new((**v).clone())),
+            Self::OvfToXmlUnsupportedElement(v) => {
+                Self::OvfToXmlUnsupportedElement(Box::new((**v).clone()))
+            }
+            Self::OvfUnableToExportDisk(v) => {
+                Self::OvfUnableToExportDisk(Box::new((**v).clone()))
+            }
+            Self::OvfUnexpectedElement(v) => {
+                Self::OvfUnexpectedElement(Box::new((**v).clone()))
+            }
+            Self::OvfUnknownDevice(v) => Self::OvfUnknownDevice(Box::new((**v).clone())),
+            Self::OvfUnknownDeviceBacking(v) => {
+                Self::OvfUnknownDeviceBacking(Box::new((**v).clone()))
+            }
+            Self::OvfUnknownEntity(v) => Self::OvfUnknownEntity(Box::new((**v).clone())),
+            Self::OvfUnsupportedAttribute(v) => {
+                Self::OvfUnsupportedAttribute(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedAttributeValue(v) => {
+                Self::OvfUnsupportedAttributeValue(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedDeviceBackingInfo(v) => {
+                Self::OvfUnsupportedDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedDeviceBackingOption(v) => {
+                Self::OvfUnsupportedDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedDeviceExport(v) => {
+                Self::OvfUnsupportedDeviceExport(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedDiskProvisioning(v) => {
+                Self::OvfUnsupportedDiskProvisioning(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedElement(v) => {
+                Self::OvfUnsupportedElement(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedElementValue(v) => {
+                Self::OvfUnsupportedElementValue(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedPackage(v) => {
+                Self::OvfUnsupportedPackage(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedSection(v) => {
+                Self::OvfUnsupportedSection(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedSubType(v) => {
+                Self::OvfUnsupportedSubType(Box::new((**v).clone()))
+            }
+            Self::OvfUnsupportedType(v) => {
+                Self::OvfUnsupportedType(Box::new((**v).clone()))
+            }
+            Self::OvfWrongElement(v) => Self::OvfWrongElement(Box::new((**v).clone())),
+            Self::OvfWrongNamespace(v) => {
+                Self::OvfWrongNamespace(Box::new((**v).clone()))
+            }
+            Self::OvfXmlFormat(v) => Self::OvfXmlFormat(Box::new((**v).clone())),
+            Self::PasswordExpired(v) => Self::PasswordExpired(Box::new((**v).clone())),
+            Self::PatchAlreadyInstalled(v) => {
+                Self::PatchAlreadyInstalled(Box::new((**v).clone()))
+            }
+            Self::PatchBinariesNotFound(v) => {
+                Self::PatchBinariesNotFound(Box::new((**v).clone()))
+            }
+            Self::PatchInstallFailed(v) => {
+                Self::PatchInstallFailed(Box::new((**v).clone()))
+            }
+            Self::PatchIntegrityError(v) => {
+                Self::PatchIntegrityError(Box::new((**v).clone()))
+            }
+            Self::PatchMetadataCorrupted(v) => {
+                Self::PatchMetadataCorrupted(Box::new((**v).clone()))
+            }
+            Self::PatchMetadataInvalid(v) => {
+                Self::PatchMetadataInvalid(Box::new((**v).clone()))
+            }
+            Self::PatchMetadataNotFound(v) => {
+                Self::PatchMetadataNotFound(Box::new((**v).clone()))
+            }
+            Self::PatchMissingDependencies(v) => {
+                Self::PatchMissingDependencies(Box::new((**v).clone()))
+            }
+            Self::PatchNotApplicable(v) => {
+                Self::PatchNotApplicable(Box::new((**v).clone()))
+            }
+            Self::PatchSuperseded(v) => Self::PatchSuperseded(Box::new((**v).clone())),
+            Self::PhysCompatRDMNotSupported(v) => {
+                Self::PhysCompatRDMNotSupported(Box::new((**v).clone()))
+            }
+            Self::PlatformConfigFault(v) => {
+                Self::PlatformConfigFault(Box::new((**v).clone()))
+            }
+            Self::PowerOnFtSecondaryFailed(v) => {
+                Self::PowerOnFtSecondaryFailed(Box::new((**v).clone()))
+            }
+            Self::PowerOnFtSecondaryTimedout(v) => {
+                Self::PowerOnFtSecondaryTimedout(Box::new((**v).clone()))
+            }
+            Self::ProfileUpdateFailed(v) => {
+                Self::ProfileUpdateFailed(Box::new((**v).clone()))
+            }
+            Self::QuarantineModeFault(v) => {
+                Self::QuarantineModeFault(Box::new((**v).clone()))
+            }
+            Self::QuestionPending(v) => Self::QuestionPending(Box::new((**v).clone())),
+            Self::QuiesceDatastoreIOForHAFailed(v) => {
+                Self::QuiesceDatastoreIOForHAFailed(Box::new((**v).clone()))
+            }
+            Self::RDMConversionNotSupported(v) => {
+                Self::RDMConversionNotSupported(Box::new((**v).clone()))
+            }
+            Self::RDMNotPreserved(v) => Self::RDMNotPreserved(Box::new((**v).clone())),
+            Self::RDMNotSupported(v) => Self::RDMNotSupported(Box::new((**v).clone())),
+            Self::RDMNotSupportedOnDatastore(v) => {
+                Self::RDMNotSupportedOnDatastore(Box::new((**v).clone()))
+            }
+            Self::RDMPointsToInaccessibleDisk(v) => {
+                Self::RDMPointsToInaccessibleDisk(Box::new((**v).clone()))
+            }
+            Self::RawDiskNotSupported(v) => {
+                Self::RawDiskNotSupported(Box::new((**v).clone()))
+            }
+            Self::ReadHostResourcePoolTreeFailed(v) => {
+                Self::ReadHostResourcePoolTreeFailed(Box::new((**v).clone()))
+            }
+            Self::ReadOnlyDisksWithLegacyDestination(v) => {
+                Self::ReadOnlyDisksWithLegacyDestination(Box::new((**v).clone()))
+            }
+            Self::RebootRequired(v) => Self::RebootRequired(Box::new((**v).clone())),
+            Self::RecordReplayDisabled(v) => {
+                Self::RecordReplayDisabled(Box::new((**v).clone()))
+            }
+            Self::RemoteDeviceNotSupported(v) => {
+                Self::RemoteDeviceNotSupported(Box::new((**v).clone()))
+            }
+            Self::RemoveFailed(v) => Self::RemoveFailed(Box::new((**v).clone())),
+            Self::ReplicationConfigFault(v) => {
+                Self::ReplicationConfigFault(Box::new((**v).clone()))
+            }
+            Self::ReplicationDiskConfigFault(v) => {
+                Self::ReplicationDiskConfigFault(Box::new((**v).clone()))
+            }
+            Self::ReplicationFault(v) => Self::ReplicationFault(Box::new((**v).clone())),
+            Self::ReplicationIncompatibleWithFT(v) => {
+                Self::ReplicationIncompatibleWithFT(Box::new((**v).clone()))
+            }
+            Self::ReplicationInvalidOptions(v) => {
+                Self::ReplicationInvalidOptions(Box::new((**v).clone()))
+            }
+            Self::ReplicationNotSupportedOnHost(v) => {
+                Self::ReplicationNotSupportedOnHost(Box::new((**v).clone()))
+            }
+            Self::ReplicationVmConfigFault(v) => {
+                Self::ReplicationVmConfigFault(Box::new((**v).clone()))
+            }
+            Self::ReplicationVmFault(v) => {
+                Self::ReplicationVmFault(Box::new((**v).clone()))
+            }
+            Self::ReplicationVmInProgressFault(v) => {
+                Self::ReplicationVmInProgressFault(Box::new((**v).clone()))
+            }
+            Self::RequestCanceled(v) => Self::RequestCanceled(Box::new((**v).clone())),
+            Self::ResourceInUse(v) => Self::ResourceInUse(Box::new((**v).clone())),
+            Self::ResourceNotAvailable(v) => {
+                Self::ResourceNotAvailable(Box::new((**v).clone()))
+            }
+            Self::RestrictedByAdministrator(v) => {
+                Self::RestrictedByAdministrator(Box::new((**v).clone()))
+            }
+            Self::RestrictedVersion(v) => {
+                Self::RestrictedVersion(Box::new((**v).clone()))
+            }
+            Self::RollbackFailure(v) => Self::RollbackFailure(Box::new((**v).clone())),
+            Self::RuleViolation(v) => Self::RuleViolation(Box::new((**v).clone())),
+            Self::RuntimeFault(v) => Self::RuntimeFault(Box::new((**v).clone())),
+            Self::SSLDisabledFault(v) => Self::SSLDisabledFault(Box::new((**v).clone())),
+            Self::SSLVerifyFault(v) => Self::SSLVerifyFault(Box::new((**v).clone())),
+            Self::SSPIChallenge(v) => Self::SSPIChallenge(Box::new((**v).clone())),
+            Self::SecondaryVmAlreadyDisabled(v) => {
+                Self::SecondaryVmAlreadyDisabled(Box::new((**v).clone()))
+            }
+            Self::SecondaryVmAlreadyEnabled(v) => {
+                Self::SecondaryVmAlreadyEnabled(Box::new((**v).clone()))
+            }
+            Self::SecondaryVmAlreadyRegistered(v) => {
+                Self::SecondaryVmAlreadyRegistered(Box::new((**v).clone()))
+            }
+            Self::SecondaryVmNotRegistered(v) => {
+                Self::SecondaryVmNotRegistered(Box::new((**v).clone()))
+            }
+            Self::SecurityError(v) => Self::SecurityError(Box::new((**v).clone())),
+            Self::SessionNotFound(v) => Self::SessionNotFound(Box::new((**v).clone())),
+            Self::SharedBusControllerNotSupported(v) => {
+                Self::SharedBusControllerNotSupported(Box::new((**v).clone()))
+            }
+            Self::ShrinkDiskFault(v) => Self::ShrinkDiskFault(Box::new((**v).clone())),
+            Self::SnapshotCloneNotSupported(v) => {
+                Self::SnapshotCloneNotSupported(Box::new((**v).clone()))
+            }
+            Self::SnapshotCopyNotSupported(v) => {
+                Self::SnapshotCopyNotSupported(Box::new((**v).clone()))
+            }
+            Self::SnapshotDisabled(v) => Self::SnapshotDisabled(Box::new((**v).clone())),
+            Self::SnapshotFault(v) => Self::SnapshotFault(Box::new((**v).clone())),
+            Self::SnapshotIncompatibleDeviceInVm(v) => {
+                Self::SnapshotIncompatibleDeviceInVm(Box::new((**v).clone()))
+            }
+            Self::SnapshotLocked(v) => Self::SnapshotLocked(Box::new((**v).clone())),
+            Self::SnapshotMoveFromNonHomeNotSupported(v) => {
+                Self::SnapshotMoveFromNonHomeNotSupported(Box::new((**v).clone()))
+            }
+            Self::SnapshotMoveNotSupported(v) => {
+                Self::SnapshotMoveNotSupported(Box::new((**v).clone()))
+            }
+            Self::SnapshotMoveToNonHomeNotSupported(v) => {
+                Self::SnapshotMoveToNonHomeNotSupported(Box::new((**v).clone()))
+            }
+            Self::SnapshotNoChange(v) => Self::SnapshotNoChange(Box::new((**v).clone())),
+            Self::SnapshotRevertIssue(v) => {
+                Self::SnapshotRevertIssue(Box::new((**v).clone()))
+            }
+            Self::SoftRuleVioCorrectionDisallowed(v) => {
+                Self::SoftRuleVioCorrectionDisallowed(Box::new((**v).clone()))
+            }
+            Self::SoftRuleVioCorrectionImpact(v) => {
+                Self::SoftRuleVioCorrectionImpact(Box::new((**v).clone()))
+            }
+            Self::SolutionUserRequired(v) => {
+                Self::SolutionUserRequired(Box::new((**v).clone()))
+            }
+            Self::SsdDiskNotAvailable(v) => {
+                Self::SsdDiskNotAvailable(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveDiskInMultiWriterMode(v) => {
+                Self::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveFTVm(v) => {
+                Self::StorageDrsCannotMoveFTVm(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveIndependentDisk(v) => {
+                Self::StorageDrsCannotMoveIndependentDisk(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => {
+                Self::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveManuallyPlacedVm(v) => {
+                Self::StorageDrsCannotMoveManuallyPlacedVm(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveSharedDisk(v) => {
+                Self::StorageDrsCannotMoveSharedDisk(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveTemplate(v) => {
+                Self::StorageDrsCannotMoveTemplate(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveVmInUserFolder(v) => {
+                Self::StorageDrsCannotMoveVmInUserFolder(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveVmWithMountedCDROM(v) => {
+                Self::StorageDrsCannotMoveVmWithMountedCDROM(Box::new((**v).clone()))
+            }
+            Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => {
+                Self::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new((**v).clone()))
+            }
+            Self::StorageDrsDatacentersCannotShareDatastore(v) => {
+                Self::StorageDrsDatacentersCannotShareDatastore(Box::new((**v).clone()))
+            }
+            Self::StorageDrsDisabledOnVm(v) => {
+                Self::StorageDrsDisabledOnVm(Box::new((**v).clone()))
+            }
+            Self::StorageDrsHbrDiskNotMovable(v) => {
+                Self::StorageDrsHbrDiskNotMovable(Box::new((**v).clone()))
+            }
+            Self::StorageDrsHmsMoveInProgress(v) => {
+                Self::StorageDrsHmsMoveInProgress(Box::new((**v).clone()))
+            }
+            Self::StorageDrsHmsUnreachable(v) => {
+                Self::StorageDrsHmsUnreachable(Box::new((**v).clone()))
+            }
+            Self::StorageDrsIolbDisabledInternally(v) => {
+                Self::StorageDrsIolbDisabledInternally(Box::new((**v).clone()))
+            }
+            Self::StorageDrsRelocateDisabled(v) => {
+                Self::StorageDrsRelocateDisabled(Box::new((**v).clone()))
+            }
+            Self::StorageDrsStaleHmsCollection(v) => {
+                Self::StorageDrsStaleHmsCollection(Box::new((**v).clone()))
+            }
+            Self::StorageDrsUnableToMoveFiles(v) => {
+                Self::StorageDrsUnableToMoveFiles(Box::new((**v).clone()))
+            }
+            Self::StorageVMotionNotSupported(v) => {
+                Self::StorageVMotionNotSupported(Box::new((**v).clone()))
+            }
+            Self::StorageVmotionIncompatible(v) => {
+                Self::StorageVmotionIncompatible(Box::new((**v).clone()))
+            }
+            Self::SuspendedRelocateNotSupported(v) => {
+                Self::SuspendedRelocateNotSupported(Box::new((**v).clone()))
+            }
+            Self::SwapDatastoreNotWritableOnHost(v) => {
+                Self::SwapDatastoreNotWritableOnHost(Box::new((**v).clone()))
+            }
+            Self::SwapDatastoreUnset(v) => {
+                Self::SwapDatastoreUnset(Box::new((**v).clone()))
+            }
+            Self::SwapPlacementOverrideNotSupported(v) => {
+                Self::SwapPlacementOverrideNotSupported(Box::new((**v).clone()))
+            }
+            Self::SwitchIpUnset(v) => Self::SwitchIpUnset(Box::new((**v).clone())),
+            Self::SwitchNotInUpgradeMode(v) => {
+                Self::SwitchNotInUpgradeMode(Box::new((**v).clone()))
+            }
+            Self::SystemError(v) => Self::SystemError(Box::new((**v).clone())),
+            Self::TaskInProgress(v) => Self::TaskInProgress(Box::new((**v).clone())),
+            Self::ThirdPartyLicenseAssignmentFailed(v) => {
+                Self::ThirdPartyLicenseAssignmentFailed(Box::new((**v).clone()))
+            }
+            Self::Timedout(v) => Self::Timedout(Box::new((**v).clone())),
+            Self::TooManyConcurrentNativeClones(v) => {
+                Self::TooManyConcurrentNativeClones(Box::new((**v).clone()))
+            }
+            Self::TooManyConsecutiveOverrides(v) => {
+                Self::TooManyConsecutiveOverrides(Box::new((**v).clone()))
+            }
+            Self::TooManyDevices(v) => Self::TooManyDevices(Box::new((**v).clone())),
+            Self::TooManyDisksOnLegacyHost(v) => {
+                Self::TooManyDisksOnLegacyHost(Box::new((**v).clone()))
+            }
+            Self::TooManyGuestLogons(v) => {
+                Self::TooManyGuestLogons(Box::new((**v).clone()))
+            }
+            Self::TooManyHosts(v) => Self::TooManyHosts(Box::new((**v).clone())),
+            Self::TooManyNativeCloneLevels(v) => {
+                Self::TooManyNativeCloneLevels(Box::new((**v).clone()))
+            }
+            Self::TooManyNativeClonesOnFile(v) => {
+                Self::TooManyNativeClonesOnFile(Box::new((**v).clone()))
+            }
+            Self::TooManySnapshotLevels(v) => {
+                Self::TooManySnapshotLevels(Box::new((**v).clone()))
+            }
+            Self::ToolsAlreadyUpgraded(v) => {
+                Self::ToolsAlreadyUpgraded(Box::new((**v).clone()))
+            }
+            Self::ToolsAutoUpgradeNotSupported(v) => {
+                Self::ToolsAutoUpgradeNotSupported(Box::new((**v).clone()))
+            }
+            Self::ToolsImageCopyFailed(v) => {
+                Self::ToolsImageCopyFailed(Box::new((**v).clone()))
+            }
+            Self::ToolsImageNotAvailable(v) => {
+                Self::ToolsImageNotAvailable(Box::new((**v).clone()))
+            }
+            Self::ToolsImageSignatureCheckFailed(v) => {
+                Self::ToolsImageSignatureCheckFailed(Box::new((**v).clone()))
+            }
+            Self::ToolsInstallationInProgress(v) => {
+                Self::ToolsInstallationInProgress(Box::new((**v).clone()))
+            }
+            Self::ToolsUnavailable(v) => Self::ToolsUnavailable(Box::new((**v).clone())),
+            Self::ToolsUpgradeCancelled(v) => {
+                Self::ToolsUpgradeCancelled(Box::new((**v).clone()))
+            }
+            Self::UnSupportedDatastoreForVFlash(v) => {
+                Self::UnSupportedDatastoreForVFlash(Box::new((**v).clone()))
+            }
+            Self::UncommittedUndoableDisk(v) => {
+                Self::UncommittedUndoableDisk(Box::new((**v).clone()))
+            }
+            Self::UnconfiguredPropertyValue(v) => {
+                Self::UnconfiguredPropertyValue(Box::new((**v).clone()))
+            }
+            Self::UncustomizableGuest(v) => {
+                Self::UncustomizableGuest(Box::new((**v).clone()))
+            }
+            Self::UnexpectedCustomizationFault(v) => {
+                Self::UnexpectedCustomizationFault(Box::new((**v).clone()))
+            }
+            Self::UnexpectedFault(v) => Self::UnexpectedFault(Box::new((**v).clone())),
+            Self::UnrecognizedHost(v) => Self::UnrecognizedHost(Box::new((**v).clone())),
+            Self::UnsharedSwapVMotionNotSupported(v) => {
+                Self::UnsharedSwapVMotionNotSupported(Box::new((**v).clone()))
+            }
+            Self::UnsupportedDatastore(v) => {
+                Self::UnsupportedDatastore(Box::new((**v).clone()))
+            }
+            Self::UnsupportedGuest(v) => Self::UnsupportedGuest(Box::new((**v).clone())),
+            Self::UnsupportedVimApiVersion(v) => {
+                Self::UnsupportedVimApiVersion(Box::new((**v).clone()))
+            }
+            Self::UnsupportedVmxLocation(v) => {
+                Self::UnsupportedVmxLocation(Box::new((**v).clone()))
+            }
+            Self::UnusedVirtualDiskBlocksNotScrubbed(v) => {
+                Self::UnusedVirtualDiskBlocksNotScrubbed(Box::new((**v).clone()))
+            }
+            Self::UserNotFound(v) => Self::UserNotFound(Box::new((**v).clone())),
+            Self::VAppConfigFault(v) => Self::VAppConfigFault(Box::new((**v).clone())),
+            Self::VAppNotRunning(v) => Self::VAppNotRunning(Box::new((**v).clone())),
+            Self::VAppOperationInProgress(v) => {
+                Self::VAppOperationInProgress(Box::new((**v).clone()))
+            }
+            Self::VAppPropertyFault(v) => {
+                Self::VAppPropertyFault(Box::new((**v).clone()))
+            }
+            Self::VAppTaskInProgress(v) => {
+                Self::VAppTaskInProgress(Box::new((**v).clone()))
+            }
+            Self::VFlashCacheHotConfigNotSupported(v) => {
+                Self::VFlashCacheHotConfigNotSupported(Box::new((**v).clone()))
+            }
+            Self::VFlashModuleNotSupported(v) => {
+                Self::VFlashModuleNotSupported(Box::new((**v).clone()))
+            }
+            Self::VFlashModuleVersionIncompatible(v) => {
+                Self::VFlashModuleVersionIncompatible(Box::new((**v).clone()))
+            }
+            Self::VMINotSupported(v) => Self::VMINotSupported(Box::new((**v).clone())),
+            Self::VMOnConflictDVPort(v) => {
+                Self::VMOnConflictDVPort(Box::new((**v).clone()))
+            }
+            Self::VMOnVirtualIntranet(v) => {
+                Self::VMOnVirtualIntranet(Box::new((**v).clone()))
+            }
+            Self::VMotionAcrossNetworkNotSupported(v) => {
+                Self::VMotionAcrossNetworkNotSupported(Box::new((**v).clone()))
+            }
+            Self::VMotionInterfaceIssue(v) => {
+                Self::VMotionInterfaceIssue(Box::new((**v).clone()))
+            }
+            Self::VMotionLinkCapacityLow(v) => {
+                Self::VMotionLinkCapacityLow(Box::new((**v).clone()))
+            }
+            Self::VMotionLinkDown(v) => Self::VMotionLinkDown(Box::new((**v).clone())),
+            Self::VMotionNotConfigured(v) => {
+                Self::VMotionNotConfigured(Box::new((**v).clone()))
+            }
+            Self::VMotionNotLicensed(v) => {
+                Self::VMotionNotLicensed(Box::new((**v).clone()))
+            }
+            Self::VMotionNotSupported(v) => {
+                Self::VMotionNotSupported(Box::new((**v).clone()))
+            }
+            Self::VMotionProtocolIncompatible(v) => {
+                Self::VMotionProtocolIncompatible(Box::new((**v).clone()))
+            }
+            Self::VimFault(v) => Self::VimFault(Box::new((**v).clone())),
+            Self::VirtualDiskBlocksNotFullyProvisioned(v) => {
+                Self::VirtualDiskBlocksNotFullyProvisioned(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskModeNotSupported(v) => {
+                Self::VirtualDiskModeNotSupported(Box::new((**v).clone()))
+            }
+            Self::VirtualEthernetCardNotSupported(v) => {
+                Self::VirtualEthernetCardNotSupported(Box::new((**v).clone()))
+            }
+            Self::VirtualHardwareCompatibilityIssue(v) => {
+                Self::VirtualHardwareCompatibilityIssue(Box::new((**v).clone()))
+            }
+            Self::VirtualHardwareVersionNotSupported(v) => {
+                Self::VirtualHardwareVersionNotSupported(Box::new((**v).clone()))
+            }
+            Self::VmAlreadyExistsInDatacenter(v) => {
+                Self::VmAlreadyExistsInDatacenter(Box::new((**v).clone()))
+            }
+            Self::VmConfigFault(v) => Self::VmConfigFault(Box::new((**v).clone())),
+            Self::VmConfigIncompatibleForFaultTolerance(v) => {
+                Self::VmConfigIncompatibleForFaultTolerance(Box::new((**v).clone()))
+            }
+            Self::VmConfigIncompatibleForRecordReplay(v) => {
+                Self::VmConfigIncompatibleForRecordReplay(Box::new((**v).clone()))
+            }
+            Self::VmFaultToleranceConfigIssue(v) => {
+                Self::VmFaultToleranceConfigIssue(Box::new((**v).clone()))
+            }
+            Self::VmFaultToleranceConfigIssueWrapper(v) => {
+                Self::VmFaultToleranceConfigIssueWrapper(Box::new((**v).clone()))
+            }
+            Self::VmFaultToleranceInvalidFileBacking(v) => {
+                Self::VmFaultToleranceInvalidFileBacking(Box::new((**v).clone()))
+            }
+            Self::VmFaultToleranceIssue(v) => {
+                Self::VmFaultToleranceIssue(Box::new((**v).clone()))
+            }
+            Self::VmFaultToleranceOpIssuesList(v) => {
+                Self::VmFaultToleranceOpIssuesList(Box::new((**v).clone()))
+            }
+            Self::VmFaultToleranceTooManyFtVcpusOnHost(v) => {
+                Self::VmFaultToleranceTooManyFtVcpusOnHost(Box::new((**v).clone()))
+            }
+            Self::VmFaultToleranceTooManyVMsOnHost(v) => {
+                Self::VmFaultToleranceTooManyVMsOnHost(Box::new((**v).clone()))
+            }
+            Self::VmHostAffinityRuleViolation(v) => {
+                Self::VmHostAffinityRuleViolation(Box::new((**v).clone()))
+            }
+            Self::VmLimitLicense(v) => Self::VmLimitLicense(Box::new((**v).clone())),
+            Self::VmMetadataManagerFault(v) => {
+                Self::VmMetadataManagerFault(Box::new((**v).clone()))
+            }
+            Self::VmMonitorIncompatibleForFaultTolerance(v) => {
+                Self::VmMonitorIncompatibleForFaultTolerance(Box::new((**v).clone()))
+            }
+            Self::VmPowerOnDisabled(v) => {
+                Self::VmPowerOnDisabled(Box::new((**v).clone()))
+            }
+            Self::VmSmpFaultToleranceTooManyVMsOnHost(v) => {
+                Self::VmSmpFaultToleranceTooManyVMsOnHost(Box::new((**v).clone()))
+            }
+            Self::VmToolsUpgradeFault(v) => {
+                Self::VmToolsUpgradeFault(Box::new((**v).clone()))
+            }
+            Self::VmValidateMaxDevice(v) => {
+                Self::VmValidateMaxDevice(Box::new((**v).clone()))
+            }
+            Self::VmWwnConflict(v) => Self::VmWwnConflict(Box::new((**v).clone())),
+            Self::VmfsAlreadyMounted(v) => {
+                Self::VmfsAlreadyMounted(Box::new((**v).clone()))
+            }
+            Self::VmfsAmbiguousMount(v) => {
+                Self::VmfsAmbiguousMount(Box::new((**v).clone()))
+            }
+            Self::VmfsMountFault(v) => Self::VmfsMountFault(Box::new((**v).clone())),
+            Self::VmotionInterfaceNotEnabled(v) => {
+                Self::VmotionInterfaceNotEnabled(Box::new((**v).clone()))
+            }
+            Self::VolumeEditorError(v) => {
+                Self::VolumeEditorError(Box::new((**v).clone()))
+            }
+            Self::VramLimitLicense(v) => Self::VramLimitLicense(Box::new((**v).clone())),
+            Self::VsanClusterUuidMismatch(v) => {
+                Self::VsanClusterUuidMismatch(Box::new((**v).clone()))
+            }
+            Self::VsanDiskFault(v) => Self::VsanDiskFault(Box::new((**v).clone())),
+            Self::VsanFault(v) => Self::VsanFault(Box::new((**v).clone())),
+            Self::VsanIncompatibleDiskMapping(v) => {
+                Self::VsanIncompatibleDiskMapping(Box::new((**v).clone()))
+            }
+            Self::VspanDestPortConflict(v) => {
+                Self::VspanDestPortConflict(Box::new((**v).clone()))
+            }
+            Self::VspanPortConflict(v) => {
+                Self::VspanPortConflict(Box::new((**v).clone()))
+            }
+            Self::VspanPortMoveFault(v) => {
+                Self::VspanPortMoveFault(Box::new((**v).clone()))
+            }
+            Self::VspanPortPromiscChangeFault(v) => {
+                Self::VspanPortPromiscChangeFault(Box::new((**v).clone()))
+            }
+            Self::VspanPortgroupPromiscChangeFault(v) => {
+                Self::VspanPortgroupPromiscChangeFault(Box::new((**v).clone()))
+            }
+            Self::VspanPortgroupTypeChangeFault(v) => {
+                Self::VspanPortgroupTypeChangeFault(Box::new((**v).clone()))
+            }
+            Self::VspanPromiscuousPortNotSupported(v) => {
+                Self::VspanPromiscuousPortNotSupported(Box::new((**v).clone()))
+            }
+            Self::VspanSameSessionPortConflict(v) => {
+                Self::VspanSameSessionPortConflict(Box::new((**v).clone()))
+            }
+            Self::WakeOnLanNotSupported(v) => {
+                Self::WakeOnLanNotSupported(Box::new((**v).clone()))
+            }
+            Self::WakeOnLanNotSupportedByVmotionNIC(v) => {
+                Self::WakeOnLanNotSupportedByVmotionNIC(Box::new((**v).clone()))
+            }
+            Self::WillLoseHAProtection(v) => {
+                Self::WillLoseHAProtection(Box::new((**v).clone()))
+            }
+            Self::WillModifyConfigCpuRequirements(v) => {
+                Self::WillModifyConfigCpuRequirements(Box::new((**v).clone()))
+            }
+            Self::WillResetSnapshotDirectory(v) => {
+                Self::WillResetSnapshotDirectory(Box::new((**v).clone()))
+            }
+            Self::WipeDiskFault(v) => Self::WipeDiskFault(Box::new((**v).clone())),
+        }
     }
 }

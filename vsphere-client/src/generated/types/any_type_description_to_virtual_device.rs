@@ -18,51 +18,22 @@ impl Default for AnyTypeDescription {
         Self::TypeDescription(Box::default())
     }
 }
-impl std::fmt::Debug for AnyTypeDescription {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyTypeDescription {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyTypeDescription {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyTypeDescription {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::TypeDescription(value) => x::as_dyn(&**value),
-            Self::ScheduledTaskDetail(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::TypeDescription(_) => "TypeDescription",
+            Self::ScheduledTaskDetail(_) => "ScheduledTaskDetail",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyTypeDescription {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::TypeDescription(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyTypeDescription {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "TypeDescription", Self::from_data_object)
+        x::any_from_value(value, "TypeDescription", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyTypeDescription {
@@ -74,23 +45,63 @@ impl x::ArrayItem for AnyTypeDescription {
 unsafe impl Send for AnyTypeDescription {}
 // SAFETY: as above.
 unsafe impl Sync for AnyTypeDescription {}
+impl std::fmt::Debug for AnyTypeDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::TypeDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ScheduledTaskDetail(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyTypeDescription {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::TypeDescription(a), Self::TypeDescription(b)) => **a == **b,
+            (Self::ScheduledTaskDetail(a), Self::ScheduledTaskDetail(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyTypeDescription {
+    fn clone(&self) -> Self {
+        match self {
+            Self::TypeDescription(v) => Self::TypeDescription(Box::new((**v).clone())),
+            Self::ScheduledTaskDetail(v) => {
+                Self::ScheduledTaskDetail(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyTypeDescription {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::TypeDescription(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::ScheduledTaskDetail(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskDetail"))
+            }
+        }
+    }
+}
 impl AnyTypeDescription {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "TypeDescription" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::TypeDescription(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::TypeDescription(v)),
+                    Err(object) => Err(object),
                 }
             }
             "ScheduledTaskDetail" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ScheduledTaskDetail(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ScheduledTaskDetail(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -120,13 +131,29 @@ impl<T: x::VariantOf<AnyTypeDescription>> From<T> for AnyTypeDescription {
     }
 }
 impl x::VariantOf<AnyTypeDescription> for TypeDescription {
+    #[inline]
     fn into_variant(self) -> AnyTypeDescription {
         AnyTypeDescription::TypeDescription(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyTypeDescription) -> Option<&Self> {
+        match any {
+            AnyTypeDescription::TypeDescription(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyTypeDescription> for ScheduledTaskDetail {
+    #[inline]
     fn into_variant(self) -> AnyTypeDescription {
         AnyTypeDescription::ScheduledTaskDetail(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyTypeDescription) -> Option<&Self> {
+        match any {
+            AnyTypeDescription::ScheduledTaskDetail(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `UserSearchResult` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
@@ -142,51 +169,22 @@ impl Default for AnyUserSearchResult {
         Self::UserSearchResult(Box::default())
     }
 }
-impl std::fmt::Debug for AnyUserSearchResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyUserSearchResult {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyUserSearchResult {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyUserSearchResult {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::UserSearchResult(value) => x::as_dyn(&**value),
-            Self::PosixUserSearchResult(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::UserSearchResult(_) => "UserSearchResult",
+            Self::PosixUserSearchResult(_) => "PosixUserSearchResult",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyUserSearchResult {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::UserSearchResult(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyUserSearchResult {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "UserSearchResult", Self::from_data_object)
+        x::any_from_value(value, "UserSearchResult", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyUserSearchResult {
@@ -198,23 +196,65 @@ impl x::ArrayItem for AnyUserSearchResult {
 unsafe impl Send for AnyUserSearchResult {}
 // SAFETY: as above.
 unsafe impl Sync for AnyUserSearchResult {}
+impl std::fmt::Debug for AnyUserSearchResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::PosixUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyUserSearchResult {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::UserSearchResult(a), Self::UserSearchResult(b)) => **a == **b,
+            (Self::PosixUserSearchResult(a), Self::PosixUserSearchResult(b)) => {
+                **a == **b
+            }
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyUserSearchResult {
+    fn clone(&self) -> Self {
+        match self {
+            Self::UserSearchResult(v) => Self::UserSearchResult(Box::new((**v).clone())),
+            Self::PosixUserSearchResult(v) => {
+                Self::PosixUserSearchResult(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyUserSearchResult {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::UserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::PosixUserSearchResult(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PosixUserSearchResult"))
+            }
+        }
+    }
+}
 impl AnyUserSearchResult {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "UserSearchResult" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::UserSearchResult(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::UserSearchResult(v)),
+                    Err(object) => Err(object),
                 }
             }
             "PosixUserSearchResult" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::PosixUserSearchResult(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::PosixUserSearchResult(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -244,13 +284,29 @@ impl<T: x::VariantOf<AnyUserSearchResult>> From<T> for AnyUserSearchResult {
     }
 }
 impl x::VariantOf<AnyUserSearchResult> for UserSearchResult {
+    #[inline]
     fn into_variant(self) -> AnyUserSearchResult {
         AnyUserSearchResult::UserSearchResult(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyUserSearchResult) -> Option<&Self> {
+        match any {
+            AnyUserSearchResult::UserSearchResult(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyUserSearchResult> for PosixUserSearchResult {
+    #[inline]
     fn into_variant(self) -> AnyUserSearchResult {
         AnyUserSearchResult::PosixUserSearchResult(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyUserSearchResult) -> Option<&Self> {
+        match any {
+            AnyUserSearchResult::PosixUserSearchResult(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `VirtualDevice` or one of its 46 subtypes, chosen by `xsi:type` when decoding.
@@ -311,96 +367,67 @@ impl Default for AnyVirtualDevice {
         Self::VirtualDevice(Box::default())
     }
 }
-impl std::fmt::Debug for AnyVirtualDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyVirtualDevice {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyVirtualDevice {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyVirtualDevice {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::VirtualDevice(value) => x::as_dyn(&**value),
-            Self::ParaVirtualSCSIController(value) => x::as_dyn(&**value),
-            Self::VirtualAHCIController(value) => x::as_dyn(&**value),
-            Self::VirtualBusLogicController(value) => x::as_dyn(&**value),
-            Self::VirtualCdrom(value) => x::as_dyn(&**value),
-            Self::VirtualController(value) => x::as_dyn(&**value),
-            Self::VirtualDisk(value) => x::as_dyn(&**value),
-            Self::VirtualE1000(value) => x::as_dyn(&**value),
-            Self::VirtualE1000e(value) => x::as_dyn(&**value),
-            Self::VirtualEnsoniq1371(value) => x::as_dyn(&**value),
-            Self::VirtualEthernetCard(value) => x::as_dyn(&**value),
-            Self::VirtualFloppy(value) => x::as_dyn(&**value),
-            Self::VirtualHdAudioCard(value) => x::as_dyn(&**value),
-            Self::VirtualIDEController(value) => x::as_dyn(&**value),
-            Self::VirtualKeyboard(value) => x::as_dyn(&**value),
-            Self::VirtualLsiLogicController(value) => x::as_dyn(&**value),
-            Self::VirtualLsiLogicSASController(value) => x::as_dyn(&**value),
-            Self::VirtualMachineVMCIDevice(value) => x::as_dyn(&**value),
-            Self::VirtualMachineVMIROM(value) => x::as_dyn(&**value),
-            Self::VirtualMachineVideoCard(value) => x::as_dyn(&**value),
-            Self::VirtualNVDIMM(value) => x::as_dyn(&**value),
-            Self::VirtualNVDIMMController(value) => x::as_dyn(&**value),
-            Self::VirtualNVMEController(value) => x::as_dyn(&**value),
-            Self::VirtualPCIController(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthrough(value) => x::as_dyn(&**value),
-            Self::VirtualPCNet32(value) => x::as_dyn(&**value),
-            Self::VirtualPS2Controller(value) => x::as_dyn(&**value),
-            Self::VirtualParallelPort(value) => x::as_dyn(&**value),
-            Self::VirtualPointingDevice(value) => x::as_dyn(&**value),
-            Self::VirtualPrecisionClock(value) => x::as_dyn(&**value),
-            Self::VirtualSATAController(value) => x::as_dyn(&**value),
-            Self::VirtualSCSIController(value) => x::as_dyn(&**value),
-            Self::VirtualSCSIPassthrough(value) => x::as_dyn(&**value),
-            Self::VirtualSIOController(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPort(value) => x::as_dyn(&**value),
-            Self::VirtualSoundBlaster16(value) => x::as_dyn(&**value),
-            Self::VirtualSoundCard(value) => x::as_dyn(&**value),
-            Self::VirtualSriovEthernetCard(value) => x::as_dyn(&**value),
-            Self::VirtualTPM(value) => x::as_dyn(&**value),
-            Self::VirtualUSB(value) => x::as_dyn(&**value),
-            Self::VirtualUSBController(value) => x::as_dyn(&**value),
-            Self::VirtualUSBXHCIController(value) => x::as_dyn(&**value),
-            Self::VirtualVmxnet(value) => x::as_dyn(&**value),
-            Self::VirtualVmxnet2(value) => x::as_dyn(&**value),
-            Self::VirtualVmxnet3(value) => x::as_dyn(&**value),
-            Self::VirtualVmxnet3Vrdma(value) => x::as_dyn(&**value),
-            Self::VirtualWDT(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::VirtualDevice(_) => "VirtualDevice",
+            Self::ParaVirtualSCSIController(_) => "ParaVirtualSCSIController",
+            Self::VirtualAHCIController(_) => "VirtualAHCIController",
+            Self::VirtualBusLogicController(_) => "VirtualBusLogicController",
+            Self::VirtualCdrom(_) => "VirtualCdrom",
+            Self::VirtualController(_) => "VirtualController",
+            Self::VirtualDisk(_) => "VirtualDisk",
+            Self::VirtualE1000(_) => "VirtualE1000",
+            Self::VirtualE1000e(_) => "VirtualE1000e",
+            Self::VirtualEnsoniq1371(_) => "VirtualEnsoniq1371",
+            Self::VirtualEthernetCard(_) => "VirtualEthernetCard",
+            Self::VirtualFloppy(_) => "VirtualFloppy",
+            Self::VirtualHdAudioCard(_) => "VirtualHdAudioCard",
+            Self::VirtualIDEController(_) => "VirtualIDEController",
+            Self::VirtualKeyboard(_) => "VirtualKeyboard",
+            Self::VirtualLsiLogicController(_) => "VirtualLsiLogicController",
+            Self::VirtualLsiLogicSASController(_) => "VirtualLsiLogicSASController",
+            Self::VirtualMachineVMCIDevice(_) => "VirtualMachineVMCIDevice",
+            Self::VirtualMachineVMIROM(_) => "VirtualMachineVMIROM",
+            Self::VirtualMachineVideoCard(_) => "VirtualMachineVideoCard",
+            Self::VirtualNVDIMM(_) => "VirtualNVDIMM",
+            Self::VirtualNVDIMMController(_) => "VirtualNVDIMMController",
+            Self::VirtualNVMEController(_) => "VirtualNVMEController",
+            Self::VirtualPCIController(_) => "VirtualPCIController",
+            Self::VirtualPCIPassthrough(_) => "VirtualPCIPassthrough",
+            Self::VirtualPCNet32(_) => "VirtualPCNet32",
+            Self::VirtualPS2Controller(_) => "VirtualPS2Controller",
+            Self::VirtualParallelPort(_) => "VirtualParallelPort",
+            Self::VirtualPointingDevice(_) => "VirtualPointingDevice",
+            Self::VirtualPrecisionClock(_) => "VirtualPrecisionClock",
+            Self::VirtualSATAController(_) => "VirtualSATAController",
+            Self::VirtualSCSIController(_) => "VirtualSCSIController",
+            Self::VirtualSCSIPassthrough(_) => "VirtualSCSIPassthrough",
+            Self::VirtualSIOController(_) => "VirtualSIOController",
+            Self::VirtualSerialPort(_) => "VirtualSerialPort",
+            Self::VirtualSoundBlaster16(_) => "VirtualSoundBlaster16",
+            Self::VirtualSoundCard(_) => "VirtualSoundCard",
+            Self::VirtualSriovEthernetCard(_) => "VirtualSriovEthernetCard",
+            Self::VirtualTPM(_) => "VirtualTPM",
+            Self::VirtualUSB(_) => "VirtualUSB",
+            Self::VirtualUSBController(_) => "VirtualUSBController",
+            Self::VirtualUSBXHCIController(_) => "VirtualUSBXHCIController",
+            Self::VirtualVmxnet(_) => "VirtualVmxnet",
+            Self::VirtualVmxnet2(_) => "VirtualVmxnet2",
+            Self::VirtualVmxnet3(_) => "VirtualVmxnet3",
+            Self::VirtualVmxnet3Vrdma(_) => "VirtualVmxnet3Vrdma",
+            Self::VirtualWDT(_) => "VirtualWDT",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyVirtualDevice {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::VirtualDevice(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyVirtualDevice {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "VirtualDevice", Self::from_data_object)
+        x::any_from_value(value, "VirtualDevice", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyVirtualDevice {
@@ -412,293 +439,694 @@ impl x::ArrayItem for AnyVirtualDevice {
 unsafe impl Send for AnyVirtualDevice {}
 // SAFETY: as above.
 unsafe impl Sync for AnyVirtualDevice {}
+impl std::fmt::Debug for AnyVirtualDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::VirtualDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ParaVirtualSCSIController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualAHCIController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualBusLogicController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdrom(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualE1000(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualE1000e(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualEnsoniq1371(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualEthernetCard(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualFloppy(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualHdAudioCard(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualIDEController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualKeyboard(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualLsiLogicController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualLsiLogicSASController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualMachineVMCIDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualMachineVMIROM(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualMachineVideoCard(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualNVDIMM(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualNVDIMMController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualNVMEController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPCIController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPCIPassthrough(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPCNet32(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPS2Controller(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualParallelPort(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPointingDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPrecisionClock(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSATAController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSCSIController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSCSIPassthrough(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSIOController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSerialPort(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSoundBlaster16(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSoundCard(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSriovEthernetCard(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualTPM(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSB(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBXHCIController(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVmxnet(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVmxnet2(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVmxnet3(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVmxnet3Vrdma(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualWDT(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyVirtualDevice {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::VirtualDevice(a), Self::VirtualDevice(b)) => **a == **b,
+            (Self::ParaVirtualSCSIController(a), Self::ParaVirtualSCSIController(b)) => {
+                **a == **b
+            }
+            (Self::VirtualAHCIController(a), Self::VirtualAHCIController(b)) => {
+                **a == **b
+            }
+            (Self::VirtualBusLogicController(a), Self::VirtualBusLogicController(b)) => {
+                **a == **b
+            }
+            (Self::VirtualCdrom(a), Self::VirtualCdrom(b)) => **a == **b,
+            (Self::VirtualController(a), Self::VirtualController(b)) => **a == **b,
+            (Self::VirtualDisk(a), Self::VirtualDisk(b)) => **a == **b,
+            (Self::VirtualE1000(a), Self::VirtualE1000(b)) => **a == **b,
+            (Self::VirtualE1000e(a), Self::VirtualE1000e(b)) => **a == **b,
+            (Self::VirtualEnsoniq1371(a), Self::VirtualEnsoniq1371(b)) => **a == **b,
+            (Self::VirtualEthernetCard(a), Self::VirtualEthernetCard(b)) => **a == **b,
+            (Self::VirtualFloppy(a), Self::VirtualFloppy(b)) => **a == **b,
+            (Self::VirtualHdAudioCard(a), Self::VirtualHdAudioCard(b)) => **a == **b,
+            (Self::VirtualIDEController(a), Self::VirtualIDEController(b)) => **a == **b,
+            (Self::VirtualKeyboard(a), Self::VirtualKeyboard(b)) => **a == **b,
+            (Self::VirtualLsiLogicController(a), Self::VirtualLsiLogicController(b)) => {
+                **a == **b
+            }
+            (
+                Self::VirtualLsiLogicSASController(a),
+                Self::VirtualLsiLogicSASController(b),
+            ) => **a == **b,
+            (Self::VirtualMachineVMCIDevice(a), Self::VirtualMachineVMCIDevice(b)) => {
+                **a == **b
+            }
+            (Self::VirtualMachineVMIROM(a), Self::VirtualMachineVMIROM(b)) => **a == **b,
+            (Self::VirtualMachineVideoCard(a), Self::VirtualMachineVideoCard(b)) => {
+                **a == **b
+            }
+            (Self::VirtualNVDIMM(a), Self::VirtualNVDIMM(b)) => **a == **b,
+            (Self::VirtualNVDIMMController(a), Self::VirtualNVDIMMController(b)) => {
+                **a == **b
+            }
+            (Self::VirtualNVMEController(a), Self::VirtualNVMEController(b)) => {
+                **a == **b
+            }
+            (Self::VirtualPCIController(a), Self::VirtualPCIController(b)) => **a == **b,
+            (Self::VirtualPCIPassthrough(a), Self::VirtualPCIPassthrough(b)) => {
+                **a == **b
+            }
+            (Self::VirtualPCNet32(a), Self::VirtualPCNet32(b)) => **a == **b,
+            (Self::VirtualPS2Controller(a), Self::VirtualPS2Controller(b)) => **a == **b,
+            (Self::VirtualParallelPort(a), Self::VirtualParallelPort(b)) => **a == **b,
+            (Self::VirtualPointingDevice(a), Self::VirtualPointingDevice(b)) => {
+                **a == **b
+            }
+            (Self::VirtualPrecisionClock(a), Self::VirtualPrecisionClock(b)) => {
+                **a == **b
+            }
+            (Self::VirtualSATAController(a), Self::VirtualSATAController(b)) => {
+                **a == **b
+            }
+            (Self::VirtualSCSIController(a), Self::VirtualSCSIController(b)) => {
+                **a == **b
+            }
+            (Self::VirtualSCSIPassthrough(a), Self::VirtualSCSIPassthrough(b)) => {
+                **a == **b
+            }
+            (Self::VirtualSIOController(a), Self::VirtualSIOController(b)) => **a == **b,
+            (Self::VirtualSerialPort(a), Self::VirtualSerialPort(b)) => **a == **b,
+            (Self::VirtualSoundBlaster16(a), Self::VirtualSoundBlaster16(b)) => {
+                **a == **b
+            }
+            (Self::VirtualSoundCard(a), Self::VirtualSoundCard(b)) => **a == **b,
+            (Self::VirtualSriovEthernetCard(a), Self::VirtualSriovEthernetCard(b)) => {
+                **a == **b
+            }
+            (Self::VirtualTPM(a), Self::VirtualTPM(b)) => **a == **b,
+            (Self::VirtualUSB(a), Self::VirtualUSB(b)) => **a == **b,
+            (Self::VirtualUSBController(a), Self::VirtualUSBController(b)) => **a == **b,
+            (Self::VirtualUSBXHCIController(a), Self::VirtualUSBXHCIController(b)) => {
+                **a == **b
+            }
+            (Self::VirtualVmxnet(a), Self::VirtualVmxnet(b)) => **a == **b,
+            (Self::VirtualVmxnet2(a), Self::VirtualVmxnet2(b)) => **a == **b,
+            (Self::VirtualVmxnet3(a), Self::VirtualVmxnet3(b)) => **a == **b,
+            (Self::VirtualVmxnet3Vrdma(a), Self::VirtualVmxnet3Vrdma(b)) => **a == **b,
+            (Self::VirtualWDT(a), Self::VirtualWDT(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyVirtualDevice {
+    fn clone(&self) -> Self {
+        match self {
+            Self::VirtualDevice(v) => Self::VirtualDevice(Box::new((**v).clone())),
+            Self::ParaVirtualSCSIController(v) => {
+                Self::ParaVirtualSCSIController(Box::new((**v).clone()))
+            }
+            Self::VirtualAHCIController(v) => {
+                Self::VirtualAHCIController(Box::new((**v).clone()))
+            }
+            Self::VirtualBusLogicController(v) => {
+                Self::VirtualBusLogicController(Box::new((**v).clone()))
+            }
+            Self::VirtualCdrom(v) => Self::VirtualCdrom(Box::new((**v).clone())),
+            Self::VirtualController(v) => {
+                Self::VirtualController(Box::new((**v).clone()))
+            }
+            Self::VirtualDisk(v) => Self::VirtualDisk(Box::new((**v).clone())),
+            Self::VirtualE1000(v) => Self::VirtualE1000(Box::new((**v).clone())),
+            Self::VirtualE1000e(v) => Self::VirtualE1000e(Box::new((**v).clone())),
+            Self::VirtualEnsoniq1371(v) => {
+                Self::VirtualEnsoniq1371(Box::new((**v).clone()))
+            }
+            Self::VirtualEthernetCard(v) => {
+                Self::VirtualEthernetCard(Box::new((**v).clone()))
+            }
+            Self::VirtualFloppy(v) => Self::VirtualFloppy(Box::new((**v).clone())),
+            Self::VirtualHdAudioCard(v) => {
+                Self::VirtualHdAudioCard(Box::new((**v).clone()))
+            }
+            Self::VirtualIDEController(v) => {
+                Self::VirtualIDEController(Box::new((**v).clone()))
+            }
+            Self::VirtualKeyboard(v) => Self::VirtualKeyboard(Box::new((**v).clone())),
+            Self::VirtualLsiLogicController(v) => {
+                Self::VirtualLsiLogicController(Box::new((**v).clone()))
+            }
+            Self::VirtualLsiLogicSASController(v) => {
+                Self::VirtualLsiLogicSASController(Box::new((**v).clone()))
+            }
+            Self::VirtualMachineVMCIDevice(v) => {
+                Self::VirtualMachineVMCIDevice(Box::new((**v).clone()))
+            }
+            Self::VirtualMachineVMIROM(v) => {
+                Self::VirtualMachineVMIROM(Box::new((**v).clone()))
+            }
+            Self::VirtualMachineVideoCard(v) => {
+                Self::VirtualMachineVideoCard(Box::new((**v).clone()))
+            }
+            Self::VirtualNVDIMM(v) => Self::VirtualNVDIMM(Box::new((**v).clone())),
+            Self::VirtualNVDIMMController(v) => {
+                Self::VirtualNVDIMMController(Box::new((**v).clone()))
+            }
+            Self::VirtualNVMEController(v) => {
+                Self::VirtualNVMEController(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIController(v) => {
+                Self::VirtualPCIController(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthrough(v) => {
+                Self::VirtualPCIPassthrough(Box::new((**v).clone()))
+            }
+            Self::VirtualPCNet32(v) => Self::VirtualPCNet32(Box::new((**v).clone())),
+            Self::VirtualPS2Controller(v) => {
+                Self::VirtualPS2Controller(Box::new((**v).clone()))
+            }
+            Self::VirtualParallelPort(v) => {
+                Self::VirtualParallelPort(Box::new((**v).clone()))
+            }
+            Self::VirtualPointingDevice(v) => {
+                Self::VirtualPointingDevice(Box::new((**v).clone()))
+            }
+            Self::VirtualPrecisionClock(v) => {
+                Self::VirtualPrecisionClock(Box::new((**v).clone()))
+            }
+            Self::VirtualSATAController(v) => {
+                Self::VirtualSATAController(Box::new((**v).clone()))
+            }
+            Self::VirtualSCSIController(v) => {
+                Self::VirtualSCSIController(Box::new((**v).clone()))
+            }
+            Self::VirtualSCSIPassthrough(v) => {
+                Self::VirtualSCSIPassthrough(Box::new((**v).clone()))
+            }
+            Self::VirtualSIOController(v) => {
+                Self::VirtualSIOController(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPort(v) => {
+                Self::VirtualSerialPort(Box::new((**v).clone()))
+            }
+            Self::VirtualSoundBlaster16(v) => {
+                Self::VirtualSoundBlaster16(Box::new((**v).clone()))
+            }
+            Self::VirtualSoundCard(v) => Self::VirtualSoundCard(Box::new((**v).clone())),
+            Self::VirtualSriovEthernetCard(v) => {
+                Self::VirtualSriovEthernetCard(Box::new((**v).clone()))
+            }
+            Self::VirtualTPM(v) => Self::VirtualTPM(Box::new((**v).clone())),
+            Self::VirtualUSB(v) => Self::VirtualUSB(Box::new((**v).clone())),
+            Self::VirtualUSBController(v) => {
+                Self::VirtualUSBController(Box::new((**v).clone()))
+            }
+            Self::VirtualUSBXHCIController(v) => {
+                Self::VirtualUSBXHCIController(Box::new((**v).clone()))
+            }
+            Self::VirtualVmxnet(v) => Self::VirtualVmxnet(Box::new((**v).clone())),
+            Self::VirtualVmxnet2(v) => Self::VirtualVmxnet2(Box::new((**v).clone())),
+            Self::VirtualVmxnet3(v) => Self::VirtualVmxnet3(Box::new((**v).clone())),
+            Self::VirtualVmxnet3Vrdma(v) => {
+                Self::VirtualVmxnet3Vrdma(Box::new((**v).clone()))
+            }
+            Self::VirtualWDT(v) => Self::VirtualWDT(Box::new((**v).clone())),
+        }
+    }
+}
+impl x::Encode for AnyVirtualDevice {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::VirtualDevice(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::ParaVirtualSCSIController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ParaVirtualSCSIController"))
+            }
+            Self::VirtualAHCIController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualAHCIController"))
+            }
+            Self::VirtualBusLogicController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualBusLogicController"))
+            }
+            Self::VirtualCdrom(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualCdrom"))
+            }
+            Self::VirtualController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualController"))
+            }
+            Self::VirtualDisk(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualDisk"))
+            }
+            Self::VirtualE1000(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualE1000"))
+            }
+            Self::VirtualE1000e(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualE1000e"))
+            }
+            Self::VirtualEnsoniq1371(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualEnsoniq1371"))
+            }
+            Self::VirtualEthernetCard(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualEthernetCard"))
+            }
+            Self::VirtualFloppy(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualFloppy"))
+            }
+            Self::VirtualHdAudioCard(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualHdAudioCard"))
+            }
+            Self::VirtualIDEController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualIDEController"))
+            }
+            Self::VirtualKeyboard(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualKeyboard"))
+            }
+            Self::VirtualLsiLogicController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualLsiLogicController"))
+            }
+            Self::VirtualLsiLogicSASController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualLsiLogicSASController"))
+            }
+            Self::VirtualMachineVMCIDevice(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualMachineVMCIDevice"))
+            }
+            Self::VirtualMachineVMIROM(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualMachineVMIROM"))
+            }
+            Self::VirtualMachineVideoCard(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualMachineVideoCard"))
+            }
+            Self::VirtualNVDIMM(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualNVDIMM"))
+            }
+            Self::VirtualNVDIMMController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualNVDIMMController"))
+            }
+            Self::VirtualNVMEController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualNVMEController"))
+            }
+            Self::VirtualPCIController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPCIController"))
+            }
+            Self::VirtualPCIPassthrough(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPCIPassthrough"))
+            }
+            Self::VirtualPCNet32(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPCNet32"))
+            }
+            Self::VirtualPS2Controller(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPS2Controller"))
+            }
+            Self::VirtualParallelPort(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualParallelPort"))
+            }
+            Self::VirtualPointingDevice(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPointingDevice"))
+            }
+            Self::VirtualPrecisionClock(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPrecisionClock"))
+            }
+            Self::VirtualSATAController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSATAController"))
+            }
+            Self::VirtualSCSIController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSCSIController"))
+            }
+            Self::VirtualSCSIPassthrough(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSCSIPassthrough"))
+            }
+            Self::VirtualSIOController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSIOController"))
+            }
+            Self::VirtualSerialPort(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSerialPort"))
+            }
+            Self::VirtualSoundBlaster16(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSoundBlaster16"))
+            }
+            Self::VirtualSoundCard(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSoundCard"))
+            }
+            Self::VirtualSriovEthernetCard(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSriovEthernetCard"))
+            }
+            Self::VirtualTPM(v) => x::Encode::encode_as(&**v, w, tag, Some("VirtualTPM")),
+            Self::VirtualUSB(v) => x::Encode::encode_as(&**v, w, tag, Some("VirtualUSB")),
+            Self::VirtualUSBController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualUSBController"))
+            }
+            Self::VirtualUSBXHCIController(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualUSBXHCIController"))
+            }
+            Self::VirtualVmxnet(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVmxnet"))
+            }
+            Self::VirtualVmxnet2(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVmxnet2"))
+            }
+            Self::VirtualVmxnet3(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVmxnet3"))
+            }
+            Self::VirtualVmxnet3Vrdma(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVmxnet3Vrdma"))
+            }
+            Self::VirtualWDT(v) => x::Encode::encode_as(&**v, w, tag, Some("VirtualWDT")),
+        }
+    }
+}
 impl AnyVirtualDevice {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "VirtualDevice" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDevice(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDevice(v)),
+                    Err(object) => Err(object),
                 }
             }
             "ParaVirtualSCSIController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ParaVirtualSCSIController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ParaVirtualSCSIController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualAHCIController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualAHCIController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualAHCIController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualBusLogicController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualBusLogicController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualBusLogicController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdrom" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdrom(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdrom(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDisk" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDisk(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDisk(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualE1000" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualE1000(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualE1000(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualE1000e" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualE1000e(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualE1000e(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEnsoniq1371" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEnsoniq1371(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEnsoniq1371(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCard" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCard(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEthernetCard(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualFloppy" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualFloppy(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualFloppy(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualHdAudioCard" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualHdAudioCard(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualHdAudioCard(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualIDEController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualIDEController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualIDEController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualKeyboard" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualKeyboard(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualKeyboard(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualLsiLogicController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualLsiLogicController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualLsiLogicController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualLsiLogicSASController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualLsiLogicSASController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualLsiLogicSASController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualMachineVMCIDevice" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualMachineVMCIDevice(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualMachineVMCIDevice(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualMachineVMIROM" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualMachineVMIROM(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualMachineVMIROM(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualMachineVideoCard" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualMachineVideoCard(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualMachineVideoCard(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualNVDIMM" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualNVDIMM(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualNVDIMM(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualNVDIMMController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualNVDIMMController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualNVDIMMController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualNVMEController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualNVMEController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualNVMEController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthrough" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthrough(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthrough(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCNet32" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCNet32(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCNet32(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPS2Controller" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPS2Controller(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPS2Controller(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualParallelPort" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualParallelPort(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualParallelPort(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPointingDevice" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPointingDevice(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPointingDevice(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPrecisionClock" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPrecisionClock(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPrecisionClock(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSATAController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSATAController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSATAController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSCSIController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSCSIController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSCSIController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSCSIPassthrough" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSCSIPassthrough(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSCSIPassthrough(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSIOController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSIOController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSIOController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPort" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPort(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPort(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSoundBlaster16" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSoundBlaster16(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSoundBlaster16(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSoundCard" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSoundCard(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSoundCard(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSriovEthernetCard" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSriovEthernetCard(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSriovEthernetCard(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualTPM" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualTPM(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualTPM(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSB" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSB(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSB(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBXHCIController" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBXHCIController(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBXHCIController(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVmxnet" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVmxnet(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVmxnet(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVmxnet2" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVmxnet2(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVmxnet2(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVmxnet3" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVmxnet3(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVmxnet3(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVmxnet3Vrdma" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVmxnet3Vrdma(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVmxnet3Vrdma(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualWDT" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualWDT(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualWDT(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -998,237 +1426,613 @@ impl<T: x::VariantOf<AnyVirtualDevice>> From<T> for AnyVirtualDevice {
     }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualDevice {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualDevice(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualDevice(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for ParaVirtualSCSIController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::ParaVirtualSCSIController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::ParaVirtualSCSIController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualAHCIController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualAHCIController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualAHCIController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualBusLogicController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualBusLogicController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualBusLogicController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualCdrom {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualCdrom(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualCdrom(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualDisk {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualDisk(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualDisk(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualE1000 {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualE1000(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualE1000(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualE1000e {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualE1000e(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualE1000e(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualEnsoniq1371 {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualEnsoniq1371(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualEnsoniq1371(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualEthernetCard {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualEthernetCard(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualEthernetCard(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualFloppy {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualFloppy(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualFloppy(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualHdAudioCard {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualHdAudioCard(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualHdAudioCard(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualIDEController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualIDEController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualIDEController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualKeyboard {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualKeyboard(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualKeyboard(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualLsiLogicController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualLsiLogicController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualLsiLogicController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualLsiLogicSASController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualLsiLogicSASController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualLsiLogicSASController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualMachineVMCIDevice {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualMachineVMCIDevice(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualMachineVMCIDevice(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualMachineVMIROM {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualMachineVMIROM(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualMachineVMIROM(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualMachineVideoCard {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualMachineVideoCard(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualMachineVideoCard(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualNVDIMM {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualNVDIMM(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualNVDIMM(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualNVDIMMController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualNVDIMMController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualNVDIMMController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualNVMEController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualNVMEController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualNVMEController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualPCIController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualPCIController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualPCIController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualPCIPassthrough {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualPCIPassthrough(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualPCIPassthrough(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualPCNet32 {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualPCNet32(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualPCNet32(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualPS2Controller {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualPS2Controller(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualPS2Controller(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualParallelPort {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualParallelPort(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualParallelPort(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualPointingDevice {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualPointingDevice(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualPointingDevice(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualPrecisionClock {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualPrecisionClock(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualPrecisionClock(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualSATAController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualSATAController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualSATAController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualSCSIController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualSCSIController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualSCSIController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualSCSIPassthrough {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualSCSIPassthrough(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualSCSIPassthrough(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualSIOController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualSIOController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualSIOController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualSerialPort {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualSerialPort(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualSerialPort(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualSoundBlaster16 {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualSoundBlaster16(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualSoundBlaster16(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualSoundCard {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualSoundCard(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualSoundCard(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualSriovEthernetCard {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualSriovEthernetCard(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualSriovEthernetCard(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualTPM {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualTPM(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualTPM(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualUSB {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualUSB(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualUSB(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualUSBController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualUSBController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualUSBController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualUSBXHCIController {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualUSBXHCIController(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualUSBXHCIController(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualVmxnet {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualVmxnet(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualVmxnet(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualVmxnet2 {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualVmxnet2(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualVmxnet2(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualVmxnet3 {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualVmxnet3(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualVmxnet3(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualVmxnet3Vrdma {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualVmxnet3Vrdma(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualVmxnet3Vrdma(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDevice> for VirtualWDT {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDevice {
         AnyVirtualDevice::VirtualWDT(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDevice) -> Option<&Self> {
+        match any {
+            AnyVirtualDevice::VirtualWDT(v) => Some(v),
+            _ => None,
+        }
     }
 }

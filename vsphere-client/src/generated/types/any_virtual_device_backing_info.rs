@@ -84,107 +84,130 @@ impl Default for AnyVirtualDeviceBackingInfo {
         Self::VirtualDeviceBackingInfo(Box::default())
     }
 }
-impl std::fmt::Debug for AnyVirtualDeviceBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyVirtualDeviceBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyVirtualDeviceBackingInfo {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyVirtualDeviceBackingInfo {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::VirtualDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualCdromAtapiBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualCdromIsoBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualCdromPassthroughBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualCdromRemoteAtapiBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualCdromRemotePassthroughBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDeviceDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDeviceFileBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDevicePipeBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDeviceRemoteDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDeviceURIBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDiskFlatVer1BackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDiskFlatVer2BackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDiskLocalPMemBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualDiskRawDiskMappingVer1BackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDiskRawDiskVer2BackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDiskSeSparseBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDiskSparseVer1BackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDiskSparseVer2BackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualEthernetCardLegacyNetworkBackingInfo(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualEthernetCardNetworkBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualEthernetCardOpaqueNetworkBackingInfo(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualFloppyDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualFloppyImageBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualFloppyRemoteDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualNVDIMMBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughDvxBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughDynamicBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughPluginBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughVmiopBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualParallelPortDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualParallelPortFileBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualPointingDeviceDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualPrecisionClockSystemClockBackingInfo(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualSCSIPassthroughDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortFileBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortPipeBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortThinPrintBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortURIBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualSoundCardDeviceBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualSriovEthernetCardSriovBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualUSBRemoteClientBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualUSBRemoteHostBackingInfo(value) => x::as_dyn(&**value),
-            Self::VirtualUSBUSBBackingInfo(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::VirtualDeviceBackingInfo(_) => "VirtualDeviceBackingInfo",
+            Self::VirtualCdromAtapiBackingInfo(_) => "VirtualCdromAtapiBackingInfo",
+            Self::VirtualCdromIsoBackingInfo(_) => "VirtualCdromIsoBackingInfo",
+            Self::VirtualCdromPassthroughBackingInfo(_) => {
+                "VirtualCdromPassthroughBackingInfo"
+            }
+            Self::VirtualCdromRemoteAtapiBackingInfo(_) => {
+                "VirtualCdromRemoteAtapiBackingInfo"
+            }
+            Self::VirtualCdromRemotePassthroughBackingInfo(_) => {
+                "VirtualCdromRemotePassthroughBackingInfo"
+            }
+            Self::VirtualDeviceDeviceBackingInfo(_) => "VirtualDeviceDeviceBackingInfo",
+            Self::VirtualDeviceFileBackingInfo(_) => "VirtualDeviceFileBackingInfo",
+            Self::VirtualDevicePipeBackingInfo(_) => "VirtualDevicePipeBackingInfo",
+            Self::VirtualDeviceRemoteDeviceBackingInfo(_) => {
+                "VirtualDeviceRemoteDeviceBackingInfo"
+            }
+            Self::VirtualDeviceURIBackingInfo(_) => "VirtualDeviceURIBackingInfo",
+            Self::VirtualDiskFlatVer1BackingInfo(_) => "VirtualDiskFlatVer1BackingInfo",
+            Self::VirtualDiskFlatVer2BackingInfo(_) => "VirtualDiskFlatVer2BackingInfo",
+            Self::VirtualDiskLocalPMemBackingInfo(_) => "VirtualDiskLocalPMemBackingInfo",
+            Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(_) => {
+                "VirtualDiskPartitionedRawDiskVer2BackingInfo"
+            }
+            Self::VirtualDiskRawDiskMappingVer1BackingInfo(_) => {
+                "VirtualDiskRawDiskMappingVer1BackingInfo"
+            }
+            Self::VirtualDiskRawDiskVer2BackingInfo(_) => {
+                "VirtualDiskRawDiskVer2BackingInfo"
+            }
+            Self::VirtualDiskSeSparseBackingInfo(_) => "VirtualDiskSeSparseBackingInfo",
+            Self::VirtualDiskSparseVer1BackingInfo(_) => {
+                "VirtualDiskSparseVer1BackingInfo"
+            }
+            Self::VirtualDiskSparseVer2BackingInfo(_) => {
+                "VirtualDiskSparseVer2BackingInfo"
+            }
+            Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(_) => {
+                "VirtualEthernetCardDistributedVirtualPortBackingInfo"
+            }
+            Self::VirtualEthernetCardLegacyNetworkBackingInfo(_) => {
+                "VirtualEthernetCardLegacyNetworkBackingInfo"
+            }
+            Self::VirtualEthernetCardNetworkBackingInfo(_) => {
+                "VirtualEthernetCardNetworkBackingInfo"
+            }
+            Self::VirtualEthernetCardOpaqueNetworkBackingInfo(_) => {
+                "VirtualEthernetCardOpaqueNetworkBackingInfo"
+            }
+            Self::VirtualFloppyDeviceBackingInfo(_) => "VirtualFloppyDeviceBackingInfo",
+            Self::VirtualFloppyImageBackingInfo(_) => "VirtualFloppyImageBackingInfo",
+            Self::VirtualFloppyRemoteDeviceBackingInfo(_) => {
+                "VirtualFloppyRemoteDeviceBackingInfo"
+            }
+            Self::VirtualNVDIMMBackingInfo(_) => "VirtualNVDIMMBackingInfo",
+            Self::VirtualPCIPassthroughDeviceBackingInfo(_) => {
+                "VirtualPCIPassthroughDeviceBackingInfo"
+            }
+            Self::VirtualPCIPassthroughDvxBackingInfo(_) => {
+                "VirtualPCIPassthroughDvxBackingInfo"
+            }
+            Self::VirtualPCIPassthroughDynamicBackingInfo(_) => {
+                "VirtualPCIPassthroughDynamicBackingInfo"
+            }
+            Self::VirtualPCIPassthroughPluginBackingInfo(_) => {
+                "VirtualPCIPassthroughPluginBackingInfo"
+            }
+            Self::VirtualPCIPassthroughVmiopBackingInfo(_) => {
+                "VirtualPCIPassthroughVmiopBackingInfo"
+            }
+            Self::VirtualParallelPortDeviceBackingInfo(_) => {
+                "VirtualParallelPortDeviceBackingInfo"
+            }
+            Self::VirtualParallelPortFileBackingInfo(_) => {
+                "VirtualParallelPortFileBackingInfo"
+            }
+            Self::VirtualPointingDeviceDeviceBackingInfo(_) => {
+                "VirtualPointingDeviceDeviceBackingInfo"
+            }
+            Self::VirtualPrecisionClockSystemClockBackingInfo(_) => {
+                "VirtualPrecisionClockSystemClockBackingInfo"
+            }
+            Self::VirtualSCSIPassthroughDeviceBackingInfo(_) => {
+                "VirtualSCSIPassthroughDeviceBackingInfo"
+            }
+            Self::VirtualSerialPortDeviceBackingInfo(_) => {
+                "VirtualSerialPortDeviceBackingInfo"
+            }
+            Self::VirtualSerialPortFileBackingInfo(_) => {
+                "VirtualSerialPortFileBackingInfo"
+            }
+            Self::VirtualSerialPortPipeBackingInfo(_) => {
+                "VirtualSerialPortPipeBackingInfo"
+            }
+            Self::VirtualSerialPortThinPrintBackingInfo(_) => {
+                "VirtualSerialPortThinPrintBackingInfo"
+            }
+            Self::VirtualSerialPortURIBackingInfo(_) => "VirtualSerialPortURIBackingInfo",
+            Self::VirtualSoundCardDeviceBackingInfo(_) => {
+                "VirtualSoundCardDeviceBackingInfo"
+            }
+            Self::VirtualSriovEthernetCardSriovBackingInfo(_) => {
+                "VirtualSriovEthernetCardSriovBackingInfo"
+            }
+            Self::VirtualUSBRemoteClientBackingInfo(_) => {
+                "VirtualUSBRemoteClientBackingInfo"
+            }
+            Self::VirtualUSBRemoteHostBackingInfo(_) => "VirtualUSBRemoteHostBackingInfo",
+            Self::VirtualUSBUSBBackingInfo(_) => "VirtualUSBUSBBackingInfo",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyVirtualDeviceBackingInfo {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::VirtualDeviceBackingInfo(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyVirtualDeviceBackingInfo {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "VirtualDeviceBackingInfo", Self::from_data_object)
+        x::any_from_value(value, "VirtualDeviceBackingInfo", Self::from_object)
     }
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -192,303 +215,1095 @@ impl x::FromValue for AnyVirtualDeviceBackingInfo {
 unsafe impl Send for AnyVirtualDeviceBackingInfo {}
 // SAFETY: as above.
 unsafe impl Sync for AnyVirtualDeviceBackingInfo {}
+impl std::fmt::Debug for AnyVirtualDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::VirtualDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdromAtapiBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdromIsoBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdromPassthroughBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdromRemoteAtapiBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdromRemotePassthroughBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualDeviceDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDeviceFileBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDevicePipeBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDeviceRemoteDeviceBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualDeviceURIBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskFlatVer1BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskFlatVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskLocalPMemBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualDiskRawDiskMappingVer1BackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualDiskRawDiskVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskSeSparseBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskSparseVer1BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskSparseVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualEthernetCardLegacyNetworkBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualEthernetCardNetworkBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualFloppyDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualFloppyImageBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualFloppyRemoteDeviceBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualNVDIMMBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPCIPassthroughDeviceBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPCIPassthroughDvxBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPCIPassthroughDynamicBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPCIPassthroughPluginBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPCIPassthroughVmiopBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualParallelPortDeviceBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualParallelPortFileBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPointingDeviceDeviceBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPrecisionClockSystemClockBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualSCSIPassthroughDeviceBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualSerialPortDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSerialPortFileBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSerialPortPipeBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSerialPortThinPrintBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualSerialPortURIBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSoundCardDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSriovEthernetCardSriovBackingInfo(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualUSBRemoteClientBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBRemoteHostBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBUSBBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyVirtualDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::VirtualDeviceBackingInfo(a), Self::VirtualDeviceBackingInfo(b)) => {
+                **a == **b
+            }
+            (
+                Self::VirtualCdromAtapiBackingInfo(a),
+                Self::VirtualCdromAtapiBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualCdromIsoBackingInfo(a),
+                Self::VirtualCdromIsoBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualCdromPassthroughBackingInfo(a),
+                Self::VirtualCdromPassthroughBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualCdromRemoteAtapiBackingInfo(a),
+                Self::VirtualCdromRemoteAtapiBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualCdromRemotePassthroughBackingInfo(a),
+                Self::VirtualCdromRemotePassthroughBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDeviceDeviceBackingInfo(a),
+                Self::VirtualDeviceDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDeviceFileBackingInfo(a),
+                Self::VirtualDeviceFileBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDevicePipeBackingInfo(a),
+                Self::VirtualDevicePipeBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDeviceRemoteDeviceBackingInfo(a),
+                Self::VirtualDeviceRemoteDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDeviceURIBackingInfo(a),
+                Self::VirtualDeviceURIBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskFlatVer1BackingInfo(a),
+                Self::VirtualDiskFlatVer1BackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskFlatVer2BackingInfo(a),
+                Self::VirtualDiskFlatVer2BackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskLocalPMemBackingInfo(a),
+                Self::VirtualDiskLocalPMemBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(a),
+                Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskRawDiskMappingVer1BackingInfo(a),
+                Self::VirtualDiskRawDiskMappingVer1BackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskRawDiskVer2BackingInfo(a),
+                Self::VirtualDiskRawDiskVer2BackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskSeSparseBackingInfo(a),
+                Self::VirtualDiskSeSparseBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskSparseVer1BackingInfo(a),
+                Self::VirtualDiskSparseVer1BackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskSparseVer2BackingInfo(a),
+                Self::VirtualDiskSparseVer2BackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(a),
+                Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualEthernetCardLegacyNetworkBackingInfo(a),
+                Self::VirtualEthernetCardLegacyNetworkBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualEthernetCardNetworkBackingInfo(a),
+                Self::VirtualEthernetCardNetworkBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualEthernetCardOpaqueNetworkBackingInfo(a),
+                Self::VirtualEthernetCardOpaqueNetworkBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualFloppyDeviceBackingInfo(a),
+                Self::VirtualFloppyDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualFloppyImageBackingInfo(a),
+                Self::VirtualFloppyImageBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualFloppyRemoteDeviceBackingInfo(a),
+                Self::VirtualFloppyRemoteDeviceBackingInfo(b),
+            ) => **a == **b,
+            (Self::VirtualNVDIMMBackingInfo(a), Self::VirtualNVDIMMBackingInfo(b)) => {
+                **a == **b
+            }
+            (
+                Self::VirtualPCIPassthroughDeviceBackingInfo(a),
+                Self::VirtualPCIPassthroughDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughDvxBackingInfo(a),
+                Self::VirtualPCIPassthroughDvxBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughDynamicBackingInfo(a),
+                Self::VirtualPCIPassthroughDynamicBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughPluginBackingInfo(a),
+                Self::VirtualPCIPassthroughPluginBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughVmiopBackingInfo(a),
+                Self::VirtualPCIPassthroughVmiopBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualParallelPortDeviceBackingInfo(a),
+                Self::VirtualParallelPortDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualParallelPortFileBackingInfo(a),
+                Self::VirtualParallelPortFileBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPointingDeviceDeviceBackingInfo(a),
+                Self::VirtualPointingDeviceDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPrecisionClockSystemClockBackingInfo(a),
+                Self::VirtualPrecisionClockSystemClockBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSCSIPassthroughDeviceBackingInfo(a),
+                Self::VirtualSCSIPassthroughDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortDeviceBackingInfo(a),
+                Self::VirtualSerialPortDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortFileBackingInfo(a),
+                Self::VirtualSerialPortFileBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortPipeBackingInfo(a),
+                Self::VirtualSerialPortPipeBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortThinPrintBackingInfo(a),
+                Self::VirtualSerialPortThinPrintBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortURIBackingInfo(a),
+                Self::VirtualSerialPortURIBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSoundCardDeviceBackingInfo(a),
+                Self::VirtualSoundCardDeviceBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSriovEthernetCardSriovBackingInfo(a),
+                Self::VirtualSriovEthernetCardSriovBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualUSBRemoteClientBackingInfo(a),
+                Self::VirtualUSBRemoteClientBackingInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualUSBRemoteHostBackingInfo(a),
+                Self::VirtualUSBRemoteHostBackingInfo(b),
+            ) => **a == **b,
+            (Self::VirtualUSBUSBBackingInfo(a), Self::VirtualUSBUSBBackingInfo(b)) => {
+                **a == **b
+            }
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyVirtualDeviceBackingInfo {
+    fn clone(&self) -> Self {
+        match self {
+            Self::VirtualDeviceBackingInfo(v) => {
+                Self::VirtualDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromAtapiBackingInfo(v) => {
+                Self::VirtualCdromAtapiBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromIsoBackingInfo(v) => {
+                Self::VirtualCdromIsoBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromPassthroughBackingInfo(v) => {
+                Self::VirtualCdromPassthroughBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromRemoteAtapiBackingInfo(v) => {
+                Self::VirtualCdromRemoteAtapiBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromRemotePassthroughBackingInfo(v) => {
+                Self::VirtualCdromRemotePassthroughBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDeviceDeviceBackingInfo(v) => {
+                Self::VirtualDeviceDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDeviceFileBackingInfo(v) => {
+                Self::VirtualDeviceFileBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDevicePipeBackingInfo(v) => {
+                Self::VirtualDevicePipeBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDeviceRemoteDeviceBackingInfo(v) => {
+                Self::VirtualDeviceRemoteDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDeviceURIBackingInfo(v) => {
+                Self::VirtualDeviceURIBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskFlatVer1BackingInfo(v) => {
+                Self::VirtualDiskFlatVer1BackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskFlatVer2BackingInfo(v) => {
+                Self::VirtualDiskFlatVer2BackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskLocalPMemBackingInfo(v) => {
+                Self::VirtualDiskLocalPMemBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => {
+                Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::VirtualDiskRawDiskMappingVer1BackingInfo(v) => {
+                Self::VirtualDiskRawDiskMappingVer1BackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskRawDiskVer2BackingInfo(v) => {
+                Self::VirtualDiskRawDiskVer2BackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskSeSparseBackingInfo(v) => {
+                Self::VirtualDiskSeSparseBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskSparseVer1BackingInfo(v) => {
+                Self::VirtualDiskSparseVer1BackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskSparseVer2BackingInfo(v) => {
+                Self::VirtualDiskSparseVer2BackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => {
+                Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::VirtualEthernetCardLegacyNetworkBackingInfo(v) => {
+                Self::VirtualEthernetCardLegacyNetworkBackingInfo(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::VirtualEthernetCardNetworkBackingInfo(v) => {
+                Self::VirtualEthernetCardNetworkBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => {
+                Self::VirtualEthernetCardOpaqueNetworkBackingInfo(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::VirtualFloppyDeviceBackingInfo(v) => {
+                Self::VirtualFloppyDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualFloppyImageBackingInfo(v) => {
+                Self::VirtualFloppyImageBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualFloppyRemoteDeviceBackingInfo(v) => {
+                Self::VirtualFloppyRemoteDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualNVDIMMBackingInfo(v) => {
+                Self::VirtualNVDIMMBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughDeviceBackingInfo(v) => {
+                Self::VirtualPCIPassthroughDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughDvxBackingInfo(v) => {
+                Self::VirtualPCIPassthroughDvxBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughDynamicBackingInfo(v) => {
+                Self::VirtualPCIPassthroughDynamicBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughPluginBackingInfo(v) => {
+                Self::VirtualPCIPassthroughPluginBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughVmiopBackingInfo(v) => {
+                Self::VirtualPCIPassthroughVmiopBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualParallelPortDeviceBackingInfo(v) => {
+                Self::VirtualParallelPortDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualParallelPortFileBackingInfo(v) => {
+                Self::VirtualParallelPortFileBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualPointingDeviceDeviceBackingInfo(v) => {
+                Self::VirtualPointingDeviceDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualPrecisionClockSystemClockBackingInfo(v) => {
+                Self::VirtualPrecisionClockSystemClockBackingInfo(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::VirtualSCSIPassthroughDeviceBackingInfo(v) => {
+                Self::VirtualSCSIPassthroughDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortDeviceBackingInfo(v) => {
+                Self::VirtualSerialPortDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortFileBackingInfo(v) => {
+                Self::VirtualSerialPortFileBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortPipeBackingInfo(v) => {
+                Self::VirtualSerialPortPipeBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortThinPrintBackingInfo(v) => {
+                Self::VirtualSerialPortThinPrintBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortURIBackingInfo(v) => {
+                Self::VirtualSerialPortURIBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualSoundCardDeviceBackingInfo(v) => {
+                Self::VirtualSoundCardDeviceBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualSriovEthernetCardSriovBackingInfo(v) => {
+                Self::VirtualSriovEthernetCardSriovBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualUSBRemoteClientBackingInfo(v) => {
+                Self::VirtualUSBRemoteClientBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualUSBRemoteHostBackingInfo(v) => {
+                Self::VirtualUSBRemoteHostBackingInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualUSBUSBBackingInfo(v) => {
+                Self::VirtualUSBUSBBackingInfo(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyVirtualDeviceBackingInfo {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::VirtualDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::VirtualCdromAtapiBackingInfo(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualCdromAtapiBackingInfo"))
+            }
+            Self::VirtualCdromIsoBackingInfo(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualCdromIsoBackingInfo"))
+            }
+            Self::VirtualCdromPassthroughBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualCdromPassthroughBackingInfo"),
+                )
+            }
+            Self::VirtualCdromRemoteAtapiBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualCdromRemoteAtapiBackingInfo"),
+                )
+            }
+            Self::VirtualCdromRemotePassthroughBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualCdromRemotePassthroughBackingInfo"),
+                )
+            }
+            Self::VirtualDeviceDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDeviceDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualDeviceFileBackingInfo(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualDeviceFileBackingInfo"))
+            }
+            Self::VirtualDevicePipeBackingInfo(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualDevicePipeBackingInfo"))
+            }
+            Self::VirtualDeviceRemoteDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDeviceRemoteDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualDeviceURIBackingInfo(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualDeviceURIBackingInfo"))
+            }
+            Self::VirtualDiskFlatVer1BackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskFlatVer1BackingInfo"),
+                )
+            }
+            Self::VirtualDiskFlatVer2BackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskFlatVer2BackingInfo"),
+                )
+            }
+            Self::VirtualDiskLocalPMemBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskLocalPMemBackingInfo"),
+                )
+            }
+            Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskPartitionedRawDiskVer2BackingInfo"),
+                )
+            }
+            Self::VirtualDiskRawDiskMappingVer1BackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskRawDiskMappingVer1BackingInfo"),
+                )
+            }
+            Self::VirtualDiskRawDiskVer2BackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskRawDiskVer2BackingInfo"),
+                )
+            }
+            Self::VirtualDiskSeSparseBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskSeSparseBackingInfo"),
+                )
+            }
+            Self::VirtualDiskSparseVer1BackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskSparseVer1BackingInfo"),
+                )
+            }
+            Self::VirtualDiskSparseVer2BackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskSparseVer2BackingInfo"),
+                )
+            }
+            Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualEthernetCardDistributedVirtualPortBackingInfo"),
+                )
+            }
+            Self::VirtualEthernetCardLegacyNetworkBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualEthernetCardLegacyNetworkBackingInfo"),
+                )
+            }
+            Self::VirtualEthernetCardNetworkBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualEthernetCardNetworkBackingInfo"),
+                )
+            }
+            Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualEthernetCardOpaqueNetworkBackingInfo"),
+                )
+            }
+            Self::VirtualFloppyDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualFloppyDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualFloppyImageBackingInfo(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualFloppyImageBackingInfo"))
+            }
+            Self::VirtualFloppyRemoteDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualFloppyRemoteDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualNVDIMMBackingInfo(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualNVDIMMBackingInfo"))
+            }
+            Self::VirtualPCIPassthroughDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualPCIPassthroughDvxBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughDvxBackingInfo"),
+                )
+            }
+            Self::VirtualPCIPassthroughDynamicBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughDynamicBackingInfo"),
+                )
+            }
+            Self::VirtualPCIPassthroughPluginBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughPluginBackingInfo"),
+                )
+            }
+            Self::VirtualPCIPassthroughVmiopBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughVmiopBackingInfo"),
+                )
+            }
+            Self::VirtualParallelPortDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualParallelPortDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualParallelPortFileBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualParallelPortFileBackingInfo"),
+                )
+            }
+            Self::VirtualPointingDeviceDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPointingDeviceDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualPrecisionClockSystemClockBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPrecisionClockSystemClockBackingInfo"),
+                )
+            }
+            Self::VirtualSCSIPassthroughDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSCSIPassthroughDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualSerialPortDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualSerialPortFileBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortFileBackingInfo"),
+                )
+            }
+            Self::VirtualSerialPortPipeBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortPipeBackingInfo"),
+                )
+            }
+            Self::VirtualSerialPortThinPrintBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortThinPrintBackingInfo"),
+                )
+            }
+            Self::VirtualSerialPortURIBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortURIBackingInfo"),
+                )
+            }
+            Self::VirtualSoundCardDeviceBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSoundCardDeviceBackingInfo"),
+                )
+            }
+            Self::VirtualSriovEthernetCardSriovBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSriovEthernetCardSriovBackingInfo"),
+                )
+            }
+            Self::VirtualUSBRemoteClientBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualUSBRemoteClientBackingInfo"),
+                )
+            }
+            Self::VirtualUSBRemoteHostBackingInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualUSBRemoteHostBackingInfo"),
+                )
+            }
+            Self::VirtualUSBUSBBackingInfo(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualUSBUSBBackingInfo"))
+            }
+        }
+    }
+}
 impl AnyVirtualDeviceBackingInfo {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "VirtualDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromAtapiBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromAtapiBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromAtapiBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromIsoBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromIsoBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromIsoBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromPassthroughBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromPassthroughBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromPassthroughBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromRemoteAtapiBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromRemoteAtapiBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromRemoteAtapiBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromRemotePassthroughBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromRemotePassthroughBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromRemotePassthroughBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDeviceDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDeviceFileBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceFileBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceFileBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDevicePipeBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDevicePipeBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDevicePipeBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDeviceRemoteDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceRemoteDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceRemoteDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDeviceURIBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceURIBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceURIBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskFlatVer1BackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskFlatVer1BackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskFlatVer1BackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskFlatVer2BackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskFlatVer2BackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskFlatVer2BackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskLocalPMemBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskLocalPMemBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskLocalPMemBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskPartitionedRawDiskVer2BackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskRawDiskMappingVer1BackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskRawDiskMappingVer1BackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskRawDiskMappingVer1BackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskRawDiskVer2BackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskRawDiskVer2BackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskRawDiskVer2BackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskSeSparseBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskSeSparseBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskSeSparseBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskSparseVer1BackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskSparseVer1BackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskSparseVer1BackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskSparseVer2BackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskSparseVer2BackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskSparseVer2BackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCardDistributedVirtualPortBackingInfo" => {
-                match x::downcast_box(object) {
+                match x::take_object(object) {
                     Ok(v) => {
-                        Some(
-                            Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v),
-                        )
+                        Ok(Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v))
                     }
-                    Err(_) => None,
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCardLegacyNetworkBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCardLegacyNetworkBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEthernetCardLegacyNetworkBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCardNetworkBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCardNetworkBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEthernetCardNetworkBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCardOpaqueNetworkBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualFloppyDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualFloppyDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualFloppyDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualFloppyImageBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualFloppyImageBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualFloppyImageBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualFloppyRemoteDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualFloppyRemoteDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualFloppyRemoteDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualNVDIMMBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualNVDIMMBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualNVDIMMBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughDvxBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughDvxBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDvxBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughDynamicBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughDynamicBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDynamicBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughPluginBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughPluginBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughPluginBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughVmiopBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughVmiopBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughVmiopBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualParallelPortDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualParallelPortDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualParallelPortDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualParallelPortFileBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualParallelPortFileBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualParallelPortFileBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPointingDeviceDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPointingDeviceDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPointingDeviceDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPrecisionClockSystemClockBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPrecisionClockSystemClockBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPrecisionClockSystemClockBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSCSIPassthroughDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSCSIPassthroughDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSCSIPassthroughDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortFileBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortFileBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortFileBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortPipeBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortPipeBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortPipeBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortThinPrintBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortThinPrintBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortThinPrintBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortURIBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortURIBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortURIBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSoundCardDeviceBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSoundCardDeviceBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSoundCardDeviceBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSriovEthernetCardSriovBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSriovEthernetCardSriovBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSriovEthernetCardSriovBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBRemoteClientBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBRemoteClientBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBRemoteClientBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBRemoteHostBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBRemoteHostBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBRemoteHostBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBUSBBackingInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBUSBBackingInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBUSBBackingInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -797,290 +1612,714 @@ for AnyVirtualDeviceBackingInfo {
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDeviceBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDeviceBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualCdromAtapiBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualCdromAtapiBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualCdromAtapiBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualCdromIsoBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualCdromIsoBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualCdromIsoBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualCdromPassthroughBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualCdromPassthroughBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualCdromPassthroughBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualCdromRemoteAtapiBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualCdromRemoteAtapiBackingInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualCdromRemoteAtapiBackingInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualCdromRemotePassthroughBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualCdromRemotePassthroughBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualCdromRemotePassthroughBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDeviceDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDeviceDeviceBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDeviceDeviceBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDeviceFileBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDeviceFileBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDeviceFileBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDevicePipeBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDevicePipeBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDevicePipeBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDeviceRemoteDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDeviceRemoteDeviceBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDeviceRemoteDeviceBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDeviceURIBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDeviceURIBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDeviceURIBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDiskFlatVer1BackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer1BackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer1BackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDiskFlatVer2BackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDiskLocalPMemBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDiskLocalPMemBackingInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDiskLocalPMemBackingInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDiskPartitionedRawDiskVer2BackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDiskPartitionedRawDiskVer2BackingInfo(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualDiskRawDiskMappingVer1BackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDiskRawDiskMappingVer1BackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDiskRawDiskMappingVer1BackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDiskRawDiskVer2BackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDiskRawDiskVer2BackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDiskRawDiskVer2BackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDiskSeSparseBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDiskSeSparseBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDiskSeSparseBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDiskSparseVer1BackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDiskSparseVer1BackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDiskSparseVer1BackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualDiskSparseVer2BackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualDiskSparseVer2BackingInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualDiskSparseVer2BackingInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualEthernetCardDistributedVirtualPortBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualEthernetCardDistributedVirtualPortBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualEthernetCardDistributedVirtualPortBackingInfo(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualEthernetCardLegacyNetworkBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualEthernetCardLegacyNetworkBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualEthernetCardLegacyNetworkBackingInfo(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualEthernetCardNetworkBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualEthernetCardNetworkBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualEthernetCardNetworkBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualEthernetCardOpaqueNetworkBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualEthernetCardOpaqueNetworkBackingInfo(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualFloppyDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualFloppyDeviceBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualFloppyDeviceBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualFloppyImageBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualFloppyImageBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualFloppyImageBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualFloppyRemoteDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualFloppyRemoteDeviceBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualFloppyRemoteDeviceBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualNVDIMMBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualNVDIMMBackingInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualNVDIMMBackingInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualPCIPassthroughDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughDeviceBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughDeviceBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualPCIPassthroughDvxBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughDvxBackingInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughDvxBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualPCIPassthroughDynamicBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughDynamicBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughDynamicBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualPCIPassthroughPluginBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughPluginBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughPluginBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualPCIPassthroughVmiopBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughVmiopBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualPCIPassthroughVmiopBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualParallelPortDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualParallelPortDeviceBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualParallelPortDeviceBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualParallelPortFileBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualParallelPortFileBackingInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualParallelPortFileBackingInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualPointingDeviceDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualPointingDeviceDeviceBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualPointingDeviceDeviceBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualPrecisionClockSystemClockBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualPrecisionClockSystemClockBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualPrecisionClockSystemClockBackingInfo(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualSCSIPassthroughDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualSCSIPassthroughDeviceBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualSCSIPassthroughDeviceBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualSerialPortDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualSerialPortDeviceBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualSerialPortDeviceBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualSerialPortFileBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualSerialPortFileBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualSerialPortFileBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualSerialPortPipeBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualSerialPortPipeBackingInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualSerialPortPipeBackingInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualSerialPortThinPrintBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualSerialPortThinPrintBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualSerialPortThinPrintBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualSerialPortURIBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualSerialPortURIBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualSerialPortURIBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualSoundCardDeviceBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualSoundCardDeviceBackingInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualSoundCardDeviceBackingInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo>
 for VirtualSriovEthernetCardSriovBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualSriovEthernetCardSriovBackingInfo(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualSriovEthernetCardSriovBackingInfo(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualUSBRemoteClientBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualUSBRemoteClientBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualUSBRemoteClientBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualUSBRemoteHostBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualUSBRemoteHostBackingInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualUSBRemoteHostBackingInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingInfo> for VirtualUSBUSBBackingInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingInfo {
         AnyVirtualDeviceBackingInfo::VirtualUSBUSBBackingInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingInfo::VirtualUSBUSBBackingInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }

@@ -91,110 +91,145 @@ impl Default for AnyVirtualDeviceBackingOption {
         Self::VirtualDeviceBackingOption(Box::default())
     }
 }
-impl std::fmt::Debug for AnyVirtualDeviceBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyVirtualDeviceBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyVirtualDeviceBackingOption {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyVirtualDeviceBackingOption {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::VirtualDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualCdromAtapiBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualCdromIsoBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualCdromPassthroughBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualCdromRemoteAtapiBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualCdromRemotePassthroughBackingOption(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualDeviceDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDeviceFileBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDevicePipeBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDeviceRemoteDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDeviceURIBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDiskFlatVer1BackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDiskFlatVer2BackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDiskLocalPMemBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDiskPartitionedRawDiskVer2BackingOption(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualDiskRawDiskMappingVer1BackingOption(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualDiskRawDiskVer2BackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDiskSeSparseBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDiskSparseVer1BackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualDiskSparseVer2BackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualEthernetCardDVPortBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualEthernetCardLegacyNetworkBackingOption(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualEthernetCardNetworkBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualEthernetCardOpaqueNetworkBackingOption(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualFloppyDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualFloppyImageBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualFloppyRemoteDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughDvxBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughDynamicBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughPluginBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughVmiopBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualParallelPortDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualParallelPortFileBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualPointingDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualPrecisionClockSystemClockBackingOption(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualSCSIPassthroughDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortFileBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortPipeBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortThinPrintBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortURIBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualSoundCardDeviceBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualSriovEthernetCardSriovBackingOption(value) => {
-                x::as_dyn(&**value)
-            }
-            Self::VirtualUSBRemoteClientBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualUSBRemoteHostBackingOption(value) => x::as_dyn(&**value),
-            Self::VirtualUSBUSBBackingOption(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::VirtualDeviceBackingOption(_) => "VirtualDeviceBackingOption",
+            Self::VirtualCdromAtapiBackingOption(_) => "VirtualCdromAtapiBackingOption",
+            Self::VirtualCdromIsoBackingOption(_) => "VirtualCdromIsoBackingOption",
+            Self::VirtualCdromPassthroughBackingOption(_) => {
+                "VirtualCdromPassthroughBackingOption"
+            }
+            Self::VirtualCdromRemoteAtapiBackingOption(_) => {
+                "VirtualCdromRemoteAtapiBackingOption"
+            }
+            Self::VirtualCdromRemotePassthroughBackingOption(_) => {
+                "VirtualCdromRemotePassthroughBackingOption"
+            }
+            Self::VirtualDeviceDeviceBackingOption(_) => {
+                "VirtualDeviceDeviceBackingOption"
+            }
+            Self::VirtualDeviceFileBackingOption(_) => "VirtualDeviceFileBackingOption",
+            Self::VirtualDevicePipeBackingOption(_) => "VirtualDevicePipeBackingOption",
+            Self::VirtualDeviceRemoteDeviceBackingOption(_) => {
+                "VirtualDeviceRemoteDeviceBackingOption"
+            }
+            Self::VirtualDeviceURIBackingOption(_) => "VirtualDeviceURIBackingOption",
+            Self::VirtualDiskFlatVer1BackingOption(_) => {
+                "VirtualDiskFlatVer1BackingOption"
+            }
+            Self::VirtualDiskFlatVer2BackingOption(_) => {
+                "VirtualDiskFlatVer2BackingOption"
+            }
+            Self::VirtualDiskLocalPMemBackingOption(_) => {
+                "VirtualDiskLocalPMemBackingOption"
+            }
+            Self::VirtualDiskPartitionedRawDiskVer2BackingOption(_) => {
+                "VirtualDiskPartitionedRawDiskVer2BackingOption"
+            }
+            Self::VirtualDiskRawDiskMappingVer1BackingOption(_) => {
+                "VirtualDiskRawDiskMappingVer1BackingOption"
+            }
+            Self::VirtualDiskRawDiskVer2BackingOption(_) => {
+                "VirtualDiskRawDiskVer2BackingOption"
+            }
+            Self::VirtualDiskSeSparseBackingOption(_) => {
+                "VirtualDiskSeSparseBackingOption"
+            }
+            Self::VirtualDiskSparseVer1BackingOption(_) => {
+                "VirtualDiskSparseVer1BackingOption"
+            }
+            Self::VirtualDiskSparseVer2BackingOption(_) => {
+                "VirtualDiskSparseVer2BackingOption"
+            }
+            Self::VirtualEthernetCardDVPortBackingOption(_) => {
+                "VirtualEthernetCardDVPortBackingOption"
+            }
+            Self::VirtualEthernetCardLegacyNetworkBackingOption(_) => {
+                "VirtualEthernetCardLegacyNetworkBackingOption"
+            }
+            Self::VirtualEthernetCardNetworkBackingOption(_) => {
+                "VirtualEthernetCardNetworkBackingOption"
+            }
+            Self::VirtualEthernetCardOpaqueNetworkBackingOption(_) => {
+                "VirtualEthernetCardOpaqueNetworkBackingOption"
+            }
+            Self::VirtualFloppyDeviceBackingOption(_) => {
+                "VirtualFloppyDeviceBackingOption"
+            }
+            Self::VirtualFloppyImageBackingOption(_) => "VirtualFloppyImageBackingOption",
+            Self::VirtualFloppyRemoteDeviceBackingOption(_) => {
+                "VirtualFloppyRemoteDeviceBackingOption"
+            }
+            Self::VirtualPCIPassthroughDeviceBackingOption(_) => {
+                "VirtualPCIPassthroughDeviceBackingOption"
+            }
+            Self::VirtualPCIPassthroughDvxBackingOption(_) => {
+                "VirtualPCIPassthroughDvxBackingOption"
+            }
+            Self::VirtualPCIPassthroughDynamicBackingOption(_) => {
+                "VirtualPCIPassthroughDynamicBackingOption"
+            }
+            Self::VirtualPCIPassthroughPluginBackingOption(_) => {
+                "VirtualPCIPassthroughPluginBackingOption"
+            }
+            Self::VirtualPCIPassthroughVmiopBackingOption(_) => {
+                "VirtualPCIPassthroughVmiopBackingOption"
+            }
+            Self::VirtualParallelPortDeviceBackingOption(_) => {
+                "VirtualParallelPortDeviceBackingOption"
+            }
+            Self::VirtualParallelPortFileBackingOption(_) => {
+                "VirtualParallelPortFileBackingOption"
+            }
+            Self::VirtualPointingDeviceBackingOption(_) => {
+                "VirtualPointingDeviceBackingOption"
+            }
+            Self::VirtualPrecisionClockSystemClockBackingOption(_) => {
+                "VirtualPrecisionClockSystemClockBackingOption"
+            }
+            Self::VirtualSCSIPassthroughDeviceBackingOption(_) => {
+                "VirtualSCSIPassthroughDeviceBackingOption"
+            }
+            Self::VirtualSerialPortDeviceBackingOption(_) => {
+                "VirtualSerialPortDeviceBackingOption"
+            }
+            Self::VirtualSerialPortFileBackingOption(_) => {
+                "VirtualSerialPortFileBackingOption"
+            }
+            Self::VirtualSerialPortPipeBackingOption(_) => {
+                "VirtualSerialPortPipeBackingOption"
+            }
+            Self::VirtualSerialPortThinPrintBackingOption(_) => {
+                "VirtualSerialPortThinPrintBackingOption"
+            }
+            Self::VirtualSerialPortURIBackingOption(_) => {
+                "VirtualSerialPortURIBackingOption"
+            }
+            Self::VirtualSoundCardDeviceBackingOption(_) => {
+                "VirtualSoundCardDeviceBackingOption"
+            }
+            Self::VirtualSriovEthernetCardSriovBackingOption(_) => {
+                "VirtualSriovEthernetCardSriovBackingOption"
+            }
+            Self::VirtualUSBRemoteClientBackingOption(_) => {
+                "VirtualUSBRemoteClientBackingOption"
+            }
+            Self::VirtualUSBRemoteHostBackingOption(_) => {
+                "VirtualUSBRemoteHostBackingOption"
+            }
+            Self::VirtualUSBUSBBackingOption(_) => "VirtualUSBUSBBackingOption",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyVirtualDeviceBackingOption {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::VirtualDeviceBackingOption(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyVirtualDeviceBackingOption {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "VirtualDeviceBackingOption", Self::from_data_object)
+        x::any_from_value(value, "VirtualDeviceBackingOption", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyVirtualDeviceBackingOption {
@@ -206,295 +241,1107 @@ impl x::ArrayItem for AnyVirtualDeviceBackingOption {
 unsafe impl Send for AnyVirtualDeviceBackingOption {}
 // SAFETY: as above.
 unsafe impl Sync for AnyVirtualDeviceBackingOption {}
+impl std::fmt::Debug for AnyVirtualDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::VirtualDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdromAtapiBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdromIsoBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdromPassthroughBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualCdromRemoteAtapiBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualCdromRemotePassthroughBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualDeviceDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDeviceFileBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDevicePipeBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDeviceRemoteDeviceBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualDeviceURIBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskFlatVer1BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskFlatVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskLocalPMemBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualDiskRawDiskMappingVer1BackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualDiskRawDiskVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskSeSparseBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskSparseVer1BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskSparseVer2BackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualEthernetCardDVPortBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualEthernetCardLegacyNetworkBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualEthernetCardNetworkBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualEthernetCardOpaqueNetworkBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualFloppyDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualFloppyImageBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualFloppyRemoteDeviceBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPCIPassthroughDeviceBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPCIPassthroughDvxBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPCIPassthroughDynamicBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPCIPassthroughPluginBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPCIPassthroughVmiopBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualParallelPortDeviceBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualParallelPortFileBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualPointingDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPrecisionClockSystemClockBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualSCSIPassthroughDeviceBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualSerialPortDeviceBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualSerialPortFileBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSerialPortPipeBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSerialPortThinPrintBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualSerialPortURIBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSoundCardDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSriovEthernetCardSriovBackingOption(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::VirtualUSBRemoteClientBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBRemoteHostBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBUSBBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyVirtualDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (
+                Self::VirtualDeviceBackingOption(a),
+                Self::VirtualDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualCdromAtapiBackingOption(a),
+                Self::VirtualCdromAtapiBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualCdromIsoBackingOption(a),
+                Self::VirtualCdromIsoBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualCdromPassthroughBackingOption(a),
+                Self::VirtualCdromPassthroughBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualCdromRemoteAtapiBackingOption(a),
+                Self::VirtualCdromRemoteAtapiBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualCdromRemotePassthroughBackingOption(a),
+                Self::VirtualCdromRemotePassthroughBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDeviceDeviceBackingOption(a),
+                Self::VirtualDeviceDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDeviceFileBackingOption(a),
+                Self::VirtualDeviceFileBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDevicePipeBackingOption(a),
+                Self::VirtualDevicePipeBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDeviceRemoteDeviceBackingOption(a),
+                Self::VirtualDeviceRemoteDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDeviceURIBackingOption(a),
+                Self::VirtualDeviceURIBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskFlatVer1BackingOption(a),
+                Self::VirtualDiskFlatVer1BackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskFlatVer2BackingOption(a),
+                Self::VirtualDiskFlatVer2BackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskLocalPMemBackingOption(a),
+                Self::VirtualDiskLocalPMemBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskPartitionedRawDiskVer2BackingOption(a),
+                Self::VirtualDiskPartitionedRawDiskVer2BackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskRawDiskMappingVer1BackingOption(a),
+                Self::VirtualDiskRawDiskMappingVer1BackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskRawDiskVer2BackingOption(a),
+                Self::VirtualDiskRawDiskVer2BackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskSeSparseBackingOption(a),
+                Self::VirtualDiskSeSparseBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskSparseVer1BackingOption(a),
+                Self::VirtualDiskSparseVer1BackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualDiskSparseVer2BackingOption(a),
+                Self::VirtualDiskSparseVer2BackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualEthernetCardDVPortBackingOption(a),
+                Self::VirtualEthernetCardDVPortBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualEthernetCardLegacyNetworkBackingOption(a),
+                Self::VirtualEthernetCardLegacyNetworkBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualEthernetCardNetworkBackingOption(a),
+                Self::VirtualEthernetCardNetworkBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualEthernetCardOpaqueNetworkBackingOption(a),
+                Self::VirtualEthernetCardOpaqueNetworkBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualFloppyDeviceBackingOption(a),
+                Self::VirtualFloppyDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualFloppyImageBackingOption(a),
+                Self::VirtualFloppyImageBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualFloppyRemoteDeviceBackingOption(a),
+                Self::VirtualFloppyRemoteDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughDeviceBackingOption(a),
+                Self::VirtualPCIPassthroughDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughDvxBackingOption(a),
+                Self::VirtualPCIPassthroughDvxBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughDynamicBackingOption(a),
+                Self::VirtualPCIPassthroughDynamicBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughPluginBackingOption(a),
+                Self::VirtualPCIPassthroughPluginBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughVmiopBackingOption(a),
+                Self::VirtualPCIPassthroughVmiopBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualParallelPortDeviceBackingOption(a),
+                Self::VirtualParallelPortDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualParallelPortFileBackingOption(a),
+                Self::VirtualParallelPortFileBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPointingDeviceBackingOption(a),
+                Self::VirtualPointingDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPrecisionClockSystemClockBackingOption(a),
+                Self::VirtualPrecisionClockSystemClockBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSCSIPassthroughDeviceBackingOption(a),
+                Self::VirtualSCSIPassthroughDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortDeviceBackingOption(a),
+                Self::VirtualSerialPortDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortFileBackingOption(a),
+                Self::VirtualSerialPortFileBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortPipeBackingOption(a),
+                Self::VirtualSerialPortPipeBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortThinPrintBackingOption(a),
+                Self::VirtualSerialPortThinPrintBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSerialPortURIBackingOption(a),
+                Self::VirtualSerialPortURIBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSoundCardDeviceBackingOption(a),
+                Self::VirtualSoundCardDeviceBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSriovEthernetCardSriovBackingOption(a),
+                Self::VirtualSriovEthernetCardSriovBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualUSBRemoteClientBackingOption(a),
+                Self::VirtualUSBRemoteClientBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualUSBRemoteHostBackingOption(a),
+                Self::VirtualUSBRemoteHostBackingOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualUSBUSBBackingOption(a),
+                Self::VirtualUSBUSBBackingOption(b),
+            ) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyVirtualDeviceBackingOption {
+    fn clone(&self) -> Self {
+        match self {
+            Self::VirtualDeviceBackingOption(v) => {
+                Self::VirtualDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromAtapiBackingOption(v) => {
+                Self::VirtualCdromAtapiBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromIsoBackingOption(v) => {
+                Self::VirtualCdromIsoBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromPassthroughBackingOption(v) => {
+                Self::VirtualCdromPassthroughBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromRemoteAtapiBackingOption(v) => {
+                Self::VirtualCdromRemoteAtapiBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromRemotePassthroughBackingOption(v) => {
+                Self::VirtualCdromRemotePassthroughBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDeviceDeviceBackingOption(v) => {
+                Self::VirtualDeviceDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDeviceFileBackingOption(v) => {
+                Self::VirtualDeviceFileBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDevicePipeBackingOption(v) => {
+                Self::VirtualDevicePipeBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDeviceRemoteDeviceBackingOption(v) => {
+                Self::VirtualDeviceRemoteDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDeviceURIBackingOption(v) => {
+                Self::VirtualDeviceURIBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskFlatVer1BackingOption(v) => {
+                Self::VirtualDiskFlatVer1BackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskFlatVer2BackingOption(v) => {
+                Self::VirtualDiskFlatVer2BackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskLocalPMemBackingOption(v) => {
+                Self::VirtualDiskLocalPMemBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => {
+                Self::VirtualDiskPartitionedRawDiskVer2BackingOption(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::VirtualDiskRawDiskMappingVer1BackingOption(v) => {
+                Self::VirtualDiskRawDiskMappingVer1BackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskRawDiskVer2BackingOption(v) => {
+                Self::VirtualDiskRawDiskVer2BackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskSeSparseBackingOption(v) => {
+                Self::VirtualDiskSeSparseBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskSparseVer1BackingOption(v) => {
+                Self::VirtualDiskSparseVer1BackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskSparseVer2BackingOption(v) => {
+                Self::VirtualDiskSparseVer2BackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualEthernetCardDVPortBackingOption(v) => {
+                Self::VirtualEthernetCardDVPortBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualEthernetCardLegacyNetworkBackingOption(v) => {
+                Self::VirtualEthernetCardLegacyNetworkBackingOption(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::VirtualEthernetCardNetworkBackingOption(v) => {
+                Self::VirtualEthernetCardNetworkBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualEthernetCardOpaqueNetworkBackingOption(v) => {
+                Self::VirtualEthernetCardOpaqueNetworkBackingOption(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::VirtualFloppyDeviceBackingOption(v) => {
+                Self::VirtualFloppyDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualFloppyImageBackingOption(v) => {
+                Self::VirtualFloppyImageBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualFloppyRemoteDeviceBackingOption(v) => {
+                Self::VirtualFloppyRemoteDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughDeviceBackingOption(v) => {
+                Self::VirtualPCIPassthroughDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughDvxBackingOption(v) => {
+                Self::VirtualPCIPassthroughDvxBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughDynamicBackingOption(v) => {
+                Self::VirtualPCIPassthroughDynamicBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughPluginBackingOption(v) => {
+                Self::VirtualPCIPassthroughPluginBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughVmiopBackingOption(v) => {
+                Self::VirtualPCIPassthroughVmiopBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualParallelPortDeviceBackingOption(v) => {
+                Self::VirtualParallelPortDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualParallelPortFileBackingOption(v) => {
+                Self::VirtualParallelPortFileBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPointingDeviceBackingOption(v) => {
+                Self::VirtualPointingDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPrecisionClockSystemClockBackingOption(v) => {
+                Self::VirtualPrecisionClockSystemClockBackingOption(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::VirtualSCSIPassthroughDeviceBackingOption(v) => {
+                Self::VirtualSCSIPassthroughDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortDeviceBackingOption(v) => {
+                Self::VirtualSerialPortDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortFileBackingOption(v) => {
+                Self::VirtualSerialPortFileBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortPipeBackingOption(v) => {
+                Self::VirtualSerialPortPipeBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortThinPrintBackingOption(v) => {
+                Self::VirtualSerialPortThinPrintBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortURIBackingOption(v) => {
+                Self::VirtualSerialPortURIBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSoundCardDeviceBackingOption(v) => {
+                Self::VirtualSoundCardDeviceBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSriovEthernetCardSriovBackingOption(v) => {
+                Self::VirtualSriovEthernetCardSriovBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualUSBRemoteClientBackingOption(v) => {
+                Self::VirtualUSBRemoteClientBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualUSBRemoteHostBackingOption(v) => {
+                Self::VirtualUSBRemoteHostBackingOption(Box::new((**v).clone()))
+            }
+            Self::VirtualUSBUSBBackingOption(v) => {
+                Self::VirtualUSBUSBBackingOption(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyVirtualDeviceBackingOption {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::VirtualDeviceBackingOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, None)
+            }
+            Self::VirtualCdromAtapiBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualCdromAtapiBackingOption"),
+                )
+            }
+            Self::VirtualCdromIsoBackingOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualCdromIsoBackingOption"))
+            }
+            Self::VirtualCdromPassthroughBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualCdromPassthroughBackingOption"),
+                )
+            }
+            Self::VirtualCdromRemoteAtapiBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualCdromRemoteAtapiBackingOption"),
+                )
+            }
+            Self::VirtualCdromRemotePassthroughBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualCdromRemotePassthroughBackingOption"),
+                )
+            }
+            Self::VirtualDeviceDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDeviceDeviceBackingOption"),
+                )
+            }
+            Self::VirtualDeviceFileBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDeviceFileBackingOption"),
+                )
+            }
+            Self::VirtualDevicePipeBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDevicePipeBackingOption"),
+                )
+            }
+            Self::VirtualDeviceRemoteDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDeviceRemoteDeviceBackingOption"),
+                )
+            }
+            Self::VirtualDeviceURIBackingOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualDeviceURIBackingOption"))
+            }
+            Self::VirtualDiskFlatVer1BackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskFlatVer1BackingOption"),
+                )
+            }
+            Self::VirtualDiskFlatVer2BackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskFlatVer2BackingOption"),
+                )
+            }
+            Self::VirtualDiskLocalPMemBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskLocalPMemBackingOption"),
+                )
+            }
+            Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskPartitionedRawDiskVer2BackingOption"),
+                )
+            }
+            Self::VirtualDiskRawDiskMappingVer1BackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskRawDiskMappingVer1BackingOption"),
+                )
+            }
+            Self::VirtualDiskRawDiskVer2BackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskRawDiskVer2BackingOption"),
+                )
+            }
+            Self::VirtualDiskSeSparseBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskSeSparseBackingOption"),
+                )
+            }
+            Self::VirtualDiskSparseVer1BackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskSparseVer1BackingOption"),
+                )
+            }
+            Self::VirtualDiskSparseVer2BackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskSparseVer2BackingOption"),
+                )
+            }
+            Self::VirtualEthernetCardDVPortBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualEthernetCardDVPortBackingOption"),
+                )
+            }
+            Self::VirtualEthernetCardLegacyNetworkBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualEthernetCardLegacyNetworkBackingOption"),
+                )
+            }
+            Self::VirtualEthernetCardNetworkBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualEthernetCardNetworkBackingOption"),
+                )
+            }
+            Self::VirtualEthernetCardOpaqueNetworkBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualEthernetCardOpaqueNetworkBackingOption"),
+                )
+            }
+            Self::VirtualFloppyDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualFloppyDeviceBackingOption"),
+                )
+            }
+            Self::VirtualFloppyImageBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualFloppyImageBackingOption"),
+                )
+            }
+            Self::VirtualFloppyRemoteDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualFloppyRemoteDeviceBackingOption"),
+                )
+            }
+            Self::VirtualPCIPassthroughDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughDeviceBackingOption"),
+                )
+            }
+            Self::VirtualPCIPassthroughDvxBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughDvxBackingOption"),
+                )
+            }
+            Self::VirtualPCIPassthroughDynamicBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughDynamicBackingOption"),
+                )
+            }
+            Self::VirtualPCIPassthroughPluginBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughPluginBackingOption"),
+                )
+            }
+            Self::VirtualPCIPassthroughVmiopBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPCIPassthroughVmiopBackingOption"),
+                )
+            }
+            Self::VirtualParallelPortDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualParallelPortDeviceBackingOption"),
+                )
+            }
+            Self::VirtualParallelPortFileBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualParallelPortFileBackingOption"),
+                )
+            }
+            Self::VirtualPointingDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPointingDeviceBackingOption"),
+                )
+            }
+            Self::VirtualPrecisionClockSystemClockBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualPrecisionClockSystemClockBackingOption"),
+                )
+            }
+            Self::VirtualSCSIPassthroughDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSCSIPassthroughDeviceBackingOption"),
+                )
+            }
+            Self::VirtualSerialPortDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortDeviceBackingOption"),
+                )
+            }
+            Self::VirtualSerialPortFileBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortFileBackingOption"),
+                )
+            }
+            Self::VirtualSerialPortPipeBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortPipeBackingOption"),
+                )
+            }
+            Self::VirtualSerialPortThinPrintBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortThinPrintBackingOption"),
+                )
+            }
+            Self::VirtualSerialPortURIBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSerialPortURIBackingOption"),
+                )
+            }
+            Self::VirtualSoundCardDeviceBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSoundCardDeviceBackingOption"),
+                )
+            }
+            Self::VirtualSriovEthernetCardSriovBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSriovEthernetCardSriovBackingOption"),
+                )
+            }
+            Self::VirtualUSBRemoteClientBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualUSBRemoteClientBackingOption"),
+                )
+            }
+            Self::VirtualUSBRemoteHostBackingOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualUSBRemoteHostBackingOption"),
+                )
+            }
+            Self::VirtualUSBUSBBackingOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualUSBUSBBackingOption"))
+            }
+        }
+    }
+}
 impl AnyVirtualDeviceBackingOption {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "VirtualDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromAtapiBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromAtapiBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromAtapiBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromIsoBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromIsoBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromIsoBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromPassthroughBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromPassthroughBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromPassthroughBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromRemoteAtapiBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromRemoteAtapiBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromRemoteAtapiBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromRemotePassthroughBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromRemotePassthroughBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromRemotePassthroughBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDeviceDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDeviceFileBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceFileBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceFileBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDevicePipeBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDevicePipeBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDevicePipeBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDeviceRemoteDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceRemoteDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceRemoteDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDeviceURIBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceURIBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceURIBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskFlatVer1BackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskFlatVer1BackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskFlatVer1BackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskFlatVer2BackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskFlatVer2BackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskFlatVer2BackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskLocalPMemBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskLocalPMemBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskLocalPMemBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskPartitionedRawDiskVer2BackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => {
-                        Some(Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v))
-                    }
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskRawDiskMappingVer1BackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskRawDiskMappingVer1BackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskRawDiskMappingVer1BackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskRawDiskVer2BackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskRawDiskVer2BackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskRawDiskVer2BackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskSeSparseBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskSeSparseBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskSeSparseBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskSparseVer1BackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskSparseVer1BackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskSparseVer1BackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskSparseVer2BackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskSparseVer2BackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskSparseVer2BackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCardDVPortBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCardDVPortBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEthernetCardDVPortBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCardLegacyNetworkBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCardLegacyNetworkBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEthernetCardLegacyNetworkBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCardNetworkBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCardNetworkBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEthernetCardNetworkBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCardOpaqueNetworkBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCardOpaqueNetworkBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEthernetCardOpaqueNetworkBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualFloppyDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualFloppyDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualFloppyDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualFloppyImageBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualFloppyImageBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualFloppyImageBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualFloppyRemoteDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualFloppyRemoteDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualFloppyRemoteDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughDvxBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughDvxBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDvxBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughDynamicBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughDynamicBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughDynamicBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughPluginBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughPluginBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughPluginBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughVmiopBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughVmiopBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughVmiopBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualParallelPortDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualParallelPortDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualParallelPortDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualParallelPortFileBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualParallelPortFileBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualParallelPortFileBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPointingDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPointingDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPointingDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPrecisionClockSystemClockBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPrecisionClockSystemClockBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPrecisionClockSystemClockBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSCSIPassthroughDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSCSIPassthroughDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSCSIPassthroughDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortFileBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortFileBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortFileBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortPipeBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortPipeBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortPipeBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortThinPrintBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortThinPrintBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortThinPrintBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortURIBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortURIBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortURIBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSoundCardDeviceBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSoundCardDeviceBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSoundCardDeviceBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSriovEthernetCardSriovBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSriovEthernetCardSriovBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSriovEthernetCardSriovBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBRemoteClientBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBRemoteClientBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBRemoteClientBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBRemoteHostBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBRemoteHostBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBRemoteHostBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBUSBBackingOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBUSBBackingOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBUSBBackingOption(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -795,315 +1642,759 @@ for AnyVirtualDeviceBackingOption {
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDeviceBackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDeviceBackingOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualCdromAtapiBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualCdromAtapiBackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualCdromAtapiBackingOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualCdromIsoBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualCdromIsoBackingOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualCdromIsoBackingOption(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualCdromPassthroughBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualCdromPassthroughBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualCdromPassthroughBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualCdromRemoteAtapiBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualCdromRemoteAtapiBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualCdromRemoteAtapiBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualCdromRemotePassthroughBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualCdromRemotePassthroughBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualCdromRemotePassthroughBackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDeviceDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDeviceDeviceBackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDeviceDeviceBackingOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDeviceFileBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDeviceFileBackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDeviceFileBackingOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDevicePipeBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDevicePipeBackingOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDevicePipeBackingOption(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualDeviceRemoteDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDeviceRemoteDeviceBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDeviceRemoteDeviceBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDeviceURIBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDeviceURIBackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDeviceURIBackingOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDiskFlatVer1BackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDiskFlatVer1BackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDiskFlatVer1BackingOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDiskFlatVer2BackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDiskFlatVer2BackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDiskFlatVer2BackingOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDiskLocalPMemBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDiskLocalPMemBackingOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDiskLocalPMemBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualDiskPartitionedRawDiskVer2BackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDiskPartitionedRawDiskVer2BackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDiskPartitionedRawDiskVer2BackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualDiskRawDiskMappingVer1BackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDiskRawDiskMappingVer1BackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDiskRawDiskMappingVer1BackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualDiskRawDiskVer2BackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDiskRawDiskVer2BackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDiskRawDiskVer2BackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDiskSeSparseBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDiskSeSparseBackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDiskSeSparseBackingOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDiskSparseVer1BackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDiskSparseVer1BackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDiskSparseVer1BackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualDiskSparseVer2BackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualDiskSparseVer2BackingOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualDiskSparseVer2BackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualEthernetCardDVPortBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualEthernetCardDVPortBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualEthernetCardDVPortBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualEthernetCardLegacyNetworkBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualEthernetCardLegacyNetworkBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualEthernetCardLegacyNetworkBackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualEthernetCardNetworkBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualEthernetCardNetworkBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualEthernetCardNetworkBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualEthernetCardOpaqueNetworkBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualEthernetCardOpaqueNetworkBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualEthernetCardOpaqueNetworkBackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualFloppyDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualFloppyDeviceBackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualFloppyDeviceBackingOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualFloppyImageBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualFloppyImageBackingOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualFloppyImageBackingOption(v) => Some(v),
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualFloppyRemoteDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualFloppyRemoteDeviceBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualFloppyRemoteDeviceBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualPCIPassthroughDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualPCIPassthroughDeviceBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualPCIPassthroughDeviceBackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualPCIPassthroughDvxBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualPCIPassthroughDvxBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualPCIPassthroughDvxBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualPCIPassthroughDynamicBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualPCIPassthroughDynamicBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualPCIPassthroughDynamicBackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualPCIPassthroughPluginBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualPCIPassthroughPluginBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualPCIPassthroughPluginBackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualPCIPassthroughVmiopBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualPCIPassthroughVmiopBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualPCIPassthroughVmiopBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualParallelPortDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualParallelPortDeviceBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualParallelPortDeviceBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualParallelPortFileBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualParallelPortFileBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualParallelPortFileBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualPointingDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualPointingDeviceBackingOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualPointingDeviceBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualPrecisionClockSystemClockBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualPrecisionClockSystemClockBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualPrecisionClockSystemClockBackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualSCSIPassthroughDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualSCSIPassthroughDeviceBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualSCSIPassthroughDeviceBackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualSerialPortDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualSerialPortDeviceBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualSerialPortDeviceBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualSerialPortFileBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualSerialPortFileBackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualSerialPortFileBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualSerialPortPipeBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualSerialPortPipeBackingOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualSerialPortPipeBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualSerialPortThinPrintBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualSerialPortThinPrintBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualSerialPortThinPrintBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualSerialPortURIBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualSerialPortURIBackingOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualSerialPortURIBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualSoundCardDeviceBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualSoundCardDeviceBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualSoundCardDeviceBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualSriovEthernetCardSriovBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualSriovEthernetCardSriovBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualSriovEthernetCardSriovBackingOption(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualUSBRemoteClientBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualUSBRemoteClientBackingOption(
             Box::new(self),
         )
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualUSBRemoteClientBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualUSBRemoteHostBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualUSBRemoteHostBackingOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualUSBRemoteHostBackingOption(v) => {
+                Some(v)
+            }
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBackingOption> for VirtualUSBUSBBackingOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualUSBUSBBackingOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBackingOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBackingOption::VirtualUSBUSBBackingOption(v) => Some(v),
+            _ => None,
+        }
     }
 }

@@ -19,52 +19,25 @@ impl Default for AnyVirtualDeviceBusSlotInfo {
         Self::VirtualDeviceBusSlotInfo(Box::default())
     }
 }
-impl std::fmt::Debug for AnyVirtualDeviceBusSlotInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyVirtualDeviceBusSlotInfo {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyVirtualDeviceBusSlotInfo {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyVirtualDeviceBusSlotInfo {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::VirtualDeviceBusSlotInfo(value) => x::as_dyn(&**value),
-            Self::VirtualDevicePciBusSlotInfo(value) => x::as_dyn(&**value),
-            Self::VirtualUSBControllerPciBusSlotInfo(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::VirtualDeviceBusSlotInfo(_) => "VirtualDeviceBusSlotInfo",
+            Self::VirtualDevicePciBusSlotInfo(_) => "VirtualDevicePciBusSlotInfo",
+            Self::VirtualUSBControllerPciBusSlotInfo(_) => {
+                "VirtualUSBControllerPciBusSlotInfo"
+            }
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyVirtualDeviceBusSlotInfo {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::VirtualDeviceBusSlotInfo(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyVirtualDeviceBusSlotInfo {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "VirtualDeviceBusSlotInfo", Self::from_data_object)
+        x::any_from_value(value, "VirtualDeviceBusSlotInfo", Self::from_object)
     }
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -72,29 +45,92 @@ impl x::FromValue for AnyVirtualDeviceBusSlotInfo {
 unsafe impl Send for AnyVirtualDeviceBusSlotInfo {}
 // SAFETY: as above.
 unsafe impl Sync for AnyVirtualDeviceBusSlotInfo {}
+impl std::fmt::Debug for AnyVirtualDeviceBusSlotInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::VirtualDeviceBusSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDevicePciBusSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBControllerPciBusSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyVirtualDeviceBusSlotInfo {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::VirtualDeviceBusSlotInfo(a), Self::VirtualDeviceBusSlotInfo(b)) => {
+                **a == **b
+            }
+            (
+                Self::VirtualDevicePciBusSlotInfo(a),
+                Self::VirtualDevicePciBusSlotInfo(b),
+            ) => **a == **b,
+            (
+                Self::VirtualUSBControllerPciBusSlotInfo(a),
+                Self::VirtualUSBControllerPciBusSlotInfo(b),
+            ) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyVirtualDeviceBusSlotInfo {
+    fn clone(&self) -> Self {
+        match self {
+            Self::VirtualDeviceBusSlotInfo(v) => {
+                Self::VirtualDeviceBusSlotInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualDevicePciBusSlotInfo(v) => {
+                Self::VirtualDevicePciBusSlotInfo(Box::new((**v).clone()))
+            }
+            Self::VirtualUSBControllerPciBusSlotInfo(v) => {
+                Self::VirtualUSBControllerPciBusSlotInfo(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyVirtualDeviceBusSlotInfo {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::VirtualDeviceBusSlotInfo(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::VirtualDevicePciBusSlotInfo(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualDevicePciBusSlotInfo"))
+            }
+            Self::VirtualUSBControllerPciBusSlotInfo(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualUSBControllerPciBusSlotInfo"),
+                )
+            }
+        }
+    }
+}
 impl AnyVirtualDeviceBusSlotInfo {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "VirtualDeviceBusSlotInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceBusSlotInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceBusSlotInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDevicePciBusSlotInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDevicePciBusSlotInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDevicePciBusSlotInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBControllerPciBusSlotInfo" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBControllerPciBusSlotInfo(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBControllerPciBusSlotInfo(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -131,18 +167,42 @@ for AnyVirtualDeviceBusSlotInfo {
     }
 }
 impl x::VariantOf<AnyVirtualDeviceBusSlotInfo> for VirtualDeviceBusSlotInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBusSlotInfo {
         AnyVirtualDeviceBusSlotInfo::VirtualDeviceBusSlotInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBusSlotInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBusSlotInfo::VirtualDeviceBusSlotInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBusSlotInfo> for VirtualDevicePciBusSlotInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBusSlotInfo {
         AnyVirtualDeviceBusSlotInfo::VirtualDevicePciBusSlotInfo(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBusSlotInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBusSlotInfo::VirtualDevicePciBusSlotInfo(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceBusSlotInfo> for VirtualUSBControllerPciBusSlotInfo {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceBusSlotInfo {
         AnyVirtualDeviceBusSlotInfo::VirtualUSBControllerPciBusSlotInfo(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceBusSlotInfo) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceBusSlotInfo::VirtualUSBControllerPciBusSlotInfo(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `VirtualDeviceConfigSpec` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
@@ -158,51 +218,22 @@ impl Default for AnyVirtualDeviceConfigSpec {
         Self::VirtualDeviceConfigSpec(Box::default())
     }
 }
-impl std::fmt::Debug for AnyVirtualDeviceConfigSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyVirtualDeviceConfigSpec {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyVirtualDeviceConfigSpec {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyVirtualDeviceConfigSpec {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::VirtualDeviceConfigSpec(value) => x::as_dyn(&**value),
-            Self::VirtualDiskConfigSpec(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::VirtualDeviceConfigSpec(_) => "VirtualDeviceConfigSpec",
+            Self::VirtualDiskConfigSpec(_) => "VirtualDiskConfigSpec",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyVirtualDeviceConfigSpec {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::VirtualDeviceConfigSpec(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyVirtualDeviceConfigSpec {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "VirtualDeviceConfigSpec", Self::from_data_object)
+        x::any_from_value(value, "VirtualDeviceConfigSpec", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyVirtualDeviceConfigSpec {
@@ -214,23 +245,69 @@ impl x::ArrayItem for AnyVirtualDeviceConfigSpec {
 unsafe impl Send for AnyVirtualDeviceConfigSpec {}
 // SAFETY: as above.
 unsafe impl Sync for AnyVirtualDeviceConfigSpec {}
+impl std::fmt::Debug for AnyVirtualDeviceConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::VirtualDeviceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyVirtualDeviceConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::VirtualDeviceConfigSpec(a), Self::VirtualDeviceConfigSpec(b)) => {
+                **a == **b
+            }
+            (Self::VirtualDiskConfigSpec(a), Self::VirtualDiskConfigSpec(b)) => {
+                **a == **b
+            }
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyVirtualDeviceConfigSpec {
+    fn clone(&self) -> Self {
+        match self {
+            Self::VirtualDeviceConfigSpec(v) => {
+                Self::VirtualDeviceConfigSpec(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskConfigSpec(v) => {
+                Self::VirtualDiskConfigSpec(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyVirtualDeviceConfigSpec {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::VirtualDeviceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::VirtualDiskConfigSpec(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualDiskConfigSpec"))
+            }
+        }
+    }
+}
 impl AnyVirtualDeviceConfigSpec {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "VirtualDeviceConfigSpec" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceConfigSpec(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceConfigSpec(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskConfigSpec" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskConfigSpec(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskConfigSpec(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -261,13 +338,29 @@ for AnyVirtualDeviceConfigSpec {
     }
 }
 impl x::VariantOf<AnyVirtualDeviceConfigSpec> for VirtualDeviceConfigSpec {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceConfigSpec {
         AnyVirtualDeviceConfigSpec::VirtualDeviceConfigSpec(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceConfigSpec) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceConfigSpec::VirtualDeviceConfigSpec(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceConfigSpec> for VirtualDiskConfigSpec {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceConfigSpec {
         AnyVirtualDeviceConfigSpec::VirtualDiskConfigSpec(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceConfigSpec) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceConfigSpec::VirtualDiskConfigSpec(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `VirtualDeviceOption` or one of its 46 subtypes, chosen by `xsi:type` when decoding.
@@ -328,96 +421,69 @@ impl Default for AnyVirtualDeviceOption {
         Self::VirtualDeviceOption(Box::default())
     }
 }
-impl std::fmt::Debug for AnyVirtualDeviceOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyVirtualDeviceOption {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyVirtualDeviceOption {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyVirtualDeviceOption {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::VirtualDeviceOption(value) => x::as_dyn(&**value),
-            Self::ParaVirtualSCSIControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualAHCIControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualBusLogicControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualCdromOption(value) => x::as_dyn(&**value),
-            Self::VirtualControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualDiskOption(value) => x::as_dyn(&**value),
-            Self::VirtualE1000Option(value) => x::as_dyn(&**value),
-            Self::VirtualE1000eOption(value) => x::as_dyn(&**value),
-            Self::VirtualEnsoniq1371Option(value) => x::as_dyn(&**value),
-            Self::VirtualEthernetCardOption(value) => x::as_dyn(&**value),
-            Self::VirtualFloppyOption(value) => x::as_dyn(&**value),
-            Self::VirtualHdAudioCardOption(value) => x::as_dyn(&**value),
-            Self::VirtualIDEControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualKeyboardOption(value) => x::as_dyn(&**value),
-            Self::VirtualLsiLogicControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualLsiLogicSASControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualMachineVMCIDeviceOption(value) => x::as_dyn(&**value),
-            Self::VirtualNVDIMMControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualNVDIMMOption(value) => x::as_dyn(&**value),
-            Self::VirtualNVMEControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualPCIControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualPCIPassthroughOption(value) => x::as_dyn(&**value),
-            Self::VirtualPCNet32Option(value) => x::as_dyn(&**value),
-            Self::VirtualPS2ControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualParallelPortOption(value) => x::as_dyn(&**value),
-            Self::VirtualPointingDeviceOption(value) => x::as_dyn(&**value),
-            Self::VirtualPrecisionClockOption(value) => x::as_dyn(&**value),
-            Self::VirtualSATAControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualSCSIControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualSCSIPassthroughOption(value) => x::as_dyn(&**value),
-            Self::VirtualSIOControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualSerialPortOption(value) => x::as_dyn(&**value),
-            Self::VirtualSoundBlaster16Option(value) => x::as_dyn(&**value),
-            Self::VirtualSoundCardOption(value) => x::as_dyn(&**value),
-            Self::VirtualSriovEthernetCardOption(value) => x::as_dyn(&**value),
-            Self::VirtualTPMOption(value) => x::as_dyn(&**value),
-            Self::VirtualUSBControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualUSBOption(value) => x::as_dyn(&**value),
-            Self::VirtualUSBXHCIControllerOption(value) => x::as_dyn(&**value),
-            Self::VirtualVMIROMOption(value) => x::as_dyn(&**value),
-            Self::VirtualVideoCardOption(value) => x::as_dyn(&**value),
-            Self::VirtualVmxnet2Option(value) => x::as_dyn(&**value),
-            Self::VirtualVmxnet3Option(value) => x::as_dyn(&**value),
-            Self::VirtualVmxnet3VrdmaOption(value) => x::as_dyn(&**value),
-            Self::VirtualVmxnetOption(value) => x::as_dyn(&**value),
-            Self::VirtualWDTOption(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::VirtualDeviceOption(_) => "VirtualDeviceOption",
+            Self::ParaVirtualSCSIControllerOption(_) => "ParaVirtualSCSIControllerOption",
+            Self::VirtualAHCIControllerOption(_) => "VirtualAHCIControllerOption",
+            Self::VirtualBusLogicControllerOption(_) => "VirtualBusLogicControllerOption",
+            Self::VirtualCdromOption(_) => "VirtualCdromOption",
+            Self::VirtualControllerOption(_) => "VirtualControllerOption",
+            Self::VirtualDiskOption(_) => "VirtualDiskOption",
+            Self::VirtualE1000Option(_) => "VirtualE1000Option",
+            Self::VirtualE1000eOption(_) => "VirtualE1000eOption",
+            Self::VirtualEnsoniq1371Option(_) => "VirtualEnsoniq1371Option",
+            Self::VirtualEthernetCardOption(_) => "VirtualEthernetCardOption",
+            Self::VirtualFloppyOption(_) => "VirtualFloppyOption",
+            Self::VirtualHdAudioCardOption(_) => "VirtualHdAudioCardOption",
+            Self::VirtualIDEControllerOption(_) => "VirtualIDEControllerOption",
+            Self::VirtualKeyboardOption(_) => "VirtualKeyboardOption",
+            Self::VirtualLsiLogicControllerOption(_) => "VirtualLsiLogicControllerOption",
+            Self::VirtualLsiLogicSASControllerOption(_) => {
+                "VirtualLsiLogicSASControllerOption"
+            }
+            Self::VirtualMachineVMCIDeviceOption(_) => "VirtualMachineVMCIDeviceOption",
+            Self::VirtualNVDIMMControllerOption(_) => "VirtualNVDIMMControllerOption",
+            Self::VirtualNVDIMMOption(_) => "VirtualNVDIMMOption",
+            Self::VirtualNVMEControllerOption(_) => "VirtualNVMEControllerOption",
+            Self::VirtualPCIControllerOption(_) => "VirtualPCIControllerOption",
+            Self::VirtualPCIPassthroughOption(_) => "VirtualPCIPassthroughOption",
+            Self::VirtualPCNet32Option(_) => "VirtualPCNet32Option",
+            Self::VirtualPS2ControllerOption(_) => "VirtualPS2ControllerOption",
+            Self::VirtualParallelPortOption(_) => "VirtualParallelPortOption",
+            Self::VirtualPointingDeviceOption(_) => "VirtualPointingDeviceOption",
+            Self::VirtualPrecisionClockOption(_) => "VirtualPrecisionClockOption",
+            Self::VirtualSATAControllerOption(_) => "VirtualSATAControllerOption",
+            Self::VirtualSCSIControllerOption(_) => "VirtualSCSIControllerOption",
+            Self::VirtualSCSIPassthroughOption(_) => "VirtualSCSIPassthroughOption",
+            Self::VirtualSIOControllerOption(_) => "VirtualSIOControllerOption",
+            Self::VirtualSerialPortOption(_) => "VirtualSerialPortOption",
+            Self::VirtualSoundBlaster16Option(_) => "VirtualSoundBlaster16Option",
+            Self::VirtualSoundCardOption(_) => "VirtualSoundCardOption",
+            Self::VirtualSriovEthernetCardOption(_) => "VirtualSriovEthernetCardOption",
+            Self::VirtualTPMOption(_) => "VirtualTPMOption",
+            Self::VirtualUSBControllerOption(_) => "VirtualUSBControllerOption",
+            Self::VirtualUSBOption(_) => "VirtualUSBOption",
+            Self::VirtualUSBXHCIControllerOption(_) => "VirtualUSBXHCIControllerOption",
+            Self::VirtualVMIROMOption(_) => "VirtualVMIROMOption",
+            Self::VirtualVideoCardOption(_) => "VirtualVideoCardOption",
+            Self::VirtualVmxnet2Option(_) => "VirtualVmxnet2Option",
+            Self::VirtualVmxnet3Option(_) => "VirtualVmxnet3Option",
+            Self::VirtualVmxnet3VrdmaOption(_) => "VirtualVmxnet3VrdmaOption",
+            Self::VirtualVmxnetOption(_) => "VirtualVmxnetOption",
+            Self::VirtualWDTOption(_) => "VirtualWDTOption",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyVirtualDeviceOption {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::VirtualDeviceOption(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyVirtualDeviceOption {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "VirtualDeviceOption", Self::from_data_object)
+        x::any_from_value(value, "VirtualDeviceOption", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyVirtualDeviceOption {
@@ -429,293 +495,810 @@ impl x::ArrayItem for AnyVirtualDeviceOption {
 unsafe impl Send for AnyVirtualDeviceOption {}
 // SAFETY: as above.
 unsafe impl Sync for AnyVirtualDeviceOption {}
+impl std::fmt::Debug for AnyVirtualDeviceOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::VirtualDeviceOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::ParaVirtualSCSIControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualAHCIControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualBusLogicControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualCdromOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualDiskOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualE1000Option(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualE1000eOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualEnsoniq1371Option(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualEthernetCardOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualFloppyOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualHdAudioCardOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualIDEControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualKeyboardOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualLsiLogicControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualLsiLogicSASControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualMachineVMCIDeviceOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualNVDIMMControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualNVDIMMOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualNVMEControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPCIControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPCIPassthroughOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPCNet32Option(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPS2ControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualParallelPortOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPointingDeviceOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualPrecisionClockOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSATAControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSCSIControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSCSIPassthroughOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSIOControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSerialPortOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSoundBlaster16Option(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSoundCardOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualSriovEthernetCardOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualTPMOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualUSBXHCIControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVMIROMOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVideoCardOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVmxnet2Option(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVmxnet3Option(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVmxnet3VrdmaOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualVmxnetOption(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::VirtualWDTOption(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyVirtualDeviceOption {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::VirtualDeviceOption(a), Self::VirtualDeviceOption(b)) => **a == **b,
+            (
+                Self::ParaVirtualSCSIControllerOption(a),
+                Self::ParaVirtualSCSIControllerOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualAHCIControllerOption(a),
+                Self::VirtualAHCIControllerOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualBusLogicControllerOption(a),
+                Self::VirtualBusLogicControllerOption(b),
+            ) => **a == **b,
+            (Self::VirtualCdromOption(a), Self::VirtualCdromOption(b)) => **a == **b,
+            (Self::VirtualControllerOption(a), Self::VirtualControllerOption(b)) => {
+                **a == **b
+            }
+            (Self::VirtualDiskOption(a), Self::VirtualDiskOption(b)) => **a == **b,
+            (Self::VirtualE1000Option(a), Self::VirtualE1000Option(b)) => **a == **b,
+            (Self::VirtualE1000eOption(a), Self::VirtualE1000eOption(b)) => **a == **b,
+            (Self::VirtualEnsoniq1371Option(a), Self::VirtualEnsoniq1371Option(b)) => {
+                **a == **b
+            }
+            (Self::VirtualEthernetCardOption(a), Self::VirtualEthernetCardOption(b)) => {
+                **a == **b
+            }
+            (Self::VirtualFloppyOption(a), Self::VirtualFloppyOption(b)) => **a == **b,
+            (Self::VirtualHdAudioCardOption(a), Self::VirtualHdAudioCardOption(b)) => {
+                **a == **b
+            }
+            (
+                Self::VirtualIDEControllerOption(a),
+                Self::VirtualIDEControllerOption(b),
+            ) => **a == **b,
+            (Self::VirtualKeyboardOption(a), Self::VirtualKeyboardOption(b)) => {
+                **a == **b
+            }
+            (
+                Self::VirtualLsiLogicControllerOption(a),
+                Self::VirtualLsiLogicControllerOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualLsiLogicSASControllerOption(a),
+                Self::VirtualLsiLogicSASControllerOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualMachineVMCIDeviceOption(a),
+                Self::VirtualMachineVMCIDeviceOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualNVDIMMControllerOption(a),
+                Self::VirtualNVDIMMControllerOption(b),
+            ) => **a == **b,
+            (Self::VirtualNVDIMMOption(a), Self::VirtualNVDIMMOption(b)) => **a == **b,
+            (
+                Self::VirtualNVMEControllerOption(a),
+                Self::VirtualNVMEControllerOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIControllerOption(a),
+                Self::VirtualPCIControllerOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPCIPassthroughOption(a),
+                Self::VirtualPCIPassthroughOption(b),
+            ) => **a == **b,
+            (Self::VirtualPCNet32Option(a), Self::VirtualPCNet32Option(b)) => **a == **b,
+            (
+                Self::VirtualPS2ControllerOption(a),
+                Self::VirtualPS2ControllerOption(b),
+            ) => **a == **b,
+            (Self::VirtualParallelPortOption(a), Self::VirtualParallelPortOption(b)) => {
+                **a == **b
+            }
+            (
+                Self::VirtualPointingDeviceOption(a),
+                Self::VirtualPointingDeviceOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualPrecisionClockOption(a),
+                Self::VirtualPrecisionClockOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSATAControllerOption(a),
+                Self::VirtualSATAControllerOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSCSIControllerOption(a),
+                Self::VirtualSCSIControllerOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSCSIPassthroughOption(a),
+                Self::VirtualSCSIPassthroughOption(b),
+            ) => **a == **b,
+            (
+                Self::VirtualSIOControllerOption(a),
+                Self::VirtualSIOControllerOption(b),
+            ) => **a == **b,
+            (Self::VirtualSerialPortOption(a), Self::VirtualSerialPortOption(b)) => {
+                **a == **b
+            }
+            (
+                Self::VirtualSoundBlaster16Option(a),
+                Self::VirtualSoundBlaster16Option(b),
+            ) => **a == **b,
+            (Self::VirtualSoundCardOption(a), Self::VirtualSoundCardOption(b)) => {
+                **a == **b
+            }
+            (
+                Self::VirtualSriovEthernetCardOption(a),
+                Self::VirtualSriovEthernetCardOption(b),
+            ) => **a == **b,
+            (Self::VirtualTPMOption(a), Self::VirtualTPMOption(b)) => **a == **b,
+            (
+                Self::VirtualUSBControllerOption(a),
+                Self::VirtualUSBControllerOption(b),
+            ) => **a == **b,
+            (Self::VirtualUSBOption(a), Self::VirtualUSBOption(b)) => **a == **b,
+            (
+                Self::VirtualUSBXHCIControllerOption(a),
+                Self::VirtualUSBXHCIControllerOption(b),
+            ) => **a == **b,
+            (Self::VirtualVMIROMOption(a), Self::VirtualVMIROMOption(b)) => **a == **b,
+            (Self::VirtualVideoCardOption(a), Self::VirtualVideoCardOption(b)) => {
+                **a == **b
+            }
+            (Self::VirtualVmxnet2Option(a), Self::VirtualVmxnet2Option(b)) => **a == **b,
+            (Self::VirtualVmxnet3Option(a), Self::VirtualVmxnet3Option(b)) => **a == **b,
+            (Self::VirtualVmxnet3VrdmaOption(a), Self::VirtualVmxnet3VrdmaOption(b)) => {
+                **a == **b
+            }
+            (Self::VirtualVmxnetOption(a), Self::VirtualVmxnetOption(b)) => **a == **b,
+            (Self::VirtualWDTOption(a), Self::VirtualWDTOption(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyVirtualDeviceOption {
+    fn clone(&self) -> Self {
+        match self {
+            Self::VirtualDeviceOption(v) => {
+                Self::VirtualDeviceOption(Box::new((**v).clone()))
+            }
+            Self::ParaVirtualSCSIControllerOption(v) => {
+                Self::ParaVirtualSCSIControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualAHCIControllerOption(v) => {
+                Self::VirtualAHCIControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualBusLogicControllerOption(v) => {
+                Self::VirtualBusLogicControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualCdromOption(v) => {
+                Self::VirtualCdromOption(Box::new((**v).clone()))
+            }
+            Self::VirtualControllerOption(v) => {
+                Self::VirtualControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualDiskOption(v) => {
+                Self::VirtualDiskOption(Box::new((**v).clone()))
+            }
+            Self::VirtualE1000Option(v) => {
+                Self::VirtualE1000Option(Box::new((**v).clone()))
+            }
+            Self::VirtualE1000eOption(v) => {
+                Self::VirtualE1000eOption(Box::new((**v).clone()))
+            }
+            Self::VirtualEnsoniq1371Option(v) => {
+                Self::VirtualEnsoniq1371Option(Box::new((**v).clone()))
+            }
+            Self::VirtualEthernetCardOption(v) => {
+                Self::VirtualEthernetCardOption(Box::new((**v).clone()))
+            }
+            Self::VirtualFloppyOption(v) => {
+                Self::VirtualFloppyOption(Box::new((**v).clone()))
+            }
+            Self::VirtualHdAudioCardOption(v) => {
+                Self::VirtualHdAudioCardOption(Box::new((**v).clone()))
+            }
+            Self::VirtualIDEControllerOption(v) => {
+                Self::VirtualIDEControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualKeyboardOption(v) => {
+                Self::VirtualKeyboardOption(Box::new((**v).clone()))
+            }
+            Self::VirtualLsiLogicControllerOption(v) => {
+                Self::VirtualLsiLogicControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualLsiLogicSASControllerOption(v) => {
+                Self::VirtualLsiLogicSASControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualMachineVMCIDeviceOption(v) => {
+                Self::VirtualMachineVMCIDeviceOption(Box::new((**v).clone()))
+            }
+            Self::VirtualNVDIMMControllerOption(v) => {
+                Self::VirtualNVDIMMControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualNVDIMMOption(v) => {
+                Self::VirtualNVDIMMOption(Box::new((**v).clone()))
+            }
+            Self::VirtualNVMEControllerOption(v) => {
+                Self::VirtualNVMEControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIControllerOption(v) => {
+                Self::VirtualPCIControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPCIPassthroughOption(v) => {
+                Self::VirtualPCIPassthroughOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPCNet32Option(v) => {
+                Self::VirtualPCNet32Option(Box::new((**v).clone()))
+            }
+            Self::VirtualPS2ControllerOption(v) => {
+                Self::VirtualPS2ControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualParallelPortOption(v) => {
+                Self::VirtualParallelPortOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPointingDeviceOption(v) => {
+                Self::VirtualPointingDeviceOption(Box::new((**v).clone()))
+            }
+            Self::VirtualPrecisionClockOption(v) => {
+                Self::VirtualPrecisionClockOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSATAControllerOption(v) => {
+                Self::VirtualSATAControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSCSIControllerOption(v) => {
+                Self::VirtualSCSIControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSCSIPassthroughOption(v) => {
+                Self::VirtualSCSIPassthroughOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSIOControllerOption(v) => {
+                Self::VirtualSIOControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSerialPortOption(v) => {
+                Self::VirtualSerialPortOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSoundBlaster16Option(v) => {
+                Self::VirtualSoundBlaster16Option(Box::new((**v).clone()))
+            }
+            Self::VirtualSoundCardOption(v) => {
+                Self::VirtualSoundCardOption(Box::new((**v).clone()))
+            }
+            Self::VirtualSriovEthernetCardOption(v) => {
+                Self::VirtualSriovEthernetCardOption(Box::new((**v).clone()))
+            }
+            Self::VirtualTPMOption(v) => Self::VirtualTPMOption(Box::new((**v).clone())),
+            Self::VirtualUSBControllerOption(v) => {
+                Self::VirtualUSBControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualUSBOption(v) => Self::VirtualUSBOption(Box::new((**v).clone())),
+            Self::VirtualUSBXHCIControllerOption(v) => {
+                Self::VirtualUSBXHCIControllerOption(Box::new((**v).clone()))
+            }
+            Self::VirtualVMIROMOption(v) => {
+                Self::VirtualVMIROMOption(Box::new((**v).clone()))
+            }
+            Self::VirtualVideoCardOption(v) => {
+                Self::VirtualVideoCardOption(Box::new((**v).clone()))
+            }
+            Self::VirtualVmxnet2Option(v) => {
+                Self::VirtualVmxnet2Option(Box::new((**v).clone()))
+            }
+            Self::VirtualVmxnet3Option(v) => {
+                Self::VirtualVmxnet3Option(Box::new((**v).clone()))
+            }
+            Self::VirtualVmxnet3VrdmaOption(v) => {
+                Self::VirtualVmxnet3VrdmaOption(Box::new((**v).clone()))
+            }
+            Self::VirtualVmxnetOption(v) => {
+                Self::VirtualVmxnetOption(Box::new((**v).clone()))
+            }
+            Self::VirtualWDTOption(v) => Self::VirtualWDTOption(Box::new((**v).clone())),
+        }
+    }
+}
+impl x::Encode for AnyVirtualDeviceOption {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::VirtualDeviceOption(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::ParaVirtualSCSIControllerOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ParaVirtualSCSIControllerOption"),
+                )
+            }
+            Self::VirtualAHCIControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualAHCIControllerOption"))
+            }
+            Self::VirtualBusLogicControllerOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualBusLogicControllerOption"),
+                )
+            }
+            Self::VirtualCdromOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualCdromOption"))
+            }
+            Self::VirtualControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualControllerOption"))
+            }
+            Self::VirtualDiskOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualDiskOption"))
+            }
+            Self::VirtualE1000Option(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualE1000Option"))
+            }
+            Self::VirtualE1000eOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualE1000eOption"))
+            }
+            Self::VirtualEnsoniq1371Option(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualEnsoniq1371Option"))
+            }
+            Self::VirtualEthernetCardOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualEthernetCardOption"))
+            }
+            Self::VirtualFloppyOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualFloppyOption"))
+            }
+            Self::VirtualHdAudioCardOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualHdAudioCardOption"))
+            }
+            Self::VirtualIDEControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualIDEControllerOption"))
+            }
+            Self::VirtualKeyboardOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualKeyboardOption"))
+            }
+            Self::VirtualLsiLogicControllerOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualLsiLogicControllerOption"),
+                )
+            }
+            Self::VirtualLsiLogicSASControllerOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualLsiLogicSASControllerOption"),
+                )
+            }
+            Self::VirtualMachineVMCIDeviceOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualMachineVMCIDeviceOption"),
+                )
+            }
+            Self::VirtualNVDIMMControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualNVDIMMControllerOption"))
+            }
+            Self::VirtualNVDIMMOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualNVDIMMOption"))
+            }
+            Self::VirtualNVMEControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualNVMEControllerOption"))
+            }
+            Self::VirtualPCIControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPCIControllerOption"))
+            }
+            Self::VirtualPCIPassthroughOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPCIPassthroughOption"))
+            }
+            Self::VirtualPCNet32Option(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPCNet32Option"))
+            }
+            Self::VirtualPS2ControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPS2ControllerOption"))
+            }
+            Self::VirtualParallelPortOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualParallelPortOption"))
+            }
+            Self::VirtualPointingDeviceOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPointingDeviceOption"))
+            }
+            Self::VirtualPrecisionClockOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualPrecisionClockOption"))
+            }
+            Self::VirtualSATAControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSATAControllerOption"))
+            }
+            Self::VirtualSCSIControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSCSIControllerOption"))
+            }
+            Self::VirtualSCSIPassthroughOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSCSIPassthroughOption"))
+            }
+            Self::VirtualSIOControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSIOControllerOption"))
+            }
+            Self::VirtualSerialPortOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSerialPortOption"))
+            }
+            Self::VirtualSoundBlaster16Option(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSoundBlaster16Option"))
+            }
+            Self::VirtualSoundCardOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualSoundCardOption"))
+            }
+            Self::VirtualSriovEthernetCardOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualSriovEthernetCardOption"),
+                )
+            }
+            Self::VirtualTPMOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualTPMOption"))
+            }
+            Self::VirtualUSBControllerOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualUSBControllerOption"))
+            }
+            Self::VirtualUSBOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualUSBOption"))
+            }
+            Self::VirtualUSBXHCIControllerOption(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualUSBXHCIControllerOption"),
+                )
+            }
+            Self::VirtualVMIROMOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVMIROMOption"))
+            }
+            Self::VirtualVideoCardOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVideoCardOption"))
+            }
+            Self::VirtualVmxnet2Option(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVmxnet2Option"))
+            }
+            Self::VirtualVmxnet3Option(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVmxnet3Option"))
+            }
+            Self::VirtualVmxnet3VrdmaOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVmxnet3VrdmaOption"))
+            }
+            Self::VirtualVmxnetOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualVmxnetOption"))
+            }
+            Self::VirtualWDTOption(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualWDTOption"))
+            }
+        }
+    }
+}
 impl AnyVirtualDeviceOption {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "VirtualDeviceOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDeviceOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDeviceOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "ParaVirtualSCSIControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::ParaVirtualSCSIControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::ParaVirtualSCSIControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualAHCIControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualAHCIControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualAHCIControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualBusLogicControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualBusLogicControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualBusLogicControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualCdromOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualCdromOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualCdromOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualDiskOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualDiskOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualDiskOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualE1000Option" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualE1000Option(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualE1000Option(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualE1000eOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualE1000eOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualE1000eOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEnsoniq1371Option" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEnsoniq1371Option(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEnsoniq1371Option(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualEthernetCardOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualEthernetCardOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualEthernetCardOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualFloppyOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualFloppyOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualFloppyOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualHdAudioCardOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualHdAudioCardOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualHdAudioCardOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualIDEControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualIDEControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualIDEControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualKeyboardOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualKeyboardOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualKeyboardOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualLsiLogicControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualLsiLogicControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualLsiLogicControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualLsiLogicSASControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualLsiLogicSASControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualLsiLogicSASControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualMachineVMCIDeviceOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualMachineVMCIDeviceOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualMachineVMCIDeviceOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualNVDIMMControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualNVDIMMControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualNVDIMMControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualNVDIMMOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualNVDIMMOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualNVDIMMOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualNVMEControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualNVMEControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualNVMEControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCIPassthroughOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCIPassthroughOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCIPassthroughOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPCNet32Option" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPCNet32Option(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPCNet32Option(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPS2ControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPS2ControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPS2ControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualParallelPortOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualParallelPortOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualParallelPortOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPointingDeviceOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPointingDeviceOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPointingDeviceOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualPrecisionClockOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualPrecisionClockOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualPrecisionClockOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSATAControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSATAControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSATAControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSCSIControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSCSIControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSCSIControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSCSIPassthroughOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSCSIPassthroughOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSCSIPassthroughOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSIOControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSIOControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSIOControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSerialPortOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSerialPortOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSerialPortOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSoundBlaster16Option" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSoundBlaster16Option(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSoundBlaster16Option(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSoundCardOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSoundCardOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSoundCardOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualSriovEthernetCardOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualSriovEthernetCardOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualSriovEthernetCardOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualTPMOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualTPMOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualTPMOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualUSBXHCIControllerOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualUSBXHCIControllerOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualUSBXHCIControllerOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVMIROMOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVMIROMOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVMIROMOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVideoCardOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVideoCardOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVideoCardOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVmxnet2Option" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVmxnet2Option(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVmxnet2Option(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVmxnet3Option" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVmxnet3Option(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVmxnet3Option(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVmxnet3VrdmaOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVmxnet3VrdmaOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVmxnet3VrdmaOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualVmxnetOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualVmxnetOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualVmxnetOption(v)),
+                    Err(object) => Err(object),
                 }
             }
             "VirtualWDTOption" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::VirtualWDTOption(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::VirtualWDTOption(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -1015,237 +1598,613 @@ impl<T: x::VariantOf<AnyVirtualDeviceOption>> From<T> for AnyVirtualDeviceOption
     }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualDeviceOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualDeviceOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualDeviceOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for ParaVirtualSCSIControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::ParaVirtualSCSIControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::ParaVirtualSCSIControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualAHCIControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualAHCIControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualAHCIControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualBusLogicControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualBusLogicControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualBusLogicControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualCdromOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualCdromOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualCdromOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualDiskOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualDiskOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualDiskOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualE1000Option {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualE1000Option(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualE1000Option(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualE1000eOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualE1000eOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualE1000eOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualEnsoniq1371Option {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualEnsoniq1371Option(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualEnsoniq1371Option(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualEthernetCardOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualEthernetCardOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualEthernetCardOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualFloppyOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualFloppyOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualFloppyOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualHdAudioCardOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualHdAudioCardOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualHdAudioCardOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualIDEControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualIDEControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualIDEControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualKeyboardOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualKeyboardOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualKeyboardOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualLsiLogicControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualLsiLogicControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualLsiLogicControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualLsiLogicSASControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualLsiLogicSASControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualLsiLogicSASControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualMachineVMCIDeviceOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualMachineVMCIDeviceOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualMachineVMCIDeviceOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualNVDIMMControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualNVDIMMControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualNVDIMMControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualNVDIMMOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualNVDIMMOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualNVDIMMOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualNVMEControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualNVMEControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualNVMEControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualPCIControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualPCIControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualPCIControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualPCIPassthroughOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualPCIPassthroughOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualPCIPassthroughOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualPCNet32Option {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualPCNet32Option(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualPCNet32Option(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualPS2ControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualPS2ControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualPS2ControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualParallelPortOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualParallelPortOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualParallelPortOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualPointingDeviceOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualPointingDeviceOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualPointingDeviceOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualPrecisionClockOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualPrecisionClockOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualPrecisionClockOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualSATAControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualSATAControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualSATAControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualSCSIControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualSCSIControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualSCSIControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualSCSIPassthroughOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualSCSIPassthroughOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualSCSIPassthroughOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualSIOControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualSIOControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualSIOControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualSerialPortOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualSerialPortOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualSerialPortOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualSoundBlaster16Option {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualSoundBlaster16Option(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualSoundBlaster16Option(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualSoundCardOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualSoundCardOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualSoundCardOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualSriovEthernetCardOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualSriovEthernetCardOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualSriovEthernetCardOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualTPMOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualTPMOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualTPMOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualUSBControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualUSBControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualUSBControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualUSBOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualUSBOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualUSBOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualUSBXHCIControllerOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualUSBXHCIControllerOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualUSBXHCIControllerOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualVMIROMOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualVMIROMOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualVMIROMOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualVideoCardOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualVideoCardOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualVideoCardOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualVmxnet2Option {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualVmxnet2Option(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualVmxnet2Option(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualVmxnet3Option {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualVmxnet3Option(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualVmxnet3Option(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualVmxnet3VrdmaOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualVmxnet3VrdmaOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualVmxnet3VrdmaOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualVmxnetOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualVmxnetOption(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualVmxnetOption(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyVirtualDeviceOption> for VirtualWDTOption {
+    #[inline]
     fn into_variant(self) -> AnyVirtualDeviceOption {
         AnyVirtualDeviceOption::VirtualWDTOption(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyVirtualDeviceOption) -> Option<&Self> {
+        match any {
+            AnyVirtualDeviceOption::VirtualWDTOption(v) => Some(v),
+            _ => None,
+        }
     }
 }

@@ -7,58 +7,32 @@ use crate::xml as x;
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
         x::TypeEntry::array(x::Name(0x8e0c), 0), // ArrayOfColor
-        x::TypeEntry::array(x::Name(0x9b1d), 1), // ArrayOfManagedObjectReference
+        x::TypeEntry::primitive_array(x::Name(0x9b1d), 1), // ArrayOfManagedObjectReference
         x::TypeEntry::array(x::Name(0xb90c), 2), // ArrayOfShape
-        x::TypeEntry::array(x::Name(0xc60d), 3), // ArrayOfString
+        x::TypeEntry::primitive_array(x::Name(0xc60d), 3), // ArrayOfString
         x::TypeEntry::array(x::Name(0xd40f), 4), // ArrayOfTriangle
         x::TypeEntry::structure(x::Name(0xe406), x::Name(0x1f805), 5, 1), // Circle: Shape
-        x::TypeEntry::structure(x::Name(0xeb10), x::Name::NONE, 6, 3), // ClearRequestType
+        x::TypeEntry::request(x::Name(0xeb10), 6, 3), // ClearRequestType
         x::TypeEntry::enumeration(x::Name(0xfc05), 0, 6), // Color
-        x::TypeEntry::structure(x::Name(0x10227), x::Name::NONE, 9, 2), // ContinueRetrievePropertiesExRequestType
-        x::TypeEntry::structure(x::Name(0x12a16), x::Name::NONE, 11, 1), // CurrentTimeRequestType
-        x::TypeEntry::structure(x::Name(0x14114), x::Name::NONE, 12, 5), // Draw_TaskRequestType
+        x::TypeEntry::request(x::Name(0x10227), 9, 2), // ContinueRetrievePropertiesExRequestType
+        x::TypeEntry::request(x::Name(0x12a16), 11, 1), // CurrentTimeRequestType
+        x::TypeEntry::request(x::Name(0x14114), 12, 5), // Draw_TaskRequestType
         x::TypeEntry::structure(x::Name(0x15607), x::Name(0x15e0b), 17, 9), // Drawing: DynamicData
         x::TypeEntry::structure(x::Name(0x15e0b), x::Name::NONE, 26, 0), // DynamicData
-        x::TypeEntry::structure(x::Name(0x16a10), x::Name::NONE, 26, 2), // EraseRequestType
-        x::TypeEntry::structure(x::Name(0x17b14), x::Name::NONE, 28, 2), // GetShapesRequestType
+        x::TypeEntry::request(x::Name(0x16a10), 26, 2), // EraseRequestType
+        x::TypeEntry::request(x::Name(0x17b14), 28, 2), // GetShapesRequestType
         x::TypeEntry::structure(x::Name(0x1900c), x::Name(0x1c90b), 30, 0), // InvalidLogin: MethodFault
         x::TypeEntry::structure(x::Name(0x19d14), x::Name(0x15e0b), 30, 2), // LocalizedMethodFault: DynamicData
         x::TypeEntry::structure(x::Name(0x1c90b), x::Name::NONE, 32, 1), // MethodFault
         x::TypeEntry::enumeration(x::Name(0x1d507), 6, 2), // Pattern
-        x::TypeEntry::structure(x::Name(0x1dd1a), x::Name::NONE, 33, 3), // SessionIsActiveRequestType
+        x::TypeEntry::request(x::Name(0x1dd1a), 33, 3), // SessionIsActiveRequestType
         x::TypeEntry::structure(x::Name(0x1f805), x::Name(0x15e0b), 36, 2), // Shape: DynamicData
         x::TypeEntry::structure(x::Name(0x1fe06), x::Name(0x1f805), 38, 4), // Square: Shape
         x::TypeEntry::structure(x::Name(0x20508), x::Name(0x1f805), 42, 2), // Triangle: Shape
-        x::TypeEntry::structure(x::Name(0x20e1b), x::Name::NONE, 44, 2), // WaitForUpdatesExRequestType
-        x::TypeEntry::structure(x::Name(0x22a19), x::Name::NONE, 46, 2), // WaitForUpdatesRequestType
+        x::TypeEntry::request(x::Name(0x20e1b), 44, 2), // WaitForUpdatesExRequestType
+        x::TypeEntry::request(x::Name(0x22a19), 46, 2), // WaitForUpdatesRequestType
     ],
-    decoders: &[
-        Some(x::decode_boxed::<Vec<Color>>),
-        None, // ArrayOfManagedObjectReference
-        Some(x::decode_boxed::<Vec<AnyShape>>),
-        None, // ArrayOfString
-        Some(x::decode_boxed::<Vec<Triangle>>),
-        Some(x::decode_boxed::<Circle>),
-        None, // ClearRequestType
-        Some(x::decode_boxed::<Color>),
-        None, // ContinueRetrievePropertiesExRequestType
-        None, // CurrentTimeRequestType
-        None, // Draw_TaskRequestType
-        Some(x::decode_boxed::<Drawing>),
-        Some(x::decode_boxed::<DynamicData>),
-        None, // EraseRequestType
-        None, // GetShapesRequestType
-        Some(x::decode_boxed::<InvalidLogin>),
-        Some(x::decode_boxed::<LocalizedMethodFault>),
-        Some(x::decode_boxed::<MethodFault>),
-        Some(x::decode_boxed::<Pattern>),
-        None, // SessionIsActiveRequestType
-        Some(x::decode_boxed::<Shape>),
-        Some(x::decode_boxed::<Square>),
-        Some(x::decode_boxed::<Triangle>),
-        None, // WaitForUpdatesExRequestType
-        None, // WaitForUpdatesRequestType
-    ],
+    decode,
     fields: &[
         x::FieldEntry::repeated(x::Name(0xfc05), x::Name(0xfc05)), // Color: Color
         x::FieldEntry::repeated(x::Name(0x1b216), x::Name(0x1b216)), // ManagedObjectReference: ManagedObjectReference
@@ -120,3 +94,397 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::Name(0x2a106), // dotted
     ],
 };
+
+/// A value of one of this chunk's types, as an `anyType` slot holds it
+/// (`x::Value::Object`). Reached through `x::ObjectType`.
+#[doc(hidden)]
+pub enum Object {
+    ArrayOfColor(Box<Vec<Color>>),
+    ArrayOfShape(Box<Vec<AnyShape>>),
+    ArrayOfTriangle(Box<Vec<Triangle>>),
+    Circle(Box<Circle>),
+    Color(Box<Color>),
+    Drawing(Box<Drawing>),
+    DynamicData(Box<DynamicData>),
+    InvalidLogin(Box<InvalidLogin>),
+    LocalizedMethodFault(Box<LocalizedMethodFault>),
+    MethodFault(Box<MethodFault>),
+    Pattern(Box<Pattern>),
+    Shape(Box<Shape>),
+    Square(Box<Square>),
+    Triangle(Box<Triangle>),
+}
+
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for Object {}
+// SAFETY: as above.
+unsafe impl Sync for Object {}
+
+/// Decodes the current element as the type at `index` of `CHUNK.types`.
+fn decode(
+    index: usize,
+    r: &mut x::XmlReader<'_>,
+) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
+    let object = match index {
+        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfColor(v), Err(e) => return Some(Err(e)) },
+        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfShape(v), Err(e) => return Some(Err(e)) },
+        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTriangle(v), Err(e) => return Some(Err(e)) },
+        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Circle(v), Err(e) => return Some(Err(e)) },
+        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Color(v), Err(e) => return Some(Err(e)) },
+        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Drawing(v), Err(e) => return Some(Err(e)) },
+        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DynamicData(v), Err(e) => return Some(Err(e)) },
+        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidLogin(v), Err(e) => return Some(Err(e)) },
+        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizedMethodFault(v), Err(e) => return Some(Err(e)) },
+        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodFault(v), Err(e) => return Some(Err(e)) },
+        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Pattern(v), Err(e) => return Some(Err(e)) },
+        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Shape(v), Err(e) => return Some(Err(e)) },
+        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Square(v), Err(e) => return Some(Err(e)) },
+        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Triangle(v), Err(e) => return Some(Err(e)) },
+        _ => return None,
+    };
+    Some(Ok(Box::new(object)))
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::ArrayOfColor(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfShape(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::ArrayOfTriangle(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Circle(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Color(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Drawing(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::DynamicData(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::InvalidLogin(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::LocalizedMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::MethodFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Pattern(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Shape(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Square(v) => std::fmt::Debug::fmt(&**v, f),
+            Object::Triangle(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Object::ArrayOfColor(a), Object::ArrayOfColor(b)) => **a == **b,
+            (Object::ArrayOfShape(a), Object::ArrayOfShape(b)) => **a == **b,
+            (Object::ArrayOfTriangle(a), Object::ArrayOfTriangle(b)) => **a == **b,
+            (Object::Circle(a), Object::Circle(b)) => **a == **b,
+            (Object::Color(a), Object::Color(b)) => **a == **b,
+            (Object::Drawing(a), Object::Drawing(b)) => **a == **b,
+            (Object::DynamicData(a), Object::DynamicData(b)) => **a == **b,
+            (Object::InvalidLogin(a), Object::InvalidLogin(b)) => **a == **b,
+            (Object::LocalizedMethodFault(a), Object::LocalizedMethodFault(b)) => **a == **b,
+            (Object::MethodFault(a), Object::MethodFault(b)) => **a == **b,
+            (Object::Pattern(a), Object::Pattern(b)) => **a == **b,
+            (Object::Shape(a), Object::Shape(b)) => **a == **b,
+            (Object::Square(a), Object::Square(b)) => **a == **b,
+            (Object::Triangle(a), Object::Triangle(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match self {
+            Object::ArrayOfColor(v) => Object::ArrayOfColor(Box::new((**v).clone())),
+            Object::ArrayOfShape(v) => Object::ArrayOfShape(Box::new((**v).clone())),
+            Object::ArrayOfTriangle(v) => Object::ArrayOfTriangle(Box::new((**v).clone())),
+            Object::Circle(v) => Object::Circle(Box::new((**v).clone())),
+            Object::Color(v) => Object::Color(Box::new((**v).clone())),
+            Object::Drawing(v) => Object::Drawing(Box::new((**v).clone())),
+            Object::DynamicData(v) => Object::DynamicData(Box::new((**v).clone())),
+            Object::InvalidLogin(v) => Object::InvalidLogin(Box::new((**v).clone())),
+            Object::LocalizedMethodFault(v) => Object::LocalizedMethodFault(Box::new((**v).clone())),
+            Object::MethodFault(v) => Object::MethodFault(Box::new((**v).clone())),
+            Object::Pattern(v) => Object::Pattern(Box::new((**v).clone())),
+            Object::Shape(v) => Object::Shape(Box::new((**v).clone())),
+            Object::Square(v) => Object::Square(Box::new((**v).clone())),
+            Object::Triangle(v) => Object::Triangle(Box::new((**v).clone())),
+        }
+    }
+}
+
+impl x::DataObject for Object {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Object::ArrayOfColor(_) => "ArrayOfColor",
+            Object::ArrayOfShape(_) => "ArrayOfShape",
+            Object::ArrayOfTriangle(_) => "ArrayOfTriangle",
+            Object::Circle(_) => "Circle",
+            Object::Color(_) => "Color",
+            Object::Drawing(_) => "Drawing",
+            Object::DynamicData(_) => "DynamicData",
+            Object::InvalidLogin(_) => "InvalidLogin",
+            Object::LocalizedMethodFault(_) => "LocalizedMethodFault",
+            Object::MethodFault(_) => "MethodFault",
+            Object::Pattern(_) => "Pattern",
+            Object::Shape(_) => "Shape",
+            Object::Square(_) => "Square",
+            Object::Triangle(_) => "Triangle",
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn clone_box(&self) -> Box<dyn x::DataObject> {
+        Box::new(self.clone())
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
+        other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Object::ArrayOfColor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfShape(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::ArrayOfTriangle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Circle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Color(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Drawing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::DynamicData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::InvalidLogin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::LocalizedMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::MethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Pattern(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Shape(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Square(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            Object::Triangle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+        }
+    }
+}
+
+
+impl x::ObjectArrayItem for Color {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<Color>>) -> Object {
+        Object::ArrayOfColor(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<Color>> {
+        match object { Object::ArrayOfColor(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<Color>>, Object> {
+        match object { Object::ArrayOfColor(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for AnyShape {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<AnyShape>>) -> Object {
+        Object::ArrayOfShape(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<AnyShape>> {
+        match object { Object::ArrayOfShape(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<AnyShape>>, Object> {
+        match object { Object::ArrayOfShape(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectArrayItem for Triangle {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Vec<Triangle>>) -> Object {
+        Object::ArrayOfTriangle(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Vec<Triangle>> {
+        match object { Object::ArrayOfTriangle(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Vec<Triangle>>, Object> {
+        match object { Object::ArrayOfTriangle(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Circle {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Circle(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Circle(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Circle(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Color {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Color(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Color(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Color(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Drawing {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Drawing(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Drawing(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Drawing(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for DynamicData {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::DynamicData(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::DynamicData(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::DynamicData(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for InvalidLogin {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::InvalidLogin(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::InvalidLogin(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::InvalidLogin(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for LocalizedMethodFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::LocalizedMethodFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::LocalizedMethodFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::LocalizedMethodFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for MethodFault {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::MethodFault(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::MethodFault(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::MethodFault(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Pattern {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Pattern(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Pattern(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Pattern(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Shape {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Shape(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Shape(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Shape(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Square {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Square(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Square(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Square(v) => Ok(v), other => Err(other), }
+    }
+}
+
+impl x::ObjectType for Triangle {
+    type Object = Object;
+    #[inline]
+    fn into_object(value: Box<Self>) -> Object {
+        Object::Triangle(value)
+    }
+    #[inline]
+    fn object_ref(object: &Object) -> Option<&Self> {
+        match object { Object::Triangle(v) => Some(v), _ => None, }
+    }
+    #[inline]
+    fn from_object(object: Object) -> Result<Box<Self>, Object> {
+        match object { Object::Triangle(v) => Ok(v), other => Err(other), }
+    }
+}

@@ -18,51 +18,22 @@ impl Default for AnyMethodFault {
         Self::MethodFault(Box::default())
     }
 }
-impl std::fmt::Debug for AnyMethodFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyMethodFault {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyMethodFault {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyMethodFault {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::MethodFault(value) => x::as_dyn(&**value),
-            Self::InvalidLogin(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::MethodFault(_) => "MethodFault",
+            Self::InvalidLogin(_) => "InvalidLogin",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyMethodFault {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::MethodFault(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyMethodFault {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "MethodFault", Self::from_data_object)
+        x::any_from_value(value, "MethodFault", Self::from_object)
     }
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -70,23 +41,61 @@ impl x::FromValue for AnyMethodFault {
 unsafe impl Send for AnyMethodFault {}
 // SAFETY: as above.
 unsafe impl Sync for AnyMethodFault {}
+impl std::fmt::Debug for AnyMethodFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::MethodFault(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::InvalidLogin(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyMethodFault {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::MethodFault(a), Self::MethodFault(b)) => **a == **b,
+            (Self::InvalidLogin(a), Self::InvalidLogin(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyMethodFault {
+    fn clone(&self) -> Self {
+        match self {
+            Self::MethodFault(v) => Self::MethodFault(Box::new((**v).clone())),
+            Self::InvalidLogin(v) => Self::InvalidLogin(Box::new((**v).clone())),
+        }
+    }
+}
+impl x::Encode for AnyMethodFault {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::MethodFault(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::InvalidLogin(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidLogin"))
+            }
+        }
+    }
+}
 impl AnyMethodFault {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "MethodFault" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::MethodFault(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::MethodFault(v)),
+                    Err(object) => Err(object),
                 }
             }
             "InvalidLogin" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::InvalidLogin(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::InvalidLogin(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -116,13 +125,29 @@ impl<T: x::VariantOf<AnyMethodFault>> From<T> for AnyMethodFault {
     }
 }
 impl x::VariantOf<AnyMethodFault> for MethodFault {
+    #[inline]
     fn into_variant(self) -> AnyMethodFault {
         AnyMethodFault::MethodFault(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::MethodFault(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyMethodFault> for InvalidLogin {
+    #[inline]
     fn into_variant(self) -> AnyMethodFault {
         AnyMethodFault::InvalidLogin(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InvalidLogin(v) => Some(v),
+            _ => None,
+        }
     }
 }
 /// `Shape` or one of its 3 subtypes, chosen by `xsi:type` when decoding.
@@ -140,53 +165,24 @@ impl Default for AnyShape {
         Self::Shape(Box::default())
     }
 }
-impl std::fmt::Debug for AnyShape {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_data_object().fmt(f)
-    }
-}
-impl PartialEq for AnyShape {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_data_object().eq_dyn(other.as_data_object())
-    }
-}
-impl Clone for AnyShape {
-    fn clone(&self) -> Self {
-        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
-    }
-}
 impl AnyShape {
-    /// The value held, as a schema object (to downcast or inspect).
-    pub fn as_data_object(&self) -> &dyn x::DataObject {
-        match self {
-            Self::Shape(value) => x::as_dyn(&**value),
-            Self::Circle(value) => x::as_dyn(&**value),
-            Self::Square(value) => x::as_dyn(&**value),
-            Self::Triangle(value) => x::as_dyn(&**value),
-        }
-    }
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
-        self.as_data_object().type_name()
+        match self {
+            Self::Shape(_) => "Shape",
+            Self::Circle(_) => "Circle",
+            Self::Square(_) => "Square",
+            Self::Triangle(_) => "Triangle",
+        }
     }
-    /// The value held as `T`, if it is one.
-    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
-        self.as_data_object().downcast_ref()
-    }
-}
-impl x::Encode for AnyShape {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        let object = self.as_data_object();
-        let xsi_type = match self {
-            Self::Shape(_) => None,
-            _ => Some(object.type_name()),
-        };
-        object.encode_dyn(w, tag, xsi_type);
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
 impl x::FromValue for AnyShape {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "Shape", Self::from_data_object)
+        x::any_from_value(value, "Shape", Self::from_object)
     }
 }
 impl x::ArrayItem for AnyShape {
@@ -198,35 +194,79 @@ impl x::ArrayItem for AnyShape {
 unsafe impl Send for AnyShape {}
 // SAFETY: as above.
 unsafe impl Sync for AnyShape {}
+impl std::fmt::Debug for AnyShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Shape(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::Circle(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::Square(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::Triangle(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyShape {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Shape(a), Self::Shape(b)) => **a == **b,
+            (Self::Circle(a), Self::Circle(b)) => **a == **b,
+            (Self::Square(a), Self::Square(b)) => **a == **b,
+            (Self::Triangle(a), Self::Triangle(b)) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyShape {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Shape(v) => Self::Shape(Box::new((**v).clone())),
+            Self::Circle(v) => Self::Circle(Box::new((**v).clone())),
+            Self::Square(v) => Self::Square(Box::new((**v).clone())),
+            Self::Triangle(v) => Self::Triangle(Box::new((**v).clone())),
+        }
+    }
+}
+impl x::Encode for AnyShape {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::Shape(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::Circle(v) => x::Encode::encode_as(&**v, w, tag, Some("Circle")),
+            Self::Square(v) => x::Encode::encode_as(&**v, w, tag, Some("Square")),
+            Self::Triangle(v) => x::Encode::encode_as(&**v, w, tag, Some("Triangle")),
+        }
+    }
+}
 impl AnyShape {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
         match object.type_name() {
             "Shape" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::Shape(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::Shape(v)),
+                    Err(object) => Err(object),
                 }
             }
             "Circle" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::Circle(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::Circle(v)),
+                    Err(object) => Err(object),
                 }
             }
             "Square" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::Square(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::Square(v)),
+                    Err(object) => Err(object),
                 }
             }
             "Triangle" => {
-                match x::downcast_box(object) {
-                    Ok(v) => Some(Self::Triangle(v)),
-                    Err(_) => None,
+                match x::take_object(object) {
+                    Ok(v) => Ok(Self::Triangle(v)),
+                    Err(object) => Err(object),
                 }
             }
-            _ => None,
+            _ => Err(object),
         }
     }
 }
@@ -268,22 +308,54 @@ impl<T: x::VariantOf<AnyShape>> From<T> for AnyShape {
     }
 }
 impl x::VariantOf<AnyShape> for Shape {
+    #[inline]
     fn into_variant(self) -> AnyShape {
         AnyShape::Shape(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyShape) -> Option<&Self> {
+        match any {
+            AnyShape::Shape(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyShape> for Circle {
+    #[inline]
     fn into_variant(self) -> AnyShape {
         AnyShape::Circle(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyShape) -> Option<&Self> {
+        match any {
+            AnyShape::Circle(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyShape> for Square {
+    #[inline]
     fn into_variant(self) -> AnyShape {
         AnyShape::Square(Box::new(self))
     }
+    #[inline]
+    fn variant_ref(any: &AnyShape) -> Option<&Self> {
+        match any {
+            AnyShape::Square(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 impl x::VariantOf<AnyShape> for Triangle {
+    #[inline]
     fn into_variant(self) -> AnyShape {
         AnyShape::Triangle(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyShape) -> Option<&Self> {
+        match any {
+            AnyShape::Triangle(v) => Some(v),
+            _ => None,
+        }
     }
 }
