@@ -11,10 +11,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tracing::{debug, warn};
 
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct Counters {
     reconciles: u64,
-    errors: u64,
+    /// Failed reconciles by the failure's stable label ([`crate::Error::label`]).
+    errors: BTreeMap<&'static str, u64>,
     seconds: f64,
     status_writes: u64,
 }
@@ -56,13 +57,20 @@ impl Metrics {
         self.ready.load(Ordering::Relaxed)
     }
 
-    pub fn observe_reconcile(&self, kind: &'static str, took: Duration, failed: bool) {
+    /// One reconcile of `kind`, and the stable label of its failure if it
+    /// failed (an error, or a transient vCenter failure written to status).
+    pub fn observe_reconcile(
+        &self,
+        kind: &'static str,
+        took: Duration,
+        failure: Option<&'static str>,
+    ) {
         if let Ok(mut m) = self.by_kind.lock() {
             let c = m.entry(kind).or_default();
             c.reconciles += 1;
             c.seconds += took.as_secs_f64();
-            if failed {
-                c.errors += 1;
+            if let Some(label) = failure {
+                *c.errors.entry(label).or_default() += 1;
             }
         }
     }
@@ -89,12 +97,9 @@ impl Metrics {
     pub fn render(&self) -> String {
         let snapshot = self.by_kind.lock().map(|m| m.clone()).unwrap_or_default();
         let mut out = String::new();
-        let families: [Family; 4] = [
+        let families: [Family; 3] = [
             ("banlieue_reconciles_total", "counter", |c| {
                 c.reconciles.to_string()
-            }),
-            ("banlieue_reconcile_errors_total", "counter", |c| {
-                c.errors.to_string()
             }),
             ("banlieue_reconcile_duration_seconds_sum", "counter", |c| {
                 c.seconds.to_string()
@@ -107,6 +112,15 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {name} {kind}");
             for (k, c) in &snapshot {
                 let _ = writeln!(out, "{name}{{kind=\"{k}\"}} {}", value(c));
+            }
+        }
+        let _ = writeln!(out, "# TYPE banlieue_reconcile_errors_total counter");
+        for (k, c) in &snapshot {
+            for (error, n) in &c.errors {
+                let _ = writeln!(
+                    out,
+                    "banlieue_reconcile_errors_total{{kind=\"{k}\",error=\"{error}\"}} {n}"
+                );
             }
         }
         let _ = writeln!(
@@ -222,15 +236,32 @@ mod tests {
     #[test]
     fn metrics_count_per_kind() {
         let m = Metrics::default();
-        m.observe_reconcile("VirtualMachine", Duration::from_millis(10), false);
-        m.observe_reconcile("VirtualMachine", Duration::from_millis(10), true);
+        m.observe_reconcile("VirtualMachine", Duration::from_millis(10), None);
+        m.observe_reconcile("VirtualMachine", Duration::from_millis(10), Some("kube"));
+        m.observe_reconcile("VirtualMachine", Duration::from_millis(10), Some("kube"));
+        m.observe_reconcile(
+            "Provider",
+            Duration::from_millis(10),
+            Some("vsphere_unresponsive"),
+        );
         let text = m.render();
         assert!(
-            text.contains("banlieue_reconciles_total{kind=\"VirtualMachine\"} 2"),
+            text.contains("banlieue_reconciles_total{kind=\"VirtualMachine\"} 3"),
             "{text}"
         );
         assert!(
-            text.contains("banlieue_reconcile_errors_total{kind=\"VirtualMachine\"} 1"),
+            text.contains(
+                "banlieue_reconcile_errors_total{kind=\"VirtualMachine\",error=\"kube\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("banlieue_reconcile_errors_total{kind=\"Provider\",error=\"vsphere_unresponsive\"} 1"),
+            "{text}"
+        );
+        // A kind that never failed has no error series (no zero per label).
+        assert!(
+            !text.contains("errors_total{kind=\"VirtualMachine\",error=\"vsphere"),
             "{text}"
         );
     }

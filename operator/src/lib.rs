@@ -103,14 +103,7 @@ impl Error {
     pub fn label(&self) -> &'static str {
         match self {
             Error::Kube(_) => "kube",
-            Error::VSphere(e) => match e.kind {
-                vsphere::ErrorKind::Connect => "vsphere_connect",
-                vsphere::ErrorKind::Inventory => "vsphere_inventory",
-                vsphere::ErrorKind::Lookup => "vsphere_lookup",
-                vsphere::ErrorKind::Operation => "vsphere_operation",
-                vsphere::ErrorKind::Timeout => "vsphere_timeout",
-                vsphere::ErrorKind::Unresponsive => "vsphere_unresponsive",
-            },
+            Error::VSphere(e) => e.kind.label(),
             Error::Io(..) => "io",
             Error::Yaml(_) => "yaml",
             Error::ProviderNotFound(_) => "provider_not_found",

@@ -12,10 +12,10 @@ use kube::ResourceExt;
 use tracing::warn;
 
 use super::context::{Context, NOT_READY_DELAY};
-use super::provider::readiness::{self, reason};
+use super::provider::readiness;
 use super::{apply_status, key};
 use crate::api::{ImageProviderStatus, VMImage, VMImageStatus};
-use crate::vsphere::VSphere;
+use crate::vsphere::{ErrorKind, VSphere};
 use crate::{Error, Result};
 
 /// One reconcile of a VMImage: its readiness on each Provider of the
@@ -29,9 +29,12 @@ pub async fn reconcile_image<V: VSphere>(
     }
     let started = Instant::now();
     let result = image_inner(&image, &ctx).await;
-    let failed = !matches!(result, Ok((_, false)));
+    let failure = match &result {
+        Ok((_, transient)) => transient.map(ErrorKind::label),
+        Err(e) => Some(e.label()),
+    };
     ctx.metrics
-        .observe_reconcile("VMImage", started.elapsed(), failed);
+        .observe_reconcile("VMImage", started.elapsed(), failure);
     result.map(|(action, _)| action)
 }
 
@@ -47,7 +50,10 @@ pub fn entries_of<'a>(
         .collect()
 }
 
-async fn image_inner<V: VSphere>(image: &VMImage, ctx: &Context<V>) -> Result<(Action, bool)> {
+async fn image_inner<V: VSphere>(
+    image: &VMImage,
+    ctx: &Context<V>,
+) -> Result<(Action, Option<ErrorKind>)> {
     let mut providers = ctx.providers.state();
     providers.retain(|p| p.namespace().as_deref() == Some(ctx.namespace.as_str()));
     providers.sort_by_key(|p| p.name_any());
@@ -69,21 +75,18 @@ async fn image_inner<V: VSphere>(image: &VMImage, ctx: &Context<V>) -> Result<(A
         apply_status(&api, image, &ctx.field_manager, &status).await?;
         ctx.metrics.status_written("VMImage");
     }
-    // A lookup that failed or a vCenter that was not reachable: try again
-    // sooner than the resync.
-    let transient = mine.iter().any(|e| {
-        !e.ready
-            && matches!(
-                e.reason.as_deref(),
-                Some(reason::LOOKUP_FAILED) | Some(reason::CONNECT_FAILED)
-            )
-    });
+    // A lookup that failed, a vCenter not reachable or not answering: try
+    // again sooner than the resync.
+    let transient = mine
+        .iter()
+        .filter(|e| !e.ready)
+        .find_map(|e| readiness::transient_failure(e.reason.as_deref().unwrap_or_default()));
     let key = key(image);
-    if transient {
-        Ok((Action::requeue(ctx.failed(key)), true))
+    if transient.is_some() {
+        Ok((Action::requeue(ctx.failed(key)), transient))
     } else {
         ctx.succeeded(&key);
-        Ok((Action::requeue(ctx.resync), false))
+        Ok((Action::requeue(ctx.resync), None))
     }
 }
 

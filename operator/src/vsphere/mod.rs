@@ -130,15 +130,16 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// A stable name for metrics and logs.
+    /// A stable name for metrics and logs (the `error` label of
+    /// `banlieue_reconcile_errors_total`).
     pub fn label(self) -> &'static str {
         match self {
-            ErrorKind::Connect => "connect",
-            ErrorKind::Inventory => "inventory",
-            ErrorKind::Lookup => "lookup",
-            ErrorKind::Operation => "operation",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Unresponsive => "unresponsive",
+            ErrorKind::Connect => "vsphere_connect",
+            ErrorKind::Inventory => "vsphere_inventory",
+            ErrorKind::Lookup => "vsphere_lookup",
+            ErrorKind::Operation => "vsphere_operation",
+            ErrorKind::Timeout => "vsphere_timeout",
+            ErrorKind::Unresponsive => "vsphere_unresponsive",
         }
     }
 }
@@ -197,11 +198,6 @@ impl Error {
     /// The object is gone: the one answer that lets a delete finish.
     pub fn is_not_found(&self) -> bool {
         self.is_fault("ManagedObjectNotFound")
-    }
-
-    /// The stable metric label of the error's kind.
-    pub fn label(&self) -> &'static str {
-        self.kind.label()
     }
 }
 

@@ -27,7 +27,7 @@ use super::{apply_status, key, publish};
 use crate::api::Provider;
 use crate::caches::{self, CacheSync};
 use crate::conditions::{self, Observed, Status, READY};
-use crate::vsphere::VSphere;
+use crate::vsphere::{ErrorKind, VSphere};
 use crate::{Error, Result};
 use readiness::{reason, ProviderOutcome};
 
@@ -48,9 +48,12 @@ pub async fn reconcile_provider<V: VSphere>(
     }
     let started = Instant::now();
     let result = provider_inner(&provider, &ctx).await;
-    let failed = !matches!(result, Ok((_, false)));
+    let failure = match &result {
+        Ok((_, transient)) => transient.map(ErrorKind::label),
+        Err(e) => Some(e.label()),
+    };
     ctx.metrics
-        .observe_reconcile("Provider", started.elapsed(), failed);
+        .observe_reconcile("Provider", started.elapsed(), failure);
     result.map(|(action, _)| action)
 }
 
@@ -101,7 +104,7 @@ async fn write_provider_status<V: VSphere>(
         let message = conditions::find(&outcome.status.conditions, READY)
             .map(|c| c.message.clone())
             .unwrap_or_default();
-        if transient || reason != reason::CONNECTED {
+        if transient.is_some() || reason != reason::CONNECTED {
             warn!(%namespace, %name, %reason, %message, "Provider not ready");
         } else {
             info!(%namespace, %name, %message, "Provider ready");
@@ -119,22 +122,22 @@ async fn write_provider_status<V: VSphere>(
     Ok(())
 }
 
-/// The action, and whether the Provider is in a transient failure.
+/// The action, and the transient vCenter failure the Provider is in, if any.
 async fn provider_inner<V: VSphere>(
     provider: &Provider,
     ctx: &Context<V>,
-) -> Result<(Action, bool)> {
+) -> Result<(Action, Option<ErrorKind>)> {
     let outcome =
         readiness::reconcile_provider(provider, ctx, ctx.vsphere.as_ref(), &conditions::now())
             .await;
     write_provider_status(provider, ctx, &outcome).await?;
     let (_, transient) = outcome.ready_reason();
     let key = key(provider);
-    if transient {
-        Ok((Action::requeue(ctx.failed(key)), true))
+    if transient.is_some() {
+        Ok((Action::requeue(ctx.failed(key)), transient))
     } else {
         ctx.succeeded(&key);
-        Ok((Action::requeue(ctx.resync), false))
+        Ok((Action::requeue(ctx.resync), None))
     }
 }
 

@@ -186,20 +186,28 @@ pub struct ProviderOutcome {
 }
 
 impl ProviderOutcome {
-    /// The `Ready` reason, and whether it names a failure worth retrying
-    /// soon (vCenter unreachable, a walk that failed) rather than a spec or
-    /// Secret that only a change fixes.
-    pub fn ready_reason(&self) -> (&str, bool) {
+    /// The `Ready` reason, and the vCenter failure it stands for when it
+    /// is worth retrying soon (see [`transient_failure`]).
+    pub fn ready_reason(&self) -> (&str, Option<ErrorKind>) {
         let reason = conditions::find(&self.status.conditions, READY)
             .map(|c| c.reason.as_str())
             .unwrap_or_default();
-        (
-            reason,
-            matches!(
-                reason,
-                reason::CONNECT_FAILED | reason::INVENTORY_FAILED | reason::VCENTER_UNRESPONSIVE
-            ),
-        )
+        (reason, transient_failure(reason))
+    }
+}
+
+/// The vCenter failure a Provider's `Ready` reason or a VMImage's
+/// per-Provider reason stands for when vCenter may fix it by itself (not
+/// reachable, not answering, a walk or lookup that failed): retried sooner
+/// than the resync and counted under that kind's metric label. `None` for a
+/// reason only a change of the spec or a Secret fixes.
+pub fn transient_failure(reason: &str) -> Option<ErrorKind> {
+    match reason {
+        reason::CONNECT_FAILED => Some(ErrorKind::Connect),
+        reason::VCENTER_UNRESPONSIVE => Some(ErrorKind::Unresponsive),
+        reason::INVENTORY_FAILED => Some(ErrorKind::Inventory),
+        reason::LOOKUP_FAILED => Some(ErrorKind::Lookup),
+        _ => None,
     }
 }
 

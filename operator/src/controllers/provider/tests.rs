@@ -435,26 +435,28 @@ async fn image_not_rewritten_when_unchanged_and_template_not_found_named() {
     );
 }
 
-#[tokio::test]
-async fn a_lookup_failure_backs_off() {
+/// A VMImage reconcile whose template lookup fails with `error`: the
+/// per-Provider reason written, the action, and the metrics text after it.
+async fn image_lookup_failing_with(error: crate::vsphere::Error) -> (String, Action, String) {
     let vsphere = MockVSphere::new(script());
     let provider = ready_provider(computed(&guide_provider(), &vsphere).await);
     let mut s = script();
-    s.lookup_error = Some(crate::vsphere::Error::new(
-        ErrorKind::Lookup,
-        "looking up template: RetrievePropertiesEx: SystemError",
-    ));
+    s.lookup_error = Some(error);
     vsphere.set_script(s);
     let image = fixtures::image(&[]);
     let (ctx, server) = world(provider).context(vsphere);
+    let metrics = ctx.metrics.clone();
     let object = serde_json::to_value(&image).unwrap();
+    let reason = Arc::new(std::sync::Mutex::new(String::new()));
+    let written = reason.clone();
     let action = with_server(
         ctx.clone(),
         server,
         |mut server| {
             async move {
                 let body = server.status_apply(IMAGE_STATUS, object).await;
-                assert_eq!(body["status"]["perProvider"][0]["reason"], "LookupFailed");
+                let reason = body["status"]["perProvider"][0]["reason"].as_str();
+                *written.lock().unwrap() = reason.unwrap_or_default().to_string();
                 server.nothing_more().await;
             }
             .boxed()
@@ -462,7 +464,46 @@ async fn a_lookup_failure_backs_off() {
         reconcile_image(Arc::new(image), ctx),
     )
     .await;
-    assert_eq!(action.unwrap(), Action::requeue(Duration::from_secs(5)));
+    let reason = reason.lock().unwrap().clone();
+    (reason, action.unwrap(), metrics.render())
+}
+
+#[tokio::test]
+async fn a_lookup_failure_backs_off() {
+    let (reason, action, metrics) = image_lookup_failing_with(crate::vsphere::Error::new(
+        ErrorKind::Lookup,
+        "looking up template: RetrievePropertiesEx: SystemError",
+    ))
+    .await;
+    assert_eq!(reason, "LookupFailed");
+    assert_eq!(action, Action::requeue(Duration::from_secs(5)));
+    assert!(
+        metrics.contains(
+            "banlieue_reconcile_errors_total{kind=\"VMImage\",error=\"vsphere_lookup\"} 1"
+        ),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn an_image_lookup_vcenter_does_not_answer_backs_off_too() {
+    let (reason, action, metrics) = image_lookup_failing_with(crate::vsphere::Error::new(
+        ErrorKind::Unresponsive,
+        "looking up template: the call deadline (3s) passed before https://vc.example/sdk answered",
+    ))
+    .await;
+    assert_eq!(reason, "VCenterUnresponsive");
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(5)),
+        "retried with backoff, not at the next resync"
+    );
+    assert!(
+        metrics.contains(
+            "banlieue_reconcile_errors_total{kind=\"VMImage\",error=\"vsphere_unresponsive\"} 1"
+        ),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -529,6 +570,7 @@ async fn an_unresponsive_vcenter_makes_the_provider_not_ready_and_drops_its_sess
     ));
     vsphere.set_script(wedged);
     let (ctx, server) = world(provider.clone()).context(vsphere.clone());
+    let metrics = ctx.metrics.clone();
     let object = serde_json::to_value(&provider).unwrap();
     let action = with_server(
         ctx.clone(),
@@ -566,6 +608,13 @@ async fn an_unresponsive_vcenter_makes_the_provider_not_ready_and_drops_its_sess
         vsphere.unresponsive_sessions(),
         1,
         "the session that met the silence is given back"
+    );
+    let metrics = metrics.render();
+    assert!(
+        metrics.contains(
+            "banlieue_reconcile_errors_total{kind=\"Provider\",error=\"vsphere_unresponsive\"} 1"
+        ),
+        "{metrics}"
     );
 }
 

@@ -138,8 +138,11 @@ impl Cache for Context {
 pub async fn reconcile(vm: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Action> {
     let started = std::time::Instant::now();
     let result = reconcile_inner(&vm, &ctx).await;
-    ctx.metrics
-        .observe_reconcile("VirtualMachine", started.elapsed(), result.is_err());
+    ctx.metrics.observe_reconcile(
+        "VirtualMachine",
+        started.elapsed(),
+        result.as_ref().err().map(Error::label),
+    );
     if result.is_ok() {
         ctx.failures.succeeded(&key(vm.as_ref()));
     }

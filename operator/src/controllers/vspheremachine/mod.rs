@@ -136,13 +136,16 @@ where
         }
         other => other,
     };
-    let failed = result.is_err();
-    ctx.metrics
-        .observe_reconcile("VSphereMachine", started.elapsed(), failed);
-    result.map_err(|e| match e {
+    let result = result.map_err(|e| match e {
         FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e) => e,
         other => Error::Finalizer(other.to_string()),
-    })
+    });
+    ctx.metrics.observe_reconcile(
+        "VSphereMachine",
+        started.elapsed(),
+        result.as_ref().err().map(Error::label),
+    );
+    result
 }
 
 async fn lifecycle<V>(
