@@ -468,6 +468,33 @@ async fn image_lookup_failing_with(error: crate::vsphere::Error) -> (String, Act
     (reason, action.unwrap(), metrics.render())
 }
 
+/// An image with no Template source for this Provider's class is not ready
+/// on it, says so by name, and vCenter is not asked anything.
+#[tokio::test]
+async fn an_image_without_a_vsphere_source_is_not_ready_and_asks_vcenter_nothing() {
+    let vsphere = MockVSphere::new(script());
+    let provider = ready_provider(computed(&guide_provider(), &vsphere).await);
+    let connects = vsphere.connects().len();
+    let mut image = fixtures::image(&[]);
+    image.spec.sources[0].provider_class = "openstack".into();
+    let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
+    let entry = crate::controllers::provider::readiness::image_on_provider(
+        &image,
+        &provider,
+        ctx.as_ref(),
+        &vsphere,
+    )
+    .await;
+    assert!(!entry.ready);
+    assert_eq!(entry.reason.as_deref(), Some("NoVSphereSource"));
+    assert_eq!(
+        entry.message.as_deref(),
+        Some("VMImage has no Template source for provider class \"vsphere\"")
+    );
+    assert!(entry.templates.is_empty(), "{entry:?}");
+    assert_eq!(vsphere.connects().len(), connects, "no vCenter call");
+}
+
 #[tokio::test]
 async fn a_lookup_failure_backs_off() {
     let (reason, action, metrics) = image_lookup_failing_with(crate::vsphere::Error::new(
