@@ -37,7 +37,9 @@ vcsim: deps
 
 # Doc tests with --workspace: the features nextest --workspace built the crates
 # with (with -p, dependencies got other features: vsphere-client compiled twice).
-# The published crates' rustdoc must build without warnings (broken links).
+# The published crates' rustdoc must build without warnings (broken links),
+# and the crates must build and pass their tests from their .crate files
+# (tests/package-check).
 test: deps
 	@vcsim_bin="$$(tests/vcsim/build)"; echo "simulator launcher: $$vcsim_bin"; \
 	if [ -n "$(WSDL_DIR)" ] && [ -d "$(WSDL_DIR)" ]; then \
@@ -48,7 +50,8 @@ test: deps
 	cargo fmt --all -- --check >/dev/null || { cargo fmt --all -- --check | head -n 40; echo "make test: not formatted; run: cargo fmt --all"; exit 1; }; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
 	cargo test --doc --workspace; \
-	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-client -p vsphere-testkit
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-client -p vsphere-testkit; \
+	tests/package-check
 
 # Verifies the bundle against its SHA256SUMS, then fills $(GENERATED) with a
 # fresh generation (stale files disappear) and records the bundle's sums.

@@ -5,7 +5,7 @@
 //! operation, a parameter, a managed object and a property added after
 //! 7.0.3.0) must equal `tests/golden/basic`, file for file. The expected code
 //! is also compiled and exercised against the XML runtime by
-//! `vsphere-client/tests/golden_compile.rs`.
+//! `tests/tests/golden_compile.rs` of the workspace (package vsphere-tests).
 //!
 //! After an intended change to the generator: `UPDATE_GOLDEN=1 cargo test -p vsphere-codegen --test golden`.
 

@@ -178,7 +178,8 @@ fn add_additions(bundle: &mut Bundle) {
 
 fn generated_sources() -> String {
     let mut all = String::new();
-    let mut stack = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src/generated")];
+    let mut stack =
+        vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../vsphere-client/src/generated")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(dir).expect("generated dir") {
             let path = entry.expect("entry").path();
