@@ -145,3 +145,42 @@ fn every_example_passes_the_cel_rules() {
         }
     }
 }
+
+fn provider_with_overrides(overrides: Value) -> Value {
+    let mut p = provider(json!({"inline": "PEM"}));
+    p["spec"]["failureDomainNameOverrides"] = overrides;
+    p
+}
+
+#[test]
+fn failure_domain_overrides_unique_by_pair_and_by_name() {
+    let fine = json!([
+        {"datacenter": "DC1", "cluster": "C1", "name": "zone-a"},
+        {"datacenter": "DC1", "cluster": "C2", "name": "zone-b"},
+    ]);
+    assert_eq!(
+        violations("Provider", &provider_with_overrides(fine), None),
+        Vec::<String>::new()
+    );
+    let one_name = json!([
+        {"datacenter": "DC1", "cluster": "C1", "name": "zone-a"},
+        {"datacenter": "DC2", "cluster": "C9", "name": "zone-a"},
+    ]);
+    let v = violations("Provider", &provider_with_overrides(one_name), None);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(
+        v[0].contains("spec.failureDomainNameOverrides")
+            && v[0].contains("two overrides give one failure-domain name"),
+        "{v:?}"
+    );
+    let one_pair = json!([
+        {"datacenter": "DC1", "cluster": "C1", "name": "zone-a"},
+        {"datacenter": "DC1", "cluster": "C1", "name": "zone-b"},
+    ]);
+    let v = violations("Provider", &provider_with_overrides(one_pair), None);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(
+        v[0].contains("a (datacenter, cluster) pair is listed twice"),
+        "{v:?}"
+    );
+}

@@ -14,6 +14,16 @@ pub const CA_BUNDLE_EXACTLY_ONE_RULE: &str =
 pub const CA_BUNDLE_EXACTLY_ONE_MESSAGE: &str =
     "spec.connection.caBundle: set exactly one of inline, configMapRef or secretRef";
 
+/// The CEL rules the API server enforces on `spec.failureDomainNameOverrides`
+/// (`validate` enforces the same where no API server runs): one entry per
+/// (datacenter, cluster), and no two entries naming one failure domain, so a
+/// clash shows at admission, not only once both clusters exist in vCenter.
+/// The list holds at most `validate::MAX_OVERRIDES` (64) entries.
+pub const OVERRIDE_PAIRS_UNIQUE_RULE: &str =
+    "self.all(o, self.filter(p, p.datacenter == o.datacenter && p.cluster == o.cluster).size() == 1)";
+pub const OVERRIDE_NAMES_UNIQUE_RULE: &str =
+    "self.all(o, self.filter(p, p.name == o.name).size() == 1)";
+
 /// One vCenter, the classes it exposes and how to reach it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -41,8 +51,13 @@ pub struct ProviderSpec {
     pub connection: Connection,
     #[serde(default)]
     pub capabilities: Capabilities,
-    /// Friendlier names for chosen (datacenter, cluster) failure domains.
+    /// Friendlier names for chosen (datacenter, cluster) failure domains:
+    /// each pair at most once, each name at most once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), extend("x-kubernetes-validations" = [
+        {"rule": OVERRIDE_PAIRS_UNIQUE_RULE, "message": "a (datacenter, cluster) pair is listed twice"},
+        {"rule": OVERRIDE_NAMES_UNIQUE_RULE, "message": "two overrides give one failure-domain name"},
+    ]))]
     pub failure_domain_name_overrides: Vec<FailureDomainNameOverride>,
 }
 
@@ -166,7 +181,11 @@ pub struct NetworkTarget {
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct FailureDomainNameOverride {
+    // vSphere inventory names are at most 80 characters; the bound also
+    // keeps the list's CEL rules within the API server's cost budget.
+    #[schemars(length(min = 1, max = 80))]
     pub datacenter: String,
+    #[schemars(length(min = 1, max = 80))]
     pub cluster: String,
     /// The failure domain's name instead of `<provider>-<datacenter>-<cluster>`.
     #[schemars(length(min = 1, max = 63))]

@@ -2,7 +2,7 @@
 //! provider role and `check` (where no API server evaluates the CEL rules).
 //! An invalid spec is reported in a condition and waits for a change.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use kube::core::Selector;
@@ -92,6 +92,12 @@ pub fn provider(spec: &ProviderSpec) -> Vec<FieldError> {
         "spec.capabilities.networkClasses",
         &mut errors,
     );
+    if spec.failure_domain_name_overrides.len() > MAX_OVERRIDES {
+        errors.push(error(
+            "spec.failureDomainNameOverrides",
+            format!("at most {MAX_OVERRIDES} entries"),
+        ));
+    }
     let mut pairs = BTreeSet::new();
     for (i, o) in spec.failure_domain_name_overrides.iter().enumerate() {
         let path = format!("spec.failureDomainNameOverrides[{i}]");
@@ -104,12 +110,44 @@ pub fn provider(spec: &ProviderSpec) -> Vec<FieldError> {
                 ),
             ));
         }
+        for (field, value) in [("datacenter", &o.datacenter), ("cluster", &o.cluster)] {
+            if value.is_empty() || value.chars().count() > 80 {
+                errors.push(error(
+                    format!("{path}.{field}"),
+                    "must be a vSphere name of 1 to 80 characters",
+                ));
+            }
+        }
         if !pairs.insert((o.datacenter.as_str(), o.cluster.as_str())) {
             errors.push(error(
-                path,
+                path.clone(),
                 format!(
                     "datacenter {:?} cluster {:?} is listed twice",
                     o.datacenter, o.cluster
+                ),
+            ));
+        }
+    }
+    errors.extend(failure_domain_name_clashes(spec));
+    errors
+}
+
+/// The most `spec.failureDomainNameOverrides` entries (the CRD's `maxItems`).
+pub const MAX_OVERRIDES: usize = 64;
+
+/// Overrides giving one failure-domain name to two clusters: known from the
+/// spec alone (an override taking another cluster's generated name shows
+/// only once the inventory is walked).
+pub fn failure_domain_name_clashes(spec: &ProviderSpec) -> Vec<FieldError> {
+    let mut names = BTreeMap::new();
+    let mut errors = Vec::new();
+    for (i, o) in spec.failure_domain_name_overrides.iter().enumerate() {
+        if let Some(first) = names.insert(o.name.as_str(), o) {
+            errors.push(error(
+                format!("spec.failureDomainNameOverrides[{i}].name"),
+                format!(
+                    "{:?} is also the name of datacenter {:?} cluster {:?}: one failure-domain name for two clusters",
+                    o.name, first.datacenter, first.cluster
                 ),
             ));
         }
@@ -305,6 +343,24 @@ mod tests {
             "{errors}"
         );
         assert!(errors.contains("spec.failureDomainNameOverrides[1]: datacenter \"DC\" cluster \"C\" is listed twice"), "{errors}");
+    }
+
+    /// Caught from the spec alone: neither cluster needs to exist in vCenter.
+    #[test]
+    fn two_overrides_cannot_give_one_name() {
+        let mut spec = provider_spec();
+        spec.failure_domain_name_overrides = serde_json::from_value(serde_json::json!([
+            {"datacenter": "DC1", "cluster": "C1", "name": "zone-a"},
+            {"datacenter": "DC2", "cluster": "C2", "name": "zone-b"},
+            {"datacenter": "DC3", "cluster": "C3", "name": "zone-a"},
+        ]))
+        .unwrap();
+        let errors = provider(&spec);
+        assert_eq!(errors.len(), 1, "{}", describe(&errors));
+        assert_eq!(
+            describe(&errors),
+            "spec.failureDomainNameOverrides[2].name: \"zone-a\" is also the name of datacenter \"DC1\" cluster \"C1\": one failure-domain name for two clusters"
+        );
     }
 
     #[test]

@@ -76,7 +76,15 @@ pub fn connect_params(
 ) -> Result<ConnectParams, Failure> {
     let errors = validate::provider(&provider.spec);
     if !errors.is_empty() {
-        return Err((reason::INVALID_SPEC, validate::describe(&errors)));
+        // Only a name two overrides share: the reason the inventory gives it.
+        let only_clashes =
+            validate::failure_domain_name_clashes(&provider.spec).len() == errors.len();
+        let reason = if only_clashes {
+            reason::DUPLICATE_FAILURE_DOMAIN
+        } else {
+            reason::INVALID_SPEC
+        };
+        return Err((reason, validate::describe(&errors)));
     }
     let key = key_of(provider);
     let connection = &provider.spec.connection;
