@@ -6,12 +6,18 @@
 //!   before it is sent (`ErrorKind::NewerThanServer`), and goes out whole to
 //!   a server that knows the field;
 //! - an element the bindings do not know is skipped, counted in the call
-//!   statistics each time, and reported in one `debug` event per client.
+//!   statistics each time, and reported in one `debug` event per client;
+//! - a data object or fault of an `xsi:type` the bindings do not know is
+//!   decoded as the type its field declares, counted (`unknown_types`,
+//!   `unknown_faults`) and reported the same way.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use vsphere_client::types::{ManagedObjectReference, VirtualMachineConfigSpec};
+use vsphere_client::types::{
+    AnyVirtualDevice, ManagedObjectReference, TaskInfo, VirtualEthernetCard,
+    VirtualMachineConfigSpec,
+};
 use vsphere_client::{Client, ErrorKind};
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -224,4 +230,113 @@ async fn an_unknown_element_is_counted_each_time_and_reported_once_per_client() 
         .filter(|l| l.contains("skipped an element the bindings do not know"))
         .count();
     assert_eq!(events, 2, "{log}");
+}
+
+/// A `RetrievePropertiesEx` answer of a server newer than the bindings: a VM
+/// with a device of a type they do not know, and a task that failed with a
+/// fault they do not know.
+const NEWER_TYPES: &str = r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval>
+<objects><obj type="VirtualMachine">vm-42</obj>
+<propSet><name>config.hardware.device</name><val xsi:type="ArrayOfVirtualDevice">
+<VirtualDevice xsi:type="VirtualQuantumDevice"><key>16000</key><deviceInfo><label>Quantum device 1</label><summary>qubits</summary></deviceInfo><qubits>64</qubits></VirtualDevice>
+<VirtualDevice xsi:type="VirtualE1000"><key>4000</key><deviceInfo><label>Network adapter 1</label><summary>VM Network</summary></deviceInfo><addressType>generated</addressType></VirtualDevice>
+</val></propSet></objects>
+<objects><obj type="Task">task-7</obj>
+<propSet><name>info</name><val xsi:type="TaskInfo"><key>task-7</key><task type="Task">task-7</task><name>QuantumLeap_Task</name><descriptionId>VirtualMachine.quantumLeap</descriptionId><entity type="VirtualMachine">vm-42</entity><state>error</state><cancelled>false</cancelled><cancelable>false</cancelable>
+<error><fault xsi:type="QuantumDecoherenceFault"><faultMessage><key>decoherence</key><message>decohered</message></faultMessage></fault><localizedMessage>The qubits decohered.</localizedMessage></error>
+<reason xsi:type="TaskReasonUser"><userName>root</userName></reason><queueTime>2026-12-03T09:00:00Z</queueTime><eventChainId>1</eventChainId></val></propSet></objects>
+</returnval></RetrievePropertiesExResponse>"#;
+
+#[tokio::test]
+async fn a_type_and_a_fault_the_bindings_do_not_know_decode_as_declared_and_are_noted_once() {
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let server = server("10.0.0.0", "").await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("<RetrievePropertiesEx"))
+        .respond_with(soap_ok(NEWER_TYPES))
+        .mount(&server)
+        .await;
+    let client = connect(&server).await;
+    let collector = client.service_content().property_collector.clone();
+    for _ in 0..2 {
+        let result = client
+            .vim()
+            .retrieve_properties_ex(&collector, &[], &Default::default())
+            .await
+            .expect("decodes")
+            .expect("objects");
+
+        // The unknown device is a `VirtualDevice` with the fields it shares;
+        // the known one keeps its own type.
+        let devices = result.objects[0].prop_set[0]
+            .val
+            .downcast_ref::<Vec<AnyVirtualDevice>>()
+            .expect("devices");
+        assert_eq!(devices.len(), 2);
+        assert_eq!(devices[0].type_name(), "VirtualDevice");
+        assert_eq!(devices[0].base().key, 16000);
+        assert_eq!(
+            devices[0]
+                .base()
+                .device_info
+                .as_ref()
+                .map(|d| d.base().label.as_str()),
+            Some("Quantum device 1")
+        );
+        assert!(devices[1].is::<VirtualEthernetCard>());
+        // The unknown fault is a `MethodFault` with its message.
+        let info = result.objects[1].prop_set[0]
+            .val
+            .downcast_ref::<TaskInfo>()
+            .expect("task info");
+        let error = info.error.as_ref().expect("error");
+        assert_eq!(error.fault.type_name(), "MethodFault");
+        assert_eq!(
+            error.localized_message.as_deref(),
+            Some("The qubits decohered.")
+        );
+    }
+
+    let stats = client.call_stats()["RetrievePropertiesEx"];
+    assert_eq!(
+        (
+            stats.calls,
+            stats.unknown_types,
+            stats.unknown_faults,
+            stats.unknown_elements
+        ),
+        (2, 2, 2, 2),
+        "per call: one unknown device type, one unknown fault, the device's unknown <qubits>"
+    );
+    let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let types: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("decoded a type the bindings do not know"))
+        .collect();
+    assert_eq!(types.len(), 1, "one event per (declared, xsi:type): {log}");
+    assert!(
+        types[0].contains("declared=\"VirtualDevice\"")
+            && types[0].contains("xsi_type=VirtualQuantumDevice"),
+        "{}",
+        types[0]
+    );
+    let faults: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("decoded a fault type the bindings do not know"))
+        .collect();
+    assert_eq!(faults.len(), 1, "{log}");
+    assert!(
+        faults[0].contains("declared=\"MethodFault\"")
+            && faults[0].contains("fault=QuantumDecoherenceFault"),
+        "{}",
+        faults[0]
+    );
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 
 use crate::error::Error;
-use crate::xml::skipped::{Skipped, SkippedElement};
+use crate::xml::skipped::{Skipped, SkippedElement, SkippedKind};
 
 /// Counts of one SOAP method (`RetrievePropertiesEx`, `Login`...).
 ///
@@ -28,6 +28,15 @@ pub struct MethodStats {
     /// client skips an element of a type, it says so in a `debug` event
     /// naming the type and the element.
     pub unknown_elements: u64,
+    /// Data objects of an `xsi:type` the bindings do not know, decoded as
+    /// the type the field declares (`VirtualDevice` for a device newer than
+    /// the bindings); reported like unknown elements, once per (declared
+    /// type, `xsi:type`).
+    pub unknown_types: u64,
+    /// Faults of a type the bindings do not know (a failed task's
+    /// `info.error`, a SOAP fault's detail), decoded as the declared fault
+    /// (`MethodFault`); reported once per (declared type, fault type).
+    pub unknown_faults: u64,
 }
 
 /// How many different (type, element) pairs a client remembers having
@@ -39,7 +48,7 @@ const MAX_REPORTED: usize = 1024;
 pub(crate) struct CallStats {
     by_method: Mutex<BTreeMap<&'static str, MethodStats>>,
     /// The (type, element) pairs already reported.
-    reported: Mutex<HashSet<(&'static str, String)>>,
+    reported: Mutex<HashSet<(SkippedKind, &'static str, String)>>,
 }
 
 impl CallStats {
@@ -54,7 +63,10 @@ impl CallStats {
             return Vec::new();
         }
         if let Ok(mut by_method) = self.by_method.lock() {
-            by_method.entry(method).or_default().unknown_elements += skipped.total;
+            let stats = by_method.entry(method).or_default();
+            stats.unknown_elements += skipped.elements_skipped();
+            stats.unknown_types += skipped.types;
+            stats.unknown_faults += skipped.faults;
         }
         let Ok(mut reported) = self.reported.lock() else {
             return Vec::new();
@@ -64,7 +76,7 @@ impl CallStats {
             if reported.len() >= MAX_REPORTED {
                 break;
             }
-            if reported.insert((element.type_name, element.element.clone())) {
+            if reported.insert((element.kind, element.type_name, element.element.clone())) {
                 new.push(element);
             }
         }
@@ -118,6 +130,8 @@ mod tests {
                 faults: 1,
                 errors: 0,
                 unknown_elements: 0,
+                unknown_types: 0,
+                unknown_faults: 0,
             }
         );
         assert_eq!(
@@ -127,6 +141,8 @@ mod tests {
                 faults: 0,
                 errors: 1,
                 unknown_elements: 0,
+                unknown_types: 0,
+                unknown_faults: 0,
             }
         );
     }

@@ -372,12 +372,27 @@ impl Client {
         let (result, skipped) =
             crate::xml::skipped::collect(|| response::decode::<R>(&reply, self.inner.url.as_str()));
         for element in self.inner.stats.record_skipped(R::NAME, &skipped) {
-            tracing::debug!(
-                type_name = element.type_name,
-                element = %element.element,
-                bindings = version::GENERATED_API_VERSION,
-                "skipped an element the bindings do not know (from a newer server)"
-            );
+            use crate::xml::skipped::SkippedKind;
+            match element.kind {
+                SkippedKind::Element => tracing::debug!(
+                    type_name = element.type_name,
+                    element = %element.element,
+                    bindings = version::GENERATED_API_VERSION,
+                    "skipped an element the bindings do not know (from a newer server)"
+                ),
+                SkippedKind::Type => tracing::debug!(
+                    declared = element.type_name,
+                    xsi_type = %element.element,
+                    bindings = version::GENERATED_API_VERSION,
+                    "decoded a type the bindings do not know as its declared type (from a newer server)"
+                ),
+                SkippedKind::Fault => tracing::debug!(
+                    declared = element.type_name,
+                    fault = %element.element,
+                    bindings = version::GENERATED_API_VERSION,
+                    "decoded a fault type the bindings do not know as its declared fault (from a newer server)"
+                ),
+            }
         }
         self.inner
             .transport_config

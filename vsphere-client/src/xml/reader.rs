@@ -441,6 +441,14 @@ impl<'a> XmlReader<'a> {
         target: &mut dyn Fields,
         type_name: &'static str,
     ) -> Result<(), DecodeError> {
+        // An `xsi:type` other than the type decoded is one the bindings do
+        // not know (a known one picks its own variant): decoded as
+        // `type_name`, and noted.
+        if let Some(xsi_type) = self.current.xsi_type.as_deref() {
+            if xsi_type != type_name {
+                note_unknown_type(type_name, xsi_type);
+            }
+        }
         while let Some(name) = self.next_child()? {
             if !target.decode_field(self, name)? {
                 skipped::note(type_name, name);
@@ -1170,4 +1178,17 @@ mod tests {
         assert_eq!(r.skip_raw().unwrap(), b"<x:b><c/></x:b>");
         r.finish().unwrap();
     }
+}
+
+/// Notes an `xsi:type` decoded as `declared`, as a fault when `declared`
+/// is one.
+#[cold]
+#[inline(never)]
+fn note_unknown_type(declared: &'static str, xsi_type: &str) {
+    let kind = if crate::generated::REGISTRY.is_subtype_of(declared, "MethodFault") {
+        skipped::SkippedKind::Fault
+    } else {
+        skipped::SkippedKind::Type
+    };
+    skipped::note_type(kind, declared, xsi_type);
 }

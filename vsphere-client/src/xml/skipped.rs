@@ -13,13 +13,31 @@ use std::cell::RefCell;
 /// past it, elements are only counted (a hostile body cannot make it grow).
 const MAX_DISTINCT: usize = 64;
 
-/// One kind of element skipped: the type whose content held it and its name.
+/// What the bindings did not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SkippedKind {
+    /// An element, skipped.
+    Element,
+    /// An `xsi:type` of a data object: decoded as the declared type (its
+    /// unknown elements skipped and noted as elements).
+    Type,
+    /// An `xsi:type` of a fault (a subtype of `MethodFault`: a SOAP fault's
+    /// detail, a failed task's `info.error`): decoded as the declared fault.
+    Fault,
+}
+
+/// One kind of element or type skipped: where, and its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkippedElement {
-    /// The XML type being decoded (`HostCapability`); for a property of a
-    /// managed object the object type (`VirtualMachine`).
+    /// An element, or an `xsi:type` decoded as its declared type.
+    pub kind: SkippedKind,
+    /// For an element, the XML type being decoded (`HostCapability`); for a
+    /// property of a managed object the object type (`VirtualMachine`). For
+    /// a type or fault, the declared type it was decoded as (`VirtualDevice`,
+    /// `MethodFault`).
     pub type_name: &'static str,
-    /// The element's local name (`fptHotplugSupported`).
+    /// The element's local name (`fptHotplugSupported`), or the unknown
+    /// `xsi:type` (`VirtualFutureDevice`).
     pub element: String,
     /// How many times it was skipped.
     pub count: u64,
@@ -30,8 +48,12 @@ pub struct SkippedElement {
 pub struct Skipped {
     /// The different elements, in the order first seen.
     pub elements: Vec<SkippedElement>,
-    /// Every skipped element, those past the list's bound included.
+    /// Every note (elements, types and faults), those past the list's bound included.
     pub total: u64,
+    /// The unknown types among them.
+    pub types: u64,
+    /// The unknown fault types among them.
+    pub faults: u64,
 }
 
 impl Skipped {
@@ -40,16 +62,27 @@ impl Skipped {
         self.total == 0
     }
 
-    fn note(&mut self, type_name: &'static str, element: &str) {
+    /// The unknown elements among them.
+    pub fn elements_skipped(&self) -> u64 {
+        self.total - self.types - self.faults
+    }
+
+    fn note(&mut self, kind: SkippedKind, type_name: &'static str, element: &str) {
         self.total += 1;
+        match kind {
+            SkippedKind::Element => {}
+            SkippedKind::Type => self.types += 1,
+            SkippedKind::Fault => self.faults += 1,
+        }
         if let Some(seen) = self
             .elements
             .iter_mut()
-            .find(|e| e.type_name == type_name && e.element == element)
+            .find(|e| e.kind == kind && e.type_name == type_name && e.element == element)
         {
             seen.count += 1;
         } else if self.elements.len() < MAX_DISTINCT {
             self.elements.push(SkippedElement {
+                kind,
                 type_name,
                 element: element.to_owned(),
                 count: 1,
@@ -76,10 +109,21 @@ pub fn collect<T>(decode: impl FnOnce() -> T) -> (T, Skipped) {
 #[cold]
 #[inline(never)]
 pub fn note(type_name: &'static str, element: &str) {
+    note_kind(SkippedKind::Element, type_name, element);
+}
+
+/// Notes an `xsi:type` the bindings do not know, decoded as `declared`.
+#[cold]
+#[inline(never)]
+pub fn note_type(kind: SkippedKind, declared: &'static str, xsi_type: &str) {
+    note_kind(kind, declared, xsi_type);
+}
+
+fn note_kind(kind: SkippedKind, type_name: &'static str, element: &str) {
     COLLECTOR.with(|c| {
         if let Ok(mut collector) = c.try_borrow_mut() {
             if let Some(skipped) = collector.as_mut() {
-                skipped.note(type_name, element);
+                skipped.note(kind, type_name, element);
             }
         }
     });
@@ -104,11 +148,13 @@ mod tests {
             skipped.elements,
             [
                 SkippedElement {
+                    kind: SkippedKind::Element,
                     type_name: "HostCapability",
                     element: "fptHotplugSupported".into(),
                     count: 2
                 },
                 SkippedElement {
+                    kind: SkippedKind::Element,
                     type_name: "VirtualHardware",
                     element: "motherboardLayout".into(),
                     count: 1
