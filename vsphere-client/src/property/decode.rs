@@ -106,18 +106,20 @@ pub(crate) enum PropertyValue<'a> {
 }
 
 /// Reads a `val` element for property `path` of `T` (the reader has just
-/// entered it).
+/// entered it); `object_type` is the type of the object it belongs to (`T`
+/// or a subtype of it).
 pub(crate) fn read_value<'a, T: ManagedObject>(
     r: &mut XmlReader<'a>,
     path: &str,
     cache: &mut PathCache,
+    object_type: &str,
 ) -> Result<PropertyValue<'a>, DecodeError> {
     if !path.contains('.') {
         return Ok(PropertyValue::TopLevel(Value::decode(r)?));
     }
     match cache.leaf_occurs(T::TYPE_NAME, path) {
         None => {
-            skipped::note(T::TYPE_NAME, path);
+            note_unknown_property::<T>(object_type, path);
             r.skip()?;
             Ok(PropertyValue::Unknown)
         }
@@ -143,6 +145,7 @@ pub(crate) fn read_late_value<T: ManagedObject>(
     raw: RawValue<'_>,
     path: &str,
     cache: &mut PathCache,
+    object_type: &str,
 ) -> Result<PropertyValue<'static>, DecodeError> {
     let mut doc = Vec::with_capacity(raw.content.len() + 256);
     let mut prefixes = Vec::new();
@@ -156,7 +159,7 @@ pub(crate) fn read_late_value<T: ManagedObject>(
     let value = reader
         .root()
         .and_then(|_| reader.next_child())
-        .and_then(|_| read_value::<T>(&mut reader, path, cache))
+        .and_then(|_| read_value::<T>(&mut reader, path, cache, object_type))
         .map_err(|e| DecodeError::new(e.kind(), path.to_string(), 0, e.message()))?;
     Ok(match value {
         PropertyValue::TopLevel(value) => PropertyValue::TopLevel(value),
@@ -175,10 +178,27 @@ pub(crate) fn set_top_level<T: ManagedObject>(
     match object.set_property(name, value) {
         Ok(true) => Ok(()),
         Ok(false) => {
-            skipped::note(T::TYPE_NAME, name);
+            note_unknown_property::<T>(&object.mo_ref().type_, name);
             Ok(())
         }
         Err(e) => Err(invalid(format!("{}.{name}: {e}", T::TYPE_NAME))),
+    }
+}
+
+/// Notes a property `T` does not hold as one the bindings do not know,
+/// unless the object's own type has it: an object of a subtype retrieved as
+/// `T` (a `DistributedVirtualPortgroup` among the `Network`s, with every
+/// property asked) carries the subtype's properties, which the bindings know
+/// and `T` has no place for.
+#[cold]
+#[inline(never)]
+fn note_unknown_property<T: ManagedObject>(object_type: &str, path: &str) {
+    let subtype_has_it = object_type != T::TYPE_NAME
+        && MANAGED_OBJECTS
+            .resolve_path(&REGISTRY, object_type, path)
+            .is_ok();
+    if !subtype_has_it {
+        skipped::note(T::TYPE_NAME, path);
     }
 }
 
@@ -434,7 +454,7 @@ impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
         path: &str,
         cache: &mut PathCache,
     ) -> Result<(), DecodeError> {
-        match read_value::<T>(r, path, cache)? {
+        match read_value::<T>(r, path, cache, &self.object.mo_ref().type_)? {
             PropertyValue::TopLevel(value) => self.set_top_level(path, value),
             PropertyValue::Nested(value) => {
                 self.nested.push((path.to_string(), value));
@@ -452,7 +472,7 @@ impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
         path: &str,
         cache: &mut PathCache,
     ) -> Result<(), DecodeError> {
-        match read_late_value::<T>(raw, path, cache)? {
+        match read_late_value::<T>(raw, path, cache, &self.object.mo_ref().type_)? {
             PropertyValue::TopLevel(value) => self.set_top_level(path, value),
             PropertyValue::Nested(value) => {
                 self.nested.push((path.to_string(), value.into_owned()));

@@ -759,6 +759,39 @@ mod tests {
     }
 
     #[test]
+    fn a_subtypes_own_properties_are_not_noted_as_unknown() {
+        // Every property of the `Network`s: a portgroup carries its own
+        // (`key`, `config.name`), which the bindings know and `mo::Network`
+        // has no place for; a property no type has is noted.
+        let body = r#"<RetrievePropertiesExResponse><returnval>
+<objects><obj type="DistributedVirtualPortgroup">dvportgroup-1</obj>
+<propSet><name>name</name><val xsi:type="xsd:string">pg</val></propSet>
+<propSet><name>key</name><val xsi:type="xsd:string">dvportgroup-1</val></propSet>
+<propSet><name>config.name</name><val xsi:type="xsd:string">pg</val></propSet></objects>
+<objects><obj type="Network">network-7</obj>
+<propSet><name>name</name><val xsi:type="xsd:string">VM Network</val></propSet>
+<propSet><name>quantumLink</name><val xsi:type="xsd:string">on</val></propSet>
+<propSet><name>summary.quantum</name><val xsi:type="xsd:string">on</val></propSet></objects>
+</returnval></RetrievePropertiesExResponse>"#;
+        let (page, skipped) = crate::xml::skipped::collect(|| {
+            crate::xml::soap::decode_response::<RetrievePage<mo::Network>>(&envelope(body))
+        });
+        let page = page.unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(page.objects.len(), 2);
+        assert_eq!(page.objects[0].name.as_deref(), Some("pg"));
+        let noted: Vec<_> = skipped
+            .elements
+            .iter()
+            .map(|e| (e.type_name, e.element.as_str()))
+            .collect();
+        assert_eq!(
+            noted,
+            [("Network", "quantumLink"), ("Network", "summary.quantum")]
+        );
+        assert_eq!(skipped.total, 2);
+    }
+
+    #[test]
     fn a_page_list_is_sized_from_its_first_object_not_grown_by_doubling() {
         let objects: String = (0..100)
             .map(|i| {

@@ -577,13 +577,15 @@ fn decode_object_update<T: ManagedObject>(
                         "op" => op = r.read_text()?.trim().to_string(),
                         "val" => match &path {
                             Some(path) => {
-                                value = Some(match read_value::<T>(r, path, cache)? {
-                                    PropertyValue::Nested(v) => {
-                                        PropertyValue::Nested(v.into_owned())
-                                    }
-                                    PropertyValue::TopLevel(v) => PropertyValue::TopLevel(v),
-                                    PropertyValue::Unknown => PropertyValue::Unknown,
-                                })
+                                value = Some(
+                                    match read_value::<T>(r, path, cache, &update.obj.type_)? {
+                                        PropertyValue::Nested(v) => {
+                                            PropertyValue::Nested(v.into_owned())
+                                        }
+                                        PropertyValue::TopLevel(v) => PropertyValue::TopLevel(v),
+                                        PropertyValue::Unknown => PropertyValue::Unknown,
+                                    },
+                                )
                             }
                             None => early = Some(RawValue::capture(r)?.into_owned()),
                         },
@@ -592,7 +594,7 @@ fn decode_object_update<T: ManagedObject>(
                 }
                 let Some(path) = path else { continue };
                 if let Some(raw) = early {
-                    value = Some(read_late_value::<T>(raw, &path, cache)?);
+                    value = Some(read_late_value::<T>(raw, &path, cache, &update.obj.type_)?);
                 }
                 if op == "remove" || op == "indirectRemove" {
                     value = None;
