@@ -221,6 +221,15 @@ async fn the_whole_simulated_inventory_decodes_with_nothing_unknown() {
     let task = client.task(client.vim().power_on_vm_task(&vm, None).await.unwrap());
     let err = task.wait().await.expect_err("already powered on");
     assert_eq!(err.kind(), ErrorKind::Fault, "{err}");
+    // A SOAP fault's detail.
+    let gone = ManagedObjectReference::new("VirtualMachine", "vm-does-not-exist");
+    let err = client
+        .properties::<mo::VirtualMachine>(&["name"])
+        .unwrap()
+        .get(&gone)
+        .await
+        .expect_err("no such VM");
+    assert_eq!(err.kind(), ErrorKind::Fault, "{err}");
 
     let stats = client.call_stats();
     assert!(stats["RetrievePropertiesEx"].calls >= 8);

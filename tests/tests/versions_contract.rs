@@ -340,3 +340,41 @@ async fn a_type_and_a_fault_the_bindings_do_not_know_decode_as_declared_and_are_
         faults[0]
     );
 }
+
+#[tokio::test]
+async fn a_soap_fault_of_an_unknown_type_keeps_its_name_and_is_counted() {
+    let server = server("9.1.1.0", "").await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("<PowerOnVM_Task"))
+        .respond_with(
+            ResponseTemplate::new(500).set_body_raw(
+                envelope(
+                    r#"<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>The qubits decohered.</faultstring><detail><QuantumDecoherenceFaultFault xmlns="urn:vim25" xsi:type="QuantumDecoherenceFault"><faultMessage><key>decoherence</key><message>decohered</message></faultMessage><qubits>64</qubits></QuantumDecoherenceFaultFault></detail></soapenv:Fault>"#,
+                ),
+                "text/xml; charset=utf-8",
+            ),
+        )
+        .mount(&server)
+        .await;
+    let client = connect(&server).await;
+    let err = client
+        .vim()
+        .power_on_vm_task(&vm(), None)
+        .await
+        .expect_err("a fault");
+    assert_eq!(err.kind(), ErrorKind::Fault, "{err}");
+    let fault = err.fault().expect("fault");
+    assert_eq!(fault.type_name(), Some("QuantumDecoherenceFault"));
+    assert_eq!(fault.message(), "The qubits decohered.");
+    assert_eq!(
+        fault.detail().map(|d| d.type_name()),
+        Some("MethodFault"),
+        "decoded as the declared fault"
+    );
+    let stats = client.call_stats()["PowerOnVM_Task"];
+    assert_eq!(
+        (stats.faults, stats.unknown_faults, stats.unknown_elements),
+        (1, 1, 1),
+        "the fault, its unknown type, its unknown <qubits>"
+    );
+}
