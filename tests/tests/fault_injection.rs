@@ -213,7 +213,7 @@ fn with_template(options: SimulatorOptions) -> SimulatorOptions {
 /// The template, and a clone spec into the datacenter's VM folder and the
 /// cluster's root pool.
 async fn clone_setup(client: &Client) -> (vsphere_client::vm::VirtualMachine, CloneSpec) {
-    let finder = client.finder().datacenter("DC0");
+    let finder = client.finder().in_datacenter("DC0");
     let template = client.vm(finder
         .virtual_machine("golden")
         .await

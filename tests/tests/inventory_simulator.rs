@@ -90,9 +90,9 @@ async fn ls_lists_children_and_find_walks_a_subtree() {
         .default_datacenter()
         .await
         .expect("the only datacenter");
-    assert_eq!(dc.name, "DC0");
-    assert_eq!(dc.path.matches('/').count(), 2, "{}", dc.path);
-    let listed = finder.list(&dc.path).await.unwrap();
+    assert_eq!(dc.name(), "DC0");
+    assert_eq!(dc.path().matches('/').count(), 2, "{}", dc.path());
+    let listed = finder.list(&dc.path()).await.unwrap();
     let names: Vec<&str> = listed.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(names, ["datastore", "host", "network", "vm"]);
     // A leaf is listed as itself.
@@ -109,7 +109,10 @@ async fn ls_lists_children_and_find_walks_a_subtree() {
         let again = finder.find_one(&found.path).await.unwrap();
         assert_eq!(again.reference, found.reference);
     }
-    let hosts = finder.find_under(&dc.path, &["HostSystem"]).await.unwrap();
+    let hosts = finder
+        .find_under(&dc.path(), &["HostSystem"])
+        .await
+        .unwrap();
     assert_eq!(hosts.len(), 4);
     let described = finder
         .describe(&[all_vms[0].reference.clone()])
@@ -128,7 +131,7 @@ async fn several_datacenters_need_a_choice() {
     let client = connect(&sim).await;
     let err = client.finder().find("vm/*").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
-    let dc1 = client.finder().datacenter("DC1");
+    let dc1 = client.finder().in_datacenter("DC1");
     let vms = dc1.find("vm/*").await.unwrap();
     assert_eq!(vms.len(), 4);
     assert!(vms.iter().all(|vm| vm.path.starts_with("/DC1/vm/")));
@@ -139,7 +142,7 @@ async fn several_datacenters_need_a_choice() {
     );
     let err = client
         .finder()
-        .datacenter("DC9")
+        .in_datacenter("DC9")
         .find("vm")
         .await
         .unwrap_err();
@@ -156,7 +159,7 @@ async fn typed_lists_of_the_inventory() {
     })
     .await;
     let client = connect(&sim).await;
-    let dc0 = client.finder().datacenter("DC0");
+    let dc0 = client.finder().in_datacenter("DC0");
     assert_eq!(client.finder().datacenters().await.unwrap().len(), 2);
     let clusters = dc0.clusters().await.unwrap();
     assert_eq!(clusters.len(), 2);
@@ -183,21 +186,21 @@ async fn typed_lists_of_the_inventory() {
     let networks = dc0.networks().await.unwrap();
     assert!(networks
         .iter()
-        .any(|n| n.name == "VM Network" && n.kind == NetworkKind::Standard));
+        .any(|n| n.name() == "VM Network" && *n.kind() == NetworkKind::Standard));
     let dvpg = networks
         .iter()
-        .find(|n| matches!(n.kind, NetworkKind::Distributed { .. }))
+        .find(|n| matches!(n.kind(), NetworkKind::Distributed { .. }))
         .expect("a distributed port group");
     let NetworkKind::Distributed {
         portgroup_key,
         switch_uuid,
         switch,
-    } = &dvpg.kind
+    } = dvpg.kind()
     else {
         unreachable!()
     };
     assert!(!portgroup_key.is_empty() && !switch_uuid.is_empty() && switch.is_some());
-    assert_eq!(dc0.network(&dvpg.name).await.unwrap(), *dvpg);
+    assert_eq!(dc0.network(dvpg.name()).await.unwrap(), *dvpg);
 
     let vms = dc0.vms().await.unwrap();
     let templates = dc0.templates().await.unwrap();
@@ -213,7 +216,7 @@ async fn typed_lists_of_the_inventory() {
     assert!(dc0.template("DC0_H0_VM0").await.unwrap().is_none());
     assert!(client
         .finder()
-        .datacenter("DC1")
+        .in_datacenter("DC1")
         .template("ubuntu")
         .await
         .unwrap()
@@ -288,7 +291,7 @@ async fn a_path_lookup_costs_the_same_in_a_large_inventory() {
         assert_eq!(found.len(), 1);
         let by_name = client.finder().virtual_machine("DC0_H0_VM1").await.unwrap();
         assert_eq!(by_name.reference, found[0].reference);
-        let dc0 = client.finder().datacenter("DC0");
+        let dc0 = client.finder().in_datacenter("DC0");
         for count in [
             dc0.clusters().await.unwrap().len(),
             dc0.hosts().await.unwrap().len(),
@@ -301,4 +304,157 @@ async fn a_path_lookup_costs_the_same_in_a_large_inventory() {
         costs.push(client.total_calls() - before);
     }
     assert_eq!(costs[0], costs[1], "calls do not grow with the inventory");
+}
+
+#[tokio::test]
+async fn finder_handles_and_defaults_like_govc() {
+    use vsphere_client::inventory::{Datastore, Folder};
+    let sim = simulator(SimulatorOptions::default()).await;
+    let client = connect(&sim).await;
+    let finder = client.finder();
+
+    let dc = finder
+        .default_datacenter()
+        .await
+        .expect("the only datacenter");
+    assert_eq!((dc.name(), dc.path()), ("DC0", "/DC0"));
+    assert_eq!(finder.datacenter("DC0").await.unwrap(), dc);
+    assert_eq!(dc.reference().type_, "Datacenter");
+
+    let folder = finder.default_folder().await.expect("the VM folder");
+    assert_eq!(folder.path(), "/DC0/vm");
+    assert_eq!(finder.folder("vm").await.unwrap(), folder);
+    // A path to something that is not a folder says what it is.
+    let err = finder.folder("datastore/LocalDS_0").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        err.to_string().contains("is a Datastore, not a folder"),
+        "{err}"
+    );
+
+    // The only datastore is the default; by name or by path alike.
+    let ds = finder
+        .default_datastore()
+        .await
+        .expect("the only datastore");
+    assert_eq!(ds.path(), "/DC0/datastore/LocalDS_0");
+    assert_eq!(finder.datastore("LocalDS_0").await.unwrap(), ds);
+    assert_eq!(
+        finder.datastore("/DC0/datastore/LocalDS_0").await.unwrap(),
+        ds
+    );
+    // A relative path starts at the datacenter's datastore folder (as
+    // govc's -ds), so the folder's own name is not repeated.
+    assert_eq!(
+        finder
+            .datastore("datastore/LocalDS_0")
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        finder.datastore("nope").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+
+    // Two compute resources (the cluster and the standalone host): no
+    // default pool, and the error names both root pools.
+    let err = finder.default_resource_pool().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    let message = err.to_string();
+    assert!(
+        message.contains("/DC0/host/DC0_C0/Resources")
+            && message.contains("/DC0/host/DC0_H0/Resources"),
+        "{message}"
+    );
+    let pool = finder.resource_pool("DC0_C0/Resources").await.unwrap();
+    assert_eq!(pool.path(), "/DC0/host/DC0_C0/Resources");
+    // A name shared by both root pools is ambiguous, and says where they are.
+    let err = finder.resource_pool("Resources").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        err.to_string().contains("/DC0/host/DC0_H0/Resources"),
+        "{err}"
+    );
+
+    // Four hosts: a host by name or path, no default.
+    let host = finder.host("DC0_C0_H1").await.unwrap();
+    assert_eq!(host.path(), "/DC0/host/DC0_C0/DC0_C0_H1");
+    assert_eq!(finder.host("DC0_C0/DC0_C0_H1").await.unwrap(), host);
+    let err = finder.default_host().await.unwrap_err();
+    assert!(err.to_string().contains("4 in"), "{err}");
+
+    // Networks: a standard one and a distributed port group by name, no default.
+    let standard = finder.network("VM Network").await.unwrap();
+    assert_eq!(*standard.kind(), NetworkKind::Standard);
+    assert_eq!(standard.path(), "/DC0/network/VM Network");
+    let dvpg = finder.network("DC0_DVPG0").await.unwrap();
+    assert!(
+        matches!(dvpg.kind(), NetworkKind::Distributed { portgroup_key, switch_uuid, .. }
+            if !portgroup_key.is_empty() && !switch_uuid.is_empty()),
+        "{dvpg:?}"
+    );
+    assert_eq!(
+        finder.default_network().await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+
+    // Handles and records convert both ways, checking the type.
+    let object = ds.clone().into_object();
+    assert!(Folder::try_from(object.clone()).is_err());
+    assert_eq!(Datastore::try_from(object).unwrap(), ds);
+}
+
+#[tokio::test]
+async fn a_clone_placed_with_default_handles() {
+    use vsphere_client::vm::CloneSpec;
+    // One standalone host, no cluster: one pool, one host, one datastore.
+    let sim = simulator(SimulatorOptions {
+        clusters: 0,
+        ..Default::default()
+    })
+    .await;
+    let client = connect(&sim).await;
+    let finder = client.finder().in_datacenter("DC0");
+    let folder = finder.default_folder().await.unwrap();
+    let pool = finder
+        .default_resource_pool()
+        .await
+        .expect("the host's pool");
+    assert_eq!(pool.path(), "/DC0/host/DC0_H0/Resources");
+    let host = finder.default_host().await.expect("the only host");
+    let datastore = finder.default_datastore().await.unwrap();
+
+    let source = client.vm(finder
+        .virtual_machine("DC0_H0_VM0")
+        .await
+        .unwrap()
+        .reference);
+    let spec = CloneSpec::new(&folder)
+        .pool(&pool)
+        .host(&host)
+        .datastore(&datastore);
+    let clone = source.clone_vm("placed-1", &spec).await.expect("clone");
+    let placed = client
+        .properties::<mo::VirtualMachine>(&["parent", "resourcePool", "runtime.host", "datastore"])
+        .unwrap()
+        .get(clone.reference())
+        .await
+        .unwrap();
+    assert_eq!(placed.parent.as_ref(), Some(folder.reference()));
+    assert_eq!(placed.resource_pool.as_ref(), Some(pool.reference()));
+    assert_eq!(
+        placed.runtime.and_then(|r| r.host).as_ref(),
+        Some(host.reference())
+    );
+    assert_eq!(placed.datastore, Some(vec![datastore.reference().clone()]));
+
+    // A handle of the wrong kind in the wrong place fails before any call.
+    let before = client.total_calls();
+    let wrong = CloneSpec::new(datastore.reference().clone());
+    let err = source.clone_vm("placed-2", &wrong).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("not a Folder"), "{err}");
+    assert_eq!(client.total_calls() - before, 0, "nothing sent");
 }

@@ -78,7 +78,7 @@ fn disks(vm: &mo::VirtualMachine) -> Vec<i64> {
 async fn clone_a_template_with_a_full_config_spec() {
     let sim = simulator(with_template()).await;
     let client = connect(&sim).await;
-    let finder = client.finder().datacenter("DC0");
+    let finder = client.finder().in_datacenter("DC0");
     let template = client.vm(finder.virtual_machine("golden").await.unwrap().reference);
     let folder = finder.find_one("vm").await.unwrap().reference;
     let cluster = finder.clusters().await.unwrap().remove(0);
@@ -89,7 +89,9 @@ async fn clone_a_template_with_a_full_config_spec() {
         .await
         .unwrap()
         .into_iter()
-        .find(|n| matches!(n.kind, NetworkKind::Distributed { .. }) && !n.name.contains("Uplink"))
+        .find(|n| {
+            matches!(n.kind(), NetworkKind::Distributed { .. }) && !n.name().contains("Uplink")
+        })
         .expect("a distributed port group");
     let source = client
         .properties::<mo::VirtualMachine>(&["config.hardware.device"])
@@ -190,7 +192,7 @@ async fn clone_a_template_with_a_full_config_spec() {
     let AnyVirtualDevice::VirtualVmxnet3(nic) = nics[0] else {
         panic!("{:?}", nics[0])
     };
-    let NetworkKind::Distributed { portgroup_key, .. } = &dvpg.kind else {
+    let NetworkKind::Distributed { portgroup_key, .. } = dvpg.kind() else {
         unreachable!()
     };
     match &nic.backing {

@@ -28,18 +28,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let finder = client.finder();
     let source = finder.virtual_machine(template).await?;
-    let datacenter = finder.default_datacenter().await?;
-    let finder = finder.under(datacenter.reference.clone());
-    let folder = finder
-        .find_one(&format!("{}/vm", datacenter.path))
-        .await?
-        .reference;
-    let pool = finder
-        .clusters()
-        .await?
-        .into_iter()
-        .find_map(|cluster| cluster.resource_pool)
-        .ok_or("no cluster to put the VM in")?;
+    // The datacenter's VM folder, and the only cluster's or host's root
+    // pool (an error naming each when there are several: GOVC_POOL picks one).
+    let folder = finder.default_folder().await?;
+    let pool = match std::env::var("GOVC_POOL") {
+        Ok(pool) => finder.resource_pool(&pool).await?,
+        Err(_) => finder.default_resource_pool().await?,
+    };
 
     let instance_uuid = new_uuid();
     let mut config = ConfigSpec::new()
@@ -50,8 +45,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(network) = args.get(2) {
         config = config.replace_nics().nic(finder.network(network).await?);
     }
-    let spec = CloneSpec::new(folder)
-        .pool(pool)
+    let spec = CloneSpec::new(&folder)
+        .pool(&pool)
         .config(config)
         .instance_uuid(&instance_uuid)
         .power_on();

@@ -48,12 +48,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         for network in in_dc.networks().await? {
-            let kind = match network.kind {
+            let kind = match network.kind() {
                 NetworkKind::Standard => "standard",
                 NetworkKind::Distributed { .. } => "distributed",
                 NetworkKind::Opaque => "opaque",
             };
-            println!("  network {} ({kind})", network.name);
+            println!("  network {} ({kind})", network.path());
         }
     }
 

@@ -59,15 +59,14 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // Clone a template into the datacenter's VM folder with its own shape,
     // wait for the clone task, power the clone on.
-    let finder = client.finder().datacenter(datacenter);
+    let finder = client.finder().in_datacenter(datacenter);
     let source = client.vm(finder.virtual_machine(template).await?.reference);
-    let folder = finder.find_one("vm").await?.reference;
+    let folder = finder.default_folder().await?;
     let pool = finder
-        .find_one(&format!("host/{cluster}/Resources"))
-        .await?
-        .reference;
-    let spec = CloneSpec::new(folder)
-        .pool(pool)
+        .resource_pool(&format!("{cluster}/Resources"))
+        .await?;
+    let spec = CloneSpec::new(&folder)
+        .pool(&pool)
         .config(ConfigSpec::new().cpus(2).memory_mb(2048));
     let vm = source.clone_vm("quickstart-1", &spec).await?;
     vm.power_on().await?;

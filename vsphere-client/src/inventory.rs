@@ -3,22 +3,41 @@
 //! lists of datacenters, clusters, hosts, resource pools, datastores,
 //! networks, VMs and templates.
 //!
-//! Every lookup costs one round trip per page of results (or per level of a
-//! path), never one per object.
+//! Like govmomi's `find.Finder`, the [`Finder`] hands out typed handles
+//! ([`Datacenter`], [`Folder`], [`ResourcePool`], [`Datastore`],
+//! [`HostSystem`], [`Network`]) that the VM lifecycle takes as they are, and
+//! finds the default of each kind as govc does: the only one there is, or an
+//! error that lists the choices.
 //!
 //! ```no_run
 //! # async fn demo(client: vsphere_client::Client) -> Result<(), vsphere_client::Error> {
-//! let finder = client.finder();
-//! for vm in finder.find("/DC0/vm/web-*").await? {
+//! use vsphere_client::vm::CloneSpec;
+//! let finder = client.finder().in_datacenter("DC0");
+//! let folder = finder.default_folder().await?; // /DC0/vm
+//! let pool = finder.resource_pool("DC0_C0/Resources").await?;
+//! let datastore = finder.default_datastore().await?; // the only one, else an error naming each
+//! let spec = CloneSpec::new(&folder).pool(&pool).datastore(&datastore);
+//! # let _ = spec;
+//! for vm in finder.find("vm/web-*").await? {
 //!     println!("{} {}", vm.path, vm.reference);
 //! }
 //! let vm = finder.virtual_machine("web-1").await?; // any folder of the datacenter
-//! for ds in finder.datacenter("DC0").datastores().await? {
+//! for ds in finder.datastores().await? {
 //!     let summary = ds.summary.unwrap_or_default();
 //!     println!("{} {} free of {}", summary.name, summary.free_space, summary.capacity);
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! A lookup by name (no `/`) searches every folder of the scope; a relative
+//! path starts at the datacenter's folder of that kind (`datastore/`,
+//! `host/`, `network/`; `host/` for resource pools, the datacenter itself
+//! for folders); an absolute path is taken as it is. Exactly one object must
+//! match: none is [`ErrorKind::NotFound`], several is
+//! [`ErrorKind::InvalidArgument`] naming them.
+//!
+//! Every lookup costs one round trip per page of results (or per level of a
+//! path), never one per object.
 
 use std::collections::HashMap;
 
@@ -27,6 +46,9 @@ use crate::mo;
 use crate::property::{traversal_spec, ManagedObject};
 use crate::types::{AnySelectionSpec, ManagedObjectReference, ObjectSpec};
 use crate::Client;
+
+mod handles;
+pub use handles::{Datacenter, Datastore, Folder, HostSystem, Network, NetworkKind, ResourcePool};
 
 /// An inventory object with its name and inventory path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,7 +81,7 @@ enum Scope {
 /// Finds inventory objects. Made by [`Client::finder`]; cheap to clone.
 ///
 /// Relative paths (`vm/web-1`) are relative to the datacenter: the one
-/// given with [`datacenter`](Self::datacenter), or the only one there is.
+/// given with [`in_datacenter`](Self::in_datacenter), or the only one there is.
 #[derive(Debug, Clone)]
 pub struct Finder {
     client: Client,
@@ -255,8 +277,10 @@ fn child_hops() -> Vec<AnySelectionSpec> {
 
 impl Finder {
     /// Scopes the finder to the datacenter `name` (a name, or an inventory
-    /// path to a datacenter in a folder).
-    pub fn datacenter(mut self, name: &str) -> Finder {
+    /// path to a datacenter in a folder), as govc's `-dc`: relative paths
+    /// start there, lists, name searches and defaults look only there.
+    /// Resolved when first needed.
+    pub fn in_datacenter(mut self, name: &str) -> Finder {
         self.scope = Scope::Datacenter(name.to_string());
         self.resolved = Default::default();
         self
@@ -346,37 +370,31 @@ impl Finder {
         Ok(dcs)
     }
 
-    /// The datacenter relative paths start from (resolved once per finder).
-    pub async fn default_datacenter(&self) -> Result<InventoryObject, Error> {
+    /// The datacenter relative paths start from (resolved once per finder):
+    /// the one the finder is scoped to, or the only one there is
+    /// ([`ErrorKind::InvalidArgument`] listing them when there are several).
+    pub async fn default_datacenter(&self) -> Result<Datacenter, Error> {
+        Datacenter::try_from(self.base_datacenter().await?)
+    }
+
+    async fn base_datacenter(&self) -> Result<InventoryObject, Error> {
         self.resolved
             .get_or_try_init(|| self.resolve_datacenter())
             .await
             .cloned()
     }
 
+    /// A datacenter by name or inventory path (datacenters may sit in
+    /// folders: `/Europe/Paris`), whatever the finder's scope.
+    pub async fn datacenter(&self, name: &str) -> Result<Datacenter, Error> {
+        let dcs = self.datacenter_objects().await?;
+        Datacenter::try_from(pick_datacenter(dcs, name)?)
+    }
+
     async fn resolve_datacenter(&self) -> Result<InventoryObject, Error> {
         let dcs = self.datacenter_objects().await?;
         match &self.scope {
-            Scope::Datacenter(name) => {
-                let wanted = name.trim_end_matches('/');
-                let found: Vec<&InventoryObject> = dcs
-                    .iter()
-                    .filter(|dc| {
-                        dc.name == wanted || dc.path == wanted || dc.path == format!("/{wanted}")
-                    })
-                    .collect();
-                match found.as_slice() {
-                    [one] => Ok((*one).clone()),
-                    [] => Err(Error::new(
-                        ErrorKind::NotFound,
-                        format!("datacenter {name:?} not found"),
-                    )),
-                    _ => Err(Error::new(
-                        ErrorKind::InvalidArgument,
-                        format!("datacenter {name:?} is ambiguous: give its path"),
-                    )),
-                }
-            }
+            Scope::Datacenter(name) => pick_datacenter(dcs, name),
             Scope::Container(container) => match dcs.iter().find(|dc| &dc.reference == container) {
                 Some(dc) => Ok(dc.clone()),
                 None => Err(Error::new(
@@ -384,17 +402,7 @@ impl Finder {
                     format!("the finder is scoped to {container}, not a datacenter"),
                 )),
             },
-            Scope::Default => match dcs.as_slice() {
-                [one] => Ok(one.clone()),
-                [] => Err(Error::new(ErrorKind::NotFound, "there is no datacenter")),
-                _ => Err(Error::new(
-                    ErrorKind::InvalidArgument,
-                    format!(
-                        "{} datacenters: give an absolute path or choose one (-dc)",
-                        dcs.len()
-                    ),
-                )),
-            },
+            Scope::Default => only_one(dcs, "datacenter", "the inventory", "-dc"),
         }
     }
 
@@ -407,8 +415,105 @@ impl Finder {
                     Error::new(ErrorKind::NotFound, format!("{container} not found"))
                 })
             }
-            _ => self.default_datacenter().await,
+            _ => self.base_datacenter().await,
         }
+    }
+
+    /// What the scope is called in messages: the datacenter's path, a
+    /// container's reference, or the whole inventory.
+    async fn scope_label(&self) -> String {
+        match &self.scope {
+            Scope::Default => "the inventory".to_string(),
+            Scope::Container(container) => container.to_string(),
+            Scope::Datacenter(name) => match self.base_datacenter().await {
+                Ok(dc) => dc.path,
+                Err(_) => name.clone(),
+            },
+        }
+    }
+
+    /// A folder by inventory path: relative to the datacenter (`vm`,
+    /// `vm/web`, `host/prod`) or absolute.
+    pub async fn folder(&self, path: &str) -> Result<Folder, Error> {
+        Folder::try_from(self.find_one(path).await?)
+    }
+
+    /// The datacenter's VM folder (`/DC0/vm`), where govc puts new VMs.
+    pub async fn default_folder(&self) -> Result<Folder, Error> {
+        let dc = self.base_datacenter().await?;
+        self.folder(&join(&dc.path, "vm")).await
+    }
+
+    /// A resource pool or vApp by name or inventory path (`DC0_C0/Resources`
+    /// is the root pool of cluster `DC0_C0`; relative paths start at the
+    /// datacenter's host folder).
+    pub async fn resource_pool(&self, path_or_name: &str) -> Result<ResourcePool, Error> {
+        let found = self
+            .entities_named::<mo::ResourcePool>(path_or_name, "host", ResourcePool::TYPE_NAMES)
+            .await?;
+        ResourcePool::try_from(one(found, path_or_name)?)
+    }
+
+    /// The default resource pool, as govc chooses it: the root pool of the
+    /// only compute resource (cluster or standalone host) in the scope;
+    /// with several, an error listing their root pools.
+    pub async fn default_resource_pool(&self) -> Result<ResourcePool, Error> {
+        let scope = self.scope_container().await?;
+        let roots: Vec<ManagedObjectReference> = self
+            .client
+            .properties::<mo::ResourcePool>(&["parent"])?
+            .in_container(&scope)
+            .collect_all()
+            .await?
+            .into_iter()
+            .filter(|pool| {
+                pool.mo_ref.type_ == "ResourcePool"
+                    && pool.parent.as_ref().is_some_and(|p| {
+                        p.type_ == "ComputeResource" || p.type_ == "ClusterComputeResource"
+                    })
+            })
+            .map(|pool| pool.mo_ref)
+            .collect();
+        let mut described = self.describe(&roots).await?;
+        described.sort();
+        let label = self.scope_label().await;
+        ResourcePool::try_from(only_one(described, "resource pool", &label, "-pool")?)
+    }
+
+    /// A datastore by name or inventory path (relative paths start at the
+    /// datacenter's datastore folder).
+    pub async fn datastore(&self, path_or_name: &str) -> Result<Datastore, Error> {
+        let found = self
+            .entities_named::<mo::Datastore>(path_or_name, "datastore", Datastore::TYPE_NAMES)
+            .await?;
+        Datastore::try_from(one(found, path_or_name)?)
+    }
+
+    /// The only datastore in the scope; with several, an error listing them.
+    pub async fn default_datastore(&self) -> Result<Datastore, Error> {
+        let all = self
+            .entities_named::<mo::Datastore>("*", "datastore", Datastore::TYPE_NAMES)
+            .await?;
+        let label = self.scope_label().await;
+        Datastore::try_from(only_one(all, "datastore", &label, "-ds")?)
+    }
+
+    /// A host by name or inventory path (relative paths start at the
+    /// datacenter's host folder: `DC0_C0/DC0_C0_H0`).
+    pub async fn host(&self, path_or_name: &str) -> Result<HostSystem, Error> {
+        let found = self
+            .entities_named::<mo::HostSystem>(path_or_name, "host", HostSystem::TYPE_NAMES)
+            .await?;
+        HostSystem::try_from(one(found, path_or_name)?)
+    }
+
+    /// The only host in the scope; with several, an error listing them.
+    pub async fn default_host(&self) -> Result<HostSystem, Error> {
+        let all = self
+            .entities_named::<mo::HostSystem>("*", "host", HostSystem::TYPE_NAMES)
+            .await?;
+        let label = self.scope_label().await;
+        HostSystem::try_from(only_one(all, "host", &label, "-host")?)
     }
 
     /// The objects whose inventory path matches `path`. `*` and `?` glob
@@ -587,34 +692,38 @@ impl Finder {
     /// without `/` is searched for in every folder of the scope; a relative
     /// path starts at the datacenter's VM folder.
     pub async fn virtual_machines(&self, pattern: &str) -> Result<Vec<InventoryObject>, Error> {
-        self.entities_named::<mo::VirtualMachine>(pattern, "vm")
+        self.entities_named::<mo::VirtualMachine>(pattern, "vm", &["VirtualMachine"])
             .await
     }
 
-    /// Hosts by inventory path or name (see [`virtual_machines`](Self::virtual_machines)).
+    /// Hosts by inventory path or name, globs allowed (see
+    /// [`virtual_machines`](Self::virtual_machines); [`host`](Self::host)
+    /// for exactly one).
     pub async fn host_systems(&self, pattern: &str) -> Result<Vec<InventoryObject>, Error> {
-        self.entities_named::<mo::HostSystem>(pattern, "host").await
+        self.entities_named::<mo::HostSystem>(pattern, "host", HostSystem::TYPE_NAMES)
+            .await
     }
 
+    /// Objects of type `T` (any of `types`, `T` and its subtypes) by name
+    /// (globs allowed; searched in the whole scope) or by inventory path
+    /// (a relative one starts at the datacenter's `folder`), sorted by path.
     async fn entities_named<T: ManagedObject>(
         &self,
         pattern: &str,
         folder: &str,
+        types: &[&str],
     ) -> Result<Vec<InventoryObject>, Error> {
         if pattern.contains('/') {
             let path = if pattern.starts_with('/') {
                 pattern.to_string()
             } else {
-                format!(
-                    "{}/{folder}/{pattern}",
-                    self.default_datacenter().await?.path
-                )
+                join(&join(&self.base_datacenter().await?.path, folder), pattern)
             };
             return Ok(self
                 .find(&path)
                 .await?
                 .into_iter()
-                .filter(|o| o.type_name() == T::TYPE_NAME)
+                .filter(|o| types.contains(&o.type_name()))
                 .collect());
         }
         let scope = self.scope_container().await?;
@@ -638,7 +747,7 @@ impl Finder {
         match &self.scope {
             Scope::Default => Ok(self.root().reference),
             Scope::Container(container) => Ok(container.clone()),
-            Scope::Datacenter(_) => Ok(self.default_datacenter().await?.reference),
+            Scope::Datacenter(_) => Ok(self.base_datacenter().await?.reference),
         }
     }
 
@@ -705,26 +814,66 @@ impl Finder {
         self.list_of(&["name", "summary", "host"]).await
     }
 
-    /// The networks: standard port groups, distributed port groups (with
-    /// their key and switch UUID, what a NIC backing needs) and opaque
-    /// networks. Three round trips whatever their number.
-    pub async fn networks(&self) -> Result<Vec<NetworkInfo>, Error> {
-        let scope = self.scope_container().await?;
+    /// The networks of the scope, sorted by path: standard port groups,
+    /// distributed port groups (with their key and switch UUID, what a NIC
+    /// backing needs) and opaque networks. Four round trips whatever their
+    /// number.
+    pub async fn networks(&self) -> Result<Vec<Network>, Error> {
         let all = self
-            .client
-            .properties::<mo::Network>(&["name"])?
-            .in_container(&scope)
-            .collect_all()
+            .entities_named::<mo::Network>("*", "network", Network::TYPE_NAMES)
             .await?;
-        let portgroups = self
-            .client
-            .properties::<mo::DistributedVirtualPortgroup>(&[
-                "key",
-                "config.distributedVirtualSwitch",
-            ])?
-            .in_container(&scope)
-            .collect_all()
+        self.with_kinds(all).await
+    }
+
+    /// A network (port group) by name or inventory path (relative paths
+    /// start at the datacenter's network folder), globs allowed: exactly
+    /// one must match.
+    pub async fn network(&self, path_or_name: &str) -> Result<Network, Error> {
+        let found = self
+            .entities_named::<mo::Network>(path_or_name, "network", Network::TYPE_NAMES)
             .await?;
+        let found = one(found, path_or_name)?;
+        let mut networks = self.with_kinds(vec![found]).await?;
+        networks.pop().ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("network {path_or_name:?} not found"),
+            )
+        })
+    }
+
+    /// The only network in the scope; with several, an error listing them.
+    pub async fn default_network(&self) -> Result<Network, Error> {
+        let all = self
+            .entities_named::<mo::Network>("*", "network", Network::TYPE_NAMES)
+            .await?;
+        let label = self.scope_label().await;
+        let only = only_one(all, "network", &label, "-net")?;
+        let mut networks = self.with_kinds(vec![only]).await?;
+        networks
+            .pop()
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, "the network is gone"))
+    }
+
+    /// Network handles for network objects: distributed port groups get
+    /// their key and switch UUID (two round trips when there are any).
+    async fn with_kinds(&self, objects: Vec<InventoryObject>) -> Result<Vec<Network>, Error> {
+        let portgroup_refs: Vec<ManagedObjectReference> = objects
+            .iter()
+            .filter(|o| o.type_name() == "DistributedVirtualPortgroup")
+            .map(|o| o.reference.clone())
+            .collect();
+        let portgroups = if portgroup_refs.is_empty() {
+            Vec::new()
+        } else {
+            self.client
+                .properties::<mo::DistributedVirtualPortgroup>(&[
+                    "key",
+                    "config.distributedVirtualSwitch",
+                ])?
+                .get_many(&portgroup_refs)
+                .await?
+        };
         let switches: Vec<ManagedObjectReference> = {
             let mut s: Vec<ManagedObjectReference> = portgroups
                 .iter()
@@ -734,25 +883,28 @@ impl Finder {
             s.dedup();
             s
         };
-        let switch_uuids: HashMap<ManagedObjectReference, String> = self
-            .client
-            .properties::<mo::DistributedVirtualSwitch>(&["uuid"])?
-            .get_many(&switches)
-            .await?
-            .into_iter()
-            .filter_map(|s| Some((s.mo_ref, s.uuid?)))
-            .collect();
+        let switch_uuids: HashMap<ManagedObjectReference, String> = if switches.is_empty() {
+            HashMap::new()
+        } else {
+            self.client
+                .properties::<mo::DistributedVirtualSwitch>(&["uuid"])?
+                .get_many(&switches)
+                .await?
+                .into_iter()
+                .filter_map(|s| Some((s.mo_ref, s.uuid?)))
+                .collect()
+        };
         let portgroups: HashMap<ManagedObjectReference, mo::DistributedVirtualPortgroup> =
             portgroups
                 .into_iter()
                 .map(|pg| (pg.mo_ref.clone(), pg))
                 .collect();
-        let mut networks: Vec<NetworkInfo> = all
+        objects
             .into_iter()
-            .map(|net| {
-                let kind = match net.mo_ref.type_.as_str() {
+            .map(|object| {
+                let kind = match object.type_name() {
                     "DistributedVirtualPortgroup" => {
-                        let pg = portgroups.get(&net.mo_ref);
+                        let pg = portgroups.get(&object.reference);
                         let switch = pg
                             .and_then(|pg| pg.config.as_ref()?.distributed_virtual_switch.clone());
                         NetworkKind::Distributed {
@@ -767,36 +919,9 @@ impl Finder {
                     "OpaqueNetwork" => NetworkKind::Opaque,
                     _ => NetworkKind::Standard,
                 };
-                NetworkInfo {
-                    name: net.name.unwrap_or_default(),
-                    reference: net.mo_ref,
-                    kind,
-                }
+                Network::new(object, kind)
             })
-            .collect();
-        networks.sort_by(|a, b| a.name.cmp(&b.name).then(a.reference.cmp(&b.reference)));
-        Ok(networks)
-    }
-
-    /// A network (port group) by name in the scope: exactly one must match.
-    pub async fn network(&self, name: &str) -> Result<NetworkInfo, Error> {
-        let mut matching: Vec<NetworkInfo> = self
-            .networks()
-            .await?
-            .into_iter()
-            .filter(|n| glob_match(name, &n.name))
-            .collect();
-        match matching.len() {
-            1 => Ok(matching.remove(0)),
-            0 => Err(Error::new(
-                ErrorKind::NotFound,
-                format!("network {name:?} not found"),
-            )),
-            n => Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("network {name:?} matches {n} networks"),
-            )),
-        }
+            .collect()
     }
 
     /// The VMs and templates (`name`, `parent`, `resourcePool`,
@@ -859,35 +984,6 @@ impl Finder {
     }
 }
 
-/// A network a NIC can attach to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetworkInfo {
-    /// The port group's name.
-    pub name: String,
-    /// The `Network`, `DistributedVirtualPortgroup` or `OpaqueNetwork`.
-    pub reference: ManagedObjectReference,
-    /// Standard, distributed or opaque.
-    pub kind: NetworkKind,
-}
-
-/// What kind of network, with what a NIC backing needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NetworkKind {
-    /// A standard switch port group (`Network`): backed by name.
-    Standard,
-    /// A distributed port group: backed by switch UUID and port group key.
-    Distributed {
-        /// The port group's key (`dvportgroup-12`).
-        portgroup_key: String,
-        /// The distributed switch.
-        switch: Option<ManagedObjectReference>,
-        /// The switch's UUID.
-        switch_uuid: String,
-    },
-    /// An NSX opaque network.
-    Opaque,
-}
-
 fn one(mut found: Vec<InventoryObject>, what: &str) -> Result<InventoryObject, Error> {
     match found.len() {
         1 => Ok(found.remove(0)),
@@ -907,6 +1003,66 @@ fn one(mut found: Vec<InventoryObject>, what: &str) -> Result<InventoryObject, E
                     .join(", ")
             ),
         )),
+    }
+}
+
+/// The datacenter called `name` or at path `name` among `dcs`.
+fn pick_datacenter(dcs: Vec<InventoryObject>, name: &str) -> Result<InventoryObject, Error> {
+    let wanted = name.trim_end_matches('/');
+    let mut found: Vec<InventoryObject> = dcs
+        .into_iter()
+        .filter(|dc| dc.name == wanted || dc.path == wanted || dc.path == format!("/{wanted}"))
+        .collect();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(Error::new(
+            ErrorKind::NotFound,
+            format!("datacenter {name:?} not found"),
+        )),
+        _ => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "datacenter {name:?} is ambiguous, give its path: {}",
+                found
+                    .iter()
+                    .map(|o| o.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+/// The default of a kind, as govc's finder picks it: the only one there
+/// is. None is [`ErrorKind::NotFound`]; several is
+/// [`ErrorKind::InvalidArgument`] listing them, so the user can choose.
+fn only_one(
+    mut found: Vec<InventoryObject>,
+    kind: &str,
+    scope: &str,
+    flag: &str,
+) -> Result<InventoryObject, Error> {
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(Error::new(
+            ErrorKind::NotFound,
+            format!("no {kind} in {scope}"),
+        )),
+        n => {
+            const SHOWN: usize = 20;
+            let mut choices: Vec<&str> =
+                found.iter().map(|o| o.path.as_str()).take(SHOWN).collect();
+            if n > SHOWN {
+                choices.push("...");
+            }
+            Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "default {kind}: {n} in {scope}, choose one (govc {flag}): {}",
+                    choices.join(", ")
+                ),
+            ))
+        }
     }
 }
 

@@ -38,12 +38,12 @@
 //! }
 //!
 //! // Clone a template with its own shape, wait for the task, power on.
-//! let finder = client.finder().datacenter("DC0");
+//! let finder = client.finder().in_datacenter("DC0");
 //! let template = client.vm(finder.virtual_machine("golden").await?.reference);
-//! let folder = finder.find_one("vm").await?.reference;
-//! let pool = finder.find_one("host/DC0_C0/Resources").await?.reference;
-//! let spec = CloneSpec::new(folder)
-//!     .pool(pool)
+//! let folder = finder.default_folder().await?; // /DC0/vm
+//! let pool = finder.resource_pool("DC0_C0/Resources").await?;
+//! let spec = CloneSpec::new(&folder)
+//!     .pool(&pool)
 //!     .config(ConfigSpec::new().cpus(2).memory_mb(2048));
 //! let vm = template.clone_vm("web-1", &spec).await?;
 //! vm.power_on().await?;

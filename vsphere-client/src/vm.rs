@@ -6,9 +6,10 @@
 //! ```no_run
 //! # async fn demo(client: vsphere_client::Client) -> Result<(), vsphere_client::Error> {
 //! use vsphere_client::vm::{CloneSpec, ConfigSpec, DiskProvisioning, Firmware};
-//! let finder = client.finder().datacenter("DC0");
+//! let finder = client.finder().in_datacenter("DC0");
 //! let template = client.vm(finder.virtual_machine("ubuntu-22.04").await?.reference);
-//! let folder = finder.find_one("vm").await?.reference;
+//! let folder = finder.default_folder().await?; // /DC0/vm
+//! let pool = finder.default_resource_pool().await?; // the only cluster's or host's
 //! let network = finder.network("VM Network").await?;
 //! let config = ConfigSpec::new()
 //!     .cpus(4)
@@ -20,7 +21,8 @@
 //!     .vtpm()
 //!     .guestinfo("userdata", "I2Nsb3VkLWNvbmZpZwo=")
 //!     .guestinfo("userdata.encoding", "base64");
-//! let spec = CloneSpec::new(folder)
+//! let spec = CloneSpec::new(&folder)
+//!     .pool(&pool)
 //!     .config(config)
 //!     .instance_uuid("5a0d3c18-8e4f-4c1b-9d2a-3f7e6b5c4d3e")
 //!     .power_on();
@@ -34,7 +36,7 @@ use std::time::Duration;
 pub mod snapshot;
 
 use crate::error::{Error, ErrorKind};
-use crate::inventory::{NetworkInfo, NetworkKind};
+use crate::inventory::{Network, NetworkKind};
 use crate::mo;
 use crate::task::{task_result_reference, Task};
 use crate::types::{
@@ -145,7 +147,7 @@ pub enum NicAdapter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NicSpec {
     /// The port group (standard, distributed or opaque).
-    pub network: NetworkInfo,
+    pub network: Network,
     /// The adapter model.
     pub adapter: NicAdapter,
     /// A fixed MAC address (`00:50:56:..`); generated when `None`.
@@ -253,7 +255,7 @@ impl ConfigSpec {
         self
     }
     /// Adds a VMXNET3 NIC on `network`.
-    pub fn nic(mut self, network: NetworkInfo) -> Self {
+    pub fn nic(mut self, network: Network) -> Self {
         self.nics.push(NicSpec {
             network,
             adapter: NicAdapter::Vmxnet3,
@@ -528,15 +530,15 @@ fn is_nic(device: &AnyVirtualDevice) -> bool {
 }
 
 fn new_nic(nic: &NicSpec, key: i32) -> Result<AnyVirtualDevice, Error> {
-    let backing = match &nic.network.kind {
+    let backing = match &nic.network.kind() {
         NetworkKind::Standard => {
             AnyVirtualDeviceBackingInfo::VirtualEthernetCardNetworkBackingInfo(Box::new(
                 VirtualEthernetCardNetworkBackingInfo {
                     virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo {
-                        device_name: nic.network.name.clone(),
+                        device_name: nic.network.name().to_string(),
                         ..Default::default()
                     },
-                    network: Some(nic.network.reference.clone()),
+                    network: Some(nic.network.reference().clone()),
                     ..Default::default()
                 },
             ))
@@ -549,7 +551,7 @@ fn new_nic(nic: &NicSpec, key: i32) -> Result<AnyVirtualDevice, Error> {
             if portgroup_key.is_empty() || switch_uuid.is_empty() {
                 return Err(invalid(format!(
                     "distributed port group {} lacks its key or switch UUID",
-                    nic.network.name
+                    nic.network.name()
                 )));
             }
             AnyVirtualDeviceBackingInfo::VirtualEthernetCardDistributedVirtualPortBackingInfo(
@@ -565,7 +567,7 @@ fn new_nic(nic: &NicSpec, key: i32) -> Result<AnyVirtualDevice, Error> {
         NetworkKind::Opaque => {
             return Err(invalid(format!(
                 "{}: NICs on NSX opaque networks need the network's id and type, not supported yet",
-                nic.network.name
+                nic.network.name()
             )))
         }
     };
@@ -627,10 +629,13 @@ pub struct CloneSpec {
 }
 
 impl CloneSpec {
-    /// A full clone into `folder`.
-    pub fn new(folder: ManagedObjectReference) -> Self {
+    /// A full clone into `folder`: a [`Folder`](crate::inventory::Folder)
+    /// handle (`&finder.default_folder().await?`) or a reference. The
+    /// placement setters take handles or references alike; each reference
+    /// must be of its kind (checked before anything is sent).
+    pub fn new(folder: impl Into<ManagedObjectReference>) -> Self {
         CloneSpec {
-            folder,
+            folder: folder.into(),
             pool: None,
             datastore: None,
             host: None,
@@ -640,19 +645,19 @@ impl CloneSpec {
             config: None,
         }
     }
-    /// Into this resource pool.
-    pub fn pool(mut self, pool: ManagedObjectReference) -> Self {
-        self.pool = Some(pool);
+    /// Into this resource pool or vApp ([`ResourcePool`](crate::inventory::ResourcePool)).
+    pub fn pool(mut self, pool: impl Into<ManagedObjectReference>) -> Self {
+        self.pool = Some(pool.into());
         self
     }
-    /// Onto this datastore.
-    pub fn datastore(mut self, datastore: ManagedObjectReference) -> Self {
-        self.datastore = Some(datastore);
+    /// Onto this datastore ([`Datastore`](crate::inventory::Datastore)).
+    pub fn datastore(mut self, datastore: impl Into<ManagedObjectReference>) -> Self {
+        self.datastore = Some(datastore.into());
         self
     }
-    /// On this host.
-    pub fn host(mut self, host: ManagedObjectReference) -> Self {
-        self.host = Some(host);
+    /// On this host ([`HostSystem`](crate::inventory::HostSystem)).
+    pub fn host(mut self, host: impl Into<ManagedObjectReference>) -> Self {
+        self.host = Some(host.into());
         self
     }
     /// A linked clone.
@@ -693,6 +698,7 @@ impl CloneSpec {
         devices: &[AnyVirtualDevice],
         snapshot: Option<&ManagedObjectReference>,
     ) -> Result<VirtualMachineCloneSpec, Error> {
+        self.check_placement()?;
         let mut location = VirtualMachineRelocateSpec {
             folder: Some(self.folder.clone()),
             pool: self.pool.clone(),
@@ -726,9 +732,37 @@ impl CloneSpec {
     }
 }
 
-/// What a clone request must satisfy before anything is sent: a VM name of
-/// 1 to 80 characters, an instance UUID (when set) that is one.
+impl CloneSpec {
+    /// Each placement reference is of its kind: a datastore given as the
+    /// folder fails here, naming both, not on the server.
+    fn check_placement(&self) -> Result<(), Error> {
+        use crate::inventory::{Datastore, Folder, HostSystem, ResourcePool};
+        let places: [(&str, Option<&ManagedObjectReference>, &[&str]); 4] = [
+            ("folder", Some(&self.folder), Folder::TYPE_NAMES),
+            ("pool", self.pool.as_ref(), ResourcePool::TYPE_NAMES),
+            ("datastore", self.datastore.as_ref(), Datastore::TYPE_NAMES),
+            ("host", self.host.as_ref(), HostSystem::TYPE_NAMES),
+        ];
+        for (what, reference, types) in places {
+            if let Some(reference) = reference {
+                if !types.contains(&reference.type_.as_str()) {
+                    return Err(invalid(format!(
+                        "the clone's {what} is {reference}, a {}, not a {}",
+                        reference.type_,
+                        types.join(" or ")
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a clone request must satisfy before anything is sent: placement
+/// references of their kinds, a VM name of 1 to 80 characters, an instance
+/// UUID (when set) that is one.
 fn check_clone(name: &str, spec: &CloneSpec) -> Result<(), Error> {
+    spec.check_placement()?;
     if name.is_empty() || name.len() > 80 {
         return Err(invalid(format!(
             "{name:?}: a VM name has 1 to 80 characters"
@@ -1077,12 +1111,17 @@ mod tests {
         ]
     }
 
-    fn standard(name: &str) -> NetworkInfo {
-        NetworkInfo {
+    fn network(name: &str, type_: &str, value: &str, kind: NetworkKind) -> Network {
+        let object = crate::inventory::InventoryObject {
+            path: format!("/DC0/network/{name}"),
             name: name.to_string(),
-            reference: ManagedObjectReference::new("Network", "network-7"),
-            kind: NetworkKind::Standard,
-        }
+            reference: ManagedObjectReference::new(type_, value),
+        };
+        Network::new(object, kind).unwrap()
+    }
+
+    fn standard(name: &str) -> Network {
+        network(name, "Network", "network-7", NetworkKind::Standard)
     }
 
     #[test]
@@ -1121,6 +1160,36 @@ mod tests {
             })
             .collect();
         assert_eq!(edited, [(2000, 20 * 1024 * 1024)]);
+    }
+
+    #[test]
+    fn a_placement_of_the_wrong_kind_fails_before_sending() {
+        let template = ManagedObjectReference::new("VirtualMachine", "vm-1");
+        let datastore = ManagedObjectReference::new("Datastore", "datastore-1");
+        let err = CloneSpec::new(datastore.clone())
+            .to_vim(&template, &[], None)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(
+            err.to_string()
+                .contains("folder is Datastore:datastore-1, a Datastore, not a Folder"),
+            "{err}"
+        );
+        let folder = ManagedObjectReference::new("Folder", "group-v3");
+        let err = CloneSpec::new(folder.clone())
+            .pool(datastore.clone())
+            .to_vim(&template, &[], None)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("not a ResourcePool or VirtualApp"),
+            "{err}"
+        );
+        let vapp = ManagedObjectReference::new("VirtualApp", "resgroup-v1");
+        assert!(CloneSpec::new(folder)
+            .pool(vapp)
+            .datastore(datastore)
+            .to_vim(&template, &[], None)
+            .is_ok());
     }
 
     #[test]
@@ -1286,15 +1355,16 @@ mod tests {
 
     #[test]
     fn nics_on_each_kind_of_network() {
-        let dvpg = NetworkInfo {
-            name: "pg".to_string(),
-            reference: ManagedObjectReference::new("DistributedVirtualPortgroup", "dvportgroup-1"),
-            kind: NetworkKind::Distributed {
+        let dvpg = network(
+            "pg",
+            "DistributedVirtualPortgroup",
+            "dvportgroup-1",
+            NetworkKind::Distributed {
                 portgroup_key: "dvportgroup-1".to_string(),
                 switch: None,
                 switch_uuid: "50 2a 9e".to_string(),
             },
-        };
+        );
         let spec = ConfigSpec::new()
             .nic(standard("VM Network"))
             .nic_spec(NicSpec {
@@ -1336,10 +1406,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let opaque = NetworkInfo {
-            kind: NetworkKind::Opaque,
-            ..standard("nsx")
-        };
+        let opaque = network("nsx", "OpaqueNetwork", "network-o1", NetworkKind::Opaque);
         assert_eq!(
             ConfigSpec::new()
                 .nic(opaque)

@@ -24,7 +24,7 @@ pub fn finder(
     datacenter: &Option<String>,
 ) -> vsphere_client::inventory::Finder {
     match datacenter {
-        Some(dc) => client.finder().datacenter(dc),
+        Some(dc) => client.finder().in_datacenter(dc),
         None => client.finder(),
     }
 }

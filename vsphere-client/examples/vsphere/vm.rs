@@ -195,31 +195,6 @@ async fn info(mut args: Args) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A datastore by name (or glob) in the finder's scope.
-async fn datastore(
-    finder: &Finder,
-    name: &str,
-) -> Result<vsphere_client::types::ManagedObjectReference, CliError> {
-    let matching: Vec<_> = finder
-        .datastores()
-        .await?
-        .into_iter()
-        .filter(|ds| {
-            ds.name
-                .as_deref()
-                .is_some_and(|n| vsphere_client::inventory::glob_match(name, n))
-        })
-        .collect();
-    match matching.as_slice() {
-        [one] => Ok(one.mo_ref.clone()),
-        [] => Err(CliError::Other(format!("datastore {name:?} not found"))),
-        _ => Err(CliError::Other(format!(
-            "datastore {name:?} matches {} datastores",
-            matching.len()
-        ))),
-    }
-}
-
 /// A path (or a name under the datacenter's host folder) to a pool; a
 /// cluster or host stands for its root pool.
 async fn pool(
@@ -232,7 +207,7 @@ async fn pool(
         Err(_) if !path.contains('/') => {
             let dc = finder.default_datacenter().await?;
             finder
-                .find_one(&format!("{}/host/*/{path}", dc.path))
+                .find_one(&format!("{}/host/*/{path}", dc.path()))
                 .await?
         }
         Err(err) => return Err(err.into()),
@@ -316,19 +291,16 @@ async fn clone(mut args: Args) -> Result<(), CliError> {
         }
     }
     let folder = match folder {
-        Some(path) => finder.find_one(&path).await?.reference,
-        None => {
-            let dc = finder.default_datacenter().await?;
-            finder.find_one(&format!("{}/vm", dc.path)).await?.reference
-        }
+        Some(path) => finder.folder(&path).await?,
+        None => finder.default_folder().await?,
     };
     let pool = match pool_path {
         Some(path) => pool(&client, &finder, &path).await?,
         None => default_pool(&finder).await?,
     };
-    let mut spec = CloneSpec::new(folder).pool(pool).config(config);
+    let mut spec = CloneSpec::new(&folder).pool(pool).config(config);
     if let Some(ds) = datastore_name {
-        spec = spec.datastore(datastore(&finder, &ds).await?);
+        spec = spec.datastore(&finder.datastore(&ds).await?);
     }
     if linked {
         spec = spec.linked();

@@ -9,7 +9,7 @@
 //! ```no_run
 //! # async fn demo(client: vsphere_client::Client) -> Result<(), vsphere_client::Error> {
 //! use vsphere_client::vm::snapshot::{RemoveOptions, SnapshotSpec};
-//! let finder = client.finder().datacenter("DC0");
+//! let finder = client.finder().in_datacenter("DC0");
 //! let vm = client.vm(finder.virtual_machine("web-1").await?.reference);
 //! let spec = SnapshotSpec::new("before-upgrade").description("kernel 6.8").quiesce(true);
 //! vm.start_create_snapshot(&spec).await?.wait().await?;

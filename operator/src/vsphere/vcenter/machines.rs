@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use vsphere_client::inventory::{escape_name, NetworkInfo};
+use vsphere_client::inventory::{escape_name, Network};
 use vsphere_client::mo;
 use vsphere_client::types::{
     AnyVirtualDevice, DuplicateName, InvalidPowerState, ManagedObjectNotFound,
@@ -32,7 +32,7 @@ use crate::vsphere::{CloneRequest, Error, Machines, ServerIdentity, Shape, TaskF
 #[derive(Default)]
 pub struct PlacementCache {
     paths: Mutex<HashMap<String, ManagedObjectReference>>,
-    networks: Mutex<HashMap<(String, String), NetworkInfo>>,
+    networks: Mutex<HashMap<(String, String), Network>>,
     /// Template reference -> its devices.
     devices: Mutex<HashMap<String, Vec<AnyVirtualDevice>>>,
 }
@@ -156,7 +156,7 @@ impl VCenterSession {
         Ok(devices)
     }
 
-    async fn network(&self, datacenter: &str, port_group: &str) -> Result<NetworkInfo, Error> {
+    async fn network(&self, datacenter: &str, port_group: &str) -> Result<Network, Error> {
         let key = (datacenter.to_string(), port_group.to_string());
         if let Some(found) = self
             .placement()
