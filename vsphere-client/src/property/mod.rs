@@ -34,8 +34,11 @@
 //!
 //! Paths are checked against the generated property tables before anything
 //! is sent: an unknown path is an [`ErrorKind::InvalidArgument`](crate::ErrorKind)
-//! error naming it. A path below another requested path is dropped (the
-//! ancestor carries it).
+//! error naming it and, when the types on the way have properties of close
+//! names (letter case aside, an edit or two), the path that was probably
+//! meant: `config.hardware.numCpu` says
+//! `(did you mean "config.hardware.numCPU"?)`. A path below another
+//! requested path is dropped (the ancestor carries it).
 //!
 //! # Paging
 //!
@@ -70,7 +73,7 @@ use crate::types::{
     PropertyFilterSpec, PropertySpec, RetrieveOptions, RetrievePropertiesExRequestType,
 };
 use crate::view::ContainerView;
-use crate::xml::{Decode, DecodeError, Fields, Request, XmlReader, XmlWriter};
+use crate::xml::{Decode, DecodeError, FieldInfo, Fields, Occurs, Request, XmlReader, XmlWriter};
 use crate::Client;
 
 /// Property paths validated for managed object type `T`.
@@ -97,9 +100,13 @@ pub(crate) fn validate_paths_for<S: AsRef<str>>(
             ));
         }
         if let Err(e) = MANAGED_OBJECTS.resolve_path(&REGISTRY, mo_type, path) {
+            let suggestion = match suggest_path(mo_type, path) {
+                Some(suggested) => format!(" (did you mean {suggested:?}?)"),
+                None => String::new(),
+            };
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("invalid property path {path:?} for {mo_type}: {e}"),
+                format!("invalid property path {path:?} for {mo_type}: {e}{suggestion}"),
             )
             .with_source(e));
         }
@@ -113,6 +120,88 @@ pub(crate) fn validate_paths_for<S: AsRef<str>>(
     let all = valid.clone();
     valid.retain(|p| !all.iter().any(|other| covered(p, other)));
     Ok(valid)
+}
+
+/// The path `path` was probably meant to be, when it does not resolve on
+/// `mo_type`: each segment that names no property replaced by the closest
+/// name the type reached so far has ([`closest_name`]). `None` when some
+/// segment has no close name, or a segment follows an array or a primitive.
+fn suggest_path(mo_type: &str, path: &str) -> Option<String> {
+    let mut suggested: Vec<&'static str> = Vec::new();
+    let mut reached: Option<FieldInfo> = None;
+    for segment in path.split('.') {
+        let candidates = match reached {
+            None => managed_object_properties(mo_type),
+            Some(field) if field.occurs != Occurs::Repeated => REGISTRY.all_fields(field.type_name),
+            Some(_) => return None,
+        };
+        let field = match candidates.iter().find(|f| f.name == segment) {
+            Some(field) => *field,
+            None => closest_name(segment, &candidates)?,
+        };
+        suggested.push(field.name);
+        reached = Some(field);
+    }
+    let suggested = suggested.join(".");
+    (suggested != path).then_some(suggested)
+}
+
+/// Every property of managed object type `mo_type`, inherited ones included.
+fn managed_object_properties(mo_type: &str) -> Vec<FieldInfo> {
+    let mut properties = Vec::new();
+    let mut current = Some(mo_type);
+    for _ in 0..64 {
+        let Some(info) = current.and_then(|name| MANAGED_OBJECTS.get(name)) else {
+            break;
+        };
+        properties.extend_from_slice(info.properties);
+        current = info.base;
+    }
+    properties
+}
+
+/// The candidate whose name is nearest to `segment` when letter case is
+/// ignored (`numCpu` for `numCPU`), within an edit distance of a third of
+/// the segment's length (at least 1); the first of equally near ones.
+fn closest_name(segment: &str, candidates: &[FieldInfo]) -> Option<FieldInfo> {
+    let wanted: Vec<char> = segment.to_lowercase().chars().collect();
+    let limit = (wanted.len() / 3).max(1);
+    candidates
+        .iter()
+        .map(|field| {
+            let name: Vec<char> = field.name.to_lowercase().chars().collect();
+            (edit_distance(&wanted, &name), field)
+        })
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, field)| *field)
+}
+
+/// Edit distance counting an insertion, a deletion, a substitution or a
+/// swap of two neighbours (`nmae` for `name`) as one edit each (optimal
+/// string alignment).
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let width = b.len() + 1;
+    let mut table = vec![0usize; (a.len() + 1) * width];
+    for (i, row) in table.chunks_mut(width).enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in table[..width].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (table[(i - 1) * width + j] + 1)
+                .min(table[i * width + j - 1] + 1)
+                .min(table[(i - 1) * width + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(table[(i - 2) * width + j - 2] + 1);
+            }
+            table[i * width + j] = best;
+        }
+    }
+    table[a.len() * width + b.len()]
 }
 
 /// One page of a retrieval: the objects, and the properties the server could
@@ -197,7 +286,8 @@ impl Client {
     /// `config.hardware.device`, ...) of managed objects of type `T`.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`] naming the first path that
-    /// `T` does not have, before anything is sent.
+    /// `T` does not have (and the path probably meant, when one is close),
+    /// before anything is sent.
     pub fn properties<T: ManagedObject>(
         &self,
         paths: &[impl AsRef<str>],
@@ -933,5 +1023,34 @@ mod tests {
         assert!(err.to_string().contains("runtime.nope"));
         assert!(validate_paths_for("VirtualMachine", &[""]).is_err());
         assert!(validate_paths_for("NoSuchType", &["name"]).is_err());
+    }
+
+    #[test]
+    fn a_misspelt_path_says_what_was_meant() {
+        let message = |path: &str| {
+            validate_paths_for("VirtualMachine", &[path])
+                .unwrap_err()
+                .to_string()
+        };
+        // Letter case, a typo, an inherited property (ManagedEntity's
+        // name), and several wrong segments at once.
+        assert_eq!(
+            message("config.hardware.numCpu"),
+            "invalid property path \"config.hardware.numCpu\" for VirtualMachine: \
+             VirtualHardware has no property numCpu (did you mean \"config.hardware.numCPU\"?)"
+        );
+        assert!(
+            message("runtime.powerstate").contains("(did you mean \"runtime.powerState\"?)"),
+            "{}",
+            message("runtime.powerstate")
+        );
+        assert!(message("nmae").contains("(did you mean \"name\"?)"));
+        assert!(message("confg.hardwre.memoryMb")
+            .contains("(did you mean \"config.hardware.memoryMB\"?)"));
+        // Nothing close: no guess.
+        let far = message("runtime.somethingElse");
+        assert!(!far.contains("did you mean"), "{far}");
+        // Below a primitive there is nothing to suggest.
+        assert!(!message("name.length").contains("did you mean"));
     }
 }
