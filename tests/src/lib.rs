@@ -19,11 +19,13 @@ pub struct RootReadmeDoctests;
 mod binaries;
 mod ca;
 mod kube_emulator;
+mod logs;
 mod simulator;
 
 pub use binaries::{banlieue_binary, vsphere_cli_binary};
 pub use ca::{thumbprint, ServerCertificate, TestCa};
 pub use kube_emulator::{kube_emulator_script, KubeEmulator, KubeEmulatorError};
+pub use logs::CapturedLogs;
 pub use simulator::{
     launcher_binary, ServerTls, Simulator, SimulatorError, SimulatorOptions, Template,
 };

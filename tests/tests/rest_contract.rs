@@ -5,9 +5,8 @@
 //! error kind in both shapes, bodies that are not JSON, and secrets that
 //! must never leak.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -17,6 +16,7 @@ use vsphere_client::rest::{
 };
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{Client, ErrorKind, RetryConfig};
+use vsphere_tests::CapturedLogs;
 use wiremock::matchers::{
     body_json, body_string_contains, header, header_exists, method, path, query_param,
 };
@@ -920,34 +920,10 @@ async fn creates_are_not_retried_after_a_503() {
 
 // ---- secrets -------------------------------------------------------------------------
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn session_ids_and_passwords_never_appear_in_logs_errors_or_debug() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
+    let captured = CapturedLogs::default();
+    let subscriber = captured.subscriber(tracing::Level::TRACE);
     // Global, not scoped: a scoped subscriber misses callsites that tests on
     // other threads registered first. The other tests' output lands here
     // too, and must be as free of secrets.

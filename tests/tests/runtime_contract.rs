@@ -4,11 +4,11 @@
 //! must never leak (passwords, session cookies).
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vsphere_client::types::{AnyMethodFault, ManagedObjectReference};
 use vsphere_client::{Client, ClientBuilder, ErrorKind, RetryConfig};
+use vsphere_tests::CapturedLogs;
 use wiremock::matchers::{body_string_contains, header, method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -851,35 +851,10 @@ async fn logout_on_drop_logs_out_when_the_last_handle_goes() {
 
 // --- secrets ---------------------------------------------------------------
 
-/// Collects everything a subscriber at TRACE level prints.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn secrets_never_appear_in_trace_output_errors_or_debug() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
+    let captured = CapturedLogs::default();
+    let subscriber = captured.subscriber(tracing::Level::TRACE);
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let vc = MockVc::start().await;

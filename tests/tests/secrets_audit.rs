@@ -11,40 +11,15 @@
 //! simulator's own (read back from its trace log: vcsim's cookie is the
 //! session key of the Login response).
 
-use std::io::Write;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{mo, Client, ErrorKind};
-use vsphere_tests::{banlieue_binary, Simulator, SimulatorOptions, Template, TestCa};
+use vsphere_tests::{banlieue_binary, CapturedLogs, Simulator, SimulatorOptions, Template, TestCa};
 
 const PASSWORD: &str = "Audit-Pa55w0rd-7f3c9e1b";
 const WRONG_PASSWORD: &str = "Wrong-Pa55w0rd-a1b2c3d4";
-
-/// Everything a TRACE subscriber prints.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
-    }
-}
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 async fn simulator(options: SimulatorOptions) -> Simulator {
     tokio::task::spawn_blocking(move || Simulator::start(options))
@@ -132,13 +107,8 @@ fn audited_options(ca: &TestCa) -> SimulatorOptions {
 
 #[tokio::test]
 async fn the_sdk_at_trace_level_never_shows_a_secret() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
+    let captured = CapturedLogs::default();
+    let subscriber = captured.subscriber(tracing::Level::TRACE);
     // A current-thread runtime: the client's spawned tasks log here too.
     let _guard = tracing::subscriber::set_default(subscriber);
 

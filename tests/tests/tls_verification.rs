@@ -7,12 +7,9 @@
 //! and insecure mode's acceptance; this file covers what the session-1
 //! review left open.)
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{Client, ClientBuilder, ErrorKind};
-use vsphere_tests::{ServerCertificate, Simulator, SimulatorOptions, TestCa};
+use vsphere_tests::{CapturedLogs, ServerCertificate, Simulator, SimulatorOptions, TestCa};
 
 async fn simulator(options: SimulatorOptions) -> Simulator {
     tokio::task::spawn_blocking(move || Simulator::start(options))
@@ -177,29 +174,6 @@ async fn an_expired_certificate_is_refused_and_says_so() {
     );
 }
 
-/// Everything a subscriber prints, for counting warnings.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
-    }
-}
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 fn insecure_warnings(log: &str) -> usize {
     log.lines()
         .filter(|l| l.contains("WARN") && l.contains("certificate verification is disabled"))
@@ -208,13 +182,8 @@ fn insecure_warnings(log: &str) -> usize {
 
 #[tokio::test]
 async fn insecure_mode_only_when_asked_and_warned_once() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
+    let captured = CapturedLogs::default();
+    let subscriber = captured.subscriber(tracing::Level::WARN);
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let ca = TestCa::new().expect("CA");

@@ -11,14 +11,12 @@
 //!   decoded as the type its field declares, counted (`unknown_types`,
 //!   `unknown_faults`) and reported the same way.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use vsphere_client::types::{
     AnyVirtualDevice, ManagedObjectReference, TaskInfo, VirtualEthernetCard,
     VirtualMachineConfigSpec,
 };
 use vsphere_client::{Client, ErrorKind};
+use vsphere_tests::CapturedLogs;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -160,28 +158,10 @@ async fn a_field_newer_than_the_server_fails_before_sending_and_goes_to_a_server
     );
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn an_unknown_element_is_counted_each_time_and_reported_once_per_client() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
+    let captured = CapturedLogs::default();
+    let subscriber = captured.subscriber(tracing::Level::DEBUG);
     let _guard = tracing::subscriber::set_default(subscriber);
 
     // A server newer than the bindings: `about` holds an element they do
@@ -207,7 +187,7 @@ async fn an_unknown_element_is_counted_each_time_and_reported_once_per_client() 
         (2, 4),
         "two calls, two unknown elements each"
     );
-    let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let log = captured.text();
     let events: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("skipped an element the bindings do not know"))
@@ -224,7 +204,7 @@ async fn an_unknown_element_is_counted_each_time_and_reported_once_per_client() 
     // Another client reports it again, once.
     let other = connect(&server).await;
     drop(other);
-    let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let log = captured.text();
     let events = log
         .lines()
         .filter(|l| l.contains("skipped an element the bindings do not know"))
@@ -249,13 +229,8 @@ const NEWER_TYPES: &str = r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><re
 
 #[tokio::test]
 async fn a_type_and_a_fault_the_bindings_do_not_know_decode_as_declared_and_are_noted_once() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
+    let captured = CapturedLogs::default();
+    let subscriber = captured.subscriber(tracing::Level::DEBUG);
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let server = server("10.0.0.0", "").await;
@@ -316,7 +291,7 @@ async fn a_type_and_a_fault_the_bindings_do_not_know_decode_as_declared_and_are_
         (2, 2, 2, 2),
         "per call: one unknown device type, one unknown fault, the device's unknown <qubits>"
     );
-    let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let log = captured.text();
     let types: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("decoded a type the bindings do not know"))
