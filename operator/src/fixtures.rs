@@ -20,10 +20,12 @@ use crate::api::{
     VSphereMachineSpec, VirtualMachine,
 };
 
+/// A Provider as the provider role leaves it: with its finalizer.
 pub fn provider(name: &str, labels: Value, capabilities: Value) -> Provider {
     serde_json::from_value(json!({
         "apiVersion": "banlieue.io/v1alpha1", "kind": "Provider",
-        "metadata": {"name": name, "namespace": "banlieue-system", "labels": labels, "generation": 1},
+        "metadata": {"name": name, "namespace": "banlieue-system", "labels": labels, "generation": 1,
+                     "finalizers": [crate::controllers::provider::FINALIZER]},
         "spec": {
             "providerClassRef": {"name": "vsphere"},
             "connection": {"endpoint": "https://vc.example/sdk", "credentialsRef": {"name": "vsphere-creds"}},
@@ -548,7 +550,7 @@ pub mod provider {
     use serde_json::{json, Value};
 
     use super::{body_json, store_of};
-    use crate::api::Provider;
+    use crate::api::{Provider, VSphereMachine};
     use crate::controllers::context::{Caches, Context};
     use crate::vsphere::VSphere;
 
@@ -699,6 +701,7 @@ pub mod provider {
     #[derive(Default)]
     pub struct World {
         pub providers: Vec<Provider>,
+        pub machines: Vec<VSphereMachine>,
         pub secrets: Vec<Secret>,
         pub config_maps: Vec<ConfigMap>,
     }
@@ -725,6 +728,7 @@ pub mod provider {
             let client = Client::new(service, "default");
             let caches = Caches {
                 providers: store_of(self.providers),
+                machines: store_of(self.machines),
                 secrets: store_of(self.secrets),
                 config_maps: store_of(self.config_maps),
                 images: store_of(Vec::new()),

@@ -67,7 +67,7 @@ fn no_cluster_role_grants_secrets() {
 }
 
 #[test]
-fn provider_reads_secrets_only_in_its_namespace_and_providers_read_only() {
+fn provider_reads_secrets_only_in_its_namespace_and_patches_providers_for_the_finalizer_only() {
     let docs = documents();
     let role = of_kind(&docs, "Role")
         .into_iter()
@@ -95,11 +95,14 @@ fn provider_reads_secrets_only_in_its_namespace_and_providers_read_only() {
             .flat_map(|r| strings(&r["verbs"]))
             .collect()
     };
+    // Providers are patched for their finalizer only (the role never edits
+    // a spec: no update), so a deleted Provider stays while machines use it.
     assert_eq!(
         verbs_on("providers"),
-        ["get", "list", "watch"],
-        "read-only on providers"
+        ["get", "list", "watch", "patch"],
+        "providers: read, and patch for the finalizer"
     );
+    assert!(verbs_on("providers/finalizers").contains(&"update".to_string()));
     assert!(verbs_on("providers/status").contains(&"patch".to_string()));
     assert!(verbs_on("vmimages/status").contains(&"patch".to_string()));
     assert!(verbs_on("vspheremachines").contains(&"watch".to_string()));

@@ -71,6 +71,10 @@ fn resource_of(path: &str) -> Option<&'static str> {
             "providers",
         ),
         ("/apis/banlieue.io/v1alpha1/vmimages", "vmimages"),
+        (
+            "/apis/banlieue.io/v1alpha1/vspheremachines",
+            "vspheremachines",
+        ),
     ]
     .into_iter()
     .find(|(prefix, _)| path == *prefix)
@@ -130,7 +134,16 @@ impl FakeApiServer {
                             })
                         {
                             version += 1;
-                            object["status"] = body["status"].clone();
+                            if path.ends_with("/status") {
+                                object["status"] = body["status"].clone();
+                            } else {
+                                // A finalizer added (the role's only other PATCH).
+                                for op in body.as_array().into_iter().flatten() {
+                                    if op["op"] == "add" && op["path"] == "/metadata/finalizers" {
+                                        object["metadata"]["finalizers"] = op["value"].clone();
+                                    }
+                                }
+                            }
                             object["metadata"]["resourceVersion"] = json!(version.to_string());
                             answer = object.clone();
                             self.watches
@@ -221,10 +234,12 @@ async fn next_patch(
             .await
             .unwrap_or_else(|_| panic!("no PATCH of {path_part} within 10s"))
             .expect("patch channel open");
-        assert!(
-            path.contains("fieldManager=banlieue-provider-vsphere-banlieue-system"),
-            "{path}"
-        );
+        if path.contains("/status?") {
+            assert!(
+                path.contains("fieldManager=banlieue-provider-vsphere-banlieue-system"),
+                "{path}"
+            );
+        }
         if path.contains(path_part) && wanted(&body) {
             return body;
         }
@@ -249,6 +264,10 @@ async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
             (
                 "vmimages",
                 ("banlieue.io/v1alpha1", "VMImageList", vec![image]),
+            ),
+            (
+                "vspheremachines",
+                ("banlieue.io/v1alpha1", "VSphereMachineList", vec![]),
             ),
         ]),
         watches: watches.clone(),

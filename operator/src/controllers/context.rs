@@ -12,7 +12,7 @@ use kube::Client;
 
 use super::provider::readiness::Objects;
 use super::Backoff;
-use crate::api::{Provider, VMImage};
+use crate::api::{Provider, VMImage, VSphereMachine};
 use crate::caches::CacheSync;
 use crate::health::Metrics;
 use crate::vsphere::VSphere;
@@ -35,6 +35,8 @@ pub struct Context<V> {
     pub resync: Duration,
     pub vsphere: Arc<V>,
     pub providers: Store<Provider>,
+    /// Every VSphereMachine: a deleting Provider stays while some still use it.
+    pub machines: Store<VSphereMachine>,
     pub secrets: Store<Secret>,
     pub config_maps: Store<ConfigMap>,
     /// Until the caches are filled, a missing Secret may only be not listed
@@ -49,6 +51,7 @@ pub struct Context<V> {
 /// The watch caches the role reads.
 pub struct Caches {
     pub providers: Store<Provider>,
+    pub machines: Store<VSphereMachine>,
     pub secrets: Store<Secret>,
     pub config_maps: Store<ConfigMap>,
     pub images: Store<VMImage>,
@@ -72,6 +75,7 @@ impl<V: VSphere> Context<V> {
             .with("Secrets", caches.secrets.clone())
             .with("ConfigMaps", caches.config_maps.clone())
             .with("Providers", caches.providers.clone())
+            .with("VSphereMachines", caches.machines.clone())
             .with("VMImages", caches.images);
         Context {
             recorder: Recorder::new(client.clone(), reporter),
@@ -81,6 +85,7 @@ impl<V: VSphere> Context<V> {
             resync,
             vsphere,
             providers: caches.providers,
+            machines: caches.machines,
             secrets: caches.secrets,
             config_maps: caches.config_maps,
             caches: sync,

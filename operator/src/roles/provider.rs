@@ -127,6 +127,7 @@ where
         vsphere.clone(),
         Caches {
             providers: providers.clone(),
+            machines: machines.clone(),
             secrets: secrets.clone(),
             config_maps: config_maps.clone(),
             images: images.clone(),

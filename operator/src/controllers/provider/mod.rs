@@ -10,29 +10,42 @@
 //!   exponential backoff, and its Provider keeps its last known failure
 //!   domains meanwhile.
 //! - Status is written by server-side apply, and only when it changed.
+//! - A Provider carries the finalizer [`FINALIZER`]: deleted, it stays (and its
+//!   credentials with it) while VSphereMachines use it, so they can still
+//!   destroy their VMs; its `Deleting` condition names them.
 
 pub mod readiness;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::context::{Context, NOT_READY_DELAY};
 use super::{apply_status, key, publish};
-use crate::api::Provider;
+use crate::api::{Provider, VSphereMachine};
 use crate::caches::{self, CacheSync};
-use crate::conditions::{self, Observed, Status, READY};
+use crate::conditions::{self, Observed, Status, DELETING, READY};
 use crate::vsphere::{ErrorKind, VSphere};
 use crate::{Error, Result};
 use readiness::{reason, ProviderOutcome};
 
-/// One reconcile of a Provider: log in (or reuse the session), walk the
-/// inventory, write the status if it changed.
+/// The finalizer that keeps a deleted Provider while VSphereMachines use it.
+pub const FINALIZER: &str = "banlieue.io/provider-in-use";
+
+/// How often a deleted Provider that is still in use looks at its machines again.
+pub const DELETION_RECHECK: Duration = Duration::from_secs(10);
+
+/// At most this many machines are named in the `Deleting` condition.
+const NAMED_MACHINES: usize = 10;
+
+/// One reconcile of a Provider: its finalizer first, then log in (or reuse
+/// the session), walk the inventory, write the status if it changed; once
+/// deleted, wait for its VSphereMachines to be gone, then release it.
 pub async fn reconcile_provider<V: VSphere>(
     provider: Arc<Provider>,
     ctx: Arc<Context<V>>,
@@ -47,7 +60,16 @@ pub async fn reconcile_provider<V: VSphere>(
         return Ok(Action::requeue(NOT_READY_DELAY));
     }
     let started = Instant::now();
-    let result = provider_inner(&provider, &ctx).await;
+    let result = if provider.metadata.deletion_timestamp.is_some() {
+        provider_deleting(&provider, &ctx)
+            .await
+            .map(|action| (action, None))
+    } else {
+        match add_finalizer(&provider, &ctx).await {
+            Ok(()) => provider_inner(&provider, &ctx).await,
+            Err(e) => Err(e),
+        }
+    };
     let failure = match &result {
         Ok((_, transient)) => transient.map(ErrorKind::label),
         Err(e) => Some(e.label()),
@@ -55,6 +77,138 @@ pub async fn reconcile_provider<V: VSphere>(
     ctx.metrics
         .observe_reconcile("Provider", started.elapsed(), failure);
     result.map(|(action, _)| action)
+}
+
+fn has_finalizer(provider: &Provider) -> bool {
+    provider.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+/// Adds [`FINALIZER`] to `provider` unless it has it (a JSON patch that
+/// fails if the list changed meanwhile, as kube-runtime's finalizer helper does).
+async fn add_finalizer<V: VSphere>(provider: &Provider, ctx: &Context<V>) -> Result<()> {
+    if has_finalizer(provider) {
+        return Ok(());
+    }
+    let patch = match provider.metadata.finalizers.as_deref() {
+        None => serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]),
+        Some(list) => serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": list},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+        ]),
+    };
+    patch_finalizers(provider, ctx, patch).await
+}
+
+async fn patch_finalizers<V: VSphere>(
+    provider: &Provider,
+    ctx: &Context<V>,
+    patch: serde_json::Value,
+) -> Result<()> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|e| Error::Finalizer(e.to_string()))?;
+    let api: Api<Provider> = Api::namespaced(
+        ctx.client.clone(),
+        &provider.namespace().unwrap_or_default(),
+    );
+    api.patch(
+        &provider.name_any(),
+        &PatchParams::default(),
+        &Patch::Json::<()>(patch),
+    )
+    .await
+    .map_err(|e| Error::Finalizer(format!("Provider {}: {e}", key(provider))))?;
+    Ok(())
+}
+
+/// The VSphereMachines (as `namespace/name`, sorted) whose `spec.providerRef` is `provider`.
+pub fn machines_using(provider: &Provider, machines: &[Arc<VSphereMachine>]) -> Vec<String> {
+    let (namespace, name) = (
+        provider.namespace().unwrap_or_default(),
+        provider.name_any(),
+    );
+    let mut using: Vec<String> = machines
+        .iter()
+        .filter(|m| m.spec.provider_ref.namespace == namespace && m.spec.provider_ref.name == name)
+        .map(|m| format!("{}/{}", m.namespace().unwrap_or_default(), m.name_any()))
+        .collect();
+    using.sort();
+    using
+}
+
+/// A deleted Provider: kept (finalizer and status `Deleting`) while
+/// VSphereMachines use it, since they need its credentials to destroy their
+/// VMs; released once none does.
+async fn provider_deleting<V: VSphere>(provider: &Provider, ctx: &Context<V>) -> Result<Action> {
+    let Some(position) = provider.finalizers().iter().position(|f| f == FINALIZER) else {
+        return Ok(Action::await_change());
+    };
+    let using = machines_using(provider, &ctx.machines.state());
+    if using.is_empty() {
+        info!(
+            namespace = provider.namespace().unwrap_or_default(),
+            name = provider.name_any(),
+            "Provider deleted: no VSphereMachine uses it any more, releasing it"
+        );
+        let patch = serde_json::json!([
+            {"op": "test", "path": format!("/metadata/finalizers/{position}"), "value": FINALIZER},
+            {"op": "remove", "path": format!("/metadata/finalizers/{position}")},
+        ]);
+        return match patch_finalizers(provider, ctx, patch).await {
+            // Released by a reconcile that ran just before this one.
+            Err(Error::Finalizer(m)) if m.contains("404") => Ok(Action::await_change()),
+            other => other.map(|()| Action::await_change()),
+        };
+    }
+    let mut named = using
+        .iter()
+        .take(NAMED_MACHINES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if using.len() > NAMED_MACHINES {
+        named.push_str(&format!(" and {} more", using.len() - NAMED_MACHINES));
+    }
+    let message = format!(
+        "deleted, kept until the {} VSphereMachine(s) using it are deleted (their VirtualMachines deleted and their VMs destroyed): {named}",
+        using.len()
+    );
+    let mut status = provider.status.clone().unwrap_or_default();
+    let observed = Observed::new(
+        DELETING,
+        Status::True,
+        reason::WAITING_FOR_MACHINES,
+        message.clone(),
+    );
+    let transitioned = conditions::set(
+        &mut status.conditions,
+        observed,
+        provider.metadata.generation,
+        &conditions::now(),
+    );
+    if provider.status.as_ref() != Some(&status) {
+        let api: Api<Provider> = Api::namespaced(
+            ctx.client.clone(),
+            &provider.namespace().unwrap_or_default(),
+        );
+        apply_status(&api, provider, &ctx.field_manager, &status).await?;
+        ctx.metrics.status_written("Provider");
+    }
+    if transitioned {
+        info!(namespace = provider.namespace().unwrap_or_default(), name = provider.name_any(), %message, "Provider deleted, still in use");
+        publish(
+            &ctx.recorder,
+            &provider.object_ref(&()),
+            false,
+            reason::WAITING_FOR_MACHINES,
+            &message,
+            DELETING,
+        )
+        .await;
+    }
+    Ok(Action::requeue(DELETION_RECHECK))
 }
 
 /// The status of a Provider that cannot be reconciled because the role's

@@ -33,6 +33,8 @@ pub mod reason {
     pub const DUPLICATE_FAILURE_DOMAIN: &str = "DuplicateFailureDomainName";
     /// The provider role's watch caches are not synced: nothing can be read yet.
     pub const CACHES_NOT_SYNCED: &str = "CachesNotSynced";
+    /// `Deleting=True`: the Provider is deleted and kept while VSphereMachines use it.
+    pub const WAITING_FOR_MACHINES: &str = "WaitingForVSphereMachines";
 
     // Per-provider reasons of a VMImage.
     pub const TEMPLATE_FOUND: &str = "TemplateFound";

@@ -569,7 +569,7 @@ async fn a_provider_waiting_for_the_caches_says_so_in_its_status() {
                 assert_eq!(ready["reason"], "CachesNotSynced");
                 let message = ready["message"].as_str().unwrap_or_default();
                 assert!(
-                    message.contains("Secrets, ConfigMaps, Providers, VMImages"),
+                    message.contains("Secrets, ConfigMaps, Providers, VSphereMachines, VMImages"),
                     "{message}"
                 );
                 server.event("Provider", "CachesNotSynced").await;
@@ -795,4 +795,211 @@ fn last_status(seen: &fixtures::provider::Seen, path_end: &str) -> serde_json::V
         .find(|(method, path, _, _)| method == "PATCH" && path.ends_with(path_end))
         .map(|(_, _, _, body)| body["status"].clone())
         .unwrap_or_default()
+}
+
+const PROVIDER: &str =
+    "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/providers/prod-vsphere";
+
+/// A VSphereMachine `name` of namespace `ns` on the guide's Provider.
+fn machine_on_guide_provider(name: &str) -> crate::api::VSphereMachine {
+    let mut m = fixtures::machine(name);
+    m.spec.provider_ref.name = "prod-vsphere".into();
+    m
+}
+
+fn deleted(mut provider: Provider) -> Provider {
+    provider.metadata.deletion_timestamp = Some(conditions::now());
+    provider.metadata.generation = Some(2);
+    provider
+}
+
+/// The JSON patches of the Provider object itself (its finalizers).
+fn provider_patches(seen: &fixtures::provider::Seen) -> Vec<&serde_json::Value> {
+    seen.iter()
+        .filter(|(m, p, t, _)| m == "PATCH" && p == PROVIDER && t.contains("json-patch"))
+        .map(|(_, _, _, b)| b)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_provider_gets_its_finalizer_before_it_is_reconciled() {
+    let mut provider = guide_provider();
+    provider.metadata.finalizers = None;
+    let vsphere = MockVSphere::new(script());
+    let (ctx, server) = world(provider.clone()).context(vsphere.clone());
+    let object = serde_json::to_value(&provider).unwrap();
+    let (action, seen) = serving_all(
+        ctx.clone(),
+        server,
+        object,
+        reconcile_provider(Arc::new(provider), ctx),
+    )
+    .await;
+    assert_eq!(action.expect("reconcile"), Action::requeue(RESYNC));
+    let patches = provider_patches(&seen);
+    assert_eq!(patches.len(), 1, "{seen:?}");
+    assert_eq!(
+        patches[0][1],
+        json!({"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]})
+    );
+    assert_eq!(seen[0].1, PROVIDER, "the finalizer first: {seen:?}");
+    assert_eq!(
+        last_status(&seen, "/providers/prod-vsphere/status")["conditions"][0]["reason"],
+        "Connected",
+        "then the usual reconcile, in the same pass"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_provider_stays_while_machines_use_it_and_names_them() {
+    let provider = deleted(fixtures::ready(guide_provider(), vec![]));
+    let vsphere = MockVSphere::new(script());
+    let mut other = fixtures::machine("elsewhere");
+    other.spec.provider_ref.name = "another-vcenter".into();
+    let world = World {
+        machines: vec![
+            machine_on_guide_provider("web"),
+            machine_on_guide_provider("db"),
+            other,
+        ],
+        ..world(provider.clone())
+    };
+    let (ctx, server) = world.context(vsphere.clone());
+    let object = serde_json::to_value(&provider).unwrap();
+    let (action, seen) = serving_all(
+        ctx.clone(),
+        server,
+        object,
+        reconcile_provider(Arc::new(provider.clone()), ctx),
+    )
+    .await;
+    assert_eq!(
+        action.expect("reconcile"),
+        Action::requeue(DELETION_RECHECK)
+    );
+    assert!(
+        provider_patches(&seen).is_empty(),
+        "the finalizer stays: {seen:?}"
+    );
+    let status = last_status(&seen, "/providers/prod-vsphere/status");
+    let deleting = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Deleting")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(deleting["status"], "True", "{status}");
+    assert_eq!(deleting["reason"], "WaitingForVSphereMachines");
+    assert_eq!(
+        deleting["message"],
+        "deleted, kept until the 2 VSphereMachine(s) using it are deleted (their \
+         VirtualMachines deleted and their VMs destroyed): ns/db, ns/web"
+    );
+    assert_eq!(
+        status["conditions"][0]["reason"], "Connected",
+        "Ready is left as it was: the machines still log in with its credentials"
+    );
+    assert!(
+        seen.iter().any(
+            |(_, p, _, b)| p.ends_with("/events") && b["reason"] == "WaitingForVSphereMachines"
+        ),
+        "{seen:?}"
+    );
+    assert!(vsphere.connects().is_empty(), "vCenter is not walked again");
+}
+
+#[tokio::test]
+async fn a_deleted_provider_is_released_once_no_machine_uses_it() {
+    let mut provider = deleted(guide_provider());
+    provider.metadata.finalizers = Some(vec!["example.com/other".into(), FINALIZER.into()]);
+    let vsphere = MockVSphere::new(script());
+    let (ctx, server) = world(provider.clone()).context(vsphere.clone());
+    let object = serde_json::to_value(&provider).unwrap();
+    let (action, seen) = serving_all(
+        ctx.clone(),
+        server,
+        object,
+        reconcile_provider(Arc::new(provider), ctx),
+    )
+    .await;
+    assert_eq!(action.expect("reconcile"), Action::await_change());
+    let patches = provider_patches(&seen);
+    assert_eq!(patches.len(), 1, "{seen:?}");
+    assert_eq!(
+        *patches[0],
+        json!([
+            {"op": "test", "path": "/metadata/finalizers/1", "value": FINALIZER},
+            {"op": "remove", "path": "/metadata/finalizers/1"},
+        ])
+    );
+    assert_eq!(seen.len(), 1, "nothing but the release: {seen:?}");
+}
+
+/// Deleting a Provider and its machine's VirtualMachine at once (as
+/// `kubectl delete -f` does): the machine destroys its VM with the deleted
+/// Provider's credentials, then the Provider is released.
+#[tokio::test]
+async fn machines_of_a_deleted_provider_destroy_their_vms_then_it_is_released() {
+    use crate::controllers::vspheremachine::{driver, reconcile_machine};
+    let provider = deleted(guide_provider());
+    let machines = crate::vsphere::mock::MockMachines::new();
+    let vsphere = MockVSphere::new(Script {
+        machines: machines.clone(),
+        ..script()
+    });
+    let mut machine = machine_on_guide_provider("web");
+    machine.metadata.finalizers = Some(vec![crate::controllers::vspheremachine::FINALIZER.into()]);
+    machine.metadata.uid = Some("0b5c1e2a-6f00-4d7e-9c59-7a9f3c3c1d11".into());
+    machine.spec.guest_agent = Some("none".into());
+    struct Quiet;
+    impl driver::Hooks for Quiet {
+        async fn persist(&mut self, _: &crate::api::VSphereMachine) -> Result<()> {
+            Ok(())
+        }
+    }
+    driver::reconcile(
+        &mut machine,
+        false,
+        &[],
+        &machines,
+        &mut Quiet,
+        &driver::Options::default(),
+    )
+    .await
+    .expect("the VM exists");
+    assert_eq!(machines.vms().len(), 1);
+    machine.metadata.deletion_timestamp = Some(conditions::now());
+
+    let world_with = |machines: Vec<crate::api::VSphereMachine>| World {
+        machines,
+        ..world(provider.clone())
+    };
+    let (ctx, server) = world_with(vec![machine.clone()]).context(vsphere.clone());
+    let object = serde_json::to_value(&machine).unwrap();
+    let (result, _) = serving_all(
+        ctx.clone(),
+        server,
+        object,
+        reconcile_machine(Arc::new(machine.clone()), ctx),
+    )
+    .await;
+    assert_eq!(
+        result.expect("the machine's delete"),
+        Action::await_change()
+    );
+    assert!(machines.vms().is_empty(), "the VM is destroyed");
+
+    // The machine is gone from the caches: the Provider's finalizer goes.
+    let (ctx, server) = world_with(Vec::new()).context(vsphere.clone());
+    let object = serde_json::to_value(&provider).unwrap();
+    let (action, seen) = serving_all(
+        ctx.clone(),
+        server,
+        object,
+        reconcile_provider(Arc::new(provider.clone()), ctx),
+    )
+    .await;
+    assert_eq!(action.expect("reconcile"), Action::await_change());
+    assert_eq!(provider_patches(&seen).len(), 1, "released: {seen:?}");
 }

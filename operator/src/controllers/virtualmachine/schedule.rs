@@ -163,6 +163,9 @@ fn evaluate<'p>(
         ));
     }
 
+    if provider.metadata.deletion_timestamp.is_some() {
+        return no_match("is being deleted".to_string());
+    }
     let status = provider.status.clone().unwrap_or_default();
     match conditions::find(&status.conditions, READY) {
         Some(c) if c.status == "True" => {}
@@ -667,6 +670,25 @@ mod tests {
             &[p],
         );
         assert!(u.message.ends_with("banlieue-system/prod-vsphere: provider class \"libvirt\" has no source in VMImage \"ubuntu-22.04-cloudinit\""), "{}", u.message);
+    }
+
+    #[test]
+    fn a_deleted_provider_takes_no_new_vm() {
+        let mut p = guide_provider();
+        p.metadata.deletion_timestamp = Some(crate::conditions::now());
+        let u = unschedulable(
+            &selector_vm(),
+            &guide_class(),
+            &image(&["prod-vsphere"]),
+            &[p],
+        );
+        assert_eq!(u.reason, Reason::NoProviderMatched);
+        assert!(
+            u.message
+                .ends_with("banlieue-system/prod-vsphere: is being deleted"),
+            "{}",
+            u.message
+        );
     }
 
     #[test]

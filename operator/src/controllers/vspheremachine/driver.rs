@@ -390,17 +390,27 @@ async fn record<H: Hooks>(
 /// `VCenterUnresponsive` when vCenter did not answer within the Provider's
 /// call deadline, `Failed` for anything else.
 pub fn error_condition(error: &Error) -> crate::conditions::Observed {
-    let reason = match error {
-        Error::VSphere(e) if e.unresponsive() => {
-            crate::controllers::provider::readiness::reason::VCENTER_UNRESPONSIVE
-        }
-        _ => step::reason::FAILED,
+    let (reason, message) = match error {
+        Error::VSphere(e) if e.unresponsive() => (
+            crate::controllers::provider::readiness::reason::VCENTER_UNRESPONSIVE,
+            error.to_string(),
+        ),
+        Error::ProviderNotFound(provider) => (
+            step::reason::PROVIDER_NOT_FOUND,
+            format!(
+                "Provider {provider} not found: its VM cannot be reached in vCenter. Recreate the \
+                 Provider (same namespace and name) and the machine goes on; or, to leave the VM \
+                 in vCenter, remove the finalizer {}",
+                super::FINALIZER
+            ),
+        ),
+        _ => (step::reason::FAILED, error.to_string()),
     };
     crate::conditions::Observed::new(
         crate::conditions::READY,
         crate::conditions::Status::False,
         reason,
-        error.to_string(),
+        message,
     )
 }
 

@@ -159,12 +159,6 @@ where
 {
     let key = key(machine);
     let provider_ref = &machine.spec.provider_ref;
-    let provider = ctx
-        .providers
-        .get(&ObjectRef::new(&provider_ref.name).within(&provider_ref.namespace))
-        .ok_or_else(|| Error::ProviderNotFound(provider_ref.clone()))?;
-    let params = readiness::connect_params(&provider, ctx)
-        .map_err(|(reason, message)| Error::ProviderUnusable { reason, message })?;
     let mut hooks = KubeHooks {
         api: api.clone(),
         field_manager: ctx.field_manager.clone(),
@@ -172,6 +166,19 @@ where
         metrics: ctx.metrics.clone(),
     };
     let mut machine = machine.clone();
+    // A Provider keeps its finalizer while machines use it; one gone all the
+    // same (its finalizer removed by hand) leaves the machine unable to reach
+    // vCenter: said in its status, with the way out.
+    let Some(provider) = ctx
+        .providers
+        .get(&ObjectRef::new(&provider_ref.name).within(&provider_ref.namespace))
+    else {
+        let error = Error::ProviderNotFound(provider_ref.clone());
+        driver::report_error(&mut machine, &mut hooks, &error).await;
+        return Err(error);
+    };
+    let params = readiness::connect_params(&provider, ctx)
+        .map_err(|(reason, message)| Error::ProviderUnusable { reason, message })?;
     // vCenter not answering within the call deadline is said in the
     // machine's status (the error policy then backs off); the session that
     // met it is dropped, so the next reconcile logs in anew.

@@ -26,6 +26,8 @@ pub mod reason {
     pub const WAITING_FOR_IP: &str = "WaitingForIP";
     pub const FAILED: &str = "Failed";
     pub const DELETING: &str = "Deleting";
+    /// The Provider the machine names does not exist (see docs/operator.md).
+    pub const PROVIDER_NOT_FOUND: &str = "ProviderNotFound";
     pub const POWERED_ON: &str = "PoweredOn";
     pub const POWERED_OFF: &str = "PoweredOff";
 }

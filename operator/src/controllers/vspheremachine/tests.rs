@@ -243,3 +243,43 @@ async fn an_unresponsive_vcenter_is_the_machines_condition_and_its_session_is_dr
         .unwrap_or_default();
     assert_eq!(last["conditions"][0]["status"], "True");
 }
+
+#[tokio::test]
+async fn a_machine_whose_provider_is_gone_says_so_and_how_to_let_go() {
+    let vsphere = vsphere();
+    let mut m = with_finalizer(machine("web"));
+    m.metadata.deletion_timestamp = Some(crate::conditions::now());
+    let (ctx, server) = World {
+        secrets: vec![credentials("REPLACE-ME")],
+        ..Default::default()
+    }
+    .context(vsphere.clone());
+    let object = serde_json::to_value(&m).unwrap_or_default();
+    let (result, seen) = serving_all(
+        ctx.clone(),
+        server,
+        object,
+        reconcile_machine(Arc::new(m), ctx),
+    )
+    .await;
+    let error = result.expect_err("retried with backoff");
+    assert_eq!(error.label(), "provider_not_found");
+    assert!(finalizer_patches(&seen).is_empty(), "the finalizer stays");
+    let last = status_patches(&seen)
+        .last()
+        .copied()
+        .cloned()
+        .unwrap_or_default();
+    let ready = &last["conditions"][0];
+    assert_eq!(ready["status"], "False", "{seen:?}");
+    assert_eq!(ready["reason"], "ProviderNotFound");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Provider banlieue-system/vc not found")
+            && message.contains("Recreate the Provider")
+            && message.contains(FINALIZER),
+        "{message}"
+    );
+    assert_eq!(event_reasons(&seen), ["ProviderNotFound"]);
+    assert!(vsphere.connects().is_empty());
+}
