@@ -116,18 +116,32 @@ impl dyn DataObject {
 pub fn take_object<T: ObjectType>(
     object: Box<dyn DataObject>,
 ) -> Result<Box<T>, Box<dyn DataObject>> {
-    if !object.as_any().is::<T::Object>() {
+    // The downcast is generic over the registry chunk only (one copy per
+    // chunk, not per type); what is left per type is the variant match.
+    match take_chunk::<T::Object>(object) {
+        Ok(held) => match T::from_object(held) {
+            Ok(typed) => Ok(typed),
+            Err(held) => Err(box_object(held)),
+        },
+        Err(object) => Err(object),
+    }
+}
+
+/// Unboxes the object as the chunk enum `O`; on mismatch, the object back.
+fn take_chunk<O: DataObject>(object: Box<dyn DataObject>) -> Result<O, Box<dyn DataObject>> {
+    if !object.as_any().is::<O>() {
         return Err(object);
     }
-    match object.into_any().downcast::<T::Object>() {
-        Ok(held) => match T::from_object(*held) {
-            Ok(typed) => Ok(typed),
-            Err(held) => Err(Box::new(held)),
-        },
+    match object.into_any().downcast::<O>() {
+        Ok(held) => Ok(*held),
         // Checked above; a `Box<dyn Any>` cannot be turned back into a
         // `DataObject`, so a nil object stands in.
         Err(_) => Err(Box::new(NoObject)),
     }
+}
+
+fn box_object<O: DataObject>(object: O) -> Box<dyn DataObject> {
+    Box::new(object)
 }
 
 /// What [`take_object`] returns if a checked downcast fails after all.
