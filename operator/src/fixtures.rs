@@ -540,7 +540,8 @@ pub mod virtualmachine {
 
 /// The provider role's reconciles against a mocked API server and a scripted vCenter.
 pub mod provider {
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context as TaskContext, Poll};
     use std::time::Duration;
 
     use http::{Request, Response};
@@ -697,13 +698,64 @@ pub mod provider {
         }
     }
 
-    /// What the caches hold in a test.
+    /// What the caches hold in a test, and the Secrets and ConfigMaps the
+    /// API server holds (read by name).
     #[derive(Default)]
     pub struct World {
         pub providers: Vec<Provider>,
         pub machines: Vec<VSphereMachine>,
         pub secrets: Vec<Secret>,
         pub config_maps: Vec<ConfigMap>,
+        /// The paths of the Secret and ConfigMap GETs made, in order.
+        pub reads: Reads,
+    }
+
+    /// The Secret and ConfigMap paths read, shared with the test.
+    pub type Reads = Arc<Mutex<Vec<String>>>;
+
+    /// The mocked API server's front: a GET of one Secret or ConfigMap by
+    /// name is answered from the world (a 404 Status when it has none) and
+    /// recorded; every other request goes to the test's handle, in order.
+    struct ObjectsByName {
+        handle: tower_test::mock::Mock<Request<Body>, Response<Body>>,
+        objects: Vec<(String, Value)>,
+        reads: Reads,
+    }
+
+    impl tower_service::Service<Request<Body>> for ObjectsByName {
+        type Response = Response<Body>;
+        type Error = Box<dyn std::error::Error + Send + Sync>;
+        type Future = futures::future::BoxFuture<'static, Result<Response<Body>, Self::Error>>;
+
+        fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+            self.handle.poll_ready(cx)
+        }
+
+        fn call(&mut self, request: Request<Body>) -> Self::Future {
+            let path = request.uri().path().to_string();
+            let by_name = request.method() == http::Method::GET
+                && ["/secrets/", "/configmaps/"]
+                    .iter()
+                    .any(|r| path.starts_with("/api/v1/namespaces/") && path.contains(r));
+            if !by_name {
+                return Box::pin(self.handle.call(request));
+            }
+            if let Ok(mut reads) = self.reads.lock() {
+                reads.push(path.clone());
+            }
+            let response = match self.objects.iter().find(|(p, _)| *p == path) {
+                Some((_, object)) => Response::builder()
+                    .body(Body::from(serde_json::to_vec(object).unwrap_or_default())),
+                None => Response::builder().status(404).body(Body::from(
+                    serde_json::to_vec(
+                        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "reason": "NotFound", "code": 404, "message": format!("{path} not found")}),
+                    )
+                    .unwrap_or_default(),
+                )),
+            };
+            Box::pin(futures::future::ready(Ok(response.expect("response"))))
+        }
     }
 
     pub fn credentials(password: &str) -> Secret {
@@ -725,12 +777,32 @@ pub mod provider {
         /// sessions outlive one context).
         pub fn context_on<V: VSphere>(self, vsphere: Arc<V>) -> (Arc<Context<V>>, ApiServer) {
             let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let path = |kind: &str, meta: &kube::api::ObjectMeta| {
+                format!(
+                    "/api/v1/namespaces/{}/{kind}/{}",
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    meta.name.as_deref().unwrap_or_default()
+                )
+            };
+            let objects = self
+                .secrets
+                .iter()
+                .map(|s| (path("secrets", &s.metadata), json!(s)))
+                .chain(
+                    self.config_maps
+                        .iter()
+                        .map(|c| (path("configmaps", &c.metadata), json!(c))),
+                )
+                .collect();
+            let service = ObjectsByName {
+                handle: service,
+                objects,
+                reads: self.reads,
+            };
             let client = Client::new(service, "default");
             let caches = Caches {
                 providers: store_of(self.providers),
                 machines: store_of(self.machines),
-                secrets: store_of(self.secrets),
-                config_maps: store_of(self.config_maps),
                 images: store_of(Vec::new()),
             };
             let ctx = Context::new(client, NAMESPACE, RESYNC, vsphere, caches, Arc::default());

@@ -76,9 +76,12 @@ fn provider_reads_secrets_only_in_its_namespace_and_patches_providers_for_the_fi
         .1
         .clone();
     assert_eq!(role["metadata"]["namespace"], "banlieue-system");
-    let rule = &role["rules"][0];
-    assert_eq!(strings(&rule["resources"]), ["secrets", "configmaps"]);
-    assert_eq!(strings(&rule["verbs"]), ["get", "list", "watch"]);
+    let rules = role["rules"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(strings(&rules[0]["resources"]), ["secrets", "configmaps"]);
+    // Read by name only: a list or watch would cache every Secret of the
+    // namespace in the provider pod.
+    assert_eq!(strings(&rules[0]["verbs"]), ["get"]);
 
     let cluster = of_kind(&docs, "ClusterRole")
         .into_iter()

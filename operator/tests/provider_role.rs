@@ -1,7 +1,8 @@
 //! The provider role as it runs (`roles::provider::run`): its watches,
 //! triggers and status writes, against a fake API server that serves lists
-//! and open watch streams, and a scripted vCenter. A rotated password in
-//! the Secret takes effect through the Secret's watch, without a restart.
+//! and open watch streams, and a scripted vCenter. The credentials Secret
+//! is read by name (never listed or watched): a rotated password takes
+//! effect at the next reconcile, without a restart.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -26,6 +27,7 @@ type ResponseBody = UnsyncBoxBody<Bytes, Infallible>;
 type WatchSender = mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>;
 
 const NS: &str = "banlieue-system";
+const SECRET_PATH: &str = "/api/v1/namespaces/banlieue-system/secrets/vsphere-creds";
 
 fn full(value: &Value) -> ResponseBody {
     Full::new(Bytes::from(serde_json::to_vec(value).unwrap_or_default())).boxed_unsync()
@@ -36,6 +38,10 @@ fn full(value: &Value) -> ResponseBody {
 /// applied to the objects held and reported to the test.
 struct FakeApiServer {
     objects: HashMap<&'static str, (&'static str, &'static str, Vec<Value>)>,
+    /// The credentials Secret, answered to a GET by name; the test rotates it.
+    secret: Arc<Mutex<Value>>,
+    /// Every request, as `METHOD path?query`.
+    requests: Arc<Mutex<Vec<String>>>,
     watches: Watches,
     patches: tokio_mpsc::UnboundedSender<(String, Value)>,
 }
@@ -61,11 +67,6 @@ impl Watches {
 /// The resource a collection path is about.
 fn resource_of(path: &str) -> Option<&'static str> {
     [
-        ("/api/v1/namespaces/banlieue-system/secrets", "secrets"),
-        (
-            "/api/v1/namespaces/banlieue-system/configmaps",
-            "configmaps",
-        ),
         (
             "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/providers",
             "providers",
@@ -91,7 +92,13 @@ impl FakeApiServer {
             let path = request.uri().path().to_string();
             let query = request.uri().query().unwrap_or_default().to_string();
             let method = request.method().clone();
-            let response = if method == http::Method::GET {
+            self.requests
+                .lock()
+                .unwrap()
+                .push(format!("{method} {path}?{query}"));
+            let response = if method == http::Method::GET && path == SECRET_PATH {
+                Response::new(full(&self.secret.lock().unwrap()))
+            } else if method == http::Method::GET {
                 match resource_of(&path) {
                     Some(resource) if query.contains("watch=true") => {
                         let (tx, rx) = mpsc::unbounded();
@@ -247,16 +254,18 @@ async fn next_patch(
 }
 
 #[tokio::test]
-async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
+async fn the_role_reads_the_secret_by_name_and_uses_a_rotated_password_at_the_next_reconcile() {
     let image = json!({"apiVersion": "banlieue.io/v1alpha1", "kind": "VMImage",
                        "metadata": {"name": "golden", "generation": 1, "uid": "uid-i", "resourceVersion": "1"},
                        "spec": {"sources": [{"providerClass": "vsphere", "kind": "Template", "ref": "golden"}]}});
     let watches = Watches::default();
     let (patch_tx, mut patches) = tokio_mpsc::unbounded_channel();
+    let held_secret = Arc::new(Mutex::new(secret(None, "1")));
+    let requests = Arc::new(Mutex::new(Vec::new()));
     let server = FakeApiServer {
+        secret: held_secret.clone(),
+        requests: requests.clone(),
         objects: HashMap::from([
-            ("secrets", ("v1", "SecretList", vec![secret(None, "1")])),
-            ("configmaps", ("v1", "ConfigMapList", vec![])),
             (
                 "providers",
                 ("banlieue.io/v1alpha1", "ProviderList", vec![provider(1)]),
@@ -286,7 +295,7 @@ async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
         metrics.clone(),
     ));
 
-    // The Secret has no password yet: nothing to retry until it changes (the
+    // The Secret has no password yet: looked at again with backoff (the
     // resync is an hour away).
     let status = next_patch(&mut patches, "/providers/prod-vsphere/status", |_| true).await;
     assert_eq!(
@@ -294,13 +303,10 @@ async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
         "{status}"
     );
 
-    // The password is added: the Secret's watch triggers the Provider, which
-    // logs in, walks and writes its status; then (the Provider's status
-    // change seen by the image controller) the image is verified on it.
-    watches.send(
-        "secrets",
-        json!({"type": "MODIFIED", "object": secret(Some("old-pw"), "2")}),
-    );
+    // The password is added: the next try (5 s later) reads it, logs in,
+    // walks and writes its status; then (the Provider's status change seen
+    // by the image controller) the image is verified on it.
+    *held_secret.lock().unwrap() = secret(Some("old-pw"), "2");
     let status = next_patch(&mut patches, "/providers/prod-vsphere/status", |_| true).await;
     assert_eq!(
         status["status"]["conditions"][0]["reason"], "Connected",
@@ -336,21 +342,18 @@ async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
         "kept on a connect failure"
     );
 
-    // The Secret is rotated: logged in again with the new password at once,
-    // not at the next retry (5 s away), and without a restart.
+    // The Secret is rotated: the next try (the backoff's 5 s) reads it and
+    // logs in again with the new password, without a restart.
     let rotated = std::time::Instant::now();
-    watches.send(
-        "secrets",
-        json!({"type": "MODIFIED", "object": secret(Some("new-pw"), "3")}),
-    );
+    *held_secret.lock().unwrap() = secret(Some("new-pw"), "3");
     let status = next_patch(&mut patches, "/providers/prod-vsphere/status", |_| true).await;
     assert_eq!(
         status["status"]["conditions"][0]["reason"], "Connected",
         "{status}"
     );
     assert!(
-        rotated.elapsed() < Duration::from_secs(4),
-        "took {:?}: the watch, not the backoff",
+        rotated.elapsed() < Duration::from_secs(8),
+        "took {:?}: the next retry",
         rotated.elapsed()
     );
     let passwords: Vec<String> = vsphere
@@ -365,4 +368,18 @@ async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
         "{passwords:?}"
     );
     role.abort();
+
+    // Secrets and ConfigMaps: only GETs by name, never a list or a watch.
+    let requests = requests.lock().unwrap().clone();
+    let reads: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.contains("/secrets") || r.contains("/configmaps"))
+        .collect();
+    assert!(reads.len() >= 4, "read at each reconcile: {reads:?}");
+    assert!(
+        reads
+            .iter()
+            .all(|r| r.starts_with(&format!("GET {SECRET_PATH}?"))),
+        "{reads:?}"
+    );
 }

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::Api;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use kube::Client;
 
-use super::provider::readiness::Objects;
+use super::provider::readiness::{self, Fetched};
 use super::Backoff;
 use crate::api::{Provider, VMImage, VSphereMachine};
 use crate::caches::CacheSync;
@@ -29,7 +30,8 @@ pub const DEFAULT_RESYNC: Duration = Duration::from_secs(5 * 60);
 pub struct Context<V> {
     pub client: Client,
     pub recorder: Recorder,
-    /// The install namespace: its Providers are served and its Secrets read.
+    /// The install namespace: its Providers are served and its Secrets read
+    /// (by name, at each reconcile: see [`Context::fetch`]).
     pub namespace: String,
     pub field_manager: String,
     pub resync: Duration,
@@ -37,11 +39,8 @@ pub struct Context<V> {
     pub providers: Store<Provider>,
     /// Every VSphereMachine: a deleting Provider stays while some still use it.
     pub machines: Store<VSphereMachine>,
-    pub secrets: Store<Secret>,
-    pub config_maps: Store<ConfigMap>,
-    /// Until the caches are filled, a missing Secret may only be not listed
-    /// yet: reconciles wait rather than report it (and say so past
-    /// [`caches::SYNC_GRACE`]).
+    /// Until the caches are filled, a machine or image may only be not
+    /// listed yet: reconciles wait (and say so past [`caches::SYNC_GRACE`]).
     pub caches: CacheSync,
     /// Consecutive failures per object.
     failures: Backoff,
@@ -52,8 +51,6 @@ pub struct Context<V> {
 pub struct Caches {
     pub providers: Store<Provider>,
     pub machines: Store<VSphereMachine>,
-    pub secrets: Store<Secret>,
-    pub config_maps: Store<ConfigMap>,
     pub images: Store<VMImage>,
 }
 
@@ -72,8 +69,6 @@ impl<V: VSphere> Context<V> {
             instance: std::env::var("POD_NAME").ok(),
         };
         let sync = CacheSync::new()
-            .with("Secrets", caches.secrets.clone())
-            .with("ConfigMaps", caches.config_maps.clone())
             .with("Providers", caches.providers.clone())
             .with("VSphereMachines", caches.machines.clone())
             .with("VMImages", caches.images);
@@ -86,8 +81,6 @@ impl<V: VSphere> Context<V> {
             vsphere,
             providers: caches.providers,
             machines: caches.machines,
-            secrets: caches.secrets,
-            config_maps: caches.config_maps,
             caches: sync,
             failures: Backoff::default(),
             metrics,
@@ -109,23 +102,51 @@ impl<V: VSphere> Context<V> {
     }
 }
 
-impl<V> Objects for Context<V> {
-    // Only the install namespace's: the role never reads another namespace's Secrets.
-    fn secret(&self, namespace: &str, name: &str) -> Option<Secret> {
-        (namespace == self.namespace)
-            .then(|| self.secrets.get(&ObjectRef::new(name).within(namespace)))
-            .flatten()
-            .map(|s| (*s).clone())
+impl<V> Context<V> {
+    /// Reads the Secrets and ConfigMaps named, by name (a GET each: the role
+    /// lists and watches none), in `namespace` if it is the install
+    /// namespace: the role never reads another namespace's. A missing one is
+    /// left out; an API error fails the reconcile (retried with backoff).
+    pub async fn fetch(
+        &self,
+        namespace: &str,
+        secrets: &[String],
+        config_maps: &[String],
+    ) -> kube::Result<Fetched> {
+        let mut fetched = Fetched::default();
+        if namespace != self.namespace {
+            return Ok(fetched);
+        }
+        let secret_api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        for name in secrets {
+            fetched
+                .secrets
+                .extend(absent_if_not_found(secret_api.get(name).await)?);
+        }
+        let config_map_api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        for name in config_maps {
+            fetched
+                .config_maps
+                .extend(absent_if_not_found(config_map_api.get(name).await)?);
+        }
+        Ok(fetched)
     }
 
-    fn config_map(&self, namespace: &str, name: &str) -> Option<ConfigMap> {
-        (namespace == self.namespace)
-            .then(|| {
-                self.config_maps
-                    .get(&ObjectRef::new(name).within(namespace))
-            })
-            .flatten()
-            .map(|c| (*c).clone())
+    /// What `provider` reads ([`readiness::referenced`]), fetched by name.
+    pub async fn fetch_for(&self, provider: &Provider) -> kube::Result<Fetched> {
+        let (secrets, config_maps) = readiness::referenced(provider);
+        let namespace = provider.metadata.namespace.as_deref().unwrap_or_default();
+        self.fetch(namespace, &secrets, &config_maps).await
+    }
+}
+
+/// A 404 as `None`, by its code: `get_opt` also wants the reason
+/// `NotFound`, which not every API server front sends.
+fn absent_if_not_found<K>(result: kube::Result<K>) -> kube::Result<Option<K>> {
+    match result {
+        Ok(object) => Ok(Some(object)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

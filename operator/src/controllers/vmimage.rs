@@ -59,7 +59,8 @@ async fn image_inner<V: VSphere>(
     providers.sort_by_key(|p| p.name_any());
     let mut mine = Vec::with_capacity(providers.len());
     for p in &providers {
-        mine.push(readiness::image_on_provider(image, p, ctx, ctx.vsphere.as_ref()).await);
+        let fetched = ctx.fetch_for(p).await?;
+        mine.push(readiness::image_on_provider(image, p, &fetched, ctx.vsphere.as_ref()).await);
     }
     let current = entries_of(image.status.as_ref(), &ctx.namespace);
     let generation = image.metadata.generation;

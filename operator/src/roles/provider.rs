@@ -1,7 +1,6 @@
 //! `banlieue provider vsphere --namespace NS`: one `Controller` per kind the
 //! provider role reconciles (Provider, VMImage, VSphereMachine), the
-//! triggers between them (a rotated Secret, a Provider change, a VM changed
-//! in vCenter), and the sweeper that logs out of deleted Providers'
+//! triggers between them (a Provider change, a VM changed in vCenter), and the sweeper that logs out of deleted Providers'
 //! sessions. Wiring only: the decisions are in [`crate::controllers`].
 
 use std::collections::BTreeSet;
@@ -9,9 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::utils::Predicate;
 use kube::runtime::{predicates, watcher, Controller, WatchStreamExt};
 use kube::{Client, ResourceExt};
@@ -21,27 +19,12 @@ use super::log_loop_result;
 use crate::api::{NamespacedReference, Provider, VMImage, VSphereMachine};
 use crate::caches;
 use crate::controllers::context::{Caches, Context};
-use crate::controllers::provider::{
-    provider_error_policy, reconcile_provider, references, Referenced,
-};
+use crate::controllers::provider::{provider_error_policy, reconcile_provider};
 use crate::controllers::vmimage::{image_error_policy, reconcile_image};
 use crate::controllers::vspheremachine::{machine_error_policy, reconcile_machine};
 use crate::health::Metrics;
 use crate::vsphere::VSphere;
 use crate::Result;
-
-fn providers_referencing(
-    providers: &Store<Provider>,
-    kind: Referenced,
-    name: &str,
-) -> Vec<ObjectRef<Provider>> {
-    providers
-        .state()
-        .iter()
-        .filter(|p| references(p, kind, name))
-        .map(|p| ObjectRef::from(p.as_ref()))
-        .collect()
-}
 
 /// Runs the role until a shutdown signal, then logs out of every vCenter.
 pub async fn run<V>(
@@ -55,30 +38,10 @@ where
     V: VSphere,
 {
     let config = watcher::Config::default().any_semantic();
-    let (secrets, secret_writer) = reflector::store::<Secret>();
-    let (config_maps, config_map_writer) = reflector::store::<ConfigMap>();
     let (providers, provider_writer) = reflector::store::<Provider>();
     let (images, image_writer) = reflector::store::<VMImage>();
     let (machines, machine_writer) = reflector::store::<VSphereMachine>();
 
-    let secret_stream = reflector::reflector(
-        secret_writer,
-        watcher(
-            Api::<Secret>::namespaced(client.clone(), namespace),
-            config.clone(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
-    let config_map_stream = reflector::reflector(
-        config_map_writer,
-        watcher(
-            Api::<ConfigMap>::namespaced(client.clone(), namespace),
-            config.clone(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
     // Our own status writes do not change the generation: they do not
     // trigger a reconcile (and a walk of the inventory) again.
     let provider_stream = reflector::reflector(
@@ -128,8 +91,6 @@ where
         Caches {
             providers: providers.clone(),
             machines: machines.clone(),
-            secrets: secrets.clone(),
-            config_maps: config_maps.clone(),
             images: images.clone(),
         },
         metrics.clone(),
@@ -165,14 +126,9 @@ where
         })
     };
 
-    let (by_secret, by_config_map) = (providers.clone(), providers.clone());
+    // No watch of Secrets or ConfigMaps: each reconcile reads the ones its
+    // Provider names, by name.
     let provider_controller = Controller::for_stream(provider_stream, providers)
-        .watches_stream(secret_stream, move |s: Secret| {
-            providers_referencing(&by_secret, Referenced::Secret, &s.name_any())
-        })
-        .watches_stream(config_map_stream, move |c: ConfigMap| {
-            providers_referencing(&by_config_map, Referenced::ConfigMap, &c.name_any())
-        })
         .shutdown_on_signal()
         .run(reconcile_provider, provider_error_policy, ctx.clone())
         .for_each(|result| async move { log_loop_result("Provider", result) });

@@ -2,9 +2,11 @@
 //! inventory into failure domains, write the status when it changed, with
 //! the pure core of [`readiness`] that `check` runs too.
 //!
-//! - Secrets and ConfigMaps of the namespace are watched: a rotated password
-//!   or CA bundle triggers the Providers that reference it ([`references`]),
-//!   and the backend logs in again with it (and only then).
+//! - The Secrets and ConfigMaps a Provider names are read by name at each
+//!   reconcile (the role lists and watches none): a rotated password or CA
+//!   bundle is used at the next reconcile, and the backend logs in again
+//!   with it (and only then). A Provider waiting for one of them to be
+//!   created or fixed looks again with backoff (5 s doubling to the resync).
 //! - Every Provider is re-verified every `resync` (inventory changes); a
 //!   vCenter that cannot be reached is retried sooner, with per-object
 //!   exponential backoff, and its Provider keeps its last known failure
@@ -281,13 +283,16 @@ async fn provider_inner<V: VSphere>(
     provider: &Provider,
     ctx: &Context<V>,
 ) -> Result<(Action, Option<ErrorKind>)> {
+    let fetched = ctx.fetch_for(provider).await?;
     let outcome =
-        readiness::reconcile_provider(provider, ctx, ctx.vsphere.as_ref(), &conditions::now())
+        readiness::reconcile_provider(provider, &fetched, ctx.vsphere.as_ref(), &conditions::now())
             .await;
     write_provider_status(provider, ctx, &outcome).await?;
-    let (_, transient) = outcome.ready_reason();
+    let (reason, transient) = outcome.ready_reason();
     let key = key(provider);
-    if transient.is_some() {
+    // Nothing watches the Secrets and ConfigMaps: one missing or wrong is
+    // looked at again soon too.
+    if transient.is_some() || readiness::fixed_by_a_referenced_object(reason) {
         Ok((Action::requeue(ctx.failed(key)), transient))
     } else {
         ctx.succeeded(&key);
@@ -303,30 +308,6 @@ pub fn provider_error_policy<V: VSphere>(
     let delay = ctx.failed(key(provider.as_ref()));
     warn!(namespace = provider.namespace().unwrap_or_default(), name = provider.name_any(), %error, error_kind = error.label(), ?delay, "Provider reconcile failed");
     Action::requeue(delay)
-}
-
-/// What a Provider reads from a Secret or ConfigMap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Referenced {
-    Secret,
-    ConfigMap,
-}
-
-/// Does `provider` read the Secret or ConfigMap `name` (credentials or CA bundle)?
-pub fn references(provider: &Provider, kind: Referenced, name: &str) -> bool {
-    let connection = &provider.spec.connection;
-    let ca = connection.ca_bundle.as_ref();
-    match kind {
-        Referenced::Secret => {
-            connection.credentials_ref.name == name
-                || ca
-                    .and_then(|c| c.secret_ref.as_ref())
-                    .is_some_and(|r| r.name == name)
-        }
-        Referenced::ConfigMap => ca
-            .and_then(|c| c.config_map_ref.as_ref())
-            .is_some_and(|r| r.name == name),
-    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,50 @@ pub trait Objects {
     fn config_map(&self, namespace: &str, name: &str) -> Option<ConfigMap>;
 }
 
+/// The Secrets and ConfigMaps one reconcile read by name (the provider
+/// role keeps no cache of them). No `Debug`: it holds passwords.
+#[derive(Clone, Default)]
+pub struct Fetched {
+    pub secrets: Vec<Secret>,
+    pub config_maps: Vec<ConfigMap>,
+}
+
+impl Objects for Fetched {
+    fn secret(&self, namespace: &str, name: &str) -> Option<Secret> {
+        self.secrets
+            .iter()
+            .find(|s| {
+                s.metadata.namespace.as_deref() == Some(namespace)
+                    && s.metadata.name.as_deref() == Some(name)
+            })
+            .cloned()
+    }
+
+    fn config_map(&self, namespace: &str, name: &str) -> Option<ConfigMap> {
+        self.config_maps
+            .iter()
+            .find(|c| {
+                c.metadata.namespace.as_deref() == Some(namespace)
+                    && c.metadata.name.as_deref() == Some(name)
+            })
+            .cloned()
+    }
+}
+
+/// The names of the Secrets (credentials, CA bundle) and ConfigMaps (CA
+/// bundle) `provider` reads, in its own namespace.
+pub fn referenced(provider: &Provider) -> (Vec<String>, Vec<String>) {
+    let connection = &provider.spec.connection;
+    let mut secrets = vec![connection.credentials_ref.name.clone()];
+    let mut config_maps = Vec::new();
+    if let Some(ca) = &connection.ca_bundle {
+        secrets.extend(ca.secret_ref.as_ref().map(|r| r.name.clone()));
+        config_maps.extend(ca.config_map_ref.as_ref().map(|r| r.name.clone()));
+    }
+    secrets.dedup();
+    (secrets, config_maps)
+}
+
 /// A string value of a Secret, from `data` or (in manifests not yet applied) `stringData`.
 pub fn secret_value(secret: &Secret, key: &str) -> Option<String> {
     if let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(key)) {
@@ -219,6 +263,15 @@ pub fn transient_failure(reason: &str) -> Option<ErrorKind> {
         reason::LOOKUP_FAILED => Some(ErrorKind::Lookup),
         _ => None,
     }
+}
+
+/// Is `reason` one that creating or editing a Secret or ConfigMap the
+/// Provider names fixes (its credentials or CA bundle)?
+pub fn fixed_by_a_referenced_object(reason: &str) -> bool {
+    matches!(
+        reason,
+        reason::SECRET_MISSING | reason::SECRET_INVALID | reason::CA_BUNDLE_INVALID
+    )
 }
 
 pub async fn reconcile_provider<V: VSphere>(

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::api::{VMImage, VMImageStatus};
-use crate::controllers::provider::readiness::Objects;
+use crate::controllers::provider::readiness::{Fetched, Objects};
 use crate::controllers::vmimage::*;
 use crate::fixtures;
 use crate::fixtures::provider::*;
@@ -69,12 +69,19 @@ fn world(provider: Provider) -> World {
     }
 }
 
+/// What the provider role reads for the guide's Provider: its credentials.
+fn fetched() -> Fetched {
+    Fetched {
+        secrets: vec![credentials("REPLACE-ME")],
+        ..Default::default()
+    }
+}
+
 /// The status a reconcile computes for `provider` against `vsphere`.
 async fn computed(provider: &Provider, vsphere: &MockVSphere) -> crate::api::ProviderStatus {
-    let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
     crate::controllers::provider::readiness::reconcile_provider(
         provider,
-        ctx.as_ref(),
+        &fetched(),
         vsphere,
         &conditions::now(),
     )
@@ -223,13 +230,14 @@ async fn a_transient_failure_keeps_the_failure_domains_and_backs_off() {
 }
 
 #[tokio::test]
-async fn a_missing_secret_waits_for_a_change_not_a_backoff() {
+async fn a_missing_secret_is_read_by_name_and_looked_at_again_with_backoff() {
     let provider = guide_provider();
-    let (ctx, server) = World {
+    let world = World {
         providers: vec![provider.clone()],
         ..Default::default()
-    }
-    .context(MockVSphere::new(script()));
+    };
+    let reads = world.reads.clone();
+    let (ctx, server) = world.context(MockVSphere::new(script()));
     let object = serde_json::to_value(&provider).unwrap();
     let action = with_server(
         ctx.clone(),
@@ -248,9 +256,14 @@ async fn a_missing_secret_waits_for_a_change_not_a_backoff() {
     )
     .await;
     assert_eq!(
+        *reads.lock().unwrap(),
+        ["/api/v1/namespaces/banlieue-system/secrets/vsphere-creds"],
+        "one GET by name (404)"
+    );
+    assert_eq!(
         action.unwrap(),
-        Action::requeue(RESYNC),
-        "the Secret's watch brings the fix"
+        Action::requeue(Duration::from_secs(5)),
+        "nothing watches the Secret: looked at again with backoff"
     );
 }
 
@@ -258,47 +271,69 @@ async fn a_missing_secret_waits_for_a_change_not_a_backoff() {
 async fn secrets_of_other_namespaces_are_never_read() {
     let mut secret = credentials("REPLACE-ME");
     secret.metadata.namespace = Some("other".into());
-    let (ctx, _server) = World {
+    let world = World {
         secrets: vec![secret],
         ..Default::default()
-    }
-    .context(MockVSphere::new(script()));
-    assert!(ctx.secret("other", "vsphere-creds").is_none());
-    assert!(ctx.secret(NAMESPACE, "vsphere-creds").is_none());
+    };
+    let reads = world.reads.clone();
+    let (ctx, _server) = world.context(MockVSphere::new(script()));
+    let names = ["vsphere-creds".to_string()];
+    let other = ctx.fetch("other", &names, &[]).await.expect("no request");
+    assert!(other.secret("other", "vsphere-creds").is_none());
+    assert!(
+        reads.lock().unwrap().is_empty(),
+        "no GET in another namespace"
+    );
+    let own = ctx.fetch(NAMESPACE, &names, &names).await.expect("read");
+    assert!(own.secret(NAMESPACE, "vsphere-creds").is_none());
+    assert_eq!(
+        *reads.lock().unwrap(),
+        [
+            "/api/v1/namespaces/banlieue-system/secrets/vsphere-creds",
+            "/api/v1/namespaces/banlieue-system/configmaps/vsphere-creds"
+        ]
+    );
 }
 
+/// The Secret is read at every reconcile (no cache): a rotated password is
+/// used by the next one, which logs in again with it.
 #[tokio::test]
 async fn a_rotated_password_is_used_on_the_next_reconcile() {
     let provider = guide_provider();
     let vsphere = MockVSphere::new(script());
-    let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
-    let first = crate::controllers::provider::readiness::reconcile_provider(
-        &provider,
-        ctx.as_ref(),
-        &vsphere,
-        &conditions::now(),
-    )
-    .await;
-    assert!(conditions::is_true(&first.status.conditions, READY));
+    let pass = |password: &'static str| {
+        let world = World {
+            secrets: vec![credentials(password)],
+            ..world(provider.clone())
+        };
+        let reads = world.reads.clone();
+        let (ctx, server) = world.context(vsphere.clone());
+        let object = serde_json::to_value(&provider).unwrap();
+        let provider = provider.clone();
+        async move {
+            let (action, seen) = serving_all(
+                ctx.clone(),
+                server,
+                object,
+                reconcile_provider(Arc::new(provider), ctx),
+            )
+            .await;
+            assert_eq!(action.expect("reconcile"), Action::requeue(RESYNC));
+            assert_eq!(
+                reads.lock().unwrap().len(),
+                1,
+                "the credentials read by name"
+            );
+            last_status(&seen, "/providers/prod-vsphere/status")
+        }
+    };
+    let first = pass("REPLACE-ME").await;
+    assert_eq!(first["conditions"][0]["reason"], "Connected", "{first}");
 
     let mut rotated = script();
     rotated.password = Some("rotated-pw".into());
     vsphere.set_script(rotated);
-    let mut w = world(provider.clone());
-    w.secrets = vec![credentials("rotated-pw")];
-    let (ctx, _server) = w.context(vsphere.clone());
-    let second = crate::controllers::provider::readiness::reconcile_provider(
-        &provider,
-        ctx.as_ref(),
-        &vsphere,
-        &conditions::now(),
-    )
-    .await;
-    assert!(
-        conditions::is_true(&second.status.conditions, READY),
-        "{:?}",
-        second.status.conditions
-    );
+    let _ = pass("rotated-pw").await;
     let passwords: Vec<String> = vsphere
         .connects()
         .iter()
@@ -308,17 +343,28 @@ async fn a_rotated_password_is_used_on_the_next_reconcile() {
 }
 
 #[test]
-fn secret_and_config_map_changes_reach_the_providers_that_read_them() {
+fn a_provider_reads_its_credentials_and_ca_bundle_by_name() {
+    use crate::controllers::provider::readiness::referenced;
     let mut p = guide_provider();
+    assert_eq!(referenced(&p), (vec!["vsphere-creds".to_string()], vec![]));
     p.spec.connection.ca_bundle =
         serde_json::from_value(json!({"configMapRef": {"name": "corp-ca"}})).unwrap();
-    assert!(references(&p, Referenced::Secret, "vsphere-creds"));
-    assert!(references(&p, Referenced::ConfigMap, "corp-ca"));
-    assert!(!references(&p, Referenced::Secret, "corp-ca"));
-    assert!(!references(&p, Referenced::ConfigMap, "vsphere-creds"));
+    assert_eq!(
+        referenced(&p),
+        (
+            vec!["vsphere-creds".to_string()],
+            vec!["corp-ca".to_string()]
+        )
+    );
     p.spec.connection.ca_bundle =
         serde_json::from_value(json!({"secretRef": {"name": "vcenter-ca"}})).unwrap();
-    assert!(references(&p, Referenced::Secret, "vcenter-ca"));
+    assert_eq!(
+        referenced(&p),
+        (
+            vec!["vsphere-creds".to_string(), "vcenter-ca".to_string()],
+            vec![]
+        )
+    );
 }
 
 fn ready_provider(vsphere_status: crate::api::ProviderStatus) -> Provider {
@@ -389,12 +435,11 @@ async fn image_entries_of_this_namespace_are_written_and_others_left_alone() {
 async fn image_not_rewritten_when_unchanged_and_template_not_found_named() {
     let vsphere = MockVSphere::new(script());
     let provider = ready_provider(computed(&guide_provider(), &vsphere).await);
-    let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
     let mut image = fixtures::image(&[]);
     let entry = crate::controllers::provider::readiness::image_on_provider(
         &image,
         &provider,
-        ctx.as_ref(),
+        &fetched(),
         &vsphere,
     )
     .await;
@@ -419,11 +464,10 @@ async fn image_not_rewritten_when_unchanged_and_template_not_found_named() {
     s.templates
         .remove(&("ubuntu-22.04-cloudinit".to_string(), "DC2".to_string()));
     vsphere.set_script(s);
-    let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
     let entry = crate::controllers::provider::readiness::image_on_provider(
         &image,
         &provider,
-        ctx.as_ref(),
+        &fetched(),
         &vsphere,
     )
     .await;
@@ -477,11 +521,10 @@ async fn an_image_without_a_vsphere_source_is_not_ready_and_asks_vcenter_nothing
     let connects = vsphere.connects().len();
     let mut image = fixtures::image(&[]);
     image.spec.sources[0].provider_class = "openstack".into();
-    let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
     let entry = crate::controllers::provider::readiness::image_on_provider(
         &image,
         &provider,
-        ctx.as_ref(),
+        &fetched(),
         &vsphere,
     )
     .await;
@@ -569,7 +612,7 @@ async fn a_provider_waiting_for_the_caches_says_so_in_its_status() {
                 assert_eq!(ready["reason"], "CachesNotSynced");
                 let message = ready["message"].as_str().unwrap_or_default();
                 assert!(
-                    message.contains("Secrets, ConfigMaps, Providers, VSphereMachines, VMImages"),
+                    message.contains("waiting for Providers, VSphereMachines, VMImages"),
                     "{message}"
                 );
                 server.event("Provider", "CachesNotSynced").await;

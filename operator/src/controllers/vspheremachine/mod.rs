@@ -177,7 +177,22 @@ where
         driver::report_error(&mut machine, &mut hooks, &error).await;
         return Err(error);
     };
-    let params = readiness::connect_params(&provider, ctx)
+    // The Provider's Secrets and the machine's cloud-config Secrets, read by
+    // name now: a rotated one is used by this reconcile.
+    let (mut secrets, config_maps) = readiness::referenced(&provider);
+    if !deleting {
+        secrets.extend(
+            machine
+                .spec
+                .cloud_config_secret_refs
+                .iter()
+                .map(|r| r.name.clone()),
+        );
+    }
+    let fetched = ctx
+        .fetch(&provider_ref.namespace, &secrets, &config_maps)
+        .await?;
+    let params = readiness::connect_params(&provider, &fetched)
         .map_err(|(reason, message)| Error::ProviderUnusable { reason, message })?;
     // vCenter not answering within the call deadline is said in the
     // machine's status (the error policy then backs off); the session that
@@ -195,7 +210,7 @@ where
     let secrets = if deleting {
         Vec::new()
     } else {
-        cloud_config_secrets(&machine, ctx).map_err(Error::CloudConfig)?
+        cloud_config_secrets(&machine, &fetched).map_err(Error::CloudConfig)?
     };
     let outcome = match driver::reconcile(
         &mut machine,
