@@ -158,7 +158,7 @@ pub fn bundle_id(dir: &Path, bundle: &parse::RawBundle) -> Result<String> {
         return Ok(hex(&Sha256::digest(&sums)));
     }
     let mut names: Vec<String> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".wsdl") || n.ends_with(".xsd"))
         .collect();

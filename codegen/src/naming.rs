@@ -131,13 +131,13 @@ pub fn words(name: &str) -> Vec<String> {
             let next = chars.get(i + 1).copied();
             let prev_is_lower_or_digit =
                 prev.is_some_and(|p| p.is_lowercase() || p.is_ascii_digit());
-            let prev_is_upper = prev.is_some_and(|p| p.is_uppercase());
+            let prev_is_upper = prev.is_some_and(char::is_uppercase);
             let starts_word = if prev_is_lower_or_digit {
                 true
             } else if prev_is_upper {
                 // Last capital of a run before a lower-case letter starts a word,
                 // unless that letter is the plural `s` of the run.
-                next.is_some_and(|n| n.is_lowercase()) && !is_plural_s(&chars, i + 1)
+                next.is_some_and(char::is_lowercase) && !is_plural_s(&chars, i + 1)
             } else {
                 false
             };

@@ -126,7 +126,7 @@ pub fn read_bundle(dir: &Path) -> Result<RawBundle> {
             }
             // The binding only repeats the portType with `document/literal`
             // and the SOAPAction, which the runtime negotiates itself.
-            (Some(WSDL_NS), "binding") | (Some(WSDL_NS), "service") => {}
+            (Some(WSDL_NS), "binding" | "service") => {}
             (ns, name) => bail!("vim.wsdl: unexpected element {{{ns:?}}}{name}"),
         }
     }
@@ -161,7 +161,7 @@ fn file_name(path: &Path) -> String {
 }
 
 fn element_children<'a, 'input>(node: Node<'a, 'input>) -> impl Iterator<Item = Node<'a, 'input>> {
-    node.children().filter(|n| n.is_element())
+    node.children().filter(roxmltree::Node::is_element)
 }
 
 fn expect_name(node: Node<'_, '_>, namespace: &str, name: &str, file: &str) -> Result<()> {

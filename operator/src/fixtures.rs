@@ -21,7 +21,7 @@ use crate::api::{
 };
 
 /// A Provider as the provider role leaves it: with its finalizer.
-pub fn provider(name: &str, labels: Value, capabilities: Value) -> Provider {
+pub(crate) fn provider(name: &str, labels: Value, capabilities: Value) -> Provider {
     serde_json::from_value(json!({
         "apiVersion": "banlieue.io/v1alpha1", "kind": "Provider",
         "metadata": {"name": name, "namespace": "banlieue-system", "labels": labels, "generation": 1,
@@ -36,7 +36,7 @@ pub fn provider(name: &str, labels: Value, capabilities: Value) -> Provider {
 }
 
 /// The guide's capabilities: gold on ds-fast-01, prod on vmnet-prod, three features.
-pub fn guide_capabilities() -> Value {
+pub(crate) fn guide_capabilities() -> Value {
     json!({
         "storageClasses": [{"name": "gold", "target": {"datastore": "ds-fast-01"}}],
         "networkClasses": [{"name": "prod", "target": {"portGroup": "vmnet-prod"}}],
@@ -45,7 +45,7 @@ pub fn guide_capabilities() -> Value {
 }
 
 /// A failure domain offering gold and prod.
-pub fn failure_domain(name: &str, datacenter: &str, cluster: &str) -> Value {
+pub(crate) fn failure_domain(name: &str, datacenter: &str, cluster: &str) -> Value {
     json!({
         "name": name, "datacenter": datacenter, "cluster": cluster,
         "labels": {"name": name, "datacenter": datacenter, "cluster": cluster},
@@ -54,7 +54,7 @@ pub fn failure_domain(name: &str, datacenter: &str, cluster: &str) -> Value {
 }
 
 /// Marks `provider` Ready with these failure domains.
-pub fn ready(mut provider: Provider, failure_domains: Vec<Value>) -> Provider {
+pub(crate) fn ready(mut provider: Provider, failure_domains: Vec<Value>) -> Provider {
     provider.status = Some(
         serde_json::from_value(json!({
             "failureDomains": failure_domains,
@@ -66,7 +66,7 @@ pub fn ready(mut provider: Provider, failure_domains: Vec<Value>) -> Provider {
     provider
 }
 
-pub fn guide_class() -> VMClass {
+pub(crate) fn guide_class() -> VMClass {
     serde_json::from_value(json!({
         "apiVersion": "banlieue.io/v1alpha1", "kind": "VMClass", "metadata": {"name": "db-prod-large"},
         "spec": {
@@ -81,7 +81,7 @@ pub fn guide_class() -> VMClass {
     .expect("test class")
 }
 
-pub fn tpm_class() -> VMClass {
+pub(crate) fn tpm_class() -> VMClass {
     serde_json::from_value(json!({
         "apiVersion": "banlieue.io/v1alpha1", "kind": "VMClass", "metadata": {"name": "tpm-encrypted"},
         "spec": {
@@ -94,7 +94,7 @@ pub fn tpm_class() -> VMClass {
 }
 
 /// The guide's image, ready on the given providers (namespace banlieue-system).
-pub fn image(ready_on: &[&str]) -> VMImage {
+pub(crate) fn image(ready_on: &[&str]) -> VMImage {
     let per_provider: Vec<Value> = ready_on
         .iter()
         .map(|p| json!({"provider": p, "namespace": "banlieue-system", "ready": true, "reason": "TemplateFound",
@@ -108,7 +108,7 @@ pub fn image(ready_on: &[&str]) -> VMImage {
     .expect("test image")
 }
 
-pub fn vm(name: &str, placement: Value) -> VirtualMachine {
+pub(crate) fn vm(name: &str, placement: Value) -> VirtualMachine {
     serde_json::from_value(json!({
         "apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachine",
         "metadata": {"name": name, "namespace": "banlieue-system", "uid": format!("uid-{name}"), "generation": 1},
@@ -119,7 +119,7 @@ pub fn vm(name: &str, placement: Value) -> VirtualMachine {
 }
 
 /// A machine `name` in namespace `ns`: 2 CPUs, 2048 MiB, a 20 GiB root disk.
-pub fn machine(name: &str) -> VSphereMachine {
+pub(crate) fn machine(name: &str) -> VSphereMachine {
     let mut m = VSphereMachine::new(
         name,
         VSphereMachineSpec {
@@ -180,7 +180,7 @@ where
 }
 
 /// The controller role's reconcile against a mocked API server.
-pub mod virtualmachine {
+pub(crate) mod virtualmachine {
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -201,7 +201,7 @@ pub mod virtualmachine {
     type ApiServerHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
     /// The request sequences of the test cases.
-    pub enum Scenario {
+    pub(crate) enum Scenario {
         /// VSphereMachine POST, status PATCH, then one event per transition.
         Schedules { events: Vec<&'static str> },
         /// No machine; status PATCH with `Scheduled=False` and this reason, then events.
@@ -221,14 +221,14 @@ pub mod virtualmachine {
         PowerChange,
     }
 
-    pub struct ApiServerVerifier(ApiServerHandle);
+    pub(crate) struct ApiServerVerifier(ApiServerHandle);
 
     fn vm_path() -> &'static str {
         "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/virtualmachines/db-prod-01/status"
     }
 
     impl ApiServerVerifier {
-        pub fn run(
+        pub(crate) fn run(
             mut self,
             scenario: Scenario,
             vm: VirtualMachine,
@@ -449,7 +449,7 @@ pub mod virtualmachine {
 
     /// What the caches hold in a test.
     #[derive(Default)]
-    pub struct World {
+    pub(crate) struct World {
         pub classes: Vec<VMClass>,
         pub images: Vec<VMImage>,
         pub providers: Vec<Provider>,
@@ -459,7 +459,7 @@ pub mod virtualmachine {
 
     impl World {
         /// The guide's objects, with the Provider Ready and the image ready on it.
-        pub fn guide() -> Self {
+        pub(crate) fn guide() -> Self {
             World {
                 classes: vec![super::guide_class(), super::tpm_class()],
                 images: vec![super::image(&["prod-vsphere"])],
@@ -475,7 +475,7 @@ pub mod virtualmachine {
             }
         }
 
-        pub fn context(self) -> (Arc<Context>, ApiServerVerifier) {
+        pub(crate) fn context(self) -> (Arc<Context>, ApiServerVerifier) {
             let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
             let client = Client::new(service, "default");
             let caches = Caches {
@@ -492,14 +492,14 @@ pub mod virtualmachine {
         }
     }
 
-    pub fn guide_vm() -> VirtualMachine {
+    pub(crate) fn guide_vm() -> VirtualMachine {
         super::vm(
             "db-prod-01",
             json!({"providerSelector": {"matchLabels": {"dc": "dc1", "env": "prod"}}}),
         )
     }
 
-    pub fn machine_owned_by(vm: &VirtualMachine) -> VSphereMachine {
+    pub(crate) fn machine_owned_by(vm: &VirtualMachine) -> VSphereMachine {
         let class = super::guide_class();
         let image = super::image(&["prod-vsphere"]);
         let placement = ScheduledPlacement {
@@ -520,7 +520,7 @@ pub mod virtualmachine {
     }
 
     /// Runs one reconcile against the scenario; the scenario must finish within a second.
-    pub async fn reconcile_with(
+    pub(crate) async fn reconcile_with(
         world: World,
         vm: VirtualMachine,
         scenario: Scenario,
@@ -539,7 +539,7 @@ pub mod virtualmachine {
 }
 
 /// The provider role's reconciles against a mocked API server and a scripted vCenter.
-pub mod provider {
+pub(crate) mod provider {
     use std::sync::{Arc, Mutex};
     use std::task::{Context as TaskContext, Poll};
     use std::time::Duration;
@@ -557,10 +557,10 @@ pub mod provider {
 
     type ApiServerHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
-    pub const NAMESPACE: &str = "banlieue-system";
-    pub const RESYNC: Duration = Duration::from_secs(300);
+    pub(crate) const NAMESPACE: &str = "banlieue-system";
+    pub(crate) const RESYNC: Duration = Duration::from_secs(300);
 
-    pub struct ApiServer(ApiServerHandle);
+    pub(crate) struct ApiServer(ApiServerHandle);
 
     impl ApiServer {
         async fn next(
@@ -578,7 +578,7 @@ pub mod provider {
         /// A server-side apply of a status at `path`: checks the patch is one,
         /// by this role's field manager, and answers with `object` carrying the
         /// applied status. Returns the patch body.
-        pub async fn status_apply(&mut self, path: &str, object: Value) -> Value {
+        pub(crate) async fn status_apply(&mut self, path: &str, object: Value) -> Value {
             let (request, send) = self.next().await;
             assert_eq!(request.method(), http::Method::PATCH);
             assert_eq!(request.uri().path(), path);
@@ -607,7 +607,7 @@ pub mod provider {
         }
 
         /// An event about `kind` with `reason`.
-        pub async fn event(&mut self, kind: &str, reason: &str) -> Value {
+        pub(crate) async fn event(&mut self, kind: &str, reason: &str) -> Value {
             let (request, send) = self.next().await;
             assert_eq!(request.method(), http::Method::POST);
             assert_eq!(
@@ -628,7 +628,7 @@ pub mod provider {
         /// Answers every request until the client is dropped: a PATCH or POST
         /// with `object` merged with what was sent (status, metadata), anything
         /// else with `object`. Returns (method, path, content type, body) of each.
-        pub async fn serve_all(mut self, object: Value) -> Seen {
+        pub(crate) async fn serve_all(mut self, object: Value) -> Seen {
             let mut seen = Vec::new();
             let mut current = object;
             while let Some((request, send)) = self.0.next_request().await {
@@ -655,8 +655,7 @@ pub mod provider {
                         // A finalizer added or removed: answer with the list it leaves.
                         for op in body.as_array().into_iter().flatten() {
                             match (op["op"].as_str(), op["path"].as_str()) {
-                                (Some("add"), Some("/metadata/finalizers"))
-                                | (Some("replace"), Some("/metadata/finalizers")) => {
+                                (Some("add" | "replace"), Some("/metadata/finalizers")) => {
                                     current["metadata"]["finalizers"] = op["value"].clone()
                                 }
                                 (Some("add"), Some("/metadata/finalizers/-")) => {
@@ -691,7 +690,7 @@ pub mod provider {
         }
 
         /// Passes when the client is dropped without another request.
-        pub async fn nothing_more(mut self) {
+        pub(crate) async fn nothing_more(mut self) {
             if let Some((request, _)) = self.0.next_request().await {
                 panic!("unexpected request {} {}", request.method(), request.uri());
             }
@@ -701,7 +700,7 @@ pub mod provider {
     /// What the caches hold in a test, and the Secrets and ConfigMaps the
     /// API server holds (read by name).
     #[derive(Default)]
-    pub struct World {
+    pub(crate) struct World {
         pub providers: Vec<Provider>,
         pub machines: Vec<VSphereMachine>,
         pub secrets: Vec<Secret>,
@@ -711,7 +710,7 @@ pub mod provider {
     }
 
     /// The Secret and ConfigMap paths read, shared with the test.
-    pub type Reads = Arc<Mutex<Vec<String>>>;
+    pub(crate) type Reads = Arc<Mutex<Vec<String>>>;
 
     /// The mocked API server's front: a GET of one Secret or ConfigMap by
     /// name is answered from the world (a 404 Status when it has none) and
@@ -758,7 +757,7 @@ pub mod provider {
         }
     }
 
-    pub fn credentials(password: &str) -> Secret {
+    pub(crate) fn credentials(password: &str) -> Secret {
         serde_json::from_value(json!({
             "metadata": {"name": "vsphere-creds", "namespace": NAMESPACE},
             "stringData": {"username": "administrator@vsphere.local", "password": password},
@@ -769,13 +768,16 @@ pub mod provider {
     impl World {
         /// A context over these caches with a vCenter backend (mostly the
         /// scripted one), and the API server's handle.
-        pub fn context<V: VSphere>(self, vsphere: V) -> (Arc<Context<V>>, ApiServer) {
+        pub(crate) fn context<V: VSphere>(self, vsphere: V) -> (Arc<Context<V>>, ApiServer) {
             self.context_on(Arc::new(vsphere))
         }
 
         /// As [`context`](Self::context), on a backend the test keeps (its
         /// sessions outlive one context).
-        pub fn context_on<V: VSphere>(self, vsphere: Arc<V>) -> (Arc<Context<V>>, ApiServer) {
+        pub(crate) fn context_on<V: VSphere>(
+            self,
+            vsphere: Arc<V>,
+        ) -> (Arc<Context<V>>, ApiServer) {
             let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
             let path = |kind: &str, meta: &kube::api::ObjectMeta| {
                 format!(
@@ -812,12 +814,12 @@ pub mod provider {
     }
 
     /// What the API server was asked: (method, path, content type, body) of each request.
-    pub type Seen = Vec<(String, String, String, Value)>;
+    pub(crate) type Seen = Vec<(String, String, String, Value)>;
 
     /// Runs `reconcile` while the API server answers every request
     /// ([`ApiServer::serve_all`] with `object`); returns the reconcile's
     /// result and the requests it made.
-    pub async fn serving_all<V, F, T>(
+    pub(crate) async fn serving_all<V, F, T>(
         ctx: Arc<Context<V>>,
         server: ApiServer,
         object: Value,
@@ -846,7 +848,7 @@ pub mod provider {
 
     /// Runs `reconcile` while `server` plays its part; the server's part must
     /// end within a second of the reconcile.
-    pub async fn with_server<V, F, T, S>(
+    pub(crate) async fn with_server<V, F, T, S>(
         ctx: Arc<Context<V>>,
         server: ApiServer,
         script: S,
@@ -873,14 +875,14 @@ pub mod provider {
 /// stalled it accepts connections and forwards nothing either way, as a
 /// hung vCenter or a half-dead load balancer does; opened again, new
 /// connections (and what was held) go through.
-pub mod stalling {
+pub(crate) mod stalling {
     use std::net::SocketAddr;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
     use tokio::sync::watch;
 
-    pub struct StallingProxy {
+    pub(crate) struct StallingProxy {
         /// `http://127.0.0.1:PORT/sdk`.
         pub sdk_url: String,
         open: watch::Sender<bool>,
@@ -888,7 +890,7 @@ pub mod stalling {
 
     impl StallingProxy {
         /// Forwards to `upstream` (answering) until [`stall`](Self::stall).
-        pub async fn start(upstream: SocketAddr) -> StallingProxy {
+        pub(crate) async fn start(upstream: SocketAddr) -> StallingProxy {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             let addr = listener.local_addr().expect("address");
             let (open, _) = watch::channel(true);
@@ -904,11 +906,11 @@ pub mod stalling {
             }
         }
 
-        pub fn stall(&self) {
+        pub(crate) fn stall(&self) {
             self.open.send_replace(false);
         }
 
-        pub fn answer(&self) {
+        pub(crate) fn answer(&self) {
             self.open.send_replace(true);
         }
     }

@@ -16,6 +16,7 @@ use crate::simulator::ServerTls;
 ///
 /// The PEM files live in a temporary directory removed on drop; hand
 /// [`TestCa::server_tls`] to the simulator and [`TestCa::ca_pem`] to the client.
+/// Its `Debug` shows where the files are, never the keys.
 pub struct TestCa {
     dir: tempfile::TempDir,
     ca_pem: String,
@@ -36,6 +37,14 @@ pub enum ServerCertificate {
     ForNames(Vec<String>),
     /// For `127.0.0.1` and `localhost`, but expired (valid in 2020 only).
     Expired,
+}
+
+impl std::fmt::Debug for TestCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestCa")
+            .field("dir", &self.dir.path())
+            .finish_non_exhaustive()
+    }
 }
 
 impl TestCa {
@@ -184,7 +193,7 @@ impl TestCa {
 /// A TLS server certificate's parameters for these names (the first is
 /// also the common name).
 fn server_params(names: &[&str]) -> io::Result<CertificateParams> {
-    let sans: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let sans: Vec<String> = names.iter().map(std::string::ToString::to_string).collect();
     let mut params = CertificateParams::new(sans).map_err(to_io)?;
     let mut name = DistinguishedName::new();
     name.push(

@@ -7,7 +7,7 @@ use tracing::Level;
 
 /// A sink for log lines: make a subscriber with [`CapturedLogs::subscriber`], install it
 /// (scoped or global), then read everything it wrote with [`CapturedLogs::text`].
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
 
 impl CapturedLogs {
@@ -24,7 +24,13 @@ impl CapturedLogs {
 
     /// Everything written so far.
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+        String::from_utf8_lossy(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned()
     }
 }
 
@@ -32,7 +38,7 @@ impl Write for CapturedLogs {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .extend_from_slice(buf);
         Ok(buf.len())
     }

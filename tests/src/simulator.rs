@@ -48,7 +48,10 @@ impl Template {
     pub fn in_datacenters(name: impl Into<String>, datacenters: &[&str]) -> Template {
         Template {
             name: name.into(),
-            datacenters: datacenters.iter().map(|dc| dc.to_string()).collect(),
+            datacenters: datacenters
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
         }
     }
 

@@ -92,7 +92,7 @@ async fn ls_lists_children_and_find_walks_a_subtree() {
         .expect("the only datacenter");
     assert_eq!(dc.name(), "DC0");
     assert_eq!(dc.path().matches('/').count(), 2, "{}", dc.path());
-    let listed = finder.list(&dc.path()).await.unwrap();
+    let listed = finder.list(dc.path()).await.unwrap();
     let names: Vec<&str> = listed.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(names, ["datastore", "host", "network", "vm"]);
     // A leaf is listed as itself.
@@ -109,10 +109,7 @@ async fn ls_lists_children_and_find_walks_a_subtree() {
         let again = finder.find_one(&found.path).await.unwrap();
         assert_eq!(again.reference, found.reference);
     }
-    let hosts = finder
-        .find_under(&dc.path(), &["HostSystem"])
-        .await
-        .unwrap();
+    let hosts = finder.find_under(dc.path(), &["HostSystem"]).await.unwrap();
     assert_eq!(hosts.len(), 4);
     let described = finder
         .describe(&[all_vms[0].reference.clone()])

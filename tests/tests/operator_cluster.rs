@@ -113,7 +113,7 @@ spec:
     );
     for name in VMS {
         text.push_str(&format!(
-            r#"---
+            r"---
 apiVersion: banlieue.io/v1alpha1
 kind: VirtualMachine
 metadata: {{ name: {name}, namespace: {NS}, labels: {{ app: db-prod }} }}
@@ -124,7 +124,7 @@ spec:
     providerSelector:
       matchLabels: {{ dc: dc1, env: prod }}
   desiredPowerState: PoweredOn
-"#
+"
         ));
     }
     text

@@ -249,7 +249,10 @@ fn large_inventory(extra_args: &[&str]) -> SimulatorOptions {
     SimulatorOptions {
         vms: 60,
         autostart: false,
-        extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
+        extra_args: extra_args
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
         ..Default::default()
     }
 }

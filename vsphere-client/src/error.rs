@@ -369,7 +369,7 @@ impl Error {
                 .source
                 .as_deref()
                 .and_then(|s| s.downcast_ref::<reqwest::Error>())
-                .is_some_and(|e| e.is_connect())
+                .is_some_and(reqwest::Error::is_connect)
     }
 }
 
@@ -586,7 +586,7 @@ mod tests {
         assert_eq!(err.to_string(), "cannot connect to https://vc/sdk");
         assert_eq!(
             std::error::Error::source(&err)
-                .map(|s| s.to_string())
+                .map(std::string::ToString::to_string)
                 .as_deref(),
             Some("connection reset by peer")
         );

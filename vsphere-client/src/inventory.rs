@@ -156,7 +156,7 @@ fn search_index(client: &Client) -> Result<ManagedObjectReference, Error> {
 /// UUIDs both ways).
 fn check_uuid(uuid: &str) -> Result<(), Error> {
     let digits: Vec<char> = uuid.chars().filter(|c| *c != '-' && *c != ' ').collect();
-    if digits.len() == 32 && digits.iter().all(|c| c.is_ascii_hexdigit()) {
+    if digits.len() == 32 && digits.iter().all(char::is_ascii_hexdigit) {
         Ok(())
     } else {
         Err(Error::new(

@@ -89,7 +89,7 @@ impl Session {
         // written (every update is a plain assignment): keep going.
         self.state
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {

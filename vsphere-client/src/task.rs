@@ -552,7 +552,7 @@ fn deliver(
 /// Tells every waiter the watcher failed, and stops.
 fn fail_all(shared: &Shared, err: &Error) {
     if let Ok(mut state) = shared.state.lock() {
-        for (task, entry) in state.tasks.iter() {
+        for (task, entry) in &state.tasks {
             entry.sender.send_replace(TaskUpdate::Failed {
                 kind: err.kind(),
                 message: format!("waiting for task {task} failed"),

@@ -193,7 +193,7 @@ fn system_roots() -> Arc<RootCertStore> {
                 // Not fatal: plain http needs no roots, and an https
                 // connection then fails with a certificate error.
                 tracing::warn!(
-                    errors = ?loaded.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+                    errors = ?loaded.errors.iter().map(std::string::ToString::to_string).collect::<Vec<_>>(),
                     "no trusted root certificate found on this system; give a CA bundle or a thumbprint"
                 );
             }

@@ -677,7 +677,7 @@ mod tests {
         buffers.give_back(huge.freeze());
         assert_eq!(buffers.take().capacity(), 0, "huge: not kept");
 
-        for _ in 0..BodyBuffers::KEEP + 1 {
+        for _ in 0..=BodyBuffers::KEEP {
             buffers.give_back(BytesMut::with_capacity(64).freeze());
         }
         let kept = std::iter::from_fn(|| Some(buffers.take()))

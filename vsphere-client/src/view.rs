@@ -62,7 +62,7 @@ impl ContainerView {
         recursive: bool,
     ) -> Result<ContainerView, Error> {
         let manager = view_manager(client)?;
-        let types: Vec<String> = types.iter().map(|t| t.to_string()).collect();
+        let types: Vec<String> = types.iter().map(std::string::ToString::to_string).collect();
         let view = client
             .vim()
             .create_container_view(&manager, container, &types, recursive)

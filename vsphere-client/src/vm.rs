@@ -1060,7 +1060,7 @@ fn power_state(vm: &mo::VirtualMachine) -> Option<VirtualMachinePowerState> {
 
 fn check_uuid(uuid: &str) -> Result<(), Error> {
     let digits: Vec<char> = uuid.chars().filter(|c| *c != '-').collect();
-    if digits.len() == 32 && digits.iter().all(|c| c.is_ascii_hexdigit()) {
+    if digits.len() == 32 && digits.iter().all(char::is_ascii_hexdigit) {
         Ok(())
     } else {
         Err(invalid(format!("{uuid:?} is not a UUID")))

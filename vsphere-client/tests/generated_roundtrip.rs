@@ -205,7 +205,7 @@ fn property_filter_spec_with_traversal_specs() {
         "{xml}"
     );
     assert!(
-        xml.contains(r#"<selectSet><name>dc</name></selectSet>"#),
+        xml.contains(r"<selectSet><name>dc</name></selectSet>"),
         "the declared type has no xsi:type: {xml}"
     );
     assert!(
@@ -547,7 +547,10 @@ fn any_enums_give_the_declared_type_and_a_subtype_test() {
         .map(|d| d.base().key)
         .collect();
     assert_eq!(nics, [4000, 4001, 4002]);
-    assert!(hardware.device.iter().all(|d| d.is::<VirtualDevice>()));
+    assert!(hardware
+        .device
+        .iter()
+        .all(vsphere_client::types::AnyVirtualDevice::is::<VirtualDevice>));
     assert!(hardware.device[0].is::<VirtualSCSIController>());
     assert!(
         hardware.device[0].is::<VirtualController>() && !hardware.device[0].is::<VirtualDisk>()
@@ -566,7 +569,9 @@ fn any_enums_give_the_declared_type_and_a_subtype_test() {
         VirtualSriovEthernetCard::default().into(),
         VirtualEthernetCard::default().into(),
     ];
-    assert!(kinds.iter().all(|d| d.is::<VirtualEthernetCard>()));
+    assert!(kinds
+        .iter()
+        .all(vsphere_client::types::AnyVirtualDevice::is::<VirtualEthernetCard>));
 
     // base_mut changes the value held: renumbered keys are what is encoded.
     for (key, device) in (-100..).zip(hardware.device.iter_mut()) {

@@ -78,22 +78,33 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         .ok();
         // Values newer than the enumeration are checked against the
         // server's version (see `XmlWriter::since`); the rest go as they are.
-        let mut checks = String::new();
+        let mut arms = Vec::new();
         for (value, variant) in e.values.iter().zip(variants) {
             let since = e.since_of(value);
             if let Some(version) = since.filter(|_| newer(since, e.since)) {
-                writeln!(
-                    checks,
-                    "            Self::{variant} => {{ w.since({}, {}, true); }}",
+                let check = format!(
+                    "w.since({}, {}, true);",
                     api_level(version),
                     lit(&format!("{} value {value}", e.name))
-                )
-                .ok();
+                );
+                arms.push((variant, check));
             }
         }
-        if !checks.is_empty() {
-            checks = format!("        match self {{\n{checks}            _ => {{}}\n        }}\n");
-        }
+        let checks = match arms.as_slice() {
+            [] => String::new(),
+            [(variant, check)] => {
+                format!("        if let Self::{variant} = self {{ {check} }}\n")
+            }
+            _ => {
+                let arms: String = arms
+                    .iter()
+                    .map(|(variant, check)| {
+                        format!("            Self::{variant} => {{ {check} }}\n")
+                    })
+                    .collect();
+                format!("        match self {{\n{arms}            _ => {{}}\n        }}\n")
+            }
+        };
         writeln!(
             code,
             "impl x::Encode for {rust} {{\n    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {{\n{checks}        w.text_element(tag, xsi_type, self.as_str())\n    }}\n}}"

@@ -338,8 +338,8 @@ impl Cache for Snapshot<'_> {
 pub async fn reconcile<V: VSphere>(world: &mut World, vsphere: &V, now: &Time) {
     world.providers.sort_by_key(schedule::provider_key);
     world.vms.sort_by_key(|v| (v.namespace(), v.name_any()));
-    world.images.sort_by_key(|i| i.name_any());
-    world.classes.sort_by_key(|c| c.name_any());
+    world.images.sort_by_key(kube::ResourceExt::name_any);
+    world.classes.sort_by_key(kube::ResourceExt::name_any);
 
     for i in 0..world.providers.len() {
         let outcome =
@@ -601,7 +601,7 @@ fn table(world: &World) -> String {
                     i.name_any(),
                     "-".into(),
                     "false".into(),
-                    "".into(),
+                    String::new(),
                     "no Provider".into(),
                 ]);
             }

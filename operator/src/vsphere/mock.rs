@@ -52,7 +52,10 @@ impl MockMachines {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut state)
     }
 

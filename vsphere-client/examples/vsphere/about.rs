@@ -3,7 +3,7 @@
 use crate::args::{Args, CliError};
 use crate::Command;
 
-pub const COMMANDS: &[&Command] = &[&Command {
+pub(crate) const COMMANDS: &[&Command] = &[&Command {
     name: "about",
     usage: "[-l]  product name, version and API version of the server",
     run: |args| Box::pin(run(args)),

@@ -41,7 +41,7 @@ static OPEN_CLIENTS: Mutex<Vec<Client>> = Mutex::new(Vec::new());
 
 /// Logs out every client the command connected: a short-lived tool must
 /// not leave sessions behind on the server.
-pub async fn close_all() {
+pub(crate) async fn close_all() {
     let clients = OPEN_CLIENTS
         .lock()
         .map(|mut open| std::mem::take(&mut *open))

@@ -223,7 +223,7 @@ fn known_thumbprint(file: &str, authority: &str) -> Result<Option<String>, CliEr
 /// with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`): `30s`, `1m30s`,
 /// `1.5h`, `500ms`. Zero and negative durations are refused: a call with no
 /// time at all cannot succeed.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     const UNITS: &[(&str, f64)] = &[
         ("ns", 1e-9),
         ("us", 1e-6),

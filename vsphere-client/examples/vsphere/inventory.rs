@@ -5,7 +5,7 @@ use vsphere_client::inventory::glob_match;
 use crate::args::{Args, CliError};
 use crate::Command;
 
-pub const COMMANDS: &[&Command] = &[
+pub(crate) const COMMANDS: &[&Command] = &[
     &Command {
         name: "ls",
         usage: "[-dc DC] [PATH]...  list the children of each inventory path (globs allowed)",
@@ -19,7 +19,7 @@ pub const COMMANDS: &[&Command] = &[
 ];
 
 /// The finder, scoped to `-dc` when given.
-pub fn finder(
+pub(crate) fn finder(
     client: &vsphere_client::Client,
     datacenter: &Option<String>,
 ) -> vsphere_client::inventory::Finder {

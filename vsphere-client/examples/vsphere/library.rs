@@ -6,7 +6,7 @@ use crate::args::{Args, CliError};
 use crate::tags::with_rest;
 use crate::Command;
 
-pub const COMMANDS: &[&Command] = &[&Command {
+pub(crate) const COMMANDS: &[&Command] = &[&Command {
     name: "library.ls",
     usage: "[-l] [/LIBRARY[/ITEM]]  list libraries, the items of a library, or one item",
     run: |args| Box::pin(ls(args)),

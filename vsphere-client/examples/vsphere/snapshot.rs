@@ -12,7 +12,7 @@ use crate::args::{Args, CliError};
 use crate::inventory::finder;
 use crate::Command;
 
-pub const COMMANDS: &[&Command] = &[
+pub(crate) const COMMANDS: &[&Command] = &[
     &Command {
         name: "snapshot.create",
         usage: "-vm VM [-dc DC] [-d DESC] [-m=true] [-q] NAME  snapshot the VM (-m: with memory, -q: quiesce)",
@@ -126,7 +126,7 @@ async fn remove(mut args: Args) -> Result<(), CliError> {
 
 /// What `snapshot.tree` prints, as govc's flags choose.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TreeFormat {
+pub(crate) struct TreeFormat {
     /// `-c` (on by default): a `.` line after the current snapshot.
     pub current: bool,
     /// `-C`: only the current snapshot's name.
@@ -178,7 +178,7 @@ async fn tree(mut args: Args) -> Result<(), CliError> {
 /// and ` - description` (padded to 4) with `-d`. The current snapshot is
 /// followed by a `.` line with the same attributes, unless `-c=false`;
 /// `-C` prints only its name.
-pub fn render_tree(tree: &SnapshotTree, format: &TreeFormat) -> String {
+pub(crate) fn render_tree(tree: &SnapshotTree, format: &TreeFormat) -> String {
     let mut out = String::new();
     if format.current_name {
         if let Some((path, snapshot)) = tree
@@ -261,7 +261,7 @@ fn write_level(
 }
 
 /// govc's `units.ByteSize`: `512B`, `1.5KB`, `20.0MB`, ... (powers of 1024).
-pub fn byte_size(bytes: i64) -> String {
+pub(crate) fn byte_size(bytes: i64) -> String {
     const UNITS: [(&str, i64); 6] = [
         ("EB", 1 << 60),
         ("PB", 1 << 50),
@@ -281,7 +281,7 @@ pub fn byte_size(bytes: i64) -> String {
 /// The creation time as Go prints it: RFC 3339 in the zone the server
 /// wrote, `Z` for UTC, with the fraction of a second (trailing zeros
 /// dropped, as `time.RFC3339Nano`) or without (as `-D`).
-pub fn go_time(snapshot: &Snapshot, fraction: bool) -> String {
+pub(crate) fn go_time(snapshot: &Snapshot, fraction: bool) -> String {
     let text = snapshot.created.as_str().trim();
     if snapshot.created_at().is_none() || text.len() < 19 {
         return text.to_string();
@@ -348,7 +348,7 @@ fn record(tree: &SnapshotTree, snapshot: &Snapshot, format: &TreeFormat) -> Reco
 
 /// govc's `snapshot.tree -json`: the roots as an indented array (Go's
 /// `json.MarshalIndent` with two spaces, which also escapes `<`, `>`, `&`).
-pub fn render_json(tree: &SnapshotTree, format: &TreeFormat) -> Result<String, CliError> {
+pub(crate) fn render_json(tree: &SnapshotTree, format: &TreeFormat) -> Result<String, CliError> {
     let records: Vec<Record> = tree
         .roots
         .iter()

@@ -8,7 +8,7 @@ use vsphere_client::Client;
 use crate::args::{Args, CliError};
 use crate::Command;
 
-pub const COMMANDS: &[&Command] = &[
+pub(crate) const COMMANDS: &[&Command] = &[
     &Command {
         name: "tags.category.ls",
         usage: "  list tag categories (names)",
@@ -58,7 +58,7 @@ pub const COMMANDS: &[&Command] = &[
 
 /// Connects, runs `body` with a REST client (sharing the SOAP session where
 /// the server allows it), and deletes the REST session afterwards.
-pub async fn with_rest<T, F>(
+pub(crate) async fn with_rest<T, F>(
     args: &Args,
     body: impl FnOnce(Client, RestClient) -> F,
 ) -> Result<T, CliError>
@@ -75,7 +75,7 @@ where
 }
 
 /// Exactly `n` positional arguments.
-pub fn positionals(args: &mut Args, n: usize, what: &str) -> Result<Vec<String>, CliError> {
+pub(crate) fn positionals(args: &mut Args, n: usize, what: &str) -> Result<Vec<String>, CliError> {
     let found = args.positionals()?;
     if found.len() != n {
         return Err(CliError::Usage(format!("expected {what}")));
@@ -85,7 +85,10 @@ pub fn positionals(args: &mut Args, n: usize, what: &str) -> Result<Vec<String>,
 
 /// The object at an inventory path (`/DC0/vm/VM0`), through the SOAP
 /// `SearchIndex.FindByInventoryPath`.
-pub async fn resolve_path(client: &Client, path: &str) -> Result<ManagedObjectReference, CliError> {
+pub(crate) async fn resolve_path(
+    client: &Client,
+    path: &str,
+) -> Result<ManagedObjectReference, CliError> {
     let search_index = client
         .service_content()
         .search_index

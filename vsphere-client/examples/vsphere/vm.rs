@@ -10,7 +10,7 @@ use crate::args::{Args, CliError};
 use crate::inventory::finder;
 use crate::Command;
 
-pub const COMMANDS: &[&Command] = &[
+pub(crate) const COMMANDS: &[&Command] = &[
     &Command {
         name: "vm.info",
         usage: "[-dc DC] [-json] NAME...  VM summary (names, paths or globs)",
@@ -44,7 +44,7 @@ pub const COMMANDS: &[&Command] = &[
 ];
 
 /// Go-style durations: `90s`, `500ms`, `2m`, `1h30m`, or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, CliError> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, CliError> {
     let bad = || {
         CliError::Usage(format!(
             "invalid duration {text:?} (e.g. 500ms, 30s, 2m, 1h)"
@@ -164,7 +164,7 @@ async fn info(mut args: Args) -> Result<(), CliError> {
                 "memoryMB": config.hardware.memory_mb,
                 "template": config.template,
                 "powerState": runtime.power_state.as_str(),
-                "bootTime": runtime.boot_time.as_ref().map(|t| t.to_string()),
+                "bootTime": runtime.boot_time.as_ref().map(std::string::ToString::to_string),
                 "ipAddress": ip,
                 "host": host_name(vm),
             }));

@@ -14,7 +14,7 @@ use crate::Command;
 const DEFAULT_PROPS: &str =
     "name,runtime.powerState,config.uuid,config.hardware,summary.storage,guest.ipAddress";
 
-pub const COMMANDS: &[&Command] = &[&Command {
+pub(crate) const COMMANDS: &[&Command] = &[&Command {
     name: "walk",
     usage: "[-props a,b,c] [-n N] [-interval D] [-page N (100)] [-v]  read VM properties N times; prints vms=TOTAL iters=N",
     run: |args| Box::pin(walk(args)),

@@ -66,7 +66,7 @@ pub struct ClientBuilder {
 impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
-            .field("url", &self.url.as_ref().map(|u| u.as_str()))
+            .field("url", &self.url.as_ref().map(url::Url::as_str))
             .field("credentials", &self.credentials)
             .field("tls", &self.tls)
             .field("connect_timeout", &self.connect_timeout)

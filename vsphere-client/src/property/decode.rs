@@ -29,7 +29,7 @@ pub(crate) struct RawValue<'a> {
 }
 
 impl RawValue<'_> {
-    pub fn into_owned(self) -> RawValue<'static> {
+    pub(crate) fn into_owned(self) -> RawValue<'static> {
         RawValue {
             xsi_type: self.xsi_type,
             type_attr: self.type_attr,
@@ -39,7 +39,7 @@ impl RawValue<'_> {
     }
 
     /// Captures the element the reader has just entered, consuming it.
-    pub fn capture<'a>(r: &mut XmlReader<'a>) -> Result<RawValue<'a>, DecodeError> {
+    pub(crate) fn capture<'a>(r: &mut XmlReader<'a>) -> Result<RawValue<'a>, DecodeError> {
         let xsi_type = r.xsi_type().map(str::to_string);
         let type_attr = r.type_attribute().map(str::to_string);
         let nil = r.is_nil();
@@ -62,7 +62,7 @@ pub(crate) enum NestedValue<'a> {
 }
 
 impl NestedValue<'_> {
-    pub fn into_owned(self) -> NestedValue<'static> {
+    pub(crate) fn into_owned(self) -> NestedValue<'static> {
         match self {
             NestedValue::One(v) => NestedValue::One(v.into_owned()),
             NestedValue::Items(items) => {
@@ -384,7 +384,7 @@ fn xsi_prefixes<'c>(content: &'c [u8], found: &mut Vec<&'c str>) {
         if is_attribute {
             let start = rest[..colon]
                 .iter()
-                .rposition(|b| b.is_ascii_whitespace())
+                .rposition(u8::is_ascii_whitespace)
                 .map_or(0, |i| i + 1);
             if let Ok(prefix) = std::str::from_utf8(&rest[start..colon]) {
                 let valid = !prefix.is_empty()
@@ -439,7 +439,7 @@ pub(crate) struct ObjectBuilder<'a, T> {
 }
 
 impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
-    pub fn new(object: T) -> Self {
+    pub(crate) fn new(object: T) -> Self {
         ObjectBuilder {
             object,
             top_level: Vec::new(),
@@ -448,7 +448,7 @@ impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
     }
 
     /// Reads the `val` element of property `path` (just entered).
-    pub fn read_property(
+    pub(crate) fn read_property(
         &mut self,
         r: &mut XmlReader<'a>,
         path: &str,
@@ -466,7 +466,7 @@ impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
 
     /// Stores a property whose `val` came before its `name` (not what
     /// servers send, but the schema does not forbid it).
-    pub fn late_property(
+    pub(crate) fn late_property(
         &mut self,
         raw: RawValue<'_>,
         path: &str,
@@ -489,7 +489,7 @@ impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
     }
 
     /// Decodes the nested values into the object and returns it.
-    pub fn finish(mut self) -> Result<T, DecodeError> {
+    pub(crate) fn finish(mut self) -> Result<T, DecodeError> {
         let skip: Vec<&str> = self.top_level.iter().map(String::as_str).collect();
         let mut refs: Vec<(Cow<'_, str>, &NestedValue<'_>)> = self
             .nested

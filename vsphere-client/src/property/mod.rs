@@ -414,7 +414,7 @@ impl<T: ManagedObject> PropertyQuery<T> {
         let mut pages = self.pages(Vec::new(), None);
         pages.state = State::CreateView {
             container: container.clone(),
-            types: types.iter().map(|t| t.to_string()).collect(),
+            types: types.iter().map(std::string::ToString::to_string).collect(),
             recursive: true,
         };
         pages

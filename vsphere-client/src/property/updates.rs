@@ -171,7 +171,10 @@ struct ObjectState<T> {
 
 impl<T: ManagedObject> Watch<T> {
     /// Creates a collector and its filter.
-    pub async fn create(client: &Client, spec: &PropertyFilterSpec) -> Result<Watch<T>, Error> {
+    pub(crate) async fn create(
+        client: &Client,
+        spec: &PropertyFilterSpec,
+    ) -> Result<Watch<T>, Error> {
         let root = client.service_content().property_collector.clone();
         let collector = client.vim().create_property_collector(&root).await?;
         let filter = match client.vim().create_filter(&collector, spec, false).await {
@@ -190,7 +193,7 @@ impl<T: ManagedObject> Watch<T> {
     }
 
     /// The request for the next updates.
-    pub fn request(&self, options: WaitOptions) -> WaitUpdates<T> {
+    pub(crate) fn request(&self, options: WaitOptions) -> WaitUpdates<T> {
         WaitUpdates {
             inner: WaitForUpdatesExRequestType {
                 this: self.collector.clone(),
@@ -202,7 +205,7 @@ impl<T: ManagedObject> Watch<T> {
     }
 
     /// Applies an update set to the objects' state; returns the changes.
-    pub fn apply(&mut self, set: RawUpdateSet) -> Result<Vec<ObjectChange<T>>, Error> {
+    pub(crate) fn apply(&mut self, set: RawUpdateSet) -> Result<Vec<ObjectChange<T>>, Error> {
         self.version = set.version;
         let mut changes = Vec::with_capacity(set.objects.len());
         for update in set.objects {
@@ -285,7 +288,7 @@ impl<T: ManagedObject> Watch<T> {
     }
 
     /// Destroys the collector (and with it the filter).
-    pub async fn destroy(&self, client: &Client) -> Result<(), Error> {
+    pub(crate) async fn destroy(&self, client: &Client) -> Result<(), Error> {
         client
             .vim()
             .destroy_property_collector(&self.collector)

@@ -358,7 +358,10 @@ struct RestErrorValue {
 /// one (not JSON, or JSON of another shape).
 pub(crate) fn parse_error_body(body: &[u8], http_status: u16) -> Option<RestError> {
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    if value.get("error_type").is_some_and(|t| t.is_string()) {
+    if value
+        .get("error_type")
+        .is_some_and(serde_json::Value::is_string)
+    {
         let parsed: ApiErrorBody = serde_json::from_value(value).ok()?;
         return Some(RestError::new(
             RestErrorType::parse(&parsed.error_type),

@@ -50,7 +50,7 @@ pub(crate) struct Lexer<'a> {
 const BOM: &[u8] = b"\xef\xbb\xbf";
 
 impl<'a> Lexer<'a> {
-    pub fn new(input: &'a [u8]) -> Self {
+    pub(super) fn new(input: &'a [u8]) -> Self {
         let position = if input.starts_with(BOM) { BOM.len() } else { 0 };
         Lexer {
             input,
@@ -60,11 +60,11 @@ impl<'a> Lexer<'a> {
     }
 
     /// Offset of the next byte to read.
-    pub fn position(&self) -> usize {
+    pub(super) fn position(&self) -> usize {
         self.position
     }
 
-    pub fn next_token(&mut self) -> Result<Token<'a>, LexError> {
+    pub(super) fn next_token(&mut self) -> Result<Token<'a>, LexError> {
         if let Some(qname) = self.empty_end.take() {
             return Ok(Token::End { qname });
         }
@@ -95,7 +95,7 @@ impl<'a> Lexer<'a> {
     /// The fast path for an element the reader has entered: when what
     /// follows is its end tag (or the element was written empty), moves
     /// past it and says so.
-    pub fn at_end_of(&mut self, end_tag: &EndTag<'_>) -> bool {
+    pub(super) fn at_end_of(&mut self, end_tag: &EndTag<'_>) -> bool {
         if let Some(pending) = self.empty_end {
             if same_name(pending, end_tag.qname) {
                 self.empty_end = None;
@@ -115,7 +115,7 @@ impl<'a> Lexer<'a> {
     /// returns the character data (raw) and moves past the end tag. The
     /// flag says whether the text is plain: no reference (`&`) and no `\r`
     /// to normalise, found in the same pass that looked for the `<`.
-    pub fn leaf_text(&mut self, end_tag: &EndTag<'_>) -> Option<(&'a [u8], bool)> {
+    pub(super) fn leaf_text(&mut self, end_tag: &EndTag<'_>) -> Option<(&'a [u8], bool)> {
         if self.empty_end.is_some() {
             // Empty, as a slice of the input like every other token.
             let empty = &self.input[self.position..self.position];
@@ -331,7 +331,7 @@ impl<'a> EndTag<'a> {
     }
 
     /// The name as written (`soapenv:Body`).
-    pub fn qname(&self) -> &'a [u8] {
+    pub(super) fn qname(&self) -> &'a [u8] {
         self.qname
     }
 
@@ -399,7 +399,8 @@ fn name_bytes(block: &[u8; 16]) -> Option<(u32, u32)> {
     let word = u128::from_le_bytes(*block);
     // These intrinsics take no pointer and SSE2 is always enabled on
     // x86-64: calling them is sound (and no longer `unsafe` from Rust 1.87).
-    #[allow(unused_unsafe)]
+    // `unsafe` for the Rust versions before 1.87 that the crate supports.
+    #[allow(unsafe_code, unused_unsafe)]
     let (ends, colons) = unsafe {
         let v = _mm_set_epi64x((word >> 64) as i64, word as i64);
         let low = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(b' ' as i8)), v);
@@ -460,7 +461,7 @@ pub(crate) struct Attributes<'a> {
 }
 
 impl<'a> Attributes<'a> {
-    pub fn new(attributes: &'a [u8]) -> Self {
+    pub(super) fn new(attributes: &'a [u8]) -> Self {
         Attributes { rest: attributes }
     }
 }
@@ -744,7 +745,7 @@ mod tests {
                 let mut start_tag = b"<".to_vec();
                 start_tag.extend_from_slice(&name);
                 start_tag.extend_from_slice(b" a=\"1\">....");
-                let qname = &start_tag[1..1 + length];
+                let qname = &start_tag[1..=length];
                 let word = start_tag.first_chunk::<16>();
                 for end_tag in [EndTag::new(qname, word), EndTag::new(qname, None)] {
                     for mut text in [

@@ -175,6 +175,17 @@ pub struct XmlReader<'a> {
     failed: bool,
 }
 
+/// Where the reader is, not what it holds (the input may carry secrets).
+impl fmt::Debug for XmlReader<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("XmlReader")
+            .field("input_len", &self.input.len())
+            .field("depth", &self.stack.len())
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a> XmlReader<'a> {
     /// A reader over `input`, resolving `xsi:type` names of `anyType` values
     /// through `registry`.
@@ -692,12 +703,9 @@ impl<'a> XmlReader<'a> {
         local: &'a [u8],
         attributes: &'a [u8],
     ) -> Result<&'a str, DecodeError> {
-        let name = match self.as_str(local) {
-            Some(name) => name,
-            None => {
-                self.failed = true;
-                return Err(self.error(DecodeErrorKind::Syntax, "element name is not UTF-8"));
-            }
+        let Some(name) = self.as_str(local) else {
+            self.failed = true;
+            return Err(self.error(DecodeErrorKind::Syntax, "element name is not UTF-8"));
         };
 
         let index = match self.stack.last_mut() {
@@ -910,12 +918,9 @@ impl<'a> XmlReader<'a> {
     }
 
     fn attribute_text(&mut self, raw: &'a [u8]) -> Result<Cow<'a, str>, DecodeError> {
-        let text = match self.as_str(raw) {
-            Some(text) => text,
-            None => {
-                self.failed = true;
-                return Err(self.error(DecodeErrorKind::Syntax, "attribute value is not UTF-8"));
-            }
+        let Some(text) = self.as_str(raw) else {
+            self.failed = true;
+            return Err(self.error(DecodeErrorKind::Syntax, "attribute value is not UTF-8"));
         };
         if memchr::memchr(b'&', raw).is_none() {
             return Ok(Cow::Borrowed(text));
@@ -997,7 +1002,7 @@ pub(crate) fn trim_xml_space(text: &str) -> &str {
 }
 
 fn is_blank(text: &[u8]) -> bool {
-    text.iter().all(|b| b.is_ascii_whitespace())
+    text.iter().all(u8::is_ascii_whitespace)
 }
 
 /// XML's whitespace (what `xsd:int` and friends may be padded with).
@@ -1029,6 +1034,19 @@ fn render_path(frames: &[Frame<'_>]) -> String {
         }
     }
     path
+}
+
+/// Notes an `xsi:type` decoded as `declared`, as a fault when `declared`
+/// is one.
+#[cold]
+#[inline(never)]
+fn note_unknown_type(declared: &'static str, xsi_type: &str) {
+    let kind = if crate::generated::REGISTRY.is_subtype_of(declared, "MethodFault") {
+        skipped::SkippedKind::Fault
+    } else {
+        skipped::SkippedKind::Type
+    };
+    skipped::note_type(kind, declared, xsi_type);
 }
 
 #[cfg(test)]
@@ -1178,17 +1196,4 @@ mod tests {
         assert_eq!(r.skip_raw().unwrap(), b"<x:b><c/></x:b>");
         r.finish().unwrap();
     }
-}
-
-/// Notes an `xsi:type` decoded as `declared`, as a fault when `declared`
-/// is one.
-#[cold]
-#[inline(never)]
-fn note_unknown_type(declared: &'static str, xsi_type: &str) {
-    let kind = if crate::generated::REGISTRY.is_subtype_of(declared, "MethodFault") {
-        skipped::SkippedKind::Fault
-    } else {
-        skipped::SkippedKind::Type
-    };
-    skipped::note_type(kind, declared, xsi_type);
 }

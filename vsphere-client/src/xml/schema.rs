@@ -434,7 +434,7 @@ impl Registry {
             }
             current = info.base();
         }
-        chain.iter().rev().flat_map(|t| t.fields()).collect()
+        chain.iter().rev().flat_map(TypeInfo::fields).collect()
     }
 }
 

@@ -598,12 +598,16 @@ from_value!(
     Vec<Value> => ArrayOfAnyType / "ArrayOfAnyType",
 );
 
+/// Wraps an object in an `Any*` enum, or gives it back when its type is not
+/// one of the enum's.
+type AnyConvert<T> = fn(Box<dyn DataObject>) -> Result<T, Box<dyn DataObject>>;
+
 /// `FromValue` for a polymorphic `Any*` enum: the value must be an object of
 /// the declared type `expected` or a subtype, which `convert` wraps.
 pub fn any_from_value<T>(
     value: Value,
     expected: &'static str,
-    convert: fn(Box<dyn DataObject>) -> Result<T, Box<dyn DataObject>>,
+    convert: AnyConvert<T>,
 ) -> Result<T, ValueTypeError> {
     match value {
         Value::Object(object) => convert(object).map_err(|object| ValueTypeError {

@@ -221,7 +221,7 @@ fn decide(
             let why = t
                 .error
                 .as_ref()
-                .map(|e| e.to_string())
+                .map(std::string::ToString::to_string)
                 .unwrap_or_else(|| "no reason given".into());
             format!("{op} ({}) failed: {why}", t.mo_ref)
         });
@@ -409,7 +409,7 @@ mod tests {
             power_state: power.into(),
             cpus,
             memory_mib: memory,
-            ip_addresses: ips.iter().map(|s| s.to_string()).collect(),
+            ip_addresses: ips.iter().map(std::string::ToString::to_string).collect(),
             firmware: "bios".into(),
             ..Default::default()
         }

@@ -445,7 +445,7 @@ impl Machines for VCenterSession {
     }
 
     fn cached(&self) -> bool {
-        self.watch().is_some_and(|w| w.is_live())
+        self.watch().is_some_and(super::watch::VmWatch::is_live)
     }
 
     fn server(&self) -> ServerIdentity {

@@ -109,7 +109,7 @@ impl VCenter {
         let mut slots = self
             .slots
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         slots.entry(provider.clone()).or_default().clone()
     }
 
@@ -118,7 +118,7 @@ impl VCenter {
         let slots = self
             .slots
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut keys: Vec<_> = slots
             .iter()
             .filter(|(_, slot)| slot.try_lock().map(|s| s.is_some()).unwrap_or(true))
@@ -165,7 +165,7 @@ impl VCenter {
             let mut slots = self
                 .slots
                 .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let keys: Vec<_> = slots
                 .keys()
                 .filter(|k| !keep.contains(*k))

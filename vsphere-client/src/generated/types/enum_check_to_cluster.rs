@@ -620,11 +620,8 @@ impl x::Decode for ClusterDasFdmAvailabilityState {
 }
 impl x::Encode for ClusterDasFdmAvailabilityState {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::Retry => {
-                w.since(0x0800_0001, "ClusterDasFdmAvailabilityState value retry", true);
-            }
-            _ => {}
+        if let Self::Retry = self {
+            w.since(0x0800_0001, "ClusterDasFdmAvailabilityState value retry", true);
         }
         w.text_element(tag, xsi_type, self.as_str())
     }

@@ -1490,15 +1490,12 @@ impl x::Decode for DistributedVirtualSwitchPortConnecteeConnecteeType {
 }
 impl x::Encode for DistributedVirtualSwitchPortConnecteeConnecteeType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::SystemCrxVnic => {
-                w.since(
-                    0x0800_0001,
-                    "DistributedVirtualSwitchPortConnecteeConnecteeType value systemCrxVnic",
-                    true,
-                );
-            }
-            _ => {}
+        if let Self::SystemCrxVnic = self {
+            w.since(
+                0x0800_0001,
+                "DistributedVirtualSwitchPortConnecteeConnecteeType value systemCrxVnic",
+                true,
+            );
         }
         w.text_element(tag, xsi_type, self.as_str())
     }

@@ -159,15 +159,8 @@ impl x::Decode for HostLicensableResourceKey {
 }
 impl x::Encode for HostLicensableResourceKey {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::VsanCapacity => {
-                w.since(
-                    0x0800_0300,
-                    "HostLicensableResourceKey value vsanCapacity",
-                    true,
-                );
-            }
-            _ => {}
+        if let Self::VsanCapacity = self {
+            w.since(0x0800_0300, "HostLicensableResourceKey value vsanCapacity", true);
         }
         w.text_element(tag, xsi_type, self.as_str())
     }
@@ -478,11 +471,8 @@ impl x::Decode for HostMemoryTierFlags {
 }
 impl x::Encode for HostMemoryTierFlags {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::UnmappableTier => {
-                w.since(0x0800_0300, "HostMemoryTierFlags value unmappableTier", true);
-            }
-            _ => {}
+        if let Self::UnmappableTier = self {
+            w.since(0x0800_0300, "HostMemoryTierFlags value unmappableTier", true);
         }
         w.text_element(tag, xsi_type, self.as_str())
     }
@@ -629,15 +619,8 @@ impl x::Decode for HostMemoryTieringType {
 }
 impl x::Encode for HostMemoryTieringType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::SoftwareTiering => {
-                w.since(
-                    0x0800_0001,
-                    "HostMemoryTieringType value softwareTiering",
-                    true,
-                );
-            }
-            _ => {}
+        if let Self::SoftwareTiering = self {
+            w.since(0x0800_0001, "HostMemoryTieringType value softwareTiering", true);
         }
         w.text_element(tag, xsi_type, self.as_str())
     }
@@ -937,11 +920,8 @@ impl x::Decode for HostNasVolumeSecurityType {
 }
 impl x::Encode for HostNasVolumeSecurityType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::SecKrb5p => {
-                w.since(0x0800_0300, "HostNasVolumeSecurityType value SEC_KRB5P", true);
-            }
-            _ => {}
+        if let Self::SecKrb5p = self {
+            w.since(0x0800_0300, "HostNasVolumeSecurityType value SEC_KRB5P", true);
         }
         w.text_element(tag, xsi_type, self.as_str())
     }
@@ -2749,15 +2729,12 @@ impl x::Decode for HostQualifiedNameType {
 }
 impl x::Encode for HostQualifiedNameType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::VvolNvmeQualifiedName => {
-                w.since(
-                    0x0800_0001,
-                    "HostQualifiedNameType value vvolNvmeQualifiedName",
-                    true,
-                );
-            }
-            _ => {}
+        if let Self::VvolNvmeQualifiedName = self {
+            w.since(
+                0x0800_0001,
+                "HostQualifiedNameType value vvolNvmeQualifiedName",
+                true,
+            );
         }
         w.text_element(tag, xsi_type, self.as_str())
     }
@@ -3230,11 +3207,8 @@ impl x::Decode for HostSevInfoSevState {
 }
 impl x::Encode for HostSevInfoSevState {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::DisabledBios => {
-                w.since(0x0901_0000, "HostSevInfoSevState value disabledBios", true);
-            }
-            _ => {}
+        if let Self::DisabledBios = self {
+            w.since(0x0901_0000, "HostSevInfoSevState value disabledBios", true);
         }
         w.text_element(tag, xsi_type, self.as_str())
     }

@@ -417,11 +417,8 @@ impl x::Decode for HostTdxInfoTdxState {
 }
 impl x::Encode for HostTdxInfoTdxState {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::DisabledBios => {
-                w.since(0x0901_0000, "HostTdxInfoTdxState value disabledBios", true);
-            }
-            _ => {}
+        if let Self::DisabledBios = self {
+            w.since(0x0901_0000, "HostTdxInfoTdxState value disabledBios", true);
         }
         w.text_element(tag, xsi_type, self.as_str())
     }

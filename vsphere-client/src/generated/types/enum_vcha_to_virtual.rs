@@ -1931,15 +1931,12 @@ impl x::Decode for VirtualMachineCertThumbprintHashAlgorithm {
 }
 impl x::Encode for VirtualMachineCertThumbprintHashAlgorithm {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::Sha256 => {
-                w.since(
-                    0x0800_0001,
-                    "VirtualMachineCertThumbprintHashAlgorithm value sha256",
-                    true,
-                );
-            }
-            _ => {}
+        if let Self::Sha256 = self {
+            w.since(
+                0x0800_0001,
+                "VirtualMachineCertThumbprintHashAlgorithm value sha256",
+                true,
+            );
         }
         w.text_element(tag, xsi_type, self.as_str())
     }

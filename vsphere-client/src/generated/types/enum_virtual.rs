@@ -2855,15 +2855,12 @@ impl x::Decode for VirtualMachineUsbInfoSpeed {
 }
 impl x::Encode for VirtualMachineUsbInfoSpeed {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::SuperSpeed20Gbps => {
-                w.since(
-                    0x0800_0001,
-                    "VirtualMachineUsbInfoSpeed value superSpeed20Gbps",
-                    true,
-                );
-            }
-            _ => {}
+        if let Self::SuperSpeed20Gbps = self {
+            w.since(
+                0x0800_0001,
+                "VirtualMachineUsbInfoSpeed value superSpeed20Gbps",
+                true,
+            );
         }
         w.text_element(tag, xsi_type, self.as_str())
     }

@@ -76,11 +76,8 @@ impl x::Decode for Color {
 }
 impl x::Encode for Color {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::Green => {
-                w.since(0x0800_0200, "Color value green", true);
-            }
-            _ => {}
+        if let Self::Green = self {
+            w.since(0x0800_0200, "Color value green", true);
         }
         w.text_element(tag, xsi_type, self.as_str())
     }
@@ -151,11 +148,8 @@ impl x::Decode for Pattern {
 }
 impl x::Encode for Pattern {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        match self {
-            Self::Dotted => {
-                w.since(0x0900_0000, "Pattern value dotted", true);
-            }
-            _ => {}
+        if let Self::Dotted = self {
+            w.since(0x0900_0000, "Pattern value dotted", true);
         }
         w.text_element(tag, xsi_type, self.as_str())
     }
