@@ -1,9 +1,10 @@
-//! Contract tests of vsphere-client's REST module against a scripted
-//! vCenter (wiremock): the `/api` paths and bodies the simulator does not
-//! serve, the fallback to `/rest`, SOAP session sharing (vCenter 8.0 U3),
-//! 401 then re-login (counted, alone and under concurrency), each vAPI
-//! error kind in both shapes, bodies that are not JSON, and secrets that
-//! must never leak.
+//! Contract tests of vsphere-client's REST module against the scripted
+//! vCenter of the project's test kit (`vsphere-testkit`, which serves the
+//! SOAP side and the `/api` session): the `/api` paths and bodies the
+//! simulator does not serve, the fallback to `/rest`, SOAP session sharing
+//! (vCenter 8.0 U3), 401 then re-login (counted, alone and under
+//! concurrency), each vAPI error kind in both shapes, bodies that are not
+//! JSON, and secrets that must never leak.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,39 +17,25 @@ use vsphere_client::rest::{
 };
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{Client, ErrorKind, RetryConfig};
+use vsphere_testkit::{MockVCenter, SESSION_HEADER};
 use vsphere_tests::CapturedLogs;
 use wiremock::matchers::{
     body_json, body_string_contains, header, header_exists, method, path, query_param,
 };
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Mock, Request, ResponseTemplate};
 
 const USER: &str = "administrator@vsphere.local";
 const PASSWORD: &str = "Rest-Pa55-that-must-never-leak";
-const SESSION_1: &str = "b00c5a7e-rest-session-one-secret";
-const SESSION_2: &str = "b00c5a7e-rest-session-two-secret";
-const SESSION_HEADER: &str = "vmware-api-session-id";
+/// The session id of the `/rest` login (the kit serves `/api` only).
+const REST_SESSION: &str = "b00c5a7e-rest-session-one-secret";
 
-const SERVICE_CONTENT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>
-<RetrieveServiceContentResponse xmlns="urn:vim25"><returnval>
-<rootFolder type="Folder">group-d1</rootFolder>
-<propertyCollector type="PropertyCollector">propertyCollector</propertyCollector>
-<about><name>VMware vCenter Server</name><fullName>VMware vCenter Server 8.0.3 build-24022515</fullName><vendor>VMware, Inc.</vendor><version>8.0.3</version><build>24022515</build><osType>linux-x64</osType><productLineId>vpx</productLineId><apiType>VirtualCenter</apiType><apiVersion>8.0.3.0</apiVersion><instanceUuid>5e0a3c18-0000-4000-8000-000000000001</instanceUuid></about>
-<sessionManager type="SessionManager">SessionManager</sessionManager>
-</returnval></RetrieveServiceContentResponse></soapenv:Body></soapenv:Envelope>"#;
-
-/// A scripted vCenter with just enough SOAP for a client to connect.
-async fn vcenter() -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/sdk"))
-        .and(body_string_contains("<RetrieveServiceContent"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_raw(SERVICE_CONTENT, "text/xml; charset=utf-8"),
-        )
-        .mount(&server)
-        .await;
-    server
+/// A scripted vCenter accepting USER / PASSWORD, `/api/session` built in:
+/// `/api` calls without a live session get 401.
+async fn vcenter() -> MockVCenter {
+    MockVCenter::builder()
+        .credentials(USER, PASSWORD)
+        .start()
+        .await
 }
 
 fn fast_retry() -> RetryConfig {
@@ -60,8 +47,8 @@ fn fast_retry() -> RetryConfig {
 }
 
 /// A SOAP client without a session: the REST side logs in by itself.
-async fn soap(server: &MockServer) -> Client {
-    Client::builder(&format!("{}/sdk", server.uri()))
+async fn soap(vc: &MockVCenter) -> Client {
+    Client::builder(&vc.url())
         .anonymous()
         .api_version("8.0.3.0")
         .keepalive(None)
@@ -76,35 +63,40 @@ fn json_reply(status: u16, body: serde_json::Value) -> ResponseTemplate {
     ResponseTemplate::new(status).set_body_raw(body.to_string(), "application/json")
 }
 
-/// `POST /api/session` answering a new session id per login, counting them.
-struct Logins {
-    count: Arc<AtomicUsize>,
-    ids: Vec<&'static str>,
-}
-
-impl Respond for Logins {
-    fn respond(&self, _request: &Request) -> ResponseTemplate {
-        let n = self.count.fetch_add(1, Ordering::SeqCst);
-        let id = self.ids[n.min(self.ids.len() - 1)];
-        json_reply(201, json!(id))
-    }
-}
-
-/// Mounts `/api/session` (basic auth of USER/PASSWORD only); returns the
-/// login counter.
-async fn api_logins(server: &MockServer, ids: Vec<&'static str>) -> Arc<AtomicUsize> {
-    let count = Arc::new(AtomicUsize::new(0));
-    Mock::given(method("POST"))
-        .and(path("/api/session"))
-        .and(header("authorization", basic(USER, PASSWORD).as_str()))
-        .and(header("vmware-use-header-authn", "true"))
-        .respond_with(Logins {
-            count: count.clone(),
-            ids,
+/// The session id each `verb /api/session` request carried.
+fn session_ids_sent(requests: &[Request], verb: &str) -> Vec<Option<String>> {
+    requests
+        .iter()
+        .filter(|r| r.method.as_str() == verb && r.url.path() == "/api/session")
+        .map(|r| {
+            let id = r.headers.get(SESSION_HEADER)?.to_str().ok()?;
+            Some(id.to_string())
         })
-        .mount(server)
-        .await;
-    count
+        .collect()
+}
+
+/// How many `POST /api/session` logins were made; each with basic
+/// authentication (the kit accepts USER / PASSWORD only) and asking for
+/// the session id in a header.
+async fn api_logins(vc: &MockVCenter) -> usize {
+    let logins: Vec<Request> = vc
+        .raw_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.method.as_str() == "POST" && r.url.path() == "/api/session")
+        .collect();
+    for login in &logins {
+        assert_eq!(
+            login
+                .headers
+                .get("vmware-use-header-authn")
+                .and_then(|v| v.to_str().ok()),
+            Some("true"),
+            "{:?}",
+            login.headers
+        );
+    }
+    logins.len()
 }
 
 fn basic(user: &str, password: &str) -> String {
@@ -130,8 +122,8 @@ fn basic(user: &str, password: &str) -> String {
     format!("Basic {out}")
 }
 
-async fn api_client(server: &MockServer) -> RestClient {
-    RestClient::builder(&soap(server).await)
+async fn api_client(vc: &MockVCenter) -> RestClient {
+    RestClient::builder(&soap(vc).await)
         .credentials(USER, PASSWORD)
         .keepalive(None)
         .connect()
@@ -139,9 +131,10 @@ async fn api_client(server: &MockServer) -> RestClient {
         .expect("REST login")
 }
 
-/// A mock for calls that carry the first session's id.
+/// A mock for calls that carry a session id (the kit lets only live ones
+/// through).
 fn with_session(method: wiremock::matchers::MethodExactMatcher) -> wiremock::MockBuilder {
-    Mock::given(method).and(header(SESSION_HEADER, SESSION_1))
+    Mock::given(method).and(header_exists(SESSION_HEADER))
 }
 
 fn vm() -> ManagedObjectReference {
@@ -155,32 +148,16 @@ const TAG_ID: &str = "urn:vmomi:InventoryServiceTag:77c0:GLOBAL";
 
 #[tokio::test]
 async fn api_session_is_created_used_and_deleted() {
-    let server = vcenter().await;
-    let logins = api_logins(&server, vec![SESSION_1]).await;
+    let vc = vcenter().await;
+    let rest = api_client(&vc).await;
+    let id = vc.api_session_ids()[0].clone();
     Mock::given(method("GET"))
         .and(path("/api/cis/tagging/category"))
-        .and(header(SESSION_HEADER, SESSION_1))
+        .and(header(SESSION_HEADER, id.as_str()))
         .respond_with(json_reply(200, json!([CATEGORY_ID])))
         .expect(1)
-        .mount(&server)
+        .mount(vc.server())
         .await;
-    Mock::given(method("GET"))
-        .and(path("/api/session"))
-        .and(header(SESSION_HEADER, SESSION_1))
-        .respond_with(json_reply(
-            200,
-            json!({"user": USER, "created_time": "2024-01-01T00:00:00.000Z"}),
-        ))
-        .mount(&server)
-        .await;
-    Mock::given(method("DELETE"))
-        .and(path("/api/session"))
-        .and(header(SESSION_HEADER, SESSION_1))
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let rest = api_client(&server).await;
     assert_eq!(rest.flavor(), ApiFlavor::Api);
     assert_eq!(
         rest.tagging().list_categories().await.unwrap(),
@@ -188,43 +165,49 @@ async fn api_session_is_created_used_and_deleted() {
     );
     assert_eq!(rest.session_info().await.unwrap().user, USER);
     rest.logout().await.expect("logout");
-    assert_eq!(logins.load(Ordering::SeqCst), 1);
+    assert_eq!(api_logins(&vc).await, 1);
+    assert_eq!(
+        session_ids_sent(&vc.raw_requests().await, "DELETE"),
+        [Some(id)],
+        "the session created is the one deleted, once"
+    );
 }
 
 #[tokio::test]
 async fn servers_without_api_paths_get_the_rest_paths() {
-    let server = vcenter().await;
+    let vc = vcenter().await;
+    let server = vc.server();
     Mock::given(method("POST"))
         .and(path("/api/session"))
         .respond_with(ResponseTemplate::new(404).set_body_string("404 page not found"))
         .expect(1)
-        .mount(&server)
+        .mount(server)
         .await;
     Mock::given(method("POST"))
         .and(path("/rest/com/vmware/cis/session"))
         .and(header("authorization", basic(USER, PASSWORD).as_str()))
-        .respond_with(json_reply(200, json!({"value": SESSION_1})))
+        .respond_with(json_reply(200, json!({"value": REST_SESSION})))
         .expect(1)
-        .mount(&server)
+        .mount(server)
         .await;
     Mock::given(method("POST"))
         .and(path(format!(
             "/rest/com/vmware/cis/tagging/tag/id:{CATEGORY_ID}"
         )))
         .and(query_param("~action", "list-tags-for-category"))
-        .and(header(SESSION_HEADER, SESSION_1))
+        .and(header(SESSION_HEADER, REST_SESSION))
         .respond_with(json_reply(200, json!({"value": [TAG_ID]})))
         .expect(1)
-        .mount(&server)
+        .mount(server)
         .await;
     Mock::given(method("POST"))
         .and(path("/rest/com/vmware/cis/tagging/category"))
         .and(body_json(json!({"create_spec": {"name": "zone", "description": "", "cardinality": "MULTIPLE", "associable_types": []}})))
         .respond_with(json_reply(200, json!({"value": CATEGORY_ID})))
         .expect(1)
-        .mount(&server)
+        .mount(server)
         .await;
-    let rest = api_client(&server).await;
+    let rest = api_client(&vc).await;
     assert_eq!(rest.flavor(), ApiFlavor::Rest);
     assert_eq!(
         rest.tagging()
@@ -243,94 +226,60 @@ async fn servers_without_api_paths_get_the_rest_paths() {
 #[tokio::test]
 async fn the_soap_session_is_shared_where_the_server_accepts_it() {
     // vCenter 8.0 U3: the vmware_soap_session value works as vmware-api-session-id.
-    let server = vcenter().await;
-    let soap_id = "52f1e7c0d2a9-shared-soap-session";
-    Mock::given(method("POST"))
-        .and(path("/sdk"))
-        .and(body_string_contains("<Login "))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_raw(
-                    format!(
-                        r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"><soapenv:Body><LoginResponse xmlns="urn:vim25"><returnval><key>k</key><userName>{USER}</userName><fullName>Admin</fullName><loginTime>2024-01-01T00:00:00Z</loginTime><lastActiveTime>2024-01-01T00:00:00Z</lastActiveTime><locale>en</locale><messageLocale>en</messageLocale><extensionSession>false</extensionSession><ipAddress>127.0.0.1</ipAddress><userAgent>test</userAgent><callCount>1</callCount></returnval></LoginResponse></soapenv:Body></soapenv:Envelope>"#
-                    ),
-                    "text/xml; charset=utf-8",
-                )
-                .insert_header("Set-Cookie", format!("vmware_soap_session=\"{soap_id}\"; Path=/; HttpOnly; Secure;").as_str()),
-        )
-        .mount(&server)
+    let vc = MockVCenter::builder()
+        .credentials(USER, PASSWORD)
+        .share_soap_session()
+        .start()
         .await;
-    Mock::given(method("GET"))
-        .and(path("/api/session"))
-        .and(header(SESSION_HEADER, soap_id))
-        .respond_with(json_reply(200, json!({"user": USER})))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/api/cis/tagging/tag"))
-        .and(header(SESSION_HEADER, soap_id))
-        .respond_with(json_reply(200, json!([TAG_ID])))
-        .expect(1)
-        .mount(&server)
-        .await;
-    // Nothing may create a second session, nor end the shared one.
-    Mock::given(method("POST"))
-        .and(path("/api/session"))
-        .respond_with(ResponseTemplate::new(500))
-        .expect(0)
-        .mount(&server)
-        .await;
-    Mock::given(method("DELETE"))
-        .and(path("/api/session"))
-        .respond_with(ResponseTemplate::new(204))
-        .expect(0)
-        .mount(&server)
-        .await;
-    let soap = Client::builder(&format!("{}/sdk", server.uri()))
+    let soap = Client::builder(&vc.url())
         .credentials(USER, PASSWORD)
         .api_version("8.0.3.0")
         .keepalive(None)
         .connect()
         .await
         .expect("SOAP login");
+    let soap_id = vc.session_cookies()[0].clone();
+    Mock::given(method("GET"))
+        .and(path("/api/cis/tagging/tag"))
+        .and(header(SESSION_HEADER, soap_id.as_str()))
+        .respond_with(json_reply(200, json!([TAG_ID])))
+        .expect(1)
+        .mount(vc.server())
+        .await;
     let rest = soap.rest().await.expect("REST from the SOAP session");
     assert!(rest.shares_soap_session());
     assert_eq!(rest.tagging().list_tags().await.unwrap(), [TAG_ID]);
     rest.logout()
         .await
         .expect("logout leaves the SOAP session alone");
+    let requests = vc.raw_requests().await;
+    assert_eq!(
+        session_ids_sent(&requests, "GET"),
+        [Some(soap_id)],
+        "the shared session checked once"
+    );
+    // Nothing may create a second session, nor end the shared one.
+    assert_eq!(session_ids_sent(&requests, "POST"), []);
+    assert_eq!(session_ids_sent(&requests, "DELETE"), []);
 }
 
 #[tokio::test]
 async fn logout_on_drop_deletes_the_session() {
-    let server = vcenter().await;
-    api_logins(&server, vec![SESSION_1]).await;
-    Mock::given(method("DELETE"))
-        .and(path("/api/session"))
-        .and(header(SESSION_HEADER, SESSION_1))
-        .respond_with(ResponseTemplate::new(204))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let rest = RestClient::builder(&soap(&server).await)
+    let vc = vcenter().await;
+    let rest = RestClient::builder(&soap(&vc).await)
         .credentials(USER, PASSWORD)
         .logout_on_drop(true)
         .connect()
         .await
         .expect("REST login");
+    let id = vc.api_session_ids()[0].clone();
     let clone = rest.clone();
     drop(rest);
     drop(clone);
     for _ in 0..100 {
-        let deletes = server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .iter()
-            .filter(|r| r.method.as_str() == "DELETE")
-            .count();
-        if deletes == 1 {
+        let deleted = session_ids_sent(&vc.raw_requests().await, "DELETE");
+        if !deleted.is_empty() {
+            assert_eq!(deleted, [Some(id)], "the session deleted once");
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -340,16 +289,9 @@ async fn logout_on_drop_deletes_the_session() {
 
 #[tokio::test]
 async fn a_given_session_id_is_checked() {
-    let server = vcenter().await;
-    Mock::given(method("GET"))
-        .and(path("/api/session"))
-        .respond_with(json_reply(
-            401,
-            json!({"error_type": "UNAUTHENTICATED", "messages": [{"id": "vapi.method.authentication.required", "default_message": "Authentication required.", "args": []}]}),
-        ))
-        .mount(&server)
-        .await;
-    let err = RestClient::builder(&soap(&server).await)
+    // The kit answers 401 UNAUTHENTICATED for an id it did not hand out.
+    let vc = vcenter().await;
+    let err = RestClient::builder(&soap(&vc).await)
         .session_id("stale-session-id")
         .keepalive(None)
         .connect()
@@ -365,8 +307,8 @@ async fn a_given_session_id_is_checked() {
 
 #[tokio::test]
 async fn tagging_api_paths_and_bodies() {
-    let server = vcenter().await;
-    api_logins(&server, vec![SESSION_1]).await;
+    let vc = vcenter().await;
+    let server = vc.server();
     let mounts = [
         with_session(method("POST"))
             .and(path("/api/cis/tagging/category"))
@@ -428,9 +370,9 @@ async fn tagging_api_paths_and_bodies() {
             .respond_with(json_reply(200, json!({"success": true, "error_messages": []}))),
     ];
     for mock in mounts {
-        mock.expect(1..).mount(&server).await;
+        mock.expect(1..).mount(server).await;
     }
-    let rest = api_client(&server).await;
+    let rest = api_client(&vc).await;
     let tagging = rest.tagging();
     let spec = CategorySpec::new("zone", Cardinality::Single)
         .description("failure domains")
@@ -483,14 +425,15 @@ async fn tagging_api_paths_and_bodies() {
     );
     tagging.detach(TAG_ID, &vm()).await.unwrap();
     tagging.delete_category(CATEGORY_ID).await.unwrap();
+    assert_eq!(api_logins(&vc).await, 1, "every call on the first session");
 }
 
 // ---- content library on /api ----------------------------------------------------
 
 #[tokio::test]
 async fn library_api_paths_and_ovf_deploy() {
-    let server = vcenter().await;
-    api_logins(&server, vec![SESSION_1]).await;
+    let vc = vcenter().await;
+    let server = vc.server();
     let library = json!({"id": "lib-1", "name": "images", "type": "LOCAL", "storage_backings": [{"type": "DATASTORE", "datastore_id": "datastore-11"}], "creation_time": "2024-01-01T00:00:00.000Z"});
     let item = json!({"id": "item-1", "library_id": "lib-1", "name": "photon", "type": "ovf", "size": 1234, "cached": true, "content_version": "2"});
     let mounts = [
@@ -528,15 +471,15 @@ async fn library_api_paths_and_ovf_deploy() {
             .respond_with(json_reply(200, json!({"succeeded": true, "resource_id": {"type": "VirtualMachine", "id": "vm-99"}, "error": {"errors": [], "warnings": [], "information": []}}))),
     ];
     for mock in mounts {
-        mock.expect(1..).mount(&server).await;
+        mock.expect(1..).mount(server).await;
     }
     Mock::given(method("POST"))
         .and(path("/api/vcenter/ovf/library-item/item-2"))
         .and(query_param("action", "deploy"))
         .respond_with(json_reply(200, json!({"succeeded": false, "error": {"errors": [{"category": "SERVER", "error": {"@class": "com.vmware.vapi.std.errors.unable_to_allocate_resource", "messages": [{"id": "x", "default_message": "Not enough memory in the pool", "args": []}]}}]}})))
-        .mount(&server)
+        .mount(server)
         .await;
-    let rest = api_client(&server).await;
+    let rest = api_client(&vc).await;
     let content = rest.library();
     let libraries = content.libraries().await.unwrap();
     assert_eq!(
@@ -583,41 +526,33 @@ async fn library_api_paths_and_ovf_deploy() {
         err.to_string().contains("Not enough memory in the pool"),
         "{err}"
     );
+    assert_eq!(api_logins(&vc).await, 1, "every call on the first session");
 }
 
 // ---- 401 and re-login ------------------------------------------------------------
 
-/// Calls with the first session get 401 (it expired); with the second, 200.
-async fn expire_first_session(server: &MockServer) {
-    Mock::given(method("GET"))
+/// The list of tags, answered a little late, for a live session only:
+/// after [`MockVCenter::expire_sessions`] the first call gets 401.
+async fn tags(vc: &MockVCenter) {
+    with_session(method("GET"))
         .and(path("/api/cis/tagging/tag"))
-        .and(header(SESSION_HEADER, SESSION_1))
-        .respond_with(json_reply(
-            401,
-            json!({"error_type": "UNAUTHENTICATED", "messages": [{"id": "vapi.method.authentication.required", "default_message": "Authentication required.", "args": []}]}),
-        ))
-        .mount(server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/api/cis/tagging/tag"))
-        .and(header(SESSION_HEADER, SESSION_2))
         .respond_with(json_reply(200, json!([TAG_ID])).set_delay(Duration::from_millis(20)))
-        .mount(server)
+        .mount(vc.server())
         .await;
 }
 
 #[tokio::test]
 async fn a_401_logs_in_again_and_retries_once() {
-    let server = vcenter().await;
-    let logins = api_logins(&server, vec![SESSION_1, SESSION_2]).await;
-    expire_first_session(&server).await;
-    let rest = api_client(&server).await;
+    let vc = vcenter().await;
+    tags(&vc).await;
+    let rest = api_client(&vc).await;
+    vc.expire_sessions();
     assert_eq!(
         rest.tagging().list_tags().await.expect("re-login"),
         [TAG_ID]
     );
     assert_eq!(
-        logins.load(Ordering::SeqCst),
+        api_logins(&vc).await,
         2,
         "the initial login and one re-login"
     );
@@ -625,19 +560,15 @@ async fn a_401_logs_in_again_and_retries_once() {
         rest.tagging().list_tags().await.expect("new session"),
         [TAG_ID]
     );
-    assert_eq!(logins.load(Ordering::SeqCst), 2);
+    assert_eq!(api_logins(&vc).await, 2);
 }
 
 #[tokio::test]
 async fn concurrent_401s_cause_one_login() {
-    let server = vcenter().await;
-    let logins = api_logins(
-        &server,
-        vec![SESSION_1, SESSION_2, "a-third-session-would-be-a-bug"],
-    )
-    .await;
-    expire_first_session(&server).await;
-    let rest = api_client(&server).await;
+    let vc = vcenter().await;
+    tags(&vc).await;
+    let rest = api_client(&vc).await;
+    vc.expire_sessions();
     let calls: Vec<_> = (0..16)
         .map(|_| {
             let rest = rest.clone();
@@ -647,20 +578,16 @@ async fn concurrent_401s_cause_one_login() {
     for call in calls {
         assert_eq!(call.await.expect("join").expect("call"), [TAG_ID]);
     }
-    assert_eq!(
-        logins.load(Ordering::SeqCst),
-        2,
-        "one re-login for 16 calls"
-    );
+    assert_eq!(api_logins(&vc).await, 2, "one re-login for 16 calls");
 }
 
 #[tokio::test]
 async fn a_failing_re_login_is_reported_once_to_every_waiting_call() {
-    let server = vcenter().await;
-    let logins = api_logins(&server, vec![SESSION_1]).await;
-    let rest = api_client(&server).await;
-    // From now on the password is refused.
-    server.reset().await;
+    let vc = vcenter().await;
+    tags(&vc).await;
+    let rest = api_client(&vc).await;
+    // From now on the session is gone and the password is refused.
+    vc.expire_sessions();
     let refused = Arc::new(AtomicUsize::new(0));
     let counter = refused.clone();
     Mock::given(method("POST"))
@@ -672,12 +599,7 @@ async fn a_failing_re_login_is_reported_once_to_every_waiting_call() {
                 json!({"error_type": "UNAUTHENTICATED", "messages": []}),
             )
         })
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/api/cis/tagging/tag"))
-        .respond_with(ResponseTemplate::new(401))
-        .mount(&server)
+        .mount(vc.server())
         .await;
     let calls: Vec<_> = (0..4)
         .map(|_| {
@@ -694,9 +616,10 @@ async fn a_failing_re_login_is_reported_once_to_every_waiting_call() {
                 && err.to_string().contains("UNAUTHENTICATED"));
         assert!(refused_login, "{err:?}");
     }
-    assert_eq!(logins.load(Ordering::SeqCst), 1);
+    assert_eq!(vc.api_session_ids().len(), 1, "no login succeeded since");
     // One attempt for the four calls that found the session expired.
     assert_eq!(refused.load(Ordering::SeqCst), 1);
+    assert_eq!(api_logins(&vc).await, 2);
 }
 
 // ---- errors ------------------------------------------------------------------------
@@ -741,8 +664,7 @@ async fn each_vapi_error_kind_decodes_in_both_shapes() {
         ),
     ];
     // /api shape.
-    let server = vcenter().await;
-    api_logins(&server, vec![SESSION_1]).await;
+    let vc = vcenter().await;
     for (status, name, _) in cases {
         Mock::given(method("POST"))
             .and(path("/api/cis/tagging/tag"))
@@ -751,11 +673,11 @@ async fn each_vapi_error_kind_decodes_in_both_shapes() {
                 *status,
                 json!({"error_type": name.to_uppercase(), "messages": [{"id": format!("test.{name}"), "default_message": format!("message of {name}"), "args": []}]}),
             ))
-            .mount(&server)
+            .mount(vc.server())
             .await;
     }
     // (The UNAUTHENTICATED case logs in again once, then reports the error.)
-    let rest = api_client(&server).await;
+    let rest = api_client(&vc).await;
     for (status, name, expected) in cases {
         let err = rest
             .tagging()
@@ -780,16 +702,16 @@ async fn each_vapi_error_kind_decodes_in_both_shapes() {
     }
 
     // /rest shape.
-    let server = vcenter().await;
+    let vc = vcenter().await;
     Mock::given(method("POST"))
         .and(path("/api/session"))
         .respond_with(ResponseTemplate::new(404))
-        .mount(&server)
+        .mount(vc.server())
         .await;
     Mock::given(method("POST"))
         .and(path("/rest/com/vmware/cis/session"))
-        .respond_with(json_reply(200, json!({"value": SESSION_1})))
-        .mount(&server)
+        .respond_with(json_reply(200, json!({"value": REST_SESSION})))
+        .mount(vc.server())
         .await;
     for (status, name, _) in cases {
         if *status == 401 {
@@ -802,10 +724,10 @@ async fn each_vapi_error_kind_decodes_in_both_shapes() {
                 *status,
                 json!({"type": format!("com.vmware.vapi.std.errors.{name}"), "value": {"messages": [{"id": format!("test.{name}"), "default_message": format!("message of {name}"), "args": []}]}}),
             ))
-            .mount(&server)
+            .mount(vc.server())
             .await;
     }
-    let rest = api_client(&server).await;
+    let rest = api_client(&vc).await;
     assert_eq!(rest.flavor(), ApiFlavor::Rest);
     for (status, name, expected) in cases {
         if *status == 401 {
@@ -835,22 +757,22 @@ async fn each_vapi_error_kind_decodes_in_both_shapes() {
 
 #[tokio::test]
 async fn bodies_that_are_not_json_are_clear_errors() {
-    let server = vcenter().await;
-    api_logins(&server, vec![SESSION_1]).await;
+    let vc = vcenter().await;
+    let server = vc.server();
     Mock::given(method("GET"))
         .and(path("/api/cis/tagging/category"))
         .respond_with(ResponseTemplate::new(200).set_body_raw(
             "<html><head><title>Maintenance</title></head><body><h1>vCenter is being upgraded</h1></body></html>",
             "text/html",
         ))
-        .mount(&server)
+        .mount(server)
         .await;
     Mock::given(method("GET"))
         .and(path("/api/cis/tagging/tag"))
         .respond_with(
             ResponseTemplate::new(200).set_body_raw(r#"["urn:a", "urn:"#, "application/json"),
         )
-        .mount(&server)
+        .mount(server)
         .await;
     Mock::given(method("GET"))
         .and(path("/api/content/library"))
@@ -858,14 +780,14 @@ async fn bodies_that_are_not_json_are_clear_errors() {
             "<html><body>Bad gateway from the proxy</body></html>",
             "text/html",
         ))
-        .mount(&server)
+        .mount(server)
         .await;
     Mock::given(method("GET"))
         .and(path("/api/content/library/item/item-1"))
         .respond_with(json_reply(200, json!({"id": 7})))
-        .mount(&server)
+        .mount(server)
         .await;
-    let rest = api_client(&server).await;
+    let rest = api_client(&vc).await;
     let err = rest.tagging().list_categories().await.expect_err("HTML");
     assert_eq!(err.kind(), ErrorKind::NotJson, "{err:?}");
     assert!(err.to_string().contains("not JSON (text/html)"), "{err}");
@@ -901,15 +823,15 @@ async fn bodies_that_are_not_json_are_clear_errors() {
 
 #[tokio::test]
 async fn creates_are_not_retried_after_a_503() {
-    let server = vcenter().await;
-    api_logins(&server, vec![SESSION_1]).await;
+    let vc = vcenter().await;
+    let server = vc.server();
     Mock::given(method("POST"))
         .and(path("/api/cis/tagging/category"))
         .respond_with(ResponseTemplate::new(503).set_body_string("Service Unavailable"))
         .expect(1)
-        .mount(&server)
+        .mount(server)
         .await;
-    let rest = api_client(&server).await;
+    let rest = api_client(&vc).await;
     let err = rest
         .tagging()
         .create_category(&CategorySpec::new("zone", Cardinality::Single))
@@ -930,9 +852,8 @@ async fn session_ids_and_passwords_never_appear_in_logs_errors_or_debug() {
     tracing::subscriber::set_global_default(subscriber)
         .expect("the only global subscriber of this binary");
 
-    let server = vcenter().await;
-    api_logins(&server, vec![SESSION_1, SESSION_2]).await;
-    expire_first_session(&server).await;
+    let vc = vcenter().await;
+    tags(&vc).await;
     Mock::given(method("GET"))
         .and(path("/api/cis/tagging/category"))
         .and(header_exists(SESSION_HEADER))
@@ -940,9 +861,10 @@ async fn session_ids_and_passwords_never_appear_in_logs_errors_or_debug() {
             403,
             json!({"error_type": "UNAUTHORIZED", "messages": [{"id": "x", "default_message": "lacks a privilege", "args": []}]}),
         ))
-        .mount(&server)
+        .mount(vc.server())
         .await;
-    let rest = api_client(&server).await;
+    let rest = api_client(&vc).await;
+    vc.expire_sessions();
     rest.tagging().list_tags().await.expect("re-login");
     let err = rest.tagging().list_categories().await.expect_err("403");
     assert!(err.is_rest_error(&RestErrorType::Unauthorized));
@@ -951,7 +873,7 @@ async fn session_ids_and_passwords_never_appear_in_logs_errors_or_debug() {
         format!("{rest:?}"),
         format!(
             "{:?}",
-            RestClient::builder(&soap(&server).await).credentials(USER, PASSWORD)
+            RestClient::builder(&soap(&vc).await).credentials(USER, PASSWORD)
         ),
     ];
     assert!(
@@ -961,8 +883,10 @@ async fn session_ids_and_passwords_never_appear_in_logs_errors_or_debug() {
     );
     assert!(texts[0].contains("request:"), "the wire log is on");
     let error_texts = [err.to_string(), format!("{err:?}")];
+    let ids = vc.api_session_ids();
+    assert_eq!(ids.len(), 2, "the login and the re-login");
     for text in texts.iter().chain(&error_texts) {
-        for secret in [PASSWORD, SESSION_1, SESSION_2] {
+        for secret in [PASSWORD, ids[0].as_str(), ids[1].as_str()] {
             assert!(
                 !text.contains(secret),
                 "secret {secret:?} leaked in:\n{text}"

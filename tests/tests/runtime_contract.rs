@@ -1,138 +1,49 @@
-//! Contract tests of vsphere-client's runtime against a scripted server
-//! (wiremock): what the simulator cannot do on demand (each fault, 503s,
-//! broken bodies, a slow server, an expired session under load) and what
-//! must never leak (passwords, session cookies).
+//! Contract tests of vsphere-client's runtime against a scripted vCenter
+//! (the project's test kit, `vsphere-testkit`): what the simulator cannot
+//! do on demand (each fault, 503s, broken bodies, a slow server, an
+//! expired session under load) and what must never leak (passwords,
+//! session cookies). Raw bytes only where they are the point: bodies that
+//! are not SOAP, cut short or endless, a fault type the bindings do not
+//! know.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use vsphere_client::types::{AnyMethodFault, ManagedObjectReference};
-use vsphere_client::{Client, ClientBuilder, ErrorKind, RetryConfig};
+use vsphere_client::types::{
+    AboutInfo, AnyMethodFault, CurrentTimeRequestType, DuplicateName, InvalidLogin, InvalidState,
+    LoginRequestType, LogoutRequestType, ManagedObjectNotFound, ManagedObjectReference,
+    ObjectContent, PowerOnVMRequestType, RetrievePropertiesExRequestType, RetrieveResult,
+    TaskInProgress,
+};
+use vsphere_client::xml::soap::encode_response_envelope;
+use vsphere_client::{Client, DateTime, ErrorKind, RetryConfig};
+use vsphere_testkit::{MockVCenter, MockVCenterBuilder, Reply};
 use vsphere_tests::CapturedLogs;
-use wiremock::matchers::{body_string_contains, header, method, path};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::ResponseTemplate;
 
 const USER: &str = "administrator@vsphere.local";
 const PASSWORD: &str = "Pa55-w0rd-that-must-never-leak";
-const COOKIE_1: &str = "\"52f1e7c0-session-one-cookie-value\"";
-const COOKIE_2: &str = "\"52f1e7c0-session-two-cookie-value\"";
 
-fn envelope(body: &str) -> String {
-    format!(
-        r#"<?xml version="1.0" encoding="UTF-8"?>
-<soapenv:Envelope xmlns:soapenc="http://schemas.xmlsoap.org/soap/encoding/" xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
-<soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
-    )
+/// A vCenter 8.0.2 (older than the bindings) accepting USER / PASSWORD,
+/// whose version file says `file` (none: 404).
+fn vcenter_with(file: Option<&str>) -> MockVCenterBuilder {
+    MockVCenter::builder()
+        .credentials(USER, PASSWORD)
+        .api_version(file)
+        .about(AboutInfo {
+            name: "VMware vCenter Server".to_string(),
+            full_name: "VMware vCenter Server 8.0.2 build-22385739".to_string(),
+            vendor: "VMware, Inc.".to_string(),
+            version: "8.0.2".to_string(),
+            build: "22385739".to_string(),
+            api_type: "VirtualCenter".to_string(),
+            api_version: "8.0.2.0".to_string(),
+            ..AboutInfo::default()
+        })
 }
 
-fn soap_ok(body: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_raw(envelope(body), "text/xml; charset=utf-8")
-}
-
-/// A vim25 fault as vCenter sends it: HTTP 500 with a SOAP Fault whose
-/// detail names the fault type.
-fn soap_fault(fault_type: &str, message: &str, fields: &str) -> ResponseTemplate {
-    let body = format!(
-        r#"<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>{message}</faultstring><detail><{fault_type}Fault xmlns="urn:vim25" xsi:type="{fault_type}">{fields}</{fault_type}Fault></detail></soapenv:Fault>"#
-    );
-    ResponseTemplate::new(500).set_body_raw(envelope(&body), "text/xml; charset=utf-8")
-}
-
-fn not_authenticated() -> ResponseTemplate {
-    soap_fault(
-        "NotAuthenticated",
-        "The session is not authenticated.",
-        r#"<object type="Folder">group-d1</object><privilegeId>System.View</privilegeId>"#,
-    )
-}
-
-const SERVICE_CONTENT: &str = r#"<RetrieveServiceContentResponse xmlns="urn:vim25"><returnval>
-<rootFolder type="Folder">group-d1</rootFolder>
-<propertyCollector type="PropertyCollector">propertyCollector</propertyCollector>
-<about><name>VMware vCenter Server</name><fullName>VMware vCenter Server 8.0.2 build-22385739</fullName><vendor>VMware, Inc.</vendor><version>8.0.2</version><build>22385739</build><osType>linux-x64</osType><productLineId>vpx</productLineId><apiType>VirtualCenter</apiType><apiVersion>8.0.2.0</apiVersion><instanceUuid>5e0a3c18-0000-4000-8000-000000000001</instanceUuid></about>
-<sessionManager type="SessionManager">SessionManager</sessionManager>
-</returnval></RetrieveServiceContentResponse>"#;
-
-fn service_versions(version: &str) -> String {
-    format!(
-        r#"<?xml version="1.0" encoding="UTF-8" ?><namespaces version="1.0"><namespace><name>urn:vim25</name><version>{version}</version><priorVersions><version>6.0</version></priorVersions></namespace></namespaces>"#
-    )
-}
-
-fn login_ok(cookie: &str) -> ResponseTemplate {
-    soap_ok(&format!(
-        r#"<LoginResponse xmlns="urn:vim25"><returnval><key>{}</key><userName>{USER}</userName><fullName>Admin</fullName><loginTime>2024-01-01T00:00:00Z</loginTime><lastActiveTime>2024-01-01T00:00:00Z</lastActiveTime><locale>en</locale><messageLocale>en</messageLocale><extensionSession>false</extensionSession><ipAddress>127.0.0.1</ipAddress><userAgent>test</userAgent><callCount>1</callCount></returnval></LoginResponse>"#,
-        cookie.trim_matches('"')
-    ))
-    .insert_header("Set-Cookie", format!("vmware_soap_session={cookie}; Path=/; HttpOnly; Secure;").as_str())
-}
-
-const CURRENT_TIME: &str = r#"<CurrentTimeResponse xmlns="urn:vim25"><returnval>2024-05-01T12:00:00.000Z</returnval></CurrentTimeResponse>"#;
-const POWER_ON: &str = r#"<PowerOnVM_TaskResponse xmlns="urn:vim25"><returnval type="Task">task-101</returnval></PowerOnVM_TaskResponse>"#;
-
-/// A scripted vCenter: version file, service content and login mounted.
-struct MockVc {
-    server: MockServer,
-}
-
-impl MockVc {
-    async fn start() -> MockVc {
-        Self::start_with_version(Some("8.0.2.0")).await
-    }
-
-    async fn start_with_version(version: Option<&str>) -> MockVc {
-        let server = MockServer::start().await;
-        let versions = match version {
-            Some(v) => ResponseTemplate::new(200).set_body_string(service_versions(v)),
-            None => ResponseTemplate::new(404).set_body_string("<html>Not found</html>"),
-        };
-        Mock::given(method("GET"))
-            .and(path("/sdk/vimServiceVersions.xml"))
-            .respond_with(versions)
-            .mount(&server)
-            .await;
-        Mock::given(method("POST"))
-            .and(body_string_contains("<RetrieveServiceContent"))
-            .respond_with(soap_ok(SERVICE_CONTENT))
-            .mount(&server)
-            .await;
-        MockVc { server }
-    }
-
-    /// Login answers with `cookie`, after `delay`.
-    async fn accept_login(&self, cookie: &str, delay: Duration) {
-        Mock::given(method("POST"))
-            .and(body_string_contains("<Login "))
-            .respond_with(login_ok(cookie).set_delay(delay))
-            .mount(&self.server)
-            .await;
-    }
-
-    fn url(&self) -> String {
-        format!("{}/sdk", self.server.uri())
-    }
-
-    fn builder(&self) -> ClientBuilder {
-        Client::builder(&self.url())
-            .credentials(USER, PASSWORD)
-            .keepalive(None)
-            .retry(fast_retry(3))
-    }
-
-    /// Requests whose body contains `needle` (`"<Login "`, `"<CurrentTime"`).
-    async fn count(&self, needle: &str) -> usize {
-        self.requests(needle).await.len()
-    }
-
-    async fn requests(&self, needle: &str) -> Vec<Request> {
-        self.server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| String::from_utf8_lossy(&r.body).contains(needle))
-            .collect()
-    }
+async fn vcenter() -> MockVCenter {
+    vcenter_with(Some("8.0.2.0")).start().await
 }
 
 fn fast_retry(max_retries: u32) -> RetryConfig {
@@ -151,17 +62,30 @@ fn vm() -> ManagedObjectReference {
     ManagedObjectReference::new("VirtualMachine", "vm-42")
 }
 
-async fn connected(vc: &MockVc) -> Client {
-    vc.accept_login(COOKIE_1, Duration::ZERO).await;
-    vc.builder().connect().await.expect("connect")
+fn noon() -> DateTime {
+    DateTime::new("2024-05-01T12:00:00.000Z")
+}
+
+fn task() -> ManagedObjectReference {
+    ManagedObjectReference::new("Task", "task-101")
+}
+
+fn header<'r>(request: &'r wiremock::Request, name: &str) -> Option<&'r str> {
+    request.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The `Cookie` header a request with session `cookie` carries.
+fn session_header(cookie: &str) -> String {
+    format!("vmware_soap_session=\"{cookie}\"")
 }
 
 // --- connect, version negotiation, cookie ---------------------------------
 
 #[tokio::test]
 async fn connect_logs_in_and_announces_the_lower_version() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
+    let vc = vcenter().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    let client = vc.client().await;
     assert_eq!(
         client.api_version(),
         "8.0.2.0",
@@ -172,53 +96,41 @@ async fn connect_logs_in_and_announces_the_lower_version() {
         client.service_content().about.full_name,
         "VMware vCenter Server 8.0.2 build-22385739"
     );
-
-    Mock::given(body_string_contains("<CurrentTime"))
-        .and(header("SOAPAction", "urn:vim25/8.0.2.0"))
-        .and(header(
-            "Cookie",
-            format!("vmware_soap_session={COOKIE_1}").as_str(),
-        ))
-        .respond_with(soap_ok(CURRENT_TIME))
-        .mount(&vc.server)
-        .await;
     client
         .vim()
         .current_time(&service_instance())
         .await
         .expect("CurrentTime with the session cookie");
 
-    let logins = vc.requests("<Login ").await;
+    let logins = vc.received_raw::<LoginRequestType>().await;
     assert_eq!(logins.len(), 1);
+    assert_eq!(header(&logins[0], "SOAPAction"), Some("urn:vim25/8.0.2.0"));
+    let calls = vc.received_raw::<CurrentTimeRequestType>().await;
+    assert_eq!(calls.len(), 1, "accepted at once");
+    assert_eq!(header(&calls[0], "SOAPAction"), Some("urn:vim25/8.0.2.0"));
+    let cookies = vc.session_cookies();
     assert_eq!(
-        logins[0]
-            .headers
-            .get("SOAPAction")
-            .and_then(|v| v.to_str().ok()),
-        Some("urn:vim25/8.0.2.0")
+        header(&calls[0], "Cookie"),
+        Some(session_header(&cookies[0]).as_str()),
+        "the cookie Login set"
     );
 }
 
 #[tokio::test]
 async fn an_older_server_gets_its_own_version() {
-    let vc = MockVc::start_with_version(Some("6.7.3")).await;
-    let client = connected(&vc).await;
+    // The version file says 6.7.3, the service content 8.0.2.0: the file wins.
+    let vc = vcenter_with(Some("6.7.3")).start().await;
+    let client = vc.client().await;
     assert_eq!(client.api_version(), "6.7.3");
-    let logins = vc.requests("<Login ").await;
-    assert_eq!(
-        logins[0]
-            .headers
-            .get("SOAPAction")
-            .and_then(|v| v.to_str().ok()),
-        Some("urn:vim25/6.7.3")
-    );
+    let logins = vc.received_raw::<LoginRequestType>().await;
+    assert_eq!(header(&logins[0], "SOAPAction"), Some("urn:vim25/6.7.3"));
 }
 
 #[tokio::test]
 async fn without_a_versions_file_the_about_version_is_used() {
-    let vc = MockVc::start_with_version(None).await;
+    let vc = vcenter_with(None).start().await;
     // ServiceContent says 8.0.2.0, older than the bindings: it is announced.
-    let client = connected(&vc).await;
+    let client = vc.client().await;
     assert_eq!(client.api_version(), "8.0.2.0");
 }
 
@@ -226,19 +138,21 @@ async fn without_a_versions_file_the_about_version_is_used() {
 
 #[tokio::test]
 async fn invalid_login_fails_connect_with_the_typed_fault() {
-    let vc = MockVc::start().await;
-    Mock::given(body_string_contains("<Login "))
-        .respond_with(soap_fault(
-            "InvalidLogin",
+    let vc = vcenter().await;
+    vc.on::<LoginRequestType>()
+        .fails(
+            InvalidLogin::default(),
             "Cannot complete login due to an incorrect user name or password.",
-            "",
-        ))
-        .mount(&vc.server)
+        )
         .await;
-    let err = vc.builder().connect().await.expect_err("wrong password");
+    let err = vc
+        .client_builder()
+        .connect()
+        .await
+        .expect_err("wrong password");
     // Recognisable as a wrong password, and still carrying the typed fault.
     assert_eq!(err.kind(), ErrorKind::InvalidLogin);
-    assert!(err.is_fault::<vsphere_client::types::InvalidLogin>() && !err.is_not_authenticated());
+    assert!(err.is_fault::<InvalidLogin>() && !err.is_not_authenticated());
     let fault = err.fault().expect("fault");
     assert_eq!(fault.type_name(), Some("InvalidLogin"));
     assert!(
@@ -258,32 +172,61 @@ async fn invalid_login_fails_connect_with_the_typed_fault() {
     );
     assert!(!text.contains(PASSWORD) && !format!("{err:?}").contains(PASSWORD));
     assert_eq!(
-        vc.count("<Login ").await,
+        vc.count::<LoginRequestType>().await,
         1,
         "a wrong password is not retried"
     );
 }
 
+/// A fault type the bindings do not know: only raw bytes can send one.
+const FUTURE_FAULT: &str = r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>Something new went wrong.</faultstring><detail><FutureFaultFromVsphere9Fault xmlns="urn:vim25" xsi:type="FutureFaultFromVsphere9"><newField>x</newField></FutureFaultFromVsphere9Fault></detail></soapenv:Fault></soapenv:Body></soapenv:Envelope>"#;
+
 #[tokio::test]
 async fn each_notable_fault_decodes_into_its_type() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    let cases = [
+    let vc = vcenter().await;
+    let client = vc.client().await;
+    let not_found = ManagedObjectNotFound {
+        obj: vm(),
+        ..Default::default()
+    };
+    let duplicate = DuplicateName {
+        name: "web-01".to_string(),
+        object: ManagedObjectReference::new("Folder", "group-v3"),
+        ..Default::default()
+    };
+    let in_progress = TaskInProgress {
+        task: ManagedObjectReference::new("Task", "task-7"),
+        ..Default::default()
+    };
+    let not_found_message = "The object 'vim.VirtualMachine:vm-42' has already been deleted or has not been completely created";
+    let duplicate_message = "The name 'web-01' already exists.";
+    let in_progress_message = "The operation is not allowed in the current state.";
+    let cases: [(&str, &str, Reply<PowerOnVMRequestType>); 4] = [
         (
             "ManagedObjectNotFound",
-            "The object 'vim.VirtualMachine:vm-42' has already been deleted or has not been completely created",
-            r#"<obj type="VirtualMachine">vm-42</obj>"#,
+            not_found_message,
+            Reply::fault(not_found, not_found_message),
         ),
-        ("DuplicateName", "The name 'web-01' already exists.", r#"<name>web-01</name><object type="Folder">group-v3</object>"#),
-        ("TaskInProgress", "The operation is not allowed in the current state.", r#"<task type="Task">task-7</task>"#),
-        ("FutureFaultFromVsphere9", "Something new went wrong.", r#"<newField>x</newField>"#),
+        (
+            "DuplicateName",
+            duplicate_message,
+            Reply::fault(duplicate, duplicate_message),
+        ),
+        (
+            "TaskInProgress",
+            in_progress_message,
+            Reply::fault(in_progress, in_progress_message),
+        ),
+        (
+            "FutureFaultFromVsphere9",
+            "Something new went wrong.",
+            Reply::http(
+                ResponseTemplate::new(500).set_body_raw(FUTURE_FAULT, "text/xml; charset=utf-8"),
+            ),
+        ),
     ];
-    for (fault_type, message, fields) in cases {
-        vc.server.reset().await;
-        Mock::given(body_string_contains("<PowerOnVM_Task"))
-            .respond_with(soap_fault(fault_type, message, fields))
-            .mount(&vc.server)
-            .await;
+    for (fault_type, message, reply) in cases {
+        vc.on::<PowerOnVMRequestType>().times(1).reply(reply).await;
         let err = client
             .vim()
             .power_on_vm_task(&vm(), None)
@@ -314,16 +257,14 @@ async fn each_notable_fault_decodes_into_its_type() {
 
 #[tokio::test]
 async fn not_authenticated_without_credentials_is_reported_as_is() {
-    let vc = MockVc::start().await;
+    let vc = vcenter().await;
+    // Answered for a session only: the kit refuses calls without one.
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
     let client = Client::builder(&vc.url())
         .keepalive(None)
         .connect()
         .await
         .expect("anonymous connect");
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(not_authenticated())
-        .mount(&vc.server)
-        .await;
     let err = client
         .vim()
         .current_time(&service_instance())
@@ -334,56 +275,37 @@ async fn not_authenticated_without_credentials_is_reported_as_is() {
         err.fault().and_then(|f| f.detail()),
         Some(AnyMethodFault::NotAuthenticated(_))
     ));
-    assert_eq!(vc.count("<Login ").await, 0);
+    assert_eq!(vc.count::<LoginRequestType>().await, 0);
 }
 
 // --- retries --------------------------------------------------------------
 
-fn html_503() -> ResponseTemplate {
-    ResponseTemplate::new(503).set_body_raw(
-        "<!DOCTYPE html><html><head><title>503 Service Unavailable</title></head><body><h1>Too many outstanding operations</h1></body></html>",
-        "text/html",
-    )
-}
-
 #[tokio::test]
 async fn an_idempotent_call_is_retried_after_a_503() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(html_503())
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&vc.server)
+    let vc = vcenter().await;
+    let client = vc.client().await;
+    vc.on::<CurrentTimeRequestType>()
+        .times(1)
+        .reply(Reply::status(503))
         .await;
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(soap_ok(CURRENT_TIME))
-        .with_priority(2)
-        .mount(&vc.server)
-        .await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
     client
         .vim()
         .current_time(&service_instance())
         .await
         .expect("retried, then answered");
-    assert_eq!(vc.count("<CurrentTime").await, 2);
+    assert_eq!(vc.count::<CurrentTimeRequestType>().await, 2);
 }
 
 #[tokio::test]
 async fn a_non_idempotent_call_is_not_retried_after_a_503() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    Mock::given(body_string_contains("<PowerOnVM_Task"))
-        .respond_with(html_503())
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&vc.server)
+    let vc = vcenter().await;
+    let client = vc.client().await;
+    vc.on::<PowerOnVMRequestType>()
+        .times(1)
+        .reply(Reply::status(503))
         .await;
-    Mock::given(body_string_contains("<PowerOnVM_Task"))
-        .respond_with(soap_ok(POWER_ON))
-        .with_priority(2)
-        .mount(&vc.server)
-        .await;
+    vc.on::<PowerOnVMRequestType>().returns(task()).await;
     let err = client
         .vim()
         .power_on_vm_task(&vm(), None)
@@ -391,7 +313,7 @@ async fn a_non_idempotent_call_is_not_retried_after_a_503() {
         .expect_err("not retried");
     assert_eq!(err.kind(), ErrorKind::HttpStatus(503));
     assert_eq!(
-        vc.count("<PowerOnVM_Task").await,
+        vc.count::<PowerOnVMRequestType>().await,
         1,
         "PowerOnVM_Task must be sent once"
     );
@@ -399,11 +321,10 @@ async fn a_non_idempotent_call_is_not_retried_after_a_503() {
 
 #[tokio::test]
 async fn an_html_error_page_is_a_clear_error_and_retries_are_bounded() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(html_503())
-        .mount(&vc.server)
+    let vc = vcenter().await;
+    let client = vc.client().await;
+    vc.on::<CurrentTimeRequestType>()
+        .reply(Reply::status(503))
         .await;
     let err = client
         .vim()
@@ -421,7 +342,7 @@ async fn an_html_error_page_is_a_clear_error_and_retries_are_bounded() {
         "says what the server said: {text}"
     );
     assert_eq!(
-        vc.count("<CurrentTime").await,
+        vc.count::<CurrentTimeRequestType>().await,
         4,
         "first attempt + 3 retries"
     );
@@ -429,14 +350,13 @@ async fn an_html_error_page_is_a_clear_error_and_retries_are_bounded() {
 
 #[tokio::test]
 async fn a_200_html_page_is_not_soap() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(
+    let vc = vcenter().await;
+    let client = vc.client().await;
+    vc.on::<CurrentTimeRequestType>()
+        .reply(Reply::http(ResponseTemplate::new(200).set_body_raw(
             "<html><body>Captive portal: please log in</body></html>",
             "text/html",
-        ))
-        .mount(&vc.server)
+        )))
         .await;
     let err = client
         .vim()
@@ -473,13 +393,14 @@ async fn a_connection_refused_is_a_transport_error() {
 
 #[tokio::test]
 async fn a_truncated_body_is_a_decode_error() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    let full = envelope(SERVICE_CONTENT);
-    let truncated = &full[..full.len() / 2];
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(truncated, "text/xml"))
-        .mount(&vc.server)
+    let vc = vcenter().await;
+    let client = vc.client().await;
+    let full = encode_response_envelope::<CurrentTimeRequestType>(&noon());
+    let truncated = full[..full.len() / 2].to_vec();
+    vc.on::<CurrentTimeRequestType>()
+        .reply(Reply::http(
+            ResponseTemplate::new(200).set_body_raw(truncated, "text/xml"),
+        ))
         .await;
     let err = client
         .vim()
@@ -495,21 +416,20 @@ async fn a_truncated_body_is_a_decode_error() {
 
 #[tokio::test]
 async fn a_body_over_the_limit_is_refused() {
-    let vc = MockVc::start().await;
-    vc.accept_login(COOKIE_1, Duration::ZERO).await;
+    let vc = vcenter().await;
     let client = vc
-        .builder()
+        .client_builder()
         .max_response_size(64 * 1024)
         .connect()
         .await
         .expect("connect");
-    let padding = "x".repeat(1024 * 1024);
-    let body = format!(
-        r#"<CurrentTimeResponse xmlns="urn:vim25"><returnval>2024-05-01T12:00:00Z</returnval><pad>{padding}</pad></CurrentTimeResponse>"#
-    );
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(soap_ok(&body))
-        .mount(&vc.server)
+    // A well-formed answer, then 1 MiB of trailing whitespace.
+    let mut body = encode_response_envelope::<CurrentTimeRequestType>(&noon());
+    body.resize(body.len() + 1024 * 1024, b' ');
+    vc.on::<CurrentTimeRequestType>()
+        .reply(Reply::http(
+            ResponseTemplate::new(200).set_body_raw(body, "text/xml; charset=utf-8"),
+        ))
         .await;
     let err = client
         .vim()
@@ -590,18 +510,16 @@ async fn a_body_shorter_than_its_length_is_a_transport_error() {
 
 #[tokio::test]
 async fn a_slow_server_times_out_with_bounded_retries() {
-    let vc = MockVc::start().await;
-    vc.accept_login(COOKIE_1, Duration::ZERO).await;
+    let vc = vcenter().await;
     let client = vc
-        .builder()
+        .client_builder()
         .call_timeout(Some(Duration::from_millis(300)))
         .retry(fast_retry(1))
         .connect()
         .await
         .expect("connect");
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(soap_ok(CURRENT_TIME).set_delay(Duration::from_secs(5)))
-        .mount(&vc.server)
+    vc.on::<CurrentTimeRequestType>()
+        .reply(Reply::ok(noon()).delay(Duration::from_secs(5)))
         .await;
     let started = Instant::now();
     let err = client
@@ -616,22 +534,20 @@ async fn a_slow_server_times_out_with_bounded_retries() {
         "two attempts of 300 ms: {waited:?}"
     );
     assert!(waited < Duration::from_secs(3), "{waited:?}");
-    assert_eq!(vc.count("<CurrentTime").await, 2);
+    assert_eq!(vc.count::<CurrentTimeRequestType>().await, 2);
 }
 
 #[tokio::test]
 async fn a_slow_non_idempotent_call_times_out_without_retry() {
-    let vc = MockVc::start().await;
-    vc.accept_login(COOKIE_1, Duration::ZERO).await;
+    let vc = vcenter().await;
     let client = vc
-        .builder()
+        .client_builder()
         .call_timeout(Some(Duration::from_millis(300)))
         .connect()
         .await
         .expect("connect");
-    Mock::given(body_string_contains("<PowerOnVM_Task"))
-        .respond_with(soap_ok(POWER_ON).set_delay(Duration::from_secs(5)))
-        .mount(&vc.server)
+    vc.on::<PowerOnVMRequestType>()
+        .reply(Reply::ok(task()).delay(Duration::from_secs(5)))
         .await;
     let err = client
         .vim()
@@ -640,7 +556,7 @@ async fn a_slow_non_idempotent_call_times_out_without_retry() {
         .expect_err("slow");
     assert_eq!(err.kind(), ErrorKind::Timeout);
     assert_eq!(
-        vc.count("<PowerOnVM_Task").await,
+        vc.count::<PowerOnVMRequestType>().await,
         1,
         "may have run: never sent twice"
     );
@@ -648,43 +564,31 @@ async fn a_slow_non_idempotent_call_times_out_without_retry() {
 
 // --- sessions --------------------------------------------------------------
 
-/// Mounts the "session 1 expired" world: calls with cookie 1 get
-/// NotAuthenticated, Login hands out cookie 2 (slowly, so concurrent
-/// callers pile up behind it), calls with cookie 2 succeed.
-async fn expire_session(vc: &MockVc) {
-    vc.server.reset().await;
-    Mock::given(body_string_contains("<CurrentTime"))
-        .and(header(
-            "Cookie",
-            format!("vmware_soap_session={COOKIE_1}").as_str(),
-        ))
-        .respond_with(not_authenticated())
-        .mount(&vc.server)
-        .await;
-    Mock::given(body_string_contains("<CurrentTime"))
-        .and(header(
-            "Cookie",
-            format!("vmware_soap_session={COOKIE_2}").as_str(),
-        ))
-        .respond_with(soap_ok(CURRENT_TIME))
-        .mount(&vc.server)
-        .await;
-    vc.accept_login(COOKIE_2, Duration::from_millis(200)).await;
+/// The session expires (calls with its cookie get NotAuthenticated); the
+/// next Login is slow, so that concurrent callers pile up behind it.
+fn expire_session(vc: &MockVCenter) {
+    vc.expire_sessions();
+    vc.set_latency_of::<LoginRequestType>(Duration::from_millis(200));
 }
 
 #[tokio::test]
 async fn an_expired_session_is_renewed_transparently() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    expire_session(&vc).await;
+    let vc = vcenter().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    let client = vc.client().await;
+    expire_session(&vc);
     client
         .vim()
         .current_time(&service_instance())
         .await
         .expect("re-login and retry");
-    assert_eq!(vc.count("<Login ").await, 1, "one re-login");
     assert_eq!(
-        vc.count("<CurrentTime").await,
+        vc.count::<LoginRequestType>().await,
+        2,
+        "connect + one re-login"
+    );
+    assert_eq!(
+        vc.count::<CurrentTimeRequestType>().await,
         2,
         "the failed call and its retry"
     );
@@ -692,9 +596,10 @@ async fn an_expired_session_is_renewed_transparently() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_calls_on_an_expired_session_log_in_once() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    expire_session(&vc).await;
+    let vc = vcenter().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    let client = vc.client().await;
+    expire_session(&vc);
     let calls = (0..50).map(|_| {
         let client = client.clone();
         tokio::spawn(async move { client.vim().current_time(&service_instance()).await })
@@ -704,12 +609,12 @@ async fn fifty_concurrent_calls_on_an_expired_session_log_in_once() {
         assert!(result.is_ok(), "{result:?}");
     }
     assert_eq!(
-        vc.count("<Login ").await,
-        1,
-        "exactly one login for 50 callers"
+        vc.count::<LoginRequestType>().await,
+        2,
+        "connect + exactly one re-login for 50 callers"
     );
     assert_eq!(
-        vc.count("<CurrentTime").await,
+        vc.count::<CurrentTimeRequestType>().await,
         100,
         "each call: one rejected, one retried"
     );
@@ -731,18 +636,13 @@ async fn futures_join_all<T: Send + 'static>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_callers_behind_a_failed_relogin_do_not_storm() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    vc.server.reset().await;
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(not_authenticated())
-        .mount(&vc.server)
-        .await;
-    Mock::given(body_string_contains("<Login "))
-        .respond_with(
-            soap_fault("InvalidLogin", "Login failure", "").set_delay(Duration::from_millis(200)),
-        )
-        .mount(&vc.server)
+    let vc = vcenter().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    let client = vc.client().await;
+    // The session expired and the password was changed.
+    expire_session(&vc);
+    vc.on::<LoginRequestType>()
+        .fails(InvalidLogin::default(), "Login failure")
         .await;
     let calls = (0..20).map(|_| {
         let client = client.clone();
@@ -751,37 +651,43 @@ async fn concurrent_callers_behind_a_failed_relogin_do_not_storm() {
     let results = futures_join_all(calls).await;
     assert!(results.iter().all(|r| r.is_err()));
     assert_eq!(
-        vc.count("<Login ").await,
-        1,
-        "the password was changed: one failed login, not 20"
+        vc.count::<LoginRequestType>().await,
+        2,
+        "connect + one failed login, not 20"
     );
 }
 
 #[tokio::test]
 async fn the_keepalive_logs_in_again_when_the_session_died() {
-    let vc = MockVc::start().await;
-    vc.accept_login(COOKIE_1, Duration::ZERO).await;
+    let vc = vcenter().await;
+    // The server forgot the session: currentSession comes back unset.
+    let manager = vc.service_content().session_manager.clone();
+    vc.on::<RetrievePropertiesExRequestType>()
+        .returns(Some(RetrieveResult {
+            token: None,
+            objects: vec![ObjectContent {
+                obj: manager.expect("a session manager"),
+                prop_set: Vec::new(),
+                missing_set: Vec::new(),
+            }],
+        }))
+        .await;
     let client = vc
-        .builder()
+        .client_builder()
         .keepalive(Some(Duration::from_millis(200)))
         .connect()
         .await
         .expect("connect");
-    // The server forgot the session: currentSession comes back unset.
-    Mock::given(body_string_contains("<RetrievePropertiesEx"))
-        .respond_with(soap_ok(r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><obj type="SessionManager">SessionManager</obj></objects></returnval></RetrievePropertiesExResponse>"#))
-        .mount(&vc.server)
-        .await;
     let deadline = Instant::now() + Duration::from_secs(5);
-    while vc.count("<Login ").await < 2 && Instant::now() < deadline {
+    while vc.count::<LoginRequestType>().await < 2 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        vc.count("<RetrievePropertiesEx").await >= 1,
+        vc.count::<RetrievePropertiesExRequestType>().await >= 1,
         "the keepalive checked the session"
     );
     assert_eq!(
-        vc.count("<Login ").await,
+        vc.count::<LoginRequestType>().await,
         2,
         "connect + one keepalive re-login"
     );
@@ -790,27 +696,15 @@ async fn the_keepalive_logs_in_again_when_the_session_died() {
 
 #[tokio::test]
 async fn close_logs_out_and_stops_relogging_in() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
-    Mock::given(body_string_contains("<Logout"))
-        .respond_with(soap_ok(
-            r#"<LogoutResponse xmlns="urn:vim25"></LogoutResponse>"#,
-        ))
-        .mount(&vc.server)
-        .await;
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(not_authenticated())
-        .mount(&vc.server)
-        .await;
+    let vc = vcenter().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    let client = vc.client().await;
     client.close().await.expect("logout");
-    let logouts = vc.requests("<Logout").await;
+    let logouts = vc.received_raw::<LogoutRequestType>().await;
     assert_eq!(logouts.len(), 1);
     assert_eq!(
-        logouts[0]
-            .headers
-            .get("Cookie")
-            .and_then(|v| v.to_str().ok()),
-        Some(format!("vmware_soap_session={COOKIE_1}").as_str())
+        header(&logouts[0], "Cookie"),
+        Some(session_header(&vc.session_cookies()[0]).as_str())
     );
     let err = client
         .vim()
@@ -818,21 +712,18 @@ async fn close_logs_out_and_stops_relogging_in() {
         .await
         .expect_err("closed");
     assert_eq!(err.kind(), ErrorKind::NotAuthenticated, "{err:?}");
-    assert_eq!(vc.count("<Login ").await, 1, "no login after close");
+    assert_eq!(
+        vc.count::<LoginRequestType>().await,
+        1,
+        "no login after close"
+    );
 }
 
 #[tokio::test]
 async fn logout_on_drop_logs_out_when_the_last_handle_goes() {
-    let vc = MockVc::start().await;
-    vc.accept_login(COOKIE_1, Duration::ZERO).await;
-    Mock::given(body_string_contains("<Logout"))
-        .respond_with(soap_ok(
-            r#"<LogoutResponse xmlns="urn:vim25"></LogoutResponse>"#,
-        ))
-        .mount(&vc.server)
-        .await;
+    let vc = vcenter().await;
     let client = vc
-        .builder()
+        .client_builder()
         .logout_on_drop(true)
         .connect()
         .await
@@ -840,13 +731,17 @@ async fn logout_on_drop_logs_out_when_the_last_handle_goes() {
     let clone = client.clone();
     drop(client);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(vc.count("<Logout").await, 0, "a clone is still alive");
+    assert_eq!(
+        vc.count::<LogoutRequestType>().await,
+        0,
+        "a clone is still alive"
+    );
     drop(clone);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while vc.count("<Logout").await == 0 && Instant::now() < deadline {
+    while vc.count::<LogoutRequestType>().await == 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(vc.count("<Logout").await, 1);
+    assert_eq!(vc.count::<LogoutRequestType>().await, 1);
 }
 
 // --- secrets ---------------------------------------------------------------
@@ -857,43 +752,37 @@ async fn secrets_never_appear_in_trace_output_errors_or_debug() {
     let subscriber = captured.subscriber(tracing::Level::TRACE);
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let vc = MockVc::start().await;
+    let vc = vcenter().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    vc.on::<PowerOnVMRequestType>()
+        .fails(
+            InvalidState::default(),
+            "The operation is not allowed in the current state.",
+        )
+        .await;
     // Login, a call, an expired session and a re-login, a failing call.
-    let client = connected(&vc).await;
-    expire_session(&vc).await;
+    let client = vc.client().await;
+    expire_session(&vc);
     client
         .vim()
         .current_time(&service_instance())
         .await
         .expect("re-login");
-    Mock::given(body_string_contains("<PowerOnVM_Task"))
-        .respond_with(soap_fault(
-            "InvalidState",
-            "The operation is not allowed in the current state.",
-            "",
-        ))
-        .mount(&vc.server)
-        .await;
     let err = client
         .vim()
         .power_on_vm_task(&vm(), None)
         .await
         .expect_err("fault");
-    // A failed login with the password in the URL.
+    // A failed login (the kit knows no "root") with the password in the URL.
     let url_with_password = vc
         .url()
         .replace("http://", &format!("http://{}:{}@", "root", PASSWORD));
-    Mock::given(body_string_contains("<Login "))
-        .and(body_string_contains("<userName>root</userName>"))
-        .respond_with(soap_fault("InvalidLogin", "Login failure", ""))
-        .with_priority(1)
-        .mount(&vc.server)
-        .await;
     let login_err = Client::builder(&url_with_password)
         .keepalive(None)
         .connect()
         .await
         .expect_err("bad login");
+    assert_eq!(login_err.kind(), ErrorKind::InvalidLogin, "{login_err:?}");
 
     let log = captured.text();
     assert!(
@@ -909,11 +798,9 @@ async fn secrets_never_appear_in_trace_output_errors_or_debug() {
         "the password element was blanked"
     );
     let debug_output = format!("{client:?} {err:?} {login_err:?} {} {}", err, login_err);
-    for secret in [
-        PASSWORD,
-        COOKIE_1.trim_matches('"'),
-        COOKIE_2.trim_matches('"'),
-    ] {
+    let cookies = vc.session_cookies();
+    assert_eq!(cookies.len(), 2, "connect and the re-login");
+    for secret in [PASSWORD, cookies[0].as_str(), cookies[1].as_str()] {
         assert!(
             !log.contains(secret),
             "{secret} leaked into the trace output"
@@ -929,21 +816,19 @@ async fn secrets_never_appear_in_trace_output_errors_or_debug() {
 
 #[tokio::test]
 async fn gzip_responses_are_asked_for_and_decoded() {
-    let vc = MockVc::start().await;
-    let client = connected(&vc).await;
+    let vc = vcenter().await;
+    let client = vc.client().await;
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     encoder
-        .write_all(envelope(CURRENT_TIME).as_bytes())
+        .write_all(&encode_response_envelope::<CurrentTimeRequestType>(&noon()))
         .unwrap();
     let compressed = encoder.finish().unwrap();
-    Mock::given(body_string_contains("<CurrentTime"))
-        .and(header("Accept-Encoding", "gzip"))
-        .respond_with(
+    vc.on::<CurrentTimeRequestType>()
+        .reply(Reply::http(
             ResponseTemplate::new(200)
                 .insert_header("Content-Encoding", "gzip")
                 .set_body_raw(compressed, "text/xml; charset=utf-8"),
-        )
-        .mount(&vc.server)
+        ))
         .await;
     let time = client
         .vim()
@@ -954,21 +839,25 @@ async fn gzip_responses_are_asked_for_and_decoded() {
         time.to_string().starts_with("2024-05-01T12:00:00"),
         "{time}"
     );
+    let calls = vc.received_raw::<CurrentTimeRequestType>().await;
+    assert!(
+        header(&calls[0], "Accept-Encoding").is_some_and(|v| v.contains("gzip")),
+        "{:?}",
+        calls[0].headers
+    );
 }
 
 #[tokio::test]
 async fn the_concurrency_limit_queues_calls() {
-    let vc = MockVc::start().await;
-    vc.accept_login(COOKIE_1, Duration::ZERO).await;
+    let vc = vcenter().await;
     let client = vc
-        .builder()
+        .client_builder()
         .concurrency_limit(2)
         .connect()
         .await
         .expect("connect");
-    Mock::given(body_string_contains("<CurrentTime"))
-        .respond_with(soap_ok(CURRENT_TIME).set_delay(Duration::from_millis(300)))
-        .mount(&vc.server)
+    vc.on::<CurrentTimeRequestType>()
+        .reply(Reply::ok(noon()).delay(Duration::from_millis(300)))
         .await;
     let started = Instant::now();
     let calls: Vec<_> = (0..6)
@@ -981,6 +870,7 @@ async fn the_concurrency_limit_queues_calls() {
         result.expect("call");
     }
     let waited = started.elapsed();
+    assert_eq!(vc.max_in_flight(), 2, "two calls at a time");
     // 6 calls, 2 at a time, 300 ms each: three rounds.
     assert!(waited >= Duration::from_millis(900), "{waited:?}");
     assert!(waited < Duration::from_secs(10), "{waited:?}");
@@ -990,8 +880,7 @@ async fn the_concurrency_limit_queues_calls() {
 async fn an_explicit_proxy_carries_the_calls() {
     // The vCenter address is a loopback port nobody listens on: only the
     // proxy (the mock) can answer.
-    let vc = MockVc::start().await;
-    vc.accept_login(COOKIE_1, Duration::ZERO).await;
+    let vc = vcenter().await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -1000,12 +889,12 @@ async fn an_explicit_proxy_carries_the_calls() {
     let client = Client::builder(&format!("http://127.0.0.1:{port}/sdk"))
         .credentials(USER, PASSWORD)
         .keepalive(None)
-        .proxy(vc.server.uri())
+        .proxy(vc.server().uri())
         .connect()
         .await
         .expect("through the proxy");
     assert_eq!(client.service_content().about.api_type, "VirtualCenter");
-    let logins = vc.requests("<Login ").await;
+    let logins = vc.received_raw::<LoginRequestType>().await;
     assert_eq!(logins.len(), 1);
     assert_eq!(
         logins[0].url.port(),

@@ -1,6 +1,8 @@
-//! Contract tests of what the bindings do across vSphere versions, against a
-//! scripted server (wiremock: the simulator speaks 6.5 and cannot announce
-//! another version nor send elements newer than the bindings):
+//! Contract tests of what the bindings do across vSphere versions, against
+//! the scripted vCenter of the project's test kit (the simulator speaks 6.5
+//! and cannot announce another version nor send elements newer than the
+//! bindings; those answers are raw bytes here, since the bindings cannot
+//! write them):
 //!
 //! - a request carrying a field newer than the negotiated version fails
 //!   before it is sent (`ErrorKind::NewerThanServer`), and goes out whole to
@@ -12,80 +14,52 @@
 //!   `unknown_faults`) and reported the same way.
 
 use vsphere_client::types::{
-    AnyVirtualDevice, ManagedObjectReference, TaskInfo, VirtualEthernetCard,
-    VirtualMachineConfigSpec,
+    AboutInfo, AnyVirtualDevice, ManagedObjectReference, PowerOnVMRequestType,
+    ReconfigVMRequestType, RetrievePropertiesExRequestType, RetrieveServiceContentRequestType,
+    TaskInfo, VirtualEthernetCard, VirtualMachineConfigSpec,
 };
 use vsphere_client::{Client, ErrorKind};
+use vsphere_testkit::{MockVCenter, Reply};
 use vsphere_tests::CapturedLogs;
-use wiremock::matchers::{body_string_contains, method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::ResponseTemplate;
 
-fn envelope(body: &str) -> String {
-    format!(
-        r#"<?xml version="1.0" encoding="UTF-8"?>
+/// Raw bytes, for what the bindings cannot write: elements, types and
+/// faults newer than they are.
+fn soap_raw<R: vsphere_client::Request>(status: u16, body: &str) -> Reply<R> {
+    Reply::http(ResponseTemplate::new(status).set_body_raw(
+        format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
 <soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
 <soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
-    )
+        ),
+        "text/xml; charset=utf-8",
+    ))
 }
 
-fn soap_ok(body: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_raw(envelope(body), "text/xml; charset=utf-8")
+/// A server announcing `api_version` (version file and service content).
+async fn server(api_version: &str) -> MockVCenter {
+    MockVCenter::builder()
+        .api_version(Some(api_version))
+        .about(AboutInfo {
+            name: "VMware vCenter Server".to_string(),
+            full_name: "VMware vCenter Server".to_string(),
+            vendor: "VMware, Inc.".to_string(),
+            version: api_version.to_string(),
+            build: "1".to_string(),
+            api_type: "VirtualCenter".to_string(),
+            api_version: api_version.to_string(),
+            ..AboutInfo::default()
+        })
+        .start()
+        .await
 }
 
-/// Service content with `extra` inside `about` (elements a newer server sends).
-fn service_content(api_version: &str, extra: &str) -> String {
-    format!(
-        r#"<RetrieveServiceContentResponse xmlns="urn:vim25"><returnval>
-<rootFolder type="Folder">group-d1</rootFolder>
-<propertyCollector type="PropertyCollector">propertyCollector</propertyCollector>
-<about><name>VMware vCenter Server</name><fullName>VMware vCenter Server</fullName><vendor>VMware, Inc.</vendor><version>{api_version}</version><build>1</build><osType>linux-x64</osType><productLineId>vpx</productLineId><apiType>VirtualCenter</apiType><apiVersion>{api_version}</apiVersion>{extra}</about>
-</returnval></RetrieveServiceContentResponse>"#
-    )
-}
-
-/// A server announcing `api_version`, whose service content carries `extra`
-/// in `about`, answering `ReconfigVM_Task` with a task.
-async fn server(api_version: &str, extra: &str) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/sdk/vimServiceVersions.xml"))
-        .respond_with(ResponseTemplate::new(200).set_body_string(format!(
-            r#"<?xml version="1.0" encoding="UTF-8" ?><namespaces version="1.0"><namespace><name>urn:vim25</name><version>{api_version}</version></namespace></namespaces>"#
-        )))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(body_string_contains("<RetrieveServiceContent"))
-        .respond_with(soap_ok(&service_content(api_version, extra)))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(body_string_contains("<ReconfigVM_Task"))
-        .respond_with(soap_ok(
-            r#"<ReconfigVM_TaskResponse xmlns="urn:vim25"><returnval type="Task">task-7</returnval></ReconfigVM_TaskResponse>"#,
-        ))
-        .mount(&server)
-        .await;
-    server
-}
-
-async fn connect(server: &MockServer) -> Client {
-    Client::builder(&format!("{}/sdk", server.uri()))
+async fn anonymous(server: &MockVCenter) -> Client {
+    Client::builder(&server.url())
         .keepalive(None)
         .connect()
         .await
         .expect("connects")
-}
-
-async fn reconfig_bodies(server: &MockServer) -> Vec<String> {
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        .filter(|body| body.contains("<ReconfigVM_Task"))
-        .collect()
 }
 
 fn vm() -> ManagedObjectReference {
@@ -100,9 +74,13 @@ async fn a_field_newer_than_the_server_fails_before_sending_and_goes_to_a_server
         tdx_enabled: Some(true),
         ..Default::default()
     };
+    let task = ManagedObjectReference::new("Task", "task-7");
 
-    let old = server("7.0.3.0", "").await;
-    let client = connect(&old).await;
+    let old = server("7.0.3.0").await;
+    old.on::<ReconfigVMRequestType>()
+        .returns(task.clone())
+        .await;
+    let client = old.client().await;
     assert_eq!(client.api_version(), "7.0.3.0");
     let err = client
         .vim()
@@ -115,8 +93,9 @@ async fn a_field_newer_than_the_server_fails_before_sending_and_goes_to_a_server
         assert!(message.contains(part), "{part} in {message}");
     }
     assert_eq!(err.method(), Some("ReconfigVM_Task"));
-    assert!(
-        reconfig_bodies(&old).await.is_empty(),
+    assert_eq!(
+        old.count::<ReconfigVMRequestType>().await,
+        0,
         "nothing reached the server"
     );
     // Nothing was sent, so no call was counted.
@@ -127,35 +106,32 @@ async fn a_field_newer_than_the_server_fails_before_sending_and_goes_to_a_server
         tdx_enabled: None,
         ..spec.clone()
     };
-    let task = client
+    let sent = client
         .vim()
         .reconfig_vm_task(&vm(), &plain)
         .await
         .expect("sent");
-    assert_eq!(task.value, "task-7");
-    let sent = reconfig_bodies(&old).await;
-    assert_eq!(sent.len(), 1);
+    assert_eq!(sent, task);
+    let raw = old.received_raw::<ReconfigVMRequestType>().await;
+    assert_eq!(raw.len(), 1);
+    let body = String::from_utf8_lossy(&raw[0].body);
     assert!(
-        sent[0].contains("<memoryMB>2048</memoryMB>") && !sent[0].contains("tdxEnabled"),
-        "{}",
-        sent[0]
+        body.contains("<memoryMB>2048</memoryMB>") && !body.contains("tdxEnabled"),
+        "{body}"
     );
 
     // A 9.0 server gets the field.
-    let new = server("9.0.0.0", "").await;
-    let client = connect(&new).await;
+    let new = server("9.0.0.0").await;
+    new.on::<ReconfigVMRequestType>().returns(task).await;
+    let client = new.client().await;
     assert_eq!(client.api_version(), "9.0.0.0");
     client
         .vim()
         .reconfig_vm_task(&vm(), &spec)
         .await
         .expect("sent");
-    let sent = reconfig_bodies(&new).await;
-    assert!(
-        sent[0].contains("<tdxEnabled>true</tdxEnabled>"),
-        "{}",
-        sent[0]
-    );
+    let sent = new.received::<ReconfigVMRequestType>().await;
+    assert_eq!(sent[0].spec.tdx_enabled, Some(true), "{:?}", sent[0].spec);
 }
 
 #[tokio::test]
@@ -166,12 +142,20 @@ async fn an_unknown_element_is_counted_each_time_and_reported_once_per_client() 
 
     // A server newer than the bindings: `about` holds an element they do
     // not know, twice, and one they do (`name`).
-    let server = server(
-        "10.0.0.0",
-        "<quantumLink>on</quantumLink><quantumLink>off</quantumLink>",
-    )
-    .await;
-    let client = connect(&server).await;
+    let server = server("10.0.0.0").await;
+    server
+        .on::<RetrieveServiceContentRequestType>()
+        .reply(soap_raw(
+            200,
+            r#"<RetrieveServiceContentResponse xmlns="urn:vim25"><returnval>
+<rootFolder type="Folder">group-d1</rootFolder>
+<propertyCollector type="PropertyCollector">propertyCollector</propertyCollector>
+<about><name>VMware vCenter Server</name><fullName>VMware vCenter Server</fullName><vendor>VMware, Inc.</vendor><version>10.0.0.0</version><build>1</build><osType>linux-x64</osType><productLineId>vpx</productLineId><apiType>VirtualCenter</apiType><apiVersion>10.0.0.0</apiVersion><quantumLink>on</quantumLink><quantumLink>off</quantumLink></about>
+</returnval></RetrieveServiceContentResponse>"#,
+        ))
+        .await;
+    // Anonymous: this service content names no session manager.
+    let client = anonymous(&server).await;
     assert_eq!(client.service_content().about.name, "VMware vCenter Server");
     let service_instance = ManagedObjectReference::new("ServiceInstance", "ServiceInstance");
     let content = client
@@ -202,7 +186,7 @@ async fn an_unknown_element_is_counted_each_time_and_reported_once_per_client() 
     );
 
     // Another client reports it again, once.
-    let other = connect(&server).await;
+    let other = anonymous(&server).await;
     drop(other);
     let log = captured.text();
     let events = log
@@ -233,13 +217,12 @@ async fn a_type_and_a_fault_the_bindings_do_not_know_decode_as_declared_and_are_
     let subscriber = captured.subscriber(tracing::Level::DEBUG);
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let server = server("10.0.0.0", "").await;
-    Mock::given(method("POST"))
-        .and(body_string_contains("<RetrievePropertiesEx"))
-        .respond_with(soap_ok(NEWER_TYPES))
-        .mount(&server)
+    let server = server("10.0.0.0").await;
+    server
+        .on::<RetrievePropertiesExRequestType>()
+        .reply(soap_raw(200, NEWER_TYPES))
         .await;
-    let client = connect(&server).await;
+    let client = server.client().await;
     let collector = client.service_content().property_collector.clone();
     for _ in 0..2 {
         let result = client
@@ -318,20 +301,15 @@ async fn a_type_and_a_fault_the_bindings_do_not_know_decode_as_declared_and_are_
 
 #[tokio::test]
 async fn a_soap_fault_of_an_unknown_type_keeps_its_name_and_is_counted() {
-    let server = server("9.1.1.0", "").await;
-    Mock::given(method("POST"))
-        .and(body_string_contains("<PowerOnVM_Task"))
-        .respond_with(
-            ResponseTemplate::new(500).set_body_raw(
-                envelope(
-                    r#"<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>The qubits decohered.</faultstring><detail><QuantumDecoherenceFaultFault xmlns="urn:vim25" xsi:type="QuantumDecoherenceFault"><faultMessage><key>decoherence</key><message>decohered</message></faultMessage><qubits>64</qubits></QuantumDecoherenceFaultFault></detail></soapenv:Fault>"#,
-                ),
-                "text/xml; charset=utf-8",
-            ),
-        )
-        .mount(&server)
+    let server = server("9.1.1.0").await;
+    server
+        .on::<PowerOnVMRequestType>()
+        .reply(soap_raw(
+            500,
+            r#"<soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>The qubits decohered.</faultstring><detail><QuantumDecoherenceFaultFault xmlns="urn:vim25" xsi:type="QuantumDecoherenceFault"><faultMessage><key>decoherence</key><message>decohered</message></faultMessage><qubits>64</qubits></QuantumDecoherenceFaultFault></detail></soapenv:Fault>"#,
+        ))
         .await;
-    let client = connect(&server).await;
+    let client = server.client().await;
     let err = client
         .vim()
         .power_on_vm_task(&vm(), None)

@@ -13,6 +13,8 @@
 //!   [`TaskScript`]), a dropped connection ([`On::drops_connection`]);
 //! - the requests received, decoded into their typed request structs
 //!   ([`MockVCenter::received`]);
+//! - each answer's time and status, and the requests in flight at once
+//!   ([`MockVCenter::exchanges`], [`MockVCenter::max_in_flight`]);
 //! - scenarios: sessions that expire mid-run
 //!   ([`MockVCenter::expire_sessions`]), a 503 storm
 //!   ([`MockVCenter::storm_503`]), a slow server
@@ -49,7 +51,7 @@ mod tasks;
 
 pub use reply::Reply;
 pub use rest::SESSION_HEADER;
-pub use server::{MockVCenter, MockVCenterBuilder, On};
+pub use server::{Exchange, MockVCenter, MockVCenterBuilder, On};
 pub use tasks::{TaskResult, TaskScript};
 /// The wiremock version the kit is built on, for raw mocks on
 /// [`MockVCenter::server`].

@@ -105,7 +105,8 @@ impl<R: Request> Reply<R> {
     }
 
     /// Any HTTP response, for what is not a well-formed answer (malformed
-    /// or truncated bodies, odd encodings, headers).
+    /// or truncated bodies, odd encodings, headers). Its
+    /// [`Exchange::status`](crate::Exchange::status) is `None`.
     pub fn http(response: ResponseTemplate) -> Self {
         Reply::new(Body::Http(response))
     }
@@ -117,11 +118,11 @@ impl<R: Request> Reply<R> {
     }
 
     pub(crate) fn into_answer(self, request: &R, shared: &Arc<Shared>) -> Answer {
-        let template = match self.body {
+        let answer = match self.body {
             Body::Soap(bytes) => xml_template(200, bytes.as_ref().clone()),
             Body::Fault(fault, message) => fault_template(fault, &message),
             Body::Status(status) => status_template(status),
-            Body::Http(template) => template,
+            Body::Http(template) => Answer::raw(template),
             Body::Task(script, encode) => {
                 let task = shared.state().tasks.start(
                     R::NAME,
@@ -132,7 +133,7 @@ impl<R: Request> Reply<R> {
                 xml_template(200, encode(&task))
             }
         };
-        Answer(template, self.delay)
+        answer.after(self.delay)
     }
 }
 

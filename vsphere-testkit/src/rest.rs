@@ -2,19 +2,20 @@
 //! 401 for `/api` calls without a live session.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use wiremock::{Match, Mock, Respond, ResponseTemplate};
 
-use crate::server::{Latent, MockVCenter, Shared, BUILT_IN, SCENARIO};
+use crate::server::{Answer, Latent, MockVCenter, Shared, BUILT_IN, SCENARIO};
 
 /// The header carrying an Automation API session id.
 pub const SESSION_HEADER: &str = "vmware-api-session-id";
 
-fn json(status: u16, body: String) -> ResponseTemplate {
-    ResponseTemplate::new(status).set_body_raw(body, "application/json")
+fn json(status: u16, body: String) -> Answer {
+    Answer::new(status, body, "application/json")
 }
 
-fn unauthenticated() -> ResponseTemplate {
+fn unauthenticated() -> Answer {
     json(
         401,
         r#"{"error_type":"UNAUTHENTICATED","messages":[{"args":[],"default_message":"Authentication required.","id":"com.vmware.vapi.endpoint.method.authentication.required"}]}"#
@@ -57,8 +58,8 @@ struct Session(Arc<Shared>);
 impl Respond for Session {
     fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
         let shared = &self.0;
-        let latency = shared.delay(std::time::Duration::ZERO);
-        let template = match request.method.as_str() {
+        let received = Instant::now();
+        let answer = match request.method.as_str() {
             "POST" => {
                 let expected = format!(
                     "Basic {}",
@@ -70,7 +71,10 @@ impl Respond for Session {
                     .and_then(|v| v.to_str().ok());
                 if given == Some(expected.as_str()) {
                     let id = shared.new_session_id("testkit-api-session");
-                    shared.state().rest_sessions.push(id.clone());
+                    let mut state = shared.state();
+                    state.rest_sessions.push(id.clone());
+                    state.rest_sessions_issued.push(id.clone());
+                    drop(state);
                     json(201, format!("\"{id}\""))
                 } else {
                     unauthenticated()
@@ -87,11 +91,11 @@ impl Respond for Session {
                 if let Some(id) = session_id(request) {
                     shared.state().rest_sessions.retain(|s| s != id);
                 }
-                ResponseTemplate::new(204)
+                Answer::empty(204)
             }
-            _ => ResponseTemplate::new(405),
+            _ => Answer::empty(405),
         };
-        template.set_delay(latency)
+        shared.send(request, received, answer)
     }
 }
 

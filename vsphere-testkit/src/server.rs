@@ -3,13 +3,13 @@
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use vsphere_client::types::{
     AboutInfo, AnyMethodFault, DynamicProperty, InvalidLogin, LoginRequestType, LogoutRequestType,
-    ManagedObjectReference, NotAuthenticated, ObjectContent, RetrievePropertiesExRequestType,
-    RetrieveResult, RetrieveServiceContentRequestType, ServiceContent, SessionIsActiveRequestType,
-    UserSession,
+    ManagedObjectReference, NoPermission, NotAuthenticated, ObjectContent,
+    RetrievePropertiesExRequestType, RetrieveResult, RetrieveServiceContentRequestType,
+    ServiceContent, SessionIsActiveRequestType, UserSession,
 };
 use vsphere_client::xml::soap::{self, ReturnValue, SoapFault};
 use vsphere_client::xml::Decode;
@@ -56,6 +56,9 @@ const WITHOUT_SESSION: &[&str] = &[
 ///   `CreatePropertyCollector`, `CreateFilter`, `WaitForUpdatesEx`, the
 ///   `Destroy*` calls and `CancelTask`, driven by the [`TaskScript`]s of
 ///   the tasks the mock handed out;
+/// - a direct read of those tasks' `info` (`Task::info`, a
+///   `RetrievePropertiesEx` of `info` only): the latest state whose time
+///   has come, `ManagedObjectNotFound` for a task it did not make;
 /// - the Automation API session: `POST`/`GET`/`DELETE /api/session` with
 ///   the same credentials, and 401 for `/api/...` calls without a live
 ///   `vmware-api-session-id`.
@@ -107,9 +110,63 @@ pub(crate) struct State {
     sessions: HashMap<String, UserSession>,
     /// Live Automation API session ids.
     pub(crate) rest_sessions: Vec<String>,
+    /// Every Automation API session id handed out, in order.
+    pub(crate) rest_sessions_issued: Vec<String>,
     next_session: u64,
+    /// Every `vmware_soap_session` cookie `Login` handed out, in order.
+    cookies: Vec<String>,
     latency: Duration,
+    /// Latency of one operation's answers, on top of `latency`.
+    operation_latency: HashMap<String, Duration>,
+    /// Every answer given, in the order the requests came.
+    exchanges: Vec<Exchange>,
     pub(crate) tasks: Tasks,
+}
+
+/// One request the kit answered, for assertions on timing and load:
+/// [`MockVCenter::exchanges`], [`MockVCenter::max_in_flight`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    /// The SOAP operation (`CurrentTime`), `None` for other requests (the
+    /// Automation API, the version file).
+    pub operation: Option<String>,
+    /// The HTTP method (`POST`).
+    pub method: String,
+    /// The URL path (`/sdk`, `/api/session`).
+    pub path: String,
+    /// The HTTP status of the answer; `None` for a [`Reply::http`]
+    /// answer, whose status the kit does not see.
+    pub status: Option<u16>,
+    /// When the request came.
+    pub received: Instant,
+    /// When its answer left: `received` plus the answer's delay and the
+    /// server-wide latency.
+    pub answered: Instant,
+}
+
+impl Exchange {
+    /// Whether the request had come and its answer not yet left at `at`.
+    pub fn in_flight_at(&self, at: Instant) -> bool {
+        self.received <= at && at < self.answered
+    }
+}
+
+/// The most exchanges in flight at one time: the most seen by one of them
+/// as it came (itself, answered at once or not, and those come before it
+/// and not yet answered).
+fn max_overlap(exchanges: &[Exchange]) -> usize {
+    exchanges
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            1 + exchanges
+                .iter()
+                .enumerate()
+                .filter(|(j, f)| *j != i && f.in_flight_at(e.received))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 impl Shared {
@@ -118,13 +175,37 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The server-wide latency ([`MockVCenter::set_latency`]) plus `extra`.
-    pub(crate) fn delay(&self, extra: Duration) -> Duration {
-        self.state().latency + extra
+    /// Sends `answer` to `request` (which came at `received`): its delay
+    /// plus the server-wide latency ([`MockVCenter::set_latency`]) later,
+    /// noted in the exchange log.
+    pub(crate) fn send(
+        &self,
+        request: &wiremock::Request,
+        received: Instant,
+        answer: Answer,
+    ) -> ResponseTemplate {
+        let operation = operation(request).map(str::to_string);
+        let mut state = self.state();
+        let of_operation = operation
+            .as_ref()
+            .and_then(|op| state.operation_latency.get(op))
+            .copied()
+            .unwrap_or_default();
+        let delay = state.latency + of_operation + answer.delay;
+        state.exchanges.push(Exchange {
+            operation,
+            method: request.method.to_string(),
+            path: request.url.path().to_string(),
+            status: answer.status,
+            received,
+            answered: received + delay,
+        });
+        drop(state);
+        answer.template.set_delay(delay)
     }
 
     /// A SOAP response to `R` (200).
-    pub(crate) fn soap_ok<R: Request>(&self, response: &R::Response) -> ResponseTemplate
+    pub(crate) fn soap_ok<R: Request>(&self, response: &R::Response) -> Answer
     where
         R::Response: ReturnValue,
     {
@@ -147,12 +228,12 @@ impl Shared {
     }
 }
 
-pub(crate) fn xml_template(status: u16, body: Vec<u8>) -> ResponseTemplate {
-    ResponseTemplate::new(status).set_body_raw(body, "text/xml; charset=utf-8")
+pub(crate) fn xml_template(status: u16, body: Vec<u8>) -> Answer {
+    Answer::new(status, body, "text/xml; charset=utf-8")
 }
 
 /// A SOAP fault response (500) carrying `fault`.
-pub(crate) fn fault_template(fault: AnyMethodFault, message: &str) -> ResponseTemplate {
+pub(crate) fn fault_template(fault: AnyMethodFault, message: &str) -> Answer {
     xml_template(
         500,
         soap::encode_fault_envelope(&SoapFault {
@@ -165,10 +246,14 @@ pub(crate) fn fault_template(fault: AnyMethodFault, message: &str) -> ResponseTe
 }
 
 /// `NotAuthenticated` as vCenter sends it for a call without a session.
-pub(crate) fn not_authenticated() -> ResponseTemplate {
-    let mut fault = NotAuthenticated::default();
-    fault.object = ManagedObjectReference::new("Folder", "group-d1");
-    fault.privilege_id = "System.View".to_string();
+pub(crate) fn not_authenticated() -> Answer {
+    let fault = NotAuthenticated {
+        no_permission: NoPermission {
+            object: ManagedObjectReference::new("Folder", "group-d1"),
+            privilege_id: "System.View".to_string(),
+            ..Default::default()
+        },
+    };
     fault_template(fault.into(), "The session is not authenticated.")
 }
 
@@ -401,6 +486,55 @@ impl MockVCenter {
         self.server.received_requests().await.unwrap_or_default()
     }
 
+    /// The requests of operation `R` received so far, as wiremock recorded
+    /// them (for their headers: `SOAPAction`, `Cookie`).
+    pub async fn received_raw<R: Request>(&self) -> Vec<wiremock::Request> {
+        self.raw_requests()
+            .await
+            .into_iter()
+            .filter(|r| operation(r) == Some(R::NAME))
+            .collect()
+    }
+
+    /// Every answer the kit gave so far (built in or scripted with
+    /// [`on`](Self::on), the scenarios), in the order the requests came;
+    /// not the answers of raw mocks on [`server`](Self::server), nor
+    /// dropped connections.
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.shared.state().exchanges.clone()
+    }
+
+    /// How many requests have come and not yet been answered, now.
+    pub fn in_flight(&self) -> usize {
+        let now = Instant::now();
+        let state = self.shared.state();
+        state
+            .exchanges
+            .iter()
+            .filter(|e| e.in_flight_at(now))
+            .count()
+    }
+
+    /// The most requests in flight at one time so far (come, and not yet
+    /// answered): what a client's concurrency limit bounds, against a slow
+    /// server ([`set_latency`](Self::set_latency), [`Reply::delay`]).
+    pub fn max_in_flight(&self) -> usize {
+        max_overlap(&self.shared.state().exchanges)
+    }
+
+    /// The `vmware_soap_session` cookie values `Login` handed out so far,
+    /// in order (live or not), as a test needs them to check that they
+    /// are sent, or never logged.
+    pub fn session_cookies(&self) -> Vec<String> {
+        self.shared.state().cookies.clone()
+    }
+
+    /// The Automation API session ids `POST /api/session` handed out so
+    /// far, in order (live or not).
+    pub fn api_session_ids(&self) -> Vec<String> {
+        self.shared.state().rest_sessions_issued.clone()
+    }
+
     /// A task whose `info` follows `script`, for a test that starts no
     /// operation (`client.task(vc.task(script))`).
     pub fn task(&self, script: TaskScript) -> ManagedObjectReference {
@@ -440,6 +574,17 @@ impl MockVCenter {
         self.shared.state().latency = latency;
     }
 
+    /// Adds `latency` to every answer to operation `R` from now on, built
+    /// in or scripted, on top of [`set_latency`](Self::set_latency): a
+    /// slow `Login` that concurrent callers pile up behind, a slow
+    /// `RetrievePropertiesEx`. `Duration::ZERO` ends it.
+    pub fn set_latency_of<R: Request>(&self, latency: Duration) {
+        self.shared
+            .state()
+            .operation_latency
+            .insert(R::NAME.to_string(), latency);
+    }
+
     /// The next `n` SOAP calls (any operation) get no answer: the server
     /// closes the connection, as a crashing vCenter or a load balancer
     /// does.
@@ -462,17 +607,18 @@ impl MockVCenter {
         let shared = &self.shared;
         // The version file.
         let versions = match &shared.config.api_version {
-            Some(version) => ResponseTemplate::new(200).set_body_raw(
+            Some(version) => Answer::new(
+                200,
                 format!(
                     r#"<?xml version="1.0" encoding="UTF-8" ?><namespaces version="1.0"><namespace><name>urn:vim25</name><version>{version}</version><priorVersions><version>7.0</version><version>6.7</version></priorVersions></namespace></namespaces>"#
                 ),
                 "text/xml",
             ),
-            None => ResponseTemplate::new(404).set_body_raw("<html>404 Not Found</html>", "text/html"),
+            None => Answer::new(404, "<html>404 Not Found</html>", "text/html"),
         };
         Mock::given(wiremock::matchers::method("GET"))
             .and(wiremock::matchers::path_regex("/vimServiceVersions.xml$"))
-            .respond_with(versions)
+            .respond_with(Latent(shared.clone(), versions))
             .with_priority(BUILT_IN)
             .mount(server)
             .await;
@@ -499,6 +645,7 @@ impl MockVCenter {
                 );
             }
             let cookie = shared.new_session_id("testkit-soap-cookie");
+            shared.state().cookies.push(cookie.clone());
             let session = UserSession {
                 key: format!("{cookie}-key"),
                 user_name: login.user_name.clone(),
@@ -513,9 +660,9 @@ impl MockVCenter {
                 .state()
                 .sessions
                 .insert(cookie.clone(), session.clone());
-            shared.soap_ok::<LoginRequestType>(&session).insert_header(
+            shared.soap_ok::<LoginRequestType>(&session).header(
                 "Set-Cookie",
-                format!("vmware_soap_session=\"{cookie}\"; Path=/; HttpOnly; Secure;").as_str(),
+                &format!("vmware_soap_session=\"{cookie}\"; Path=/; HttpOnly; Secure;"),
             )
         })
         .await;
@@ -566,16 +713,14 @@ impl MockVCenter {
                     }],
                     None => Vec::new(),
                 };
-                shared
-                    .soap_ok::<RetrievePropertiesExRequestType>(&Some(RetrieveResult {
-                        token: None,
-                        objects: vec![ObjectContent {
-                            obj: manager,
-                            prop_set,
-                            missing_set: Vec::new(),
-                        }],
-                    }))
-                    .into()
+                shared.soap_ok::<RetrievePropertiesExRequestType>(&Some(RetrieveResult {
+                    token: None,
+                    objects: vec![ObjectContent {
+                        obj: manager,
+                        prop_set,
+                        missing_set: Vec::new(),
+                    }],
+                }))
             }),
         )
         .await;
@@ -593,12 +738,52 @@ impl MockVCenter {
 pub(crate) type Handler<R> =
     Arc<dyn Fn(&R, &wiremock::Request, &Arc<Shared>) -> Answer + Send + Sync>;
 
-/// An answer and its delay on top of the server-wide latency.
-pub(crate) struct Answer(pub(crate) ResponseTemplate, pub(crate) Duration);
+/// An answer: the response, its status for the exchange log and its delay
+/// on top of the server-wide latency.
+#[derive(Clone)]
+pub(crate) struct Answer {
+    template: ResponseTemplate,
+    status: Option<u16>,
+    delay: Duration,
+}
 
-impl From<ResponseTemplate> for Answer {
-    fn from(template: ResponseTemplate) -> Self {
-        Answer(template, Duration::ZERO)
+impl Answer {
+    /// `status` with `body` of type `mime`.
+    pub(crate) fn new(status: u16, body: impl Into<Vec<u8>>, mime: &str) -> Answer {
+        Answer {
+            template: ResponseTemplate::new(status).set_body_raw(body.into(), mime),
+            status: Some(status),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// `status` without a body.
+    pub(crate) fn empty(status: u16) -> Answer {
+        Answer {
+            template: ResponseTemplate::new(status),
+            status: Some(status),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A response the kit did not make (its status unknown to the log).
+    pub(crate) fn raw(template: ResponseTemplate) -> Answer {
+        Answer {
+            template,
+            status: None,
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub(crate) fn header(mut self, name: &'static str, value: &str) -> Answer {
+        self.template = self.template.insert_header(name, value);
+        self
+    }
+
+    /// The same answer, `delay` later.
+    pub(crate) fn after(mut self, delay: Duration) -> Answer {
+        self.delay += delay;
+        self
     }
 }
 pub(crate) type Predicate<R> = Arc<dyn Fn(&R) -> bool + Send + Sync>;
@@ -676,11 +861,9 @@ struct Typed<R> {
 
 impl<R: Request + Decode + 'static> Respond for Typed<R> {
     fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
-        match soap::decode_request_envelope::<R>(&request.body) {
-            Ok(decoded) => {
-                let Answer(template, extra) = (self.handler)(&decoded, request, &self.shared);
-                template.set_delay(self.shared.delay(extra))
-            }
+        let received = Instant::now();
+        let answer = match soap::decode_request_envelope::<R>(&request.body) {
+            Ok(decoded) => (self.handler)(&decoded, request, &self.shared),
             Err(err) => xml_template(
                 500,
                 soap::encode_fault_envelope(&SoapFault {
@@ -690,7 +873,8 @@ impl<R: Request + Decode + 'static> Respond for Typed<R> {
                     type_name: None,
                 }),
             ),
-        }
+        };
+        self.shared.send(request, received, answer)
     }
 }
 
@@ -722,16 +906,16 @@ impl Match for NoSession {
 }
 
 /// A fixed answer with the server-wide latency added.
-pub(crate) struct Latent(pub(crate) Arc<Shared>, pub(crate) ResponseTemplate);
+pub(crate) struct Latent(pub(crate) Arc<Shared>, pub(crate) Answer);
 
 impl Respond for Latent {
-    fn respond(&self, _: &wiremock::Request) -> ResponseTemplate {
-        self.1.clone().set_delay(self.0.delay(Duration::ZERO))
+    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        self.0.send(request, Instant::now(), self.1.clone())
     }
 }
 
 /// An HTTP error page as vCenter's reverse proxy sends it.
-pub(crate) fn status_template(status: u16) -> ResponseTemplate {
+pub(crate) fn status_template(status: u16) -> Answer {
     let reason = match status {
         500 => "Internal Server Error",
         502 => "Bad Gateway",
@@ -739,7 +923,8 @@ pub(crate) fn status_template(status: u16) -> ResponseTemplate {
         504 => "Gateway Timeout",
         _ => "Error",
     };
-    ResponseTemplate::new(status).set_body_raw(
+    Answer::new(
+        status,
         format!(
             "<!DOCTYPE html><html><head><title>{status} {reason}</title></head><body><h1>{status} {reason}</h1><p>Too many outstanding operations</p></body></html>"
         ),

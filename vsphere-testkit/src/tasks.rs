@@ -9,20 +9,22 @@
 //! has come, one state per task and answer, so a waiter sees every step.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vsphere_client::types::{
     AnyMethodFault, AnyTaskReason, CancelTaskRequestType, CreateFilterRequestType,
     CreateListViewRequestType, CreatePropertyCollectorRequestType,
     DestroyPropertyCollectorRequestType, DestroyPropertyFilterRequestType, DestroyViewRequestType,
-    LocalizedMethodFault, ManagedObjectNotFound, ManagedObjectReference, ModifyListViewRequestType,
-    ObjectUpdate, ObjectUpdateKind, PropertyChange, PropertyChangeOp, PropertyFilterUpdate,
-    RequestCanceled, TaskInfo, TaskInfoState, TaskReasonUser, UpdateSet,
+    DynamicProperty, LocalizedMethodFault, ManagedObjectNotFound, ManagedObjectReference,
+    ModifyListViewRequestType, ObjectContent, ObjectUpdate, ObjectUpdateKind, PropertyChange,
+    PropertyChangeOp, PropertyFilterUpdate, RequestCanceled, RetrievePropertiesExRequestType,
+    RetrieveResult, TaskInfo, TaskInfoState, TaskReasonUser, UpdateSet,
     WaitForUpdatesExRequestType,
 };
 use vsphere_client::{DateTime, Value};
 
-use crate::server::{built_in, fault_template, Answer, MockVCenter};
+use crate::server::{built_in, fault_template, mount, Answer, MockVCenter, BUILT_IN};
 
 /// How long an answer without news waits (vCenter waits up to the
 /// client's `maxWaitSeconds`; the mock answers sooner so that tasks added
@@ -268,7 +270,6 @@ impl Tasks {
             cancelable: true,
             reason: AnyTaskReason::TaskReasonUser(Box::new(TaskReasonUser {
                 user_name: user.to_string(),
-                ..TaskReasonUser::default()
             })),
             queue_time: DateTime::new("2024-01-01T00:00:00Z"),
             event_chain_id: id as i32,
@@ -284,6 +285,22 @@ impl Tasks {
             },
         );
         task
+    }
+
+    /// The `info` of `task` as a direct read sees it: the latest state
+    /// whose time has come (each state's wait counted from when the
+    /// previous one was first reported, as for the watcher); queued
+    /// before the first. `None` for a task the mock did not make.
+    fn current_info(&mut self, task: &ManagedObjectReference) -> Option<TaskInfo> {
+        let record = self.tasks.get_mut(task)?;
+        let now = Instant::now();
+        while let Some(due) = record.due(record.shown).filter(|due| *due <= now) {
+            record.reported(record.shown, due);
+        }
+        Some(match record.shown {
+            0 => record.base.clone(),
+            shown => record.info(shown - 1),
+        })
     }
 
     /// Collectors and views belong to a session: a new session starts
@@ -391,8 +408,10 @@ impl Tasks {
 }
 
 fn gone(obj: &ManagedObjectReference) -> Answer {
-    let mut fault = ManagedObjectNotFound::default();
-    fault.obj = obj.clone();
+    let fault = ManagedObjectNotFound {
+        obj: obj.clone(),
+        ..Default::default()
+    };
     fault_template(
         fault.into(),
         &format!(
@@ -400,7 +419,6 @@ fn gone(obj: &ManagedObjectReference) -> Answer {
             obj.type_, obj.value
         ),
     )
-    .into()
 }
 
 /// Mounts the server side of the task watcher.
@@ -436,9 +454,7 @@ pub(crate) async fn mount_watcher(vc: &MockVCenter) {
         }
         view.retain(|t| !r.remove.contains(t));
         drop(state);
-        shared
-            .soap_ok::<ModifyListViewRequestType>(&not_added)
-            .into()
+        shared.soap_ok::<ModifyListViewRequestType>(&not_added)
     })
     .await;
     built_in::<CreatePropertyCollectorRequestType, _>(vc, |_, _, shared| {
@@ -472,13 +488,15 @@ pub(crate) async fn mount_watcher(vc: &MockVCenter) {
             .unwrap_or_default();
         collector.filter = Some((filter.clone(), view));
         drop(state);
-        shared.soap_ok::<CreateFilterRequestType>(&filter).into()
+        shared.soap_ok::<CreateFilterRequestType>(&filter)
     })
     .await;
     built_in::<WaitForUpdatesExRequestType, _>(vc, |r, _, shared| {
         let next = shared.state().tasks.wait_for_updates(&r.this);
         match next {
-            Ok((set, wait)) => Answer(shared.soap_ok::<WaitForUpdatesExRequestType>(&set), wait),
+            Ok((set, wait)) => shared
+                .soap_ok::<WaitForUpdatesExRequestType>(&set)
+                .after(wait),
             Err(()) => gone(&r.this),
         }
     })
@@ -507,4 +525,52 @@ pub(crate) async fn mount_watcher(vc: &MockVCenter) {
         shared.soap_ok::<CancelTaskRequestType>(&())
     })
     .await;
+    // A direct read of tasks' `info` (`Task::info`): the current state.
+    mount::<RetrievePropertiesExRequestType>(
+        vc,
+        BUILT_IN,
+        Some(Arc::new(reads_task_info)),
+        None,
+        None,
+        Arc::new(|r, _, shared| {
+            let mut objects = Vec::new();
+            for spec in &r.spec_set {
+                for object in &spec.object_set {
+                    let Some(info) = shared.state().tasks.current_info(&object.obj) else {
+                        return gone(&object.obj);
+                    };
+                    objects.push(ObjectContent {
+                        obj: object.obj.clone(),
+                        prop_set: vec![DynamicProperty {
+                            name: "info".to_string(),
+                            val: Value::object(info),
+                        }],
+                        missing_set: Vec::new(),
+                    });
+                }
+            }
+            shared.soap_ok::<RetrievePropertiesExRequestType>(&Some(RetrieveResult {
+                token: None,
+                objects,
+            }))
+        }),
+    )
+    .await;
+}
+
+/// A property read of tasks' `info` and nothing else.
+fn reads_task_info(r: &RetrievePropertiesExRequestType) -> bool {
+    !r.spec_set.is_empty()
+        && r.spec_set.iter().all(|spec| {
+            !spec.object_set.is_empty()
+                && spec
+                    .object_set
+                    .iter()
+                    .all(|o| o.obj.type_ == "Task" && o.select_set.is_empty())
+                && !spec.prop_set.is_empty()
+                && spec
+                    .prop_set
+                    .iter()
+                    .all(|p| p.type_ == "Task" && p.path_set == ["info"])
+        })
 }

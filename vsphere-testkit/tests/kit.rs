@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use vsphere_client::types::{
-    CurrentTimeRequestType, InvalidLogin, InvalidState, LoginRequestType, ManagedObjectReference,
-    NotAuthenticated, PowerOnVMRequestType, RequestCanceled, TaskInfoState,
+    CurrentTimeRequestType, InvalidLogin, InvalidState, LoginRequestType, ManagedObjectNotFound,
+    ManagedObjectReference, NotAuthenticated, PowerOnVMRequestType, RequestCanceled, TaskInfoState,
 };
 use vsphere_client::{Client, DateTime, ErrorKind, RetryConfig};
 use vsphere_testkit::{MockVCenter, Reply, TaskScript};
@@ -331,13 +331,40 @@ async fn the_rest_side_logs_in_with_the_same_credentials() {
         rest.session_info().await.expect("after a re-login").user,
         MockVCenter::USER
     );
-    let logins = vc
+    let logins: Vec<_> = vc
         .raw_requests()
         .await
-        .iter()
+        .into_iter()
         .filter(|r| r.method.as_str() == "POST" && r.url.path() == "/api/session")
-        .count();
-    assert_eq!(logins, 2);
+        .collect();
+    assert_eq!(logins.len(), 2);
+    let ids = vc.api_session_ids();
+    assert_eq!(ids.len(), 2, "one id per login: {ids:?}");
+    assert_ne!(ids[0], ids[1]);
+    let sent: Vec<_> = vc
+        .raw_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.method.as_str() == "GET" && r.url.path() == "/api/session")
+        .filter_map(|r| {
+            r.headers
+                .get(vsphere_testkit::SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
+        // (the first check tries the SOAP cookie, which this mock refuses)
+        .filter(|id| ids.contains(id))
+        .collect();
+    assert_eq!(
+        sent.first(),
+        Some(&ids[0]),
+        "the session info read carries the id handed out"
+    );
+    assert_eq!(
+        sent.last(),
+        Some(&ids[1]),
+        "and after the re-login, the new one"
+    );
 }
 
 #[tokio::test]
@@ -350,4 +377,171 @@ async fn a_delayed_reply_comes_late() {
     let started = Instant::now();
     client.vim().current_time(&si()).await.expect("late");
     assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn requests_in_flight_are_counted_against_a_slow_server() {
+    let vc = MockVCenter::start().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    let client = vc
+        .client_builder()
+        .concurrency_limit(3)
+        .connect()
+        .await
+        .expect("connect");
+    assert_eq!(vc.max_in_flight(), 1, "connect is one call after the other");
+    vc.set_latency(Duration::from_millis(400));
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.vim().current_time(&si()).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(vc.in_flight(), 3, "the first three are being answered");
+    for call in calls {
+        call.await.expect("no panic").expect("answered");
+    }
+    assert_eq!(vc.max_in_flight(), 3, "the client's limit, reached");
+    assert_eq!(vc.in_flight(), 0);
+    let times: Vec<_> = vc
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.operation.as_deref() == Some("CurrentTime"))
+        .collect();
+    assert_eq!(times.len(), 6);
+    for e in &times {
+        assert_eq!(e.answered - e.received, Duration::from_millis(400));
+        assert_eq!((e.method.as_str(), e.path.as_str()), ("POST", "/sdk"));
+    }
+}
+
+#[tokio::test]
+async fn exchanges_record_each_answers_status() {
+    let vc = MockVCenter::start().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    let client = vc.client().await;
+    vc.storm_503(1).await;
+    client.vim().current_time(&si()).await.expect("retried");
+    let statuses: Vec<_> = vc
+        .exchanges()
+        .into_iter()
+        .filter_map(|e| Some((e.operation?, e.status)))
+        .collect();
+    let op = |name: &str| name.to_string();
+    assert_eq!(
+        statuses,
+        [
+            (op("RetrieveServiceContent"), Some(200)),
+            (op("Login"), Some(200)),
+            (op("CurrentTime"), Some(503)),
+            (op("CurrentTime"), Some(200)),
+        ],
+        "connect, the 503 and the retry"
+    );
+}
+
+#[tokio::test]
+async fn the_session_cookie_login_hands_out_is_the_one_calls_carry() {
+    let vc = MockVCenter::start().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    let client = vc.client().await;
+    client.vim().current_time(&si()).await.expect("call");
+    vc.expire_sessions();
+    client.vim().current_time(&si()).await.expect("re-login");
+    let cookies = vc.session_cookies();
+    assert_eq!(cookies.len(), 2, "connect and the re-login: {cookies:?}");
+    assert_ne!(cookies[0], cookies[1]);
+    let sent: Vec<_> = vc
+        .received_raw::<CurrentTimeRequestType>()
+        .await
+        .iter()
+        .map(|r| {
+            r.headers
+                .get("cookie")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
+        .collect();
+    let with = |cookie: &str| Some(format!("vmware_soap_session=\"{cookie}\""));
+    assert_eq!(
+        sent,
+        [with(&cookies[0]), with(&cookies[0]), with(&cookies[1])],
+        "the call, the one refused after the expiry, its retry"
+    );
+}
+
+#[tokio::test]
+async fn a_task_info_read_sees_the_current_state() {
+    let vc = MockVCenter::start().await;
+    let task = vc.task(
+        TaskScript::new()
+            .running(30)
+            .after(Duration::from_millis(300))
+            .succeeds_with(vm()),
+    );
+    let client = vc.client().await;
+    let info = client.task(task.clone()).info().await.expect("info");
+    assert_eq!(
+        (info.state, info.progress),
+        (TaskInfoState::Running, Some(30))
+    );
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let info = client.task(task.clone()).info().await.expect("info");
+    assert_eq!(info.state, TaskInfoState::Success);
+    assert_eq!(
+        vsphere_client::task::task_result_reference(&info),
+        Some(vm())
+    );
+    // A watcher started now still sees every state, then the same end.
+    let mut seen = Vec::new();
+    client
+        .task(task)
+        .wait_with_progress(Some(Duration::from_secs(5)), |i| seen.push(i.state.clone()))
+        .await
+        .expect("succeeded");
+    assert_eq!(seen, [TaskInfoState::Running, TaskInfoState::Success]);
+    let err = client
+        .task(ManagedObjectReference::new("Task", "task-unknown"))
+        .info()
+        .await
+        .expect_err("not a task of the mock");
+    assert!(err.is_fault::<ManagedObjectNotFound>(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_task_not_yet_started_reads_as_queued() {
+    let vc = MockVCenter::start().await;
+    let task = vc.task(TaskScript::new().after(Duration::from_secs(60)).running(10));
+    let client = vc.client().await;
+    let info = client.task(task).info().await.expect("info");
+    assert_eq!((info.state, info.progress), (TaskInfoState::Queued, None));
+}
+
+#[tokio::test]
+async fn one_operation_can_be_slowed_down_built_in_or_scripted() {
+    let vc = MockVCenter::start().await;
+    vc.on::<CurrentTimeRequestType>().returns(noon()).await;
+    vc.set_latency_of::<LoginRequestType>(Duration::from_millis(300));
+    let started = Instant::now();
+    let client = vc.client().await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "the built-in Login"
+    );
+    let started = Instant::now();
+    client.vim().current_time(&si()).await.expect("call");
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "other calls are not"
+    );
+    vc.set_latency_of::<CurrentTimeRequestType>(Duration::from_millis(300));
+    client.vim().current_time(&si()).await.expect("call");
+    let slow: Vec<_> = vc
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.answered - e.received >= Duration::from_millis(300))
+        .filter_map(|e| e.operation)
+        .collect();
+    assert_eq!(slow, ["Login", "CurrentTime"], "and a scripted answer");
 }
