@@ -19,7 +19,7 @@ PYVMOMI_ARCHIVES ?= $(HOME)/.cache/vsphere-rs/pyvmomi
 
 help:
 	@echo "make demo               start the simulator and run the CLI against it"
-	@echo "make test               install what is missing, check generated code and formatting, run every test"
+	@echo "make test               install what is missing, check generated code, formatting and lints, run every test"
 	@echo "make generate           regenerate $(GENERATED) (WSDL_DIR=$(or $(WSDL_DIR),<unset>))"
 	@echo "make check-generated    fail if $(GENERATED) differs from what the generator makes"
 	@echo "make pyvmomi-archives   download the pyvmomi releases wsdl/*.json are extracted from (then check-generated re-extracts them)"
@@ -48,6 +48,7 @@ test: deps
 	    echo "note: no WSDL bundle (WSDL_DIR unset, ../shared/wsdl/vim25-7.0.3 absent): check-generated not run"; \
 	fi; \
 	cargo fmt --all -- --check >/dev/null || { cargo fmt --all -- --check | head -n 40; echo "make test: not formatted; run: cargo fmt --all"; exit 1; }; \
+	cargo clippy --workspace --all-targets --quiet -- -D warnings || { echo "make test: clippy found warnings (the workspace lints in Cargo.toml)"; exit 1; }; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
 	cargo test --doc --workspace; \
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-client -p vsphere-testkit; \

@@ -649,7 +649,7 @@ async fn concurrent_callers_behind_a_failed_relogin_do_not_storm() {
         tokio::spawn(async move { client.vim().current_time(&service_instance()).await })
     });
     let results = futures_join_all(calls).await;
-    assert!(results.iter().all(|r| r.is_err()));
+    assert!(results.iter().all(std::result::Result::is_err));
     assert_eq!(
         vc.count::<LoginRequestType>().await,
         2,

@@ -77,9 +77,11 @@ async fn a_task_that_never_finishes_times_out_with_its_last_state() {
 #[tokio::test]
 async fn a_failed_task_carries_its_typed_fault() {
     let vc = MockVCenter::start().await;
-    let mut duplicate = DuplicateName::default();
-    duplicate.name = "web-1".to_string();
-    duplicate.object = ManagedObjectReference::new("VirtualMachine", "vm-1");
+    let duplicate = DuplicateName {
+        name: "web-1".to_string(),
+        object: ManagedObjectReference::new("VirtualMachine", "vm-1"),
+        ..Default::default()
+    };
     let task = vc.task(TaskScript::error(
         duplicate,
         "The name 'web-1' already exists.",

@@ -320,7 +320,9 @@ async fn a_soap_fault_of_an_unknown_type_keeps_its_name_and_is_counted() {
     assert_eq!(fault.type_name(), Some("QuantumDecoherenceFault"));
     assert_eq!(fault.message(), "The qubits decohered.");
     assert_eq!(
-        fault.detail().map(|d| d.type_name()),
+        fault
+            .detail()
+            .map(vsphere_client::types::AnyMethodFault::type_name),
         Some("MethodFault"),
         "decoded as the declared fault"
     );

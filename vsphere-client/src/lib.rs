@@ -93,6 +93,8 @@
 //! and the session cookie redacted. Nothing this crate logs or puts in an
 //! error or `Debug` output holds a password or a session cookie.
 
+#![warn(missing_debug_implementations)]
+
 /// The README's code, compiled by `cargo test --doc`.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

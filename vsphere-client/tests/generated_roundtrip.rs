@@ -3,6 +3,10 @@
 //! unknown elements, unknown `xsi:type`s and enumeration values, `xsi:nil`,
 //! malformed and truncated documents (an error naming the path, no panic).
 
+// Inherited fields are set through the deref after `Default`, as the crate
+// documents; clippy would have every field in the literal.
+#![allow(clippy::field_reassign_with_default)]
+
 use vsphere_client::types::*;
 use vsphere_client::xml::soap::{self, SoapError};
 use vsphere_client::xml::{

@@ -44,6 +44,8 @@
 //! # }
 //! ```
 
+#![warn(missing_debug_implementations)]
+
 mod reply;
 mod rest;
 mod server;

@@ -172,7 +172,9 @@ fn max_overlap(exchanges: &[Exchange]) -> usize {
 impl Shared {
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         // A panic inside a responder poisons nothing worth keeping.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Sends `answer` to `request` (which came at `received`): its delay
@@ -949,6 +951,17 @@ pub struct On<'a, R> {
     predicate: Option<Predicate<R>>,
     times: Option<u64>,
     expect: Option<u64>,
+}
+
+impl<R> std::fmt::Debug for On<'_, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("On")
+            .field("operation", &std::any::type_name::<R>())
+            .field("filtered", &self.predicate.is_some())
+            .field("times", &self.times)
+            .field("expect", &self.expect)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<R: Request + Decode + 'static> On<'_, R> {

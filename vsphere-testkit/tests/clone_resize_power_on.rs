@@ -94,8 +94,10 @@ async fn provision_clones_resizes_and_powers_on() {
 #[tokio::test]
 async fn a_taken_name_fails_with_the_typed_fault_and_touches_nothing() {
     let vc = MockVCenter::start().await;
-    let mut taken = DuplicateName::default();
-    taken.name = "web-1".into();
+    let taken = DuplicateName {
+        name: "web-1".into(),
+        ..Default::default()
+    };
     let fails = TaskScript::error(taken, "The name 'web-1' already exists.");
     vc.on::<CloneVMRequestType>().returns_task(fails).await;
 

@@ -74,7 +74,6 @@ impl Args {
     }
 
     /// The connection settings (environment and global flags).
-    #[allow(dead_code)]
     pub fn config(&self) -> &Config {
         &self.config
     }

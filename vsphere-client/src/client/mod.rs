@@ -82,7 +82,6 @@ fn long_poll_wait(method: &str, envelope: &[u8]) -> Option<Duration> {
 
 pub(crate) struct Inner {
     url: url::Url,
-    #[allow(dead_code)] // for the REST side (issue 5)
     http: reqwest::Client,
     service: SoapService,
     /// Timeout, body limit and retry policy, also used by the REST side.
@@ -237,13 +236,11 @@ impl Client {
 
     /// The underlying HTTP client (same TLS, proxy and timeouts), for the
     /// REST side.
-    #[allow(dead_code)]
     pub(crate) fn http(&self) -> &reqwest::Client {
         &self.inner.http
     }
 
     /// The session cookie value, for the REST side's session exchange.
-    #[allow(dead_code)]
     pub(crate) fn session_cookie(&self) -> Option<Secret> {
         self.inner.session.cookie()
     }
