@@ -211,9 +211,13 @@ async fn provider_reasons_come_from_their_causes() {
         message.contains("incorrect user name or password"),
         "{message}"
     );
-    assert_eq!(
-        scheduled_reason(&world, "db-prod-01").0,
-        "NoProviderMatched"
+    // The guide's reason: the image cannot be ready on a Provider that is not.
+    let (reason, message) = scheduled_reason(&world, "db-prod-01");
+    assert_eq!(reason, "ImageNotReady");
+    assert!(
+        message.contains("is not Ready (ConnectFailed: ")
+            && message.contains("incorrect user name or password"),
+        "{message}"
     );
     assert_eq!(
         world.images[0].status.as_ref().unwrap().per_provider[0]
@@ -333,10 +337,27 @@ async fn ca_bundle_from_a_config_map() {
     world.config_maps.clear();
     run(&mut world, &vsphere).await;
     let (_, reason, message) = ready_of(&world.providers[0]);
-    assert_eq!(reason, "CABundleInvalid");
-    assert!(
-        message.contains("ConfigMap banlieue-system/corp-ca-bundle"),
-        "{message}"
+    assert_eq!(
+        reason, "ConnectFailed",
+        "the guide's reason for TLS problems"
+    );
+    assert_eq!(
+        message,
+        "CA bundle: ConfigMap banlieue-system/corp-ca-bundle (spec.connection.caBundle.configMapRef) not found"
+    );
+
+    // A ConfigMap without a certificate under the key.
+    let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: corp-ca-bundle, namespace: banlieue-system }\n\
+                data:\n  ca.crt: not a certificate\n";
+    for doc in parse_documents(text).unwrap() {
+        world.add("test", doc);
+    }
+    run(&mut world, &vsphere).await;
+    let (_, reason, message) = ready_of(&world.providers[0]);
+    assert_eq!(reason, "ConnectFailed");
+    assert_eq!(
+        message,
+        "CA bundle: no PEM certificate under key \"ca.crt\" (spec.connection.caBundle)"
     );
 }
 

@@ -7,6 +7,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 mod provider;
+pub mod reasons;
 pub mod validate;
 mod virtualmachine;
 mod vmclass;

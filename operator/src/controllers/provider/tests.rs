@@ -267,6 +267,68 @@ async fn a_missing_secret_is_read_by_name_and_looked_at_again_with_backoff() {
     );
 }
 
+/// A CA bundle whose ConfigMap is missing is the guide's `ConnectFailed`
+/// (the detail in the message), looked at again with backoff like a missing
+/// Secret, and not counted as a vCenter failure: vCenter was not asked.
+#[tokio::test]
+async fn a_missing_ca_bundle_is_connect_failed_and_looked_at_again_with_backoff() {
+    let mut provider = guide_provider();
+    provider.spec.connection.ca_bundle =
+        serde_json::from_value(json!({"configMapRef": {"name": "corp-ca-bundle"}})).unwrap();
+    let world = world(provider.clone());
+    let reads = world.reads.clone();
+    let vsphere = MockVSphere::new(script());
+    let (ctx, server) = world.context(vsphere.clone());
+    let metrics = ctx.metrics.clone();
+    let object = serde_json::to_value(&provider).unwrap();
+    let action = with_server(
+        ctx.clone(),
+        server,
+        |mut server| {
+            async move {
+                let body = server.status_apply(PROVIDER_STATUS, object).await;
+                let ready = &body["status"]["conditions"][0];
+                assert_eq!(ready["status"], "False");
+                assert_eq!(ready["reason"], "ConnectFailed");
+                assert_eq!(
+                    ready["message"],
+                    "CA bundle: ConfigMap banlieue-system/corp-ca-bundle \
+                     (spec.connection.caBundle.configMapRef) not found"
+                );
+                let event = server.event("Provider", "ConnectFailed").await;
+                assert_eq!(event["type"], "Warning");
+                server.nothing_more().await;
+            }
+            .boxed()
+        },
+        reconcile_provider(Arc::new(provider), ctx),
+    )
+    .await;
+    assert_eq!(
+        action.unwrap(),
+        Action::requeue(Duration::from_secs(5)),
+        "nothing watches the ConfigMap: looked at again with backoff"
+    );
+    assert!(
+        reads
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p == "/api/v1/namespaces/banlieue-system/configmaps/corp-ca-bundle"),
+        "read by name"
+    );
+    assert!(vsphere.connects().is_empty(), "vCenter not asked");
+    let metrics = metrics.render();
+    assert!(
+        metrics.contains("banlieue_reconciles_total{kind=\"Provider\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("error=\"vsphere_connect\""),
+        "not a vCenter failure: {metrics}"
+    );
+}
+
 #[tokio::test]
 async fn secrets_of_other_namespaces_are_never_read() {
     let mut secret = credentials("REPLACE-ME");

@@ -15,17 +15,10 @@ use crate::api::{
 };
 use crate::conditions::{self, Observed, Status, READY, SCHEDULED};
 
-/// Reasons of the VirtualMachine conditions besides the scheduler's.
+/// Reasons of the VirtualMachine conditions (what each means:
+/// [`crate::api::reasons`]).
 pub mod reason {
-    pub const SCHEDULED: &str = "Scheduled";
-    pub const INVALID_SPEC: &str = "InvalidSpec";
-    pub const VMCLASS_NOT_FOUND: &str = "VMClassNotFound";
-    pub const VMIMAGE_NOT_FOUND: &str = "VMImageNotFound";
-    pub const INVALID_VMCLASS: &str = "InvalidVMClass";
-    pub const INVALID_VMIMAGE: &str = "InvalidVMImage";
-    pub const MACHINE_CONFLICT: &str = "VSphereMachineConflict";
-    pub const NOT_SCHEDULED: &str = "NotScheduled";
-    pub const WAITING_FOR_PROVIDER: &str = "WaitingForProvider";
+    pub use crate::api::reasons::virtualmachine::*;
 }
 
 /// What the VirtualMachine reconcile reads.
