@@ -361,22 +361,39 @@ async fn ca_bundle_from_a_config_map() {
     );
 }
 
+/// Two overrides giving one name fail the Provider from the spec alone,
+/// before vCenter is asked: whether vCenter has both (datacenter, cluster)
+/// pairs or neither (issue 25's case, which only the inventory used to show).
 #[tokio::test]
 async fn duplicate_failure_domain_names_fail_the_provider() {
-    let mut world = World::load(&[examples()]).unwrap();
-    world.providers[0].spec.failure_domain_name_overrides =
-        serde_json::from_value(serde_json::json!([
-            {"datacenter": "DC1", "cluster": "C1", "name": "zone"},
-            {"datacenter": "DC2", "cluster": "C3", "name": "zone"},
-        ]))
-        .unwrap();
-    run(&mut world, &MockVSphere::new(script())).await;
-    let (status, reason, message) = ready_of(&world.providers[0]);
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", "DuplicateFailureDomainName")
-    );
-    assert!(message.contains("\"zone\""), "{message}");
+    for (first, second) in [
+        (("DC1", "C1"), ("DC2", "C3")),
+        (("DC8", "C8"), ("DC9", "C9")),
+    ] {
+        let mut world = World::load(&[examples()]).unwrap();
+        world.providers[0].spec.failure_domain_name_overrides =
+            serde_json::from_value(serde_json::json!([
+                {"datacenter": first.0, "cluster": first.1, "name": "zone"},
+                {"datacenter": second.0, "cluster": second.1, "name": "zone"},
+            ]))
+            .unwrap();
+        let vsphere = MockVSphere::new(script());
+        run(&mut world, &vsphere).await;
+        let (status, reason, message) = ready_of(&world.providers[0]);
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "DuplicateFailureDomainName")
+        );
+        assert_eq!(
+            message,
+            format!(
+                "spec.failureDomainNameOverrides[1].name: \"zone\" is also the name of datacenter \"{}\" \
+                 cluster \"{}\": one failure-domain name for two clusters",
+                first.0, first.1
+            )
+        );
+        assert!(vsphere.connects().is_empty(), "vCenter not asked");
+    }
 }
 
 #[test]
