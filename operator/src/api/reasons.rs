@@ -82,6 +82,10 @@ pub mod virtualmachine {
             "The VMClass breaks a rule beyond the schema (the message names the field).";
         INVALID_VMIMAGE = "InvalidVMImage", "Scheduled=False" =>
             "The VMImage breaks a rule beyond the schema (the message names the field).";
+        FIRMWARE_MISMATCH = "FirmwareMismatch", "Scheduled=False" =>
+            "The VMImage's template was built for another boot firmware than the VMClass asks \
+             (`spec.template.firmware` `bios` against `efi` or `efi-secure`, or the other way round): \
+             its clones would not boot. Make them agree.";
         MACHINE_CONFLICT = "VSphereMachineConflict", "Scheduled=False" =>
             "A VSphereMachine of the same name exists and is not owned by this VirtualMachine.";
         NO_PROVIDER_MATCHED = "NoProviderMatched", "Scheduled=False" =>
