@@ -228,6 +228,43 @@ impl Pool {
     }
 }
 
+/// A pool's allocations as its status records them: address -> the claim
+/// (`namespace/name`) that holds it. The allocator writes them under the
+/// pool's resourceVersion, so two allocators racing cannot both write.
+pub type Allocations = std::collections::BTreeMap<IpAddr, String>;
+
+/// The address `claim` holds in `pool`, and the allocations to write when
+/// they change: its own address again when it has one (a re-run, or a crash
+/// after the allocation was written, binds the same), else the lowest free
+/// one. Allocations of claims not in `live` are released first, and an
+/// allocation outside the pool's current addresses is not handed out again.
+pub fn bind(
+    pool: &Pool,
+    allocations: &Allocations,
+    claim: &str,
+    live: &BTreeSet<String>,
+) -> Result<(IpAddr, Option<Allocations>), PoolError> {
+    let mut kept: Allocations = allocations
+        .iter()
+        .filter(|(_, holder)| live.contains(*holder) || holder.as_str() == claim)
+        .map(|(ip, holder)| (*ip, holder.clone()))
+        .collect();
+    if let Some(ip) = kept
+        .iter()
+        .find(|(ip, holder)| holder.as_str() == claim && pool.contains(**ip))
+        .map(|(ip, _)| *ip)
+    {
+        let changed = (kept != *allocations).then_some(kept);
+        return Ok((ip, changed));
+    }
+    // A claim's address that left the pool is given up for a new one.
+    kept.retain(|ip, holder| holder.as_str() != claim || pool.contains(*ip));
+    let taken: BTreeSet<IpAddr> = kept.keys().copied().collect();
+    let ip = pool.allocate(&taken)?;
+    kept.insert(ip, claim.to_string());
+    Ok((ip, Some(kept)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,5 +417,87 @@ mod tests {
             })
             .collect();
         assert_eq!(p.allocate(&used).unwrap(), ip("10.1.3.232"));
+    }
+    fn live(claims: &[&str]) -> BTreeSet<String> {
+        claims.iter().map(|c| c.to_string()).collect()
+    }
+
+    #[test]
+    fn a_claim_bound_again_gets_its_own_address_and_nothing_is_written() {
+        let p = pool(&["10.0.0.10-10.0.0.12"], 24, None, &[]);
+        let (a, written) = bind(
+            &p,
+            &Allocations::new(),
+            "ns/web-1-eth0",
+            &live(&["ns/web-1-eth0"]),
+        )
+        .unwrap();
+        assert_eq!(a, ip("10.0.0.10"));
+        let allocations = written.expect("the allocation to write");
+        // A re-run, or a crash after the write: the same address, no write.
+        let again = bind(&p, &allocations, "ns/web-1-eth0", &live(&["ns/web-1-eth0"])).unwrap();
+        assert_eq!(again, (ip("10.0.0.10"), None));
+        // Another claim gets another address.
+        let (b, written) = bind(
+            &p,
+            &allocations,
+            "ns/web-2-eth0",
+            &live(&["ns/web-1-eth0", "ns/web-2-eth0"]),
+        )
+        .unwrap();
+        assert_eq!(b, ip("10.0.0.11"));
+        assert_eq!(written.expect("written").len(), 2);
+    }
+
+    #[test]
+    fn two_binds_from_the_same_allocations_pick_the_same_address_so_one_write_must_lose() {
+        // Both racers read the same status; the precondition on the pool's
+        // resourceVersion lets one write, the other re-reads and binds anew.
+        let p = pool(&["10.0.0.10-10.0.0.12"], 24, None, &[]);
+        let both = live(&["ns/a", "ns/b"]);
+        let (a, after_a) = bind(&p, &Allocations::new(), "ns/a", &both).unwrap();
+        let (b, _) = bind(&p, &Allocations::new(), "ns/b", &both).unwrap();
+        assert_eq!(a, b, "the same pick: the write decides");
+        let (b, _) = bind(&p, &after_a.unwrap(), "ns/b", &both).unwrap();
+        assert_ne!(a, b, "after re-reading, another address");
+    }
+
+    #[test]
+    fn released_claims_free_their_addresses_and_exhaustion_is_an_error() {
+        let p = pool(&["10.0.0.10-10.0.0.11"], 24, None, &[]);
+        let allocations = Allocations::from([
+            (ip("10.0.0.10"), "ns/gone".to_string()),
+            (ip("10.0.0.11"), "ns/kept".to_string()),
+        ]);
+        assert_eq!(
+            bind(
+                &p,
+                &allocations,
+                "ns/new",
+                &live(&["ns/gone", "ns/kept", "ns/new"])
+            ),
+            Err(PoolError::Exhausted { size: 2 })
+        );
+        let (a, written) = bind(&p, &allocations, "ns/new", &live(&["ns/kept", "ns/new"])).unwrap();
+        assert_eq!(a, ip("10.0.0.10"), "the deleted claim's address");
+        assert_eq!(
+            written,
+            Some(Allocations::from([
+                (ip("10.0.0.10"), "ns/new".to_string()),
+                (ip("10.0.0.11"), "ns/kept".to_string()),
+            ]))
+        );
+    }
+
+    #[test]
+    fn an_address_that_left_the_pool_is_replaced() {
+        let p = pool(&["10.0.0.20-10.0.0.21"], 24, None, &[]);
+        let allocations = Allocations::from([(ip("10.0.0.5"), "ns/a".to_string())]);
+        let (a, written) = bind(&p, &allocations, "ns/a", &live(&["ns/a"])).unwrap();
+        assert_eq!(a, ip("10.0.0.20"));
+        assert_eq!(
+            written,
+            Some(Allocations::from([(ip("10.0.0.20"), "ns/a".to_string())]))
+        );
     }
 }
