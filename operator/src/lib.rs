@@ -29,6 +29,7 @@
 //! api/               the CRDs, one file per kind, validate.rs (rules beyond the schema)
 //! conditions.rs      conditions with a stable lastTransitionTime
 //! caches.rs          waiting for watch caches
+//! ipam.rs            the built-in IP pool's addresses and allocation (pure)
 //! health.rs          /healthz, /readyz, /metrics
 //! crdgen.rs          `banlieue crdgen`
 //! fixtures.rs        (tests only) mocked API server, scenarios, object builders
@@ -48,6 +49,7 @@ pub mod crdgen;
 #[cfg(test)]
 mod fixtures;
 pub mod health;
+pub mod ipam;
 pub mod roles;
 pub mod telemetry;
 pub mod vsphere;

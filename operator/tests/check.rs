@@ -211,9 +211,13 @@ async fn provider_reasons_come_from_their_causes() {
         message.contains("incorrect user name or password"),
         "{message}"
     );
-    assert_eq!(
-        scheduled_reason(&world, "db-prod-01").0,
-        "NoProviderMatched"
+    // The guide's reason: the image cannot be ready on a Provider that is not.
+    let (reason, message) = scheduled_reason(&world, "db-prod-01");
+    assert_eq!(reason, "ImageNotReady");
+    assert!(
+        message.contains("is not Ready (ConnectFailed: ")
+            && message.contains("incorrect user name or password"),
+        "{message}"
     );
     assert_eq!(
         world.images[0].status.as_ref().unwrap().per_provider[0]
@@ -333,29 +337,63 @@ async fn ca_bundle_from_a_config_map() {
     world.config_maps.clear();
     run(&mut world, &vsphere).await;
     let (_, reason, message) = ready_of(&world.providers[0]);
-    assert_eq!(reason, "CABundleInvalid");
-    assert!(
-        message.contains("ConfigMap banlieue-system/corp-ca-bundle"),
-        "{message}"
+    assert_eq!(
+        reason, "ConnectFailed",
+        "the guide's reason for TLS problems"
+    );
+    assert_eq!(
+        message,
+        "CA bundle: ConfigMap banlieue-system/corp-ca-bundle (spec.connection.caBundle.configMapRef) not found"
+    );
+
+    // A ConfigMap without a certificate under the key.
+    let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: corp-ca-bundle, namespace: banlieue-system }\n\
+                data:\n  ca.crt: not a certificate\n";
+    for doc in parse_documents(text).unwrap() {
+        world.add("test", doc);
+    }
+    run(&mut world, &vsphere).await;
+    let (_, reason, message) = ready_of(&world.providers[0]);
+    assert_eq!(reason, "ConnectFailed");
+    assert_eq!(
+        message,
+        "CA bundle: no PEM certificate under key \"ca.crt\" (spec.connection.caBundle)"
     );
 }
 
+/// Two overrides giving one name fail the Provider from the spec alone,
+/// before vCenter is asked: whether vCenter has both (datacenter, cluster)
+/// pairs or neither (issue 25's case, which only the inventory used to show).
 #[tokio::test]
 async fn duplicate_failure_domain_names_fail_the_provider() {
-    let mut world = World::load(&[examples()]).unwrap();
-    world.providers[0].spec.failure_domain_name_overrides =
-        serde_json::from_value(serde_json::json!([
-            {"datacenter": "DC1", "cluster": "C1", "name": "zone"},
-            {"datacenter": "DC2", "cluster": "C3", "name": "zone"},
-        ]))
-        .unwrap();
-    run(&mut world, &MockVSphere::new(script())).await;
-    let (status, reason, message) = ready_of(&world.providers[0]);
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", "DuplicateFailureDomainName")
-    );
-    assert!(message.contains("\"zone\""), "{message}");
+    for (first, second) in [
+        (("DC1", "C1"), ("DC2", "C3")),
+        (("DC8", "C8"), ("DC9", "C9")),
+    ] {
+        let mut world = World::load(&[examples()]).unwrap();
+        world.providers[0].spec.failure_domain_name_overrides =
+            serde_json::from_value(serde_json::json!([
+                {"datacenter": first.0, "cluster": first.1, "name": "zone"},
+                {"datacenter": second.0, "cluster": second.1, "name": "zone"},
+            ]))
+            .unwrap();
+        let vsphere = MockVSphere::new(script());
+        run(&mut world, &vsphere).await;
+        let (status, reason, message) = ready_of(&world.providers[0]);
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "DuplicateFailureDomainName")
+        );
+        assert_eq!(
+            message,
+            format!(
+                "spec.failureDomainNameOverrides[1].name: \"zone\" is also the name of datacenter \"{}\" \
+                 cluster \"{}\": one failure-domain name for two clusters",
+                first.0, first.1
+            )
+        );
+        assert!(vsphere.connects().is_empty(), "vCenter not asked");
+    }
 }
 
 #[test]

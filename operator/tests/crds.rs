@@ -197,3 +197,81 @@ fn names_scopes_columns_and_status_subresources() {
         );
     }
 }
+
+/// The section of `kind` in the API reference.
+fn section<'a>(text: &'a str, kind: &str) -> &'a str {
+    let start = text
+        .find(&format!("\n## {kind}\n"))
+        .unwrap_or_else(|| panic!("no section for {kind}"));
+    let rest = &text[start + 1..];
+    let end = rest.find("\n## ").map_or(rest.len(), |e| e + 1);
+    &rest[..end]
+}
+
+#[test]
+fn the_api_reference_lists_every_condition_reason_of_each_kind() {
+    let text = crdgen::reference();
+    // The guide's troubleshooting table: these keep their names and cases.
+    let guide = [
+        (
+            "Provider",
+            &[
+                "SecretMissing",
+                "SecretInvalid",
+                "ConnectFailed",
+                "InventoryFailed",
+            ][..],
+        ),
+        (
+            "VMImage",
+            &[
+                "TemplateNotFound",
+                "ConnectFailed",
+                "LookupFailed",
+                "NoVSphereSource",
+            ][..],
+        ),
+        (
+            "VirtualMachine",
+            &["ImageNotReady", "NoProviderMatched", "TpmUnsupported"][..],
+        ),
+    ];
+    for (kind, reasons) in guide {
+        let section = section(&text, kind);
+        for reason in reasons {
+            assert!(
+                section.contains(&format!("\n| `{reason}` | `")),
+                "{kind}: the guide's {reason} is listed"
+            );
+        }
+    }
+    // Every reason the code sets, the others included, under its kind, with a meaning.
+    for kind in ["Provider", "VMImage", "VirtualMachine", "VSphereMachine"] {
+        let section = section(&text, kind);
+        assert!(section.contains("\n### Condition reasons\n"), "{kind}");
+        let (_, table) = banlieue::api::reasons::of_kind(kind).expect("reasons");
+        for (reason, condition, _) in table {
+            let row = section
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{reason}` | `{condition}` | ")))
+                .unwrap_or_else(|| panic!("{kind}: no row for {reason}"));
+            assert!(row.len() > reason.len() + condition.len() + 20, "{row}");
+        }
+    }
+    for reason in [
+        "DuplicateFailureDomainName",
+        "VCenterUnresponsive",
+        "InvalidSpec",
+        "CachesNotSynced",
+        "WaitingForVSphereMachines",
+    ] {
+        assert!(
+            section(&text, "Provider").contains(&format!("\n| `{reason}` |")),
+            "{reason}"
+        );
+    }
+    assert!(
+        !text.contains("CABundleInvalid"),
+        "a CA bundle problem is the guide's ConnectFailed"
+    );
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use banlieue::api::{PowerState, VSphereMachine};
+use banlieue::api::{PowerState, Provisioning, VSphereMachine};
 use banlieue::check::{self, parse_documents, World};
 use banlieue::conditions;
 use banlieue::controllers::vspheremachine::driver::{self, Checkpoint, Hooks, Outcome};
@@ -19,7 +19,7 @@ use banlieue::vsphere::VSphere;
 use vsphere_client::types::{AnyOptionValue, AnyVirtualDevice, AnyVirtualDeviceBackingInfo};
 use vsphere_client::xml::Value;
 use vsphere_client::{mo, Client};
-use vsphere_tests::{Simulator, SimulatorOptions, Template};
+use vsphere_tests::{CapturedLogs, Simulator, SimulatorOptions, Template};
 
 const PASSWORD: &str = "s3cret-Pw";
 
@@ -465,6 +465,51 @@ async fn scheduled_world(sim: &Simulator, names: &[&str]) -> World {
     vcenter.close_all().await;
     assert_eq!(world.machines.len(), names.len());
     world
+}
+
+/// The root disk is cloned with the class's provisioning: the clone request
+/// carries a disk locator for the template's first disk with that backing.
+/// The simulator copies a template's disks as they are (it ignores disk
+/// locators), so what vCenter is asked is what shows it.
+#[tokio::test]
+async fn the_root_disk_is_cloned_with_the_class_provisioning() {
+    let sim = simulator(small()).await;
+    let world = scheduled_world(&sim, &["web-1"]).await;
+    let mut m = world.machines[0].clone();
+    m.spec.disks[0].provisioning = Provisioning::EagerZeroed;
+    let logs = CapturedLogs::default();
+    let outcome = {
+        let _wire = tracing::subscriber::set_default(logs.subscriber(tracing::Level::TRACE));
+        let mut store = Store {
+            crash_at: Some(Checkpoint::CloneSent),
+            ..Default::default()
+        };
+        run_fresh(&world, &mut m, false, &mut store).await
+    };
+    assert!(
+        matches!(&outcome, Err(banlieue::Error::Stopped(_))),
+        "{outcome:?}"
+    );
+    let text = logs.text();
+    let clone = text
+        .lines()
+        .find(|l| l.contains("request: ") && l.contains("<CloneVM_Task"))
+        .unwrap_or_else(|| panic!("no CloneVM_Task in the wire log:\n{text}"));
+    let locator = clone
+        .split("<disk>")
+        .nth(1)
+        .and_then(|rest| rest.split("</disk>").next())
+        .unwrap_or_else(|| panic!("no disk locator: {clone}"));
+    for part in [
+        "<diskId>",
+        "type=\"Datastore\">",
+        "VirtualDiskFlatVer2BackingInfo",
+        "<thinProvisioned>false</thinProvisioned>",
+        "<eagerlyScrub>true</eagerlyScrub>",
+    ] {
+        assert!(locator.contains(part), "{part} in {locator}");
+    }
+    assert!(!text.contains(PASSWORD), "no password in the wire log");
 }
 
 #[tokio::test]

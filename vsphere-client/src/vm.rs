@@ -1,5 +1,5 @@
 //! The VM lifecycle: clone (from a template or a VM, full or linked, with a
-//! config spec and an instance UUID), reconfigure, power, guest shutdown,
+//! config spec, an instance UUID, and disks copied thin or thick), reconfigure, power, guest shutdown,
 //! destroy, wait for an IP address, mark as template; snapshots in
 //! [`snapshot`].
 //!
@@ -25,6 +25,7 @@
 //!     .pool(&pool)
 //!     .config(config)
 //!     .instance_uuid("5a0d3c18-8e4f-4c1b-9d2a-3f7e6b5c4d3e")
+//!     .disk_provisioning(0, DiskProvisioning::EagerZeroedThick)
 //!     .power_on();
 //! let vm = template.clone_vm("web-1", &spec).await?;
 //! let ip = vm.wait_for_ip(std::time::Duration::from_secs(600)).await?;
@@ -48,7 +49,8 @@ use crate::types::{
     VirtualEthernetCard, VirtualEthernetCardDistributedVirtualPortBackingInfo,
     VirtualEthernetCardNetworkBackingInfo, VirtualMachineBootOptions, VirtualMachineCloneSpec,
     VirtualMachineConfigSpec, VirtualMachinePowerState, VirtualMachineRelocateSpec,
-    VirtualSCSIController, VirtualTPM, VirtualVmxnet, VirtualVmxnet3,
+    VirtualMachineRelocateSpecDiskLocator, VirtualSCSIController, VirtualTPM, VirtualVmxnet,
+    VirtualVmxnet3,
 };
 use crate::xml::Value;
 use crate::Client;
@@ -348,13 +350,7 @@ impl ConfigSpec {
             }
         }
 
-        let disks: Vec<&VirtualDisk> = devices
-            .iter()
-            .filter_map(|d| match d {
-                AnyVirtualDevice::VirtualDisk(disk) => Some(disk.as_ref()),
-                _ => None,
-            })
-            .collect();
+        let disks = virtual_disks(devices);
         let mut taken_units: Vec<(i32, i32)> = devices
             .iter()
             .filter_map(|d| {
@@ -477,6 +473,17 @@ impl ConfigSpec {
             .collect();
         Ok(spec)
     }
+}
+
+/// The virtual disks among `devices`, in device order.
+fn virtual_disks(devices: &[AnyVirtualDevice]) -> Vec<&VirtualDisk> {
+    devices
+        .iter()
+        .filter_map(|d| match d {
+            AnyVirtualDevice::VirtualDisk(disk) => Some(disk.as_ref()),
+            _ => None,
+        })
+        .collect()
 }
 
 fn invalid(message: String) -> Error {
@@ -626,6 +633,8 @@ pub struct CloneSpec {
     pub template: bool,
     /// Configuration changes.
     pub config: Option<ConfigSpec>,
+    /// Source disks (index in device order) copied with another provisioning.
+    pub disk_provisioning: Vec<(usize, DiskProvisioning)>,
 }
 
 impl CloneSpec {
@@ -643,6 +652,7 @@ impl CloneSpec {
             power_on: false,
             template: false,
             config: None,
+            disk_provisioning: Vec::new(),
         }
     }
     /// Into this resource pool or vApp ([`ResourcePool`](crate::inventory::ResourcePool)).
@@ -678,6 +688,15 @@ impl CloneSpec {
     /// With these configuration changes.
     pub fn config(mut self, config: ConfigSpec) -> Self {
         self.config = Some(config);
+        self
+    }
+    /// The source's `index`-th disk (in device order; 0 is the root disk)
+    /// copied as `provisioning` (thin, lazy- or eager-zeroed thick): a disk
+    /// locator with that backing, which vCenter converts while it copies.
+    /// Full clones only: a linked clone shares the source's disks.
+    pub fn disk_provisioning(mut self, index: usize, provisioning: DiskProvisioning) -> Self {
+        self.disk_provisioning.retain(|(i, _)| *i != index);
+        self.disk_provisioning.push((index, provisioning));
         self
     }
     /// With this instance UUID (so the VM can be found again by it, even
@@ -716,6 +735,7 @@ impl CloneSpec {
             linked_snapshot = Some(snapshot.clone());
             location.disk_move_type = Some("createNewChildDiskBacking".to_string());
         }
+        location.disk = self.disk_locators(source, devices)?;
         let config = self
             .config
             .as_ref()
@@ -733,6 +753,69 @@ impl CloneSpec {
 }
 
 impl CloneSpec {
+    /// One disk locator per [`disk_provisioning`](Self::disk_provisioning):
+    /// the source disk's key, the clone's datastore (the disk's own when the
+    /// clone names none), a flat backing with the provisioning's flags.
+    fn disk_locators(
+        &self,
+        source: &ManagedObjectReference,
+        devices: &[AnyVirtualDevice],
+    ) -> Result<Vec<VirtualMachineRelocateSpecDiskLocator>, Error> {
+        if self.disk_provisioning.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.linked {
+            return Err(invalid(format!(
+                "a linked clone shares the disks of {source}: their provisioning cannot change"
+            )));
+        }
+        let disks = virtual_disks(devices);
+        let mut locators = Vec::with_capacity(self.disk_provisioning.len());
+        for (index, provisioning) in &self.disk_provisioning {
+            let Some(disk) = disks.get(*index) else {
+                return Err(invalid(format!(
+                    "{source} has {} disk(s), there is no disk {index} to provision",
+                    disks.len()
+                )));
+            };
+            let current = match &disk.virtual_device.backing {
+                Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(b)) => Some(b),
+                _ => None,
+            };
+            let datastore = self
+                .datastore
+                .clone()
+                .or_else(|| current.and_then(|b| b.virtual_device_file_backing_info.datastore.clone()))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "disk {index} of {source}: no datastore to copy it to (set the clone's datastore)"
+                    ))
+                })?;
+            let backing = VirtualDiskFlatVer2BackingInfo {
+                virtual_device_file_backing_info: VirtualDeviceFileBackingInfo {
+                    datastore: Some(datastore.clone()),
+                    ..Default::default()
+                },
+                disk_mode: current
+                    .map(|b| b.disk_mode.clone())
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or_else(|| "persistent".to_string()),
+                thin_provisioned: Some(*provisioning == DiskProvisioning::Thin),
+                eagerly_scrub: Some(*provisioning == DiskProvisioning::EagerZeroedThick),
+                ..Default::default()
+            };
+            locators.push(VirtualMachineRelocateSpecDiskLocator {
+                disk_id: disk.virtual_device.key,
+                datastore,
+                disk_backing_info: Some(
+                    AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(Box::new(backing)),
+                ),
+                ..Default::default()
+            });
+        }
+        Ok(locators)
+    }
+
     /// Each placement reference is of its kind: a datastore given as the
     /// folder fails here, naming both, not on the server.
     fn check_placement(&self) -> Result<(), Error> {
@@ -1162,6 +1245,127 @@ mod tests {
         assert_eq!(edited, [(2000, 20 * 1024 * 1024)]);
     }
 
+    /// The backing of each disk locator: (disk key, datastore, thin, eager).
+    fn locators(vim: &VirtualMachineCloneSpec) -> Vec<(i32, String, Option<bool>, Option<bool>)> {
+        vim.location
+            .disk
+            .iter()
+            .map(|l| match &l.disk_backing_info {
+                Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(b)) => {
+                    assert_eq!(b.disk_mode, "persistent");
+                    assert_eq!(
+                        b.virtual_device_file_backing_info.datastore.as_ref(),
+                        Some(&l.datastore)
+                    );
+                    (
+                        l.disk_id,
+                        l.datastore.value.clone(),
+                        b.thin_provisioned,
+                        b.eagerly_scrub,
+                    )
+                }
+                other => panic!("not a flat backing: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_disk_is_copied_with_the_provisioning_asked() {
+        let folder = ManagedObjectReference::new("Folder", "group-v3");
+        let datastore = ManagedObjectReference::new("Datastore", "datastore-1");
+        let template = ManagedObjectReference::new("VirtualMachine", "vm-1");
+        let spec = CloneSpec::new(folder.clone()).datastore(datastore.clone());
+        let none = spec.to_vim(&template, &template_devices(), None).unwrap();
+        assert!(none.location.disk.is_empty(), "no locator unless asked");
+
+        let each = |p: DiskProvisioning| {
+            let vim = spec
+                .clone()
+                .disk_provisioning(0, p)
+                .to_vim(&template, &template_devices(), None)
+                .unwrap();
+            locators(&vim)
+        };
+        let d = "datastore-1".to_string();
+        assert_eq!(
+            each(DiskProvisioning::EagerZeroedThick),
+            [(2000, d.clone(), Some(false), Some(true))],
+            "the root disk is the template's first disk (key 2000)"
+        );
+        assert_eq!(
+            each(DiskProvisioning::Thick),
+            [(2000, d.clone(), Some(false), Some(false))]
+        );
+        assert_eq!(
+            each(DiskProvisioning::Thin),
+            [(2000, d.clone(), Some(true), Some(false))]
+        );
+        let vim = spec
+            .clone()
+            .disk_provisioning(1, DiskProvisioning::Thin)
+            .disk_provisioning(1, DiskProvisioning::Thick)
+            .to_vim(&template, &template_devices(), None)
+            .unwrap();
+        assert_eq!(
+            locators(&vim),
+            [(2001, d, Some(false), Some(false))],
+            "the last word per disk"
+        );
+
+        // Without a datastore for the clone, the disk's own.
+        let mut devices = template_devices();
+        if let AnyVirtualDevice::VirtualDisk(disk) = &mut devices[1] {
+            disk.virtual_device.backing =
+                Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(
+                    Box::new(VirtualDiskFlatVer2BackingInfo {
+                        virtual_device_file_backing_info: VirtualDeviceFileBackingInfo {
+                            file_name: "[ds2] t/t.vmdk".into(),
+                            datastore: Some(ManagedObjectReference::new(
+                                "Datastore",
+                                "datastore-2",
+                            )),
+                            ..Default::default()
+                        },
+                        disk_mode: "persistent".into(),
+                        thin_provisioned: Some(true),
+                        ..Default::default()
+                    }),
+                ));
+        }
+        let vim = CloneSpec::new(folder.clone())
+            .disk_provisioning(0, DiskProvisioning::Thick)
+            .to_vim(&template, &devices, None)
+            .unwrap();
+        assert_eq!(
+            locators(&vim),
+            [(2000, "datastore-2".to_string(), Some(false), Some(false))]
+        );
+
+        for (spec, wanted) in [
+            (
+                CloneSpec::new(folder.clone()).disk_provisioning(0, DiskProvisioning::Thick),
+                "no datastore to copy it to",
+            ),
+            (
+                spec.clone().disk_provisioning(2, DiskProvisioning::Thick),
+                "has 2 disk(s), there is no disk 2",
+            ),
+            (
+                spec.clone()
+                    .linked()
+                    .disk_provisioning(0, DiskProvisioning::Thick),
+                "a linked clone shares the disks",
+            ),
+        ] {
+            let snapshot = ManagedObjectReference::new("VirtualMachineSnapshot", "snapshot-1");
+            let err = spec
+                .to_vim(&template, &template_devices(), Some(&snapshot))
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+            assert!(err.to_string().contains(wanted), "{err}");
+        }
+    }
+
     #[test]
     fn a_placement_of_the_wrong_kind_fails_before_sending() {
         let template = ManagedObjectReference::new("VirtualMachine", "vm-1");
@@ -1454,5 +1658,42 @@ mod wire_tests {
         spec.encode(&mut w, "spec");
         let xml = String::from_utf8(w.into_bytes()).unwrap();
         assert!(xml.contains("VirtualDiskFlatVer2BackingInfo"), "{xml}");
+    }
+
+    #[test]
+    fn a_disk_locator_is_sent_with_its_disk_and_backing() {
+        let disk = VirtualDisk {
+            virtual_device: VirtualDevice {
+                key: 2000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let spec = CloneSpec::new(ManagedObjectReference::new("Folder", "group-v3"))
+            .datastore(ManagedObjectReference::new("Datastore", "datastore-1"))
+            .disk_provisioning(0, DiskProvisioning::EagerZeroedThick)
+            .to_vim(
+                &ManagedObjectReference::new("VirtualMachine", "vm-1"),
+                &[AnyVirtualDevice::VirtualDisk(Box::new(disk))],
+                None,
+            )
+            .unwrap();
+        let mut w = XmlWriter::new();
+        spec.encode(&mut w, "spec");
+        let xml = String::from_utf8(w.into_bytes()).unwrap();
+        let locator = xml
+            .split("<disk>")
+            .nth(1)
+            .and_then(|rest| rest.split("</disk>").next())
+            .unwrap_or_else(|| panic!("no disk locator: {xml}"));
+        for part in [
+            "<diskId>2000</diskId>",
+            "type=\"Datastore\">datastore-1</datastore>",
+            "xsi:type=\"VirtualDiskFlatVer2BackingInfo\"",
+            "<thinProvisioned>false</thinProvisioned>",
+            "<eagerlyScrub>true</eagerlyScrub>",
+        ] {
+            assert!(locator.contains(part), "{part} in {locator}");
+        }
     }
 }

@@ -7,6 +7,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 mod provider;
+pub mod reasons;
 pub mod validate;
 mod virtualmachine;
 mod vmclass;
@@ -124,6 +125,11 @@ pub enum Firmware {
 }
 
 impl Firmware {
+    /// Does it boot through EFI (`efi`, `efi-secure`) rather than the BIOS?
+    pub fn is_efi(self) -> bool {
+        self != Firmware::Bios
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Firmware::Bios => "bios",

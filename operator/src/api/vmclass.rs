@@ -58,6 +58,9 @@ pub struct Disk {
     /// A storage class the Provider maps to a datastore.
     #[schemars(length(min = 1))]
     pub storage_class: String,
+    /// How the disk is allocated on its datastore (`thin`, `thick` lazy-zeroed,
+    /// `eagerZeroed`). The first disk is the template's root disk, copied with
+    /// it at clone time; the others are created with it.
     #[serde(default)]
     pub provisioning: Provisioning,
 }

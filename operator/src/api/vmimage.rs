@@ -31,6 +31,10 @@ pub struct VMImageSpec {
     pub guest_agent: Option<String>,
     #[schemars(length(min = 1))]
     pub sources: Vec<ImageSource>,
+    /// How the template was built. `firmware`: the firmware it boots with; a
+    /// VMClass of the other boot firmware (`bios` against `efi` or
+    /// `efi-secure`) is not scheduled with this image (`FirmwareMismatch`),
+    /// and secure boot follows the VMClass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<TemplateSettings>,
     /// Secrets (in the Provider's namespace) with the cloud-config handed to the guest.

@@ -95,8 +95,11 @@ where
                 && p.name_any() == provider_ref.name
         })
         .ok_or_else(|| Error::ProviderNotFound(provider_ref.clone()))?;
-    let params = provider::connect_params(provider, &*world)
-        .map_err(|(reason, message)| Error::ProviderUnusable { reason, message })?;
+    let params =
+        provider::connect_params(provider, &*world).map_err(|f| Error::ProviderUnusable {
+            reason: f.reason,
+            message: f.message,
+        })?;
     let session = vsphere.connect(&params).await?;
     let secrets = cloud_config_secrets(&machine, &*world).map_err(Error::CloudConfig)?;
     let mut machine = machine;

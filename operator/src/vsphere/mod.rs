@@ -376,6 +376,8 @@ pub struct Shape {
     pub memory_mib: i64,
     /// The template's first disk grown to this size.
     pub root_disk_gib: Option<u64>,
+    /// The template's first disk copied with this provisioning.
+    pub root_disk_provisioning: Option<Provisioning>,
     pub extra_disks: Vec<ExtraDisk>,
     pub nics: Vec<Nic>,
     pub firmware: Firmware,

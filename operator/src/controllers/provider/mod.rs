@@ -238,6 +238,7 @@ fn caches_not_synced(provider: &Provider, sync: &CacheSync, now: &Time) -> Provi
     ProviderOutcome {
         status,
         transitioned,
+        cause: None,
     }
 }
 
@@ -288,11 +289,11 @@ async fn provider_inner<V: VSphere>(
         readiness::reconcile_provider(provider, &fetched, ctx.vsphere.as_ref(), &conditions::now())
             .await;
     write_provider_status(provider, ctx, &outcome).await?;
-    let (reason, transient) = outcome.ready_reason();
+    let (_, transient) = outcome.ready_reason();
     let key = key(provider);
     // Nothing watches the Secrets and ConfigMaps: one missing or wrong is
     // looked at again soon too.
-    if transient.is_some() || readiness::fixed_by_a_referenced_object(reason) {
+    if transient.is_some() || outcome.waits_for_a_referenced_object() {
         Ok((Action::requeue(ctx.failed(key)), transient))
     } else {
         ctx.succeeded(&key);

@@ -18,29 +18,14 @@ use crate::vsphere::{
     ConnectParams, Error, ErrorKind, Inventory, SecretString, Session, Tls, VSphere,
 };
 
-/// Condition reasons of a Provider's `Ready`.
+/// Condition reasons of a Provider's `Ready` and `Deleting`, and a
+/// VMImage's per Provider (`ConnectFailed` and `VCenterUnresponsive` are
+/// both); what each means is in [`crate::api::reasons`].
 pub mod reason {
-    pub const CONNECTED: &str = "Connected";
-    pub const INVALID_SPEC: &str = "InvalidSpec";
-    pub const SECRET_MISSING: &str = "SecretMissing";
-    pub const SECRET_INVALID: &str = "SecretInvalid";
-    pub const CA_BUNDLE_INVALID: &str = "CABundleInvalid";
-    pub const CONNECT_FAILED: &str = "ConnectFailed";
-    /// vCenter did not answer a call within `spec.connection.callDeadline`
-    /// (also a VSphereMachine's reason, and a VMImage's per Provider).
-    pub const VCENTER_UNRESPONSIVE: &str = "VCenterUnresponsive";
-    pub const INVENTORY_FAILED: &str = "InventoryFailed";
-    pub const DUPLICATE_FAILURE_DOMAIN: &str = "DuplicateFailureDomainName";
-    /// The provider role's watch caches are not synced: nothing can be read yet.
-    pub const CACHES_NOT_SYNCED: &str = "CachesNotSynced";
-    /// `Deleting=True`: the Provider is deleted and kept while VSphereMachines use it.
-    pub const WAITING_FOR_MACHINES: &str = "WaitingForVSphereMachines";
-
-    // Per-provider reasons of a VMImage.
-    pub const TEMPLATE_FOUND: &str = "TemplateFound";
-    pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
-    pub const LOOKUP_FAILED: &str = "LookupFailed";
-    pub const NO_VSPHERE_SOURCE: &str = "NoVSphereSource";
+    pub use crate::api::reasons::provider::*;
+    pub use crate::api::reasons::vmimage::{
+        LOOKUP_FAILED, NO_VSPHERE_SOURCE, TEMPLATE_FOUND, TEMPLATE_NOT_FOUND,
+    };
 }
 
 /// Read access to the Secrets and ConfigMaps a Provider references.
@@ -112,8 +97,41 @@ fn key_of(provider: &Provider) -> NamespacedReference {
     }
 }
 
-/// Why a Provider cannot be connected, as (reason, message).
-type Failure = (&'static str, String);
+/// What a Provider that is not Ready waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// A change of its spec.
+    Spec,
+    /// A Secret or ConfigMap it names (credentials, CA bundle) to be created
+    /// or fixed: nothing watches them, so it looks again with backoff.
+    ReferencedObject,
+    /// vCenter, which may recover by itself: retried with backoff and
+    /// counted under the metric label of its reason's kind.
+    VCenter,
+}
+
+/// Why a Provider is not Ready: its condition's reason and message, and
+/// what it waits for.
+#[derive(Debug)]
+pub struct Failure {
+    pub reason: &'static str,
+    pub message: String,
+    pub cause: Cause,
+}
+
+impl Failure {
+    fn new(reason: &'static str, message: String, cause: Cause) -> Self {
+        Failure {
+            reason,
+            message,
+            cause,
+        }
+    }
+
+    fn vcenter(e: Error, otherwise: &'static str) -> Self {
+        Failure::new(reason_of(&e, otherwise), e.message, Cause::VCenter)
+    }
+}
 
 /// Credentials and TLS settings of a Provider, read from its Secrets and ConfigMaps.
 pub fn connect_params(
@@ -130,82 +148,99 @@ pub fn connect_params(
         } else {
             reason::INVALID_SPEC
         };
-        return Err((reason, validate::describe(&errors)));
+        return Err(Failure::new(
+            reason,
+            validate::describe(&errors),
+            Cause::Spec,
+        ));
     }
     let key = key_of(provider);
     let connection = &provider.spec.connection;
     let secret_name = &connection.credentials_ref.name;
     let secret = objects.secret(&key.namespace, secret_name).ok_or_else(|| {
-        (
+        Failure::new(
             reason::SECRET_MISSING,
             format!(
                 "Secret {}/{secret_name} (spec.connection.credentialsRef) not found",
                 key.namespace
             ),
+            Cause::ReferencedObject,
         )
     })?;
     let field = |name: &str| {
         secret_value(&secret, name)
             .filter(|v| !v.is_empty())
             .ok_or_else(|| {
-                (
+                Failure::new(
                     reason::SECRET_INVALID,
                     format!(
                         "Secret {}/{secret_name} has no non-empty {name:?} key",
                         key.namespace
                     ),
+                    Cause::ReferencedObject,
                 )
             })
     };
     let call_deadline = connection.call_deadline().map_err(|message| {
-        (
+        Failure::new(
             reason::INVALID_SPEC,
             format!("spec.connection.callDeadline: {message}"),
+            Cause::Spec,
         )
     })?;
     let username = field("username")?;
     let password = SecretString::new(field("password")?);
 
+    // A CA bundle that cannot be used is a TLS problem: `ConnectFailed`, as
+    // the guide has it, the detail in the message.
+    let unusable_ca = |message: String, cause: Cause| {
+        Failure::new(
+            reason::CONNECT_FAILED,
+            format!("CA bundle: {message}"),
+            cause,
+        )
+    };
     let tls = match &connection.ca_bundle {
         _ if connection.insecure_skip_tls_verify => Tls::Insecure,
         None => Tls::SystemRoots,
         Some(ca) => {
-            let pem = if let Some(inline) = &ca.inline {
-                Some(inline.clone())
+            let (pem, cause) = if let Some(inline) = &ca.inline {
+                (Some(inline.clone()), Cause::Spec)
             } else if let Some(r) = &ca.config_map_ref {
                 let cm = objects.config_map(&key.namespace, &r.name).ok_or_else(|| {
-                    (
-                        reason::CA_BUNDLE_INVALID,
+                    unusable_ca(
                         format!(
                             "ConfigMap {}/{} (spec.connection.caBundle.configMapRef) not found",
                             key.namespace, r.name
                         ),
+                        Cause::ReferencedObject,
                     )
                 })?;
-                cm.data.as_ref().and_then(|d| d.get(&ca.key)).cloned()
+                let pem = cm.data.as_ref().and_then(|d| d.get(&ca.key)).cloned();
+                (pem, Cause::ReferencedObject)
             } else if let Some(r) = &ca.secret_ref {
                 let s = objects.secret(&key.namespace, &r.name).ok_or_else(|| {
-                    (
-                        reason::CA_BUNDLE_INVALID,
+                    unusable_ca(
                         format!(
                             "Secret {}/{} (spec.connection.caBundle.secretRef) not found",
                             key.namespace, r.name
                         ),
+                        Cause::ReferencedObject,
                     )
                 })?;
-                secret_value(&s, &ca.key)
+                (secret_value(&s, &ca.key), Cause::ReferencedObject)
             } else {
-                None
+                (None, Cause::Spec)
             };
             let pem = pem
                 .filter(|p| p.contains("-----BEGIN CERTIFICATE-----"))
                 .ok_or_else(|| {
-                    (
-                        reason::CA_BUNDLE_INVALID,
+                    unusable_ca(
                         format!(
-                            "spec.connection.caBundle: no PEM certificate under key {:?}",
+                            "no PEM certificate under key {:?} (spec.connection.caBundle)",
                             ca.key
                         ),
+                        cause,
                     )
                 })?;
             Tls::CaBundle(pem)
@@ -237,24 +272,36 @@ pub struct ProviderOutcome {
     pub status: ProviderStatus,
     /// `Ready` changed status: worth an event.
     pub transitioned: bool,
+    /// What the Provider waits for when this reconcile left it not Ready.
+    pub cause: Option<Cause>,
 }
 
 impl ProviderOutcome {
-    /// The `Ready` reason, and the vCenter failure it stands for when it
-    /// is worth retrying soon (see [`transient_failure`]).
+    /// The `Ready` reason, and the vCenter failure behind it when vCenter
+    /// may fix it by itself (worth retrying soon).
     pub fn ready_reason(&self) -> (&str, Option<ErrorKind>) {
         let reason = conditions::find(&self.status.conditions, READY)
             .map(|c| c.reason.as_str())
             .unwrap_or_default();
-        (reason, transient_failure(reason))
+        let transient = match self.cause {
+            Some(Cause::VCenter) => transient_failure(reason),
+            _ => None,
+        };
+        (reason, transient)
+    }
+
+    /// Does the Provider wait for a Secret or ConfigMap it names to be
+    /// created or fixed (its credentials or CA bundle)?
+    pub fn waits_for_a_referenced_object(&self) -> bool {
+        self.cause == Some(Cause::ReferencedObject)
     }
 }
 
-/// The vCenter failure a Provider's `Ready` reason or a VMImage's
-/// per-Provider reason stands for when vCenter may fix it by itself (not
-/// reachable, not answering, a walk or lookup that failed): retried sooner
-/// than the resync and counted under that kind's metric label. `None` for a
-/// reason only a change of the spec or a Secret fixes.
+/// The vCenter failure a VMImage's per-Provider reason (or a Provider's
+/// `Ready` reason from vCenter) stands for when vCenter may fix it by itself
+/// (not reachable, not answering, a walk or lookup that failed): retried
+/// sooner than the resync and counted under that kind's metric label. `None`
+/// for a reason only a change of the spec or a Secret fixes.
 pub fn transient_failure(reason: &str) -> Option<ErrorKind> {
     match reason {
         reason::CONNECT_FAILED => Some(ErrorKind::Connect),
@@ -265,15 +312,6 @@ pub fn transient_failure(reason: &str) -> Option<ErrorKind> {
     }
 }
 
-/// Is `reason` one that creating or editing a Secret or ConfigMap the
-/// Provider names fixes (its credentials or CA bundle)?
-pub fn fixed_by_a_referenced_object(reason: &str) -> bool {
-    matches!(
-        reason,
-        reason::SECRET_MISSING | reason::SECRET_INVALID | reason::CA_BUNDLE_INVALID
-    )
-}
-
 pub async fn reconcile_provider<V: VSphere>(
     provider: &Provider,
     objects: &impl Objects,
@@ -282,6 +320,7 @@ pub async fn reconcile_provider<V: VSphere>(
 ) -> ProviderOutcome {
     let previous = provider.status.clone().unwrap_or_default();
     let mut status = previous.clone();
+    let mut cause = None;
     let observed = match connect_and_walk(provider, objects, vsphere).await {
         Ok(failure_domains) => {
             let message = format!(
@@ -294,7 +333,10 @@ pub async fn reconcile_provider<V: VSphere>(
         }
         // A failure keeps the last known failure domains: a vCenter outage must not
         // make the scheduler forget where VMs can go.
-        Err((reason, message)) => Observed::new(READY, Status::False, reason, message),
+        Err(failure) => {
+            cause = Some(failure.cause);
+            Observed::new(READY, Status::False, failure.reason, failure.message)
+        }
     };
     let generation = provider.metadata.generation;
     let transitioned = conditions::set(&mut status.conditions, observed, generation, now);
@@ -302,6 +344,7 @@ pub async fn reconcile_provider<V: VSphere>(
     ProviderOutcome {
         status,
         transitioned,
+        cause,
     }
 }
 
@@ -314,15 +357,15 @@ async fn connect_and_walk<V: VSphere>(
     let session = vsphere
         .connect(&params)
         .await
-        .map_err(|e| (reason_of(&e, reason::CONNECT_FAILED), e.message))?;
+        .map_err(|e| Failure::vcenter(e, reason::CONNECT_FAILED))?;
     let inventory = session.inventory().await.map_err(|e| {
         if e.unresponsive() {
             vsphere.session_unresponsive(&session);
         }
-        (reason_of(&e, reason::INVENTORY_FAILED), e.message)
+        Failure::vcenter(e, reason::INVENTORY_FAILED)
     })?;
     failure_domains(provider, &inventory)
-        .map_err(|message| (reason::DUPLICATE_FAILURE_DOMAIN, message))
+        .map_err(|message| Failure::new(reason::DUPLICATE_FAILURE_DOMAIN, message, Cause::Spec))
 }
 
 /// One failure domain per (datacenter, cluster), named by override or
@@ -473,7 +516,7 @@ pub async fn image_on_provider<V: VSphere>(
             .connect(&params)
             .await
             .map_err(|e| (reason_of(&e, reason::CONNECT_FAILED), e.message)),
-        Err((_, message)) => Err((reason::CONNECT_FAILED, message)),
+        Err(failure) => Err((reason::CONNECT_FAILED, failure.message)),
     };
     let session = match session {
         Ok(session) => session,

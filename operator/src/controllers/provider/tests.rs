@@ -267,6 +267,68 @@ async fn a_missing_secret_is_read_by_name_and_looked_at_again_with_backoff() {
     );
 }
 
+/// A CA bundle whose ConfigMap is missing is the guide's `ConnectFailed`
+/// (the detail in the message), looked at again with backoff like a missing
+/// Secret, and not counted as a vCenter failure: vCenter was not asked.
+#[tokio::test]
+async fn a_missing_ca_bundle_is_connect_failed_and_looked_at_again_with_backoff() {
+    let mut provider = guide_provider();
+    provider.spec.connection.ca_bundle =
+        serde_json::from_value(json!({"configMapRef": {"name": "corp-ca-bundle"}})).unwrap();
+    let world = world(provider.clone());
+    let reads = world.reads.clone();
+    let vsphere = MockVSphere::new(script());
+    let (ctx, server) = world.context(vsphere.clone());
+    let metrics = ctx.metrics.clone();
+    let object = serde_json::to_value(&provider).unwrap();
+    let action = with_server(
+        ctx.clone(),
+        server,
+        |mut server| {
+            async move {
+                let body = server.status_apply(PROVIDER_STATUS, object).await;
+                let ready = &body["status"]["conditions"][0];
+                assert_eq!(ready["status"], "False");
+                assert_eq!(ready["reason"], "ConnectFailed");
+                assert_eq!(
+                    ready["message"],
+                    "CA bundle: ConfigMap banlieue-system/corp-ca-bundle \
+                     (spec.connection.caBundle.configMapRef) not found"
+                );
+                let event = server.event("Provider", "ConnectFailed").await;
+                assert_eq!(event["type"], "Warning");
+                server.nothing_more().await;
+            }
+            .boxed()
+        },
+        reconcile_provider(Arc::new(provider), ctx),
+    )
+    .await;
+    assert_eq!(
+        action.unwrap(),
+        Action::requeue(Duration::from_secs(5)),
+        "nothing watches the ConfigMap: looked at again with backoff"
+    );
+    assert!(
+        reads
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p == "/api/v1/namespaces/banlieue-system/configmaps/corp-ca-bundle"),
+        "read by name"
+    );
+    assert!(vsphere.connects().is_empty(), "vCenter not asked");
+    let metrics = metrics.render();
+    assert!(
+        metrics.contains("banlieue_reconciles_total{kind=\"Provider\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("error=\"vsphere_connect\""),
+        "not a vCenter failure: {metrics}"
+    );
+}
+
 #[tokio::test]
 async fn secrets_of_other_namespaces_are_never_read() {
     let mut secret = credentials("REPLACE-ME");
@@ -479,6 +541,35 @@ async fn image_not_rewritten_when_unchanged_and_template_not_found_named() {
     );
 }
 
+/// One VMImage reconcile of `image` with `provider` in the caches, against
+/// `vsphere`: the `perProvider` entry written, the action, and the metrics
+/// text after it.
+async fn image_reconciled(
+    image: VMImage,
+    provider: Provider,
+    vsphere: MockVSphere,
+) -> (serde_json::Value, Action, String) {
+    let (ctx, server) = world(provider).context(vsphere);
+    let metrics = ctx.metrics.clone();
+    let object = serde_json::to_value(&image).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let action = with_server(
+        ctx.clone(),
+        server,
+        |mut server| {
+            async move {
+                let body = server.status_apply(IMAGE_STATUS, object).await;
+                let _ = tx.send(body["status"]["perProvider"][0].clone());
+                server.nothing_more().await;
+            }
+            .boxed()
+        },
+        reconcile_image(Arc::new(image), ctx),
+    )
+    .await;
+    (rx.await.unwrap(), action.unwrap(), metrics.render())
+}
+
 /// A VMImage reconcile whose template lookup fails with `error`: the
 /// per-Provider reason written, the action, and the metrics text after it.
 async fn image_lookup_failing_with(error: crate::vsphere::Error) -> (String, Action, String) {
@@ -487,40 +578,27 @@ async fn image_lookup_failing_with(error: crate::vsphere::Error) -> (String, Act
     let mut s = script();
     s.lookup_error = Some(error);
     vsphere.set_script(s);
-    let image = fixtures::image(&[]);
-    let (ctx, server) = world(provider).context(vsphere);
-    let metrics = ctx.metrics.clone();
-    let object = serde_json::to_value(&image).unwrap();
-    let reason = Arc::new(std::sync::Mutex::new(String::new()));
-    let written = reason.clone();
-    let action = with_server(
-        ctx.clone(),
-        server,
-        |mut server| {
-            async move {
-                let body = server.status_apply(IMAGE_STATUS, object).await;
-                let reason = body["status"]["perProvider"][0]["reason"].as_str();
-                *written.lock().unwrap() = reason.unwrap_or_default().to_string();
-                server.nothing_more().await;
-            }
-            .boxed()
-        },
-        reconcile_image(Arc::new(image), ctx),
-    )
-    .await;
-    let reason = reason.lock().unwrap().clone();
-    (reason, action.unwrap(), metrics.render())
+    let (entry, action, metrics) = image_reconciled(fixtures::image(&[]), provider, vsphere).await;
+    let reason = entry["reason"].as_str().unwrap_or_default().to_string();
+    (reason, action, metrics)
+}
+
+/// A vCenter, the guide's Provider Ready on it, and an image whose only
+/// source is for another provider class.
+async fn sourceless() -> (MockVSphere, Provider, VMImage) {
+    let vsphere = MockVSphere::new(script());
+    let provider = ready_provider(computed(&guide_provider(), &vsphere).await);
+    let mut image = fixtures::image(&[]);
+    image.spec.sources[0].provider_class = "openstack".into();
+    (vsphere, provider, image)
 }
 
 /// An image with no Template source for this Provider's class is not ready
 /// on it, says so by name, and vCenter is not asked anything.
 #[tokio::test]
 async fn an_image_without_a_vsphere_source_is_not_ready_and_asks_vcenter_nothing() {
-    let vsphere = MockVSphere::new(script());
-    let provider = ready_provider(computed(&guide_provider(), &vsphere).await);
+    let (vsphere, provider, image) = sourceless().await;
     let connects = vsphere.connects().len();
-    let mut image = fixtures::image(&[]);
-    image.spec.sources[0].provider_class = "openstack".into();
     let entry = crate::controllers::provider::readiness::image_on_provider(
         &image,
         &provider,
@@ -535,6 +613,33 @@ async fn an_image_without_a_vsphere_source_is_not_ready_and_asks_vcenter_nothing
         Some("VMImage has no Template source for provider class \"vsphere\"")
     );
     assert!(entry.templates.is_empty(), "{entry:?}");
+    assert_eq!(vsphere.connects().len(), connects, "no vCenter call");
+}
+
+/// Through the controller and the API server: the entry is written
+/// (`NoVSphereSource`, not ready, the Provider named), and since only a
+/// change of the image fixes it, it waits for the resync: no backoff, no
+/// failure counted, no vCenter call.
+#[tokio::test]
+async fn an_image_without_a_vsphere_source_is_written_and_waits_for_a_change() {
+    let (vsphere, provider, image) = sourceless().await;
+    let connects = vsphere.connects().len();
+    let (entry, action, metrics) = image_reconciled(image, provider, vsphere.clone()).await;
+    assert_eq!(
+        entry,
+        json!({"provider": "prod-vsphere", "namespace": "banlieue-system", "ready": false,
+               "reason": "NoVSphereSource",
+               "message": "VMImage has no Template source for provider class \"vsphere\""})
+    );
+    assert_eq!(action, Action::requeue(RESYNC), "no backoff");
+    assert!(
+        metrics.contains("banlieue_reconciles_total{kind=\"VMImage\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("banlieue_reconcile_errors_total{kind=\"VMImage\""),
+        "not a failure: {metrics}"
+    );
     assert_eq!(vsphere.connects().len(), connects, "no vCenter call");
 }
 

@@ -15,17 +15,10 @@ use crate::api::{
 };
 use crate::conditions::{self, Observed, Status, READY, SCHEDULED};
 
-/// Reasons of the VirtualMachine conditions besides the scheduler's.
+/// Reasons of the VirtualMachine conditions (what each means:
+/// [`crate::api::reasons`]).
 pub mod reason {
-    pub const SCHEDULED: &str = "Scheduled";
-    pub const INVALID_SPEC: &str = "InvalidSpec";
-    pub const VMCLASS_NOT_FOUND: &str = "VMClassNotFound";
-    pub const VMIMAGE_NOT_FOUND: &str = "VMImageNotFound";
-    pub const INVALID_VMCLASS: &str = "InvalidVMClass";
-    pub const INVALID_VMIMAGE: &str = "InvalidVMImage";
-    pub const MACHINE_CONFLICT: &str = "VSphereMachineConflict";
-    pub const NOT_SCHEDULED: &str = "NotScheduled";
-    pub const WAITING_FOR_PROVIDER: &str = "WaitingForProvider";
+    pub use crate::api::reasons::virtualmachine::*;
 }
 
 /// What the VirtualMachine reconcile reads.
@@ -202,6 +195,9 @@ fn resolve(
             format!("VMImage {image_name:?}: {}", validate::describe(&errors)),
         ));
     }
+    if let Some(message) = firmware_mismatch(&class, &image) {
+        return Err(fail(reason::FIRMWARE_MISMATCH, message));
+    }
 
     if let Some(placement) = scheduled {
         let template = template_at(&image, placement, &cache.providers());
@@ -220,6 +216,24 @@ fn resolve(
         }
         Err(u) => Err(fail(u.reason.as_str(), u.message)),
     }
+}
+
+/// Why the image's template cannot boot with the class's firmware: it was
+/// built for the other boot firmware (BIOS against EFI). Secure boot follows
+/// the class.
+pub fn firmware_mismatch(class: &VMClass, image: &VMImage) -> Option<String> {
+    let built_for = image.spec.template.as_ref()?.firmware?;
+    let asked = class.spec.firmware;
+    (built_for.is_efi() != asked.is_efi()).then(|| {
+        format!(
+            "VMClass {:?} asks for {} firmware but VMImage {:?} was built for {} \
+             (spec.template.firmware): its clones would not boot; make them agree",
+            class.metadata.name.as_deref().unwrap_or_default(),
+            asked.as_str(),
+            image.metadata.name.as_deref().unwrap_or_default(),
+            built_for.as_str()
+        )
+    })
 }
 
 /// The template for a placement made earlier (re-creating a deleted VSphereMachine).

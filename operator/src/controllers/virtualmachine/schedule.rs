@@ -3,16 +3,20 @@
 //!
 //! A Provider is a candidate when, in this order: its class has a source in the
 //! image; its labels match `providerSelector`; it advertises every storage
-//! class, network class and feature the VMClass needs; it is Ready and has a
-//! failure domain that matches `failureDomainSelector` and offers those
-//! classes; it advertises `vtpm` when the class wants a TPM; the image is ready
-//! on it. When none is, the reason is that of the check the furthest Provider
-//! failed, and the message says what failed on each Provider.
+//! class, network class and feature the VMClass needs; it is not being
+//! deleted; it has a failure domain that matches `failureDomainSelector` and
+//! offers those classes (its last known ones when it is not Ready); it
+//! advertises `vtpm` when the class wants a TPM; it is Ready and the image is
+//! ready on it (either failing is `ImageNotReady`, as the guide has it: a
+//! Provider that is not Ready cannot verify the image). When none is, the
+//! reason is that of the check the furthest Provider failed, and the message
+//! says what failed on each Provider.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::core::SelectorExt;
 
+use crate::api::reasons::virtualmachine as reasons;
 use crate::api::validate;
 use crate::api::{
     FailureDomain, NamespacedReference, Provider, ResolvedNetwork, ResolvedStorage,
@@ -34,9 +38,9 @@ pub enum Reason {
 impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
-            Reason::NoProviderMatched => "NoProviderMatched",
-            Reason::TpmUnsupported => "TpmUnsupported",
-            Reason::ImageNotReady => "ImageNotReady",
+            Reason::NoProviderMatched => reasons::NO_PROVIDER_MATCHED,
+            Reason::TpmUnsupported => reasons::TPM_UNSUPPORTED,
+            Reason::ImageNotReady => reasons::IMAGE_NOT_READY,
         }
     }
 }
@@ -166,11 +170,26 @@ fn evaluate<'p>(
     if provider.metadata.deletion_timestamp.is_some() {
         return no_match("is being deleted".to_string());
     }
+    // A Provider that is not Ready cannot have the image ready on it: the
+    // guide's `ImageNotReady`, its own reason in the message. Its last known
+    // failure domains still say whether it could take the VM at all.
     let status = provider.status.clone().unwrap_or_default();
-    match conditions::find(&status.conditions, READY) {
-        Some(c) if c.status == "True" => {}
-        Some(c) => return no_match(format!("is not Ready ({}: {})", c.reason, c.message)),
-        None => return no_match("is not Ready (no status reported yet)".to_string()),
+    let not_ready = match conditions::find(&status.conditions, READY) {
+        Some(c) if c.status == "True" => None,
+        Some(c) => Some(format!("{}: {}", c.reason, c.message)),
+        None => Some("no status reported yet".to_string()),
+    }
+    .map(|why| {
+        (
+            Reason::ImageNotReady,
+            format!("is not Ready ({why}), so VMImage {image_name:?} cannot be ready on it"),
+        )
+    });
+    if let Some(not_ready) = not_ready
+        .clone()
+        .filter(|_| status.failure_domains.is_empty())
+    {
+        return Err(not_ready);
     }
     let fd_selector = match placement.and_then(|p| p.failure_domain_selector.as_ref()) {
         Some(s) => Some(validate::selector(s).map_err(|e| (Reason::NoProviderMatched, e))?),
@@ -224,6 +243,9 @@ fn evaluate<'p>(
         ));
     }
 
+    if let Some(not_ready) = not_ready {
+        return Err(not_ready);
+    }
     let key = provider_key(provider);
     match image.on_provider(&key.namespace, &key.name) {
         Some(entry) if entry.ready => Ok(usable),
@@ -691,22 +713,34 @@ mod tests {
         );
     }
 
-    #[test]
-    fn provider_not_ready() {
+    /// The guide's Provider, with its last known failure domains, not Ready.
+    fn not_ready(reason: &str, message: &str) -> Provider {
         let mut p = guide_provider();
         if let Some(s) = p.status.as_mut() {
             s.conditions[0].status = "False".into();
-            s.conditions[0].reason = "ConnectFailed".into();
-            s.conditions[0].message = "x509: unknown authority".into();
+            s.conditions[0].reason = reason.into();
+            s.conditions[0].message = message.into();
         }
+        p
+    }
+
+    #[test]
+    fn provider_not_ready() {
+        let p = not_ready("ConnectFailed", "x509: unknown authority");
         let u = unschedulable(
             &selector_vm(),
             &guide_class(),
             &image(&["prod-vsphere"]),
             &[p],
         );
-        assert_eq!(u.reason, Reason::NoProviderMatched);
-        assert!(u.message.ends_with("banlieue-system/prod-vsphere: is not Ready (ConnectFailed: x509: unknown authority)"), "{}", u.message);
+        assert_eq!(u.reason, Reason::ImageNotReady, "the guide's reason");
+        assert_eq!(u.reason.as_str(), "ImageNotReady");
+        assert_eq!(
+            u.message,
+            "VMImage \"ubuntu-22.04-cloudinit\" is not ready on any candidate Provider: \
+             banlieue-system/prod-vsphere: is not Ready (ConnectFailed: x509: unknown authority), \
+             so VMImage \"ubuntu-22.04-cloudinit\" cannot be ready on it"
+        );
 
         let fresh = provider(
             "prod-vsphere",
@@ -719,9 +753,26 @@ mod tests {
             &image(&["prod-vsphere"]),
             &[fresh],
         );
+        assert_eq!(u.reason, Reason::ImageNotReady);
         assert!(
-            u.message.ends_with("is not Ready (no status reported yet)"),
+            u.message.contains("is not Ready (no status reported yet)"),
             "{}",
+            u.message
+        );
+    }
+
+    #[test]
+    fn a_provider_not_ready_is_still_judged_by_its_last_known_failure_domains() {
+        let p = not_ready("ConnectFailed", "connection refused");
+        let vm = vm(
+            "x",
+            json!({"failureDomainSelector": {"matchLabels": {"name": "elsewhere"}}}),
+        );
+        let u = unschedulable(&vm, &guide_class(), &image(&["prod-vsphere"]), &[p]);
+        assert_eq!(
+            u.reason,
+            Reason::NoProviderMatched,
+            "no failure domain of it could take the VM, Ready or not: {}",
             u.message
         );
     }

@@ -58,6 +58,49 @@ async fn tpm_unsupported() {
 }
 
 #[tokio::test]
+async fn an_image_built_for_another_boot_firmware_is_not_scheduled() {
+    let mut world = World::guide();
+    world.images[0].spec.template =
+        Some(serde_json::from_value(json!({"firmware": "bios"})).unwrap());
+    let scenario = Scenario::Unschedulable {
+        reason: "FirmwareMismatch",
+        message_contains: "VMClass \"db-prod-large\" asks for efi-secure firmware but VMImage \
+                           \"ubuntu-22.04-cloudinit\" was built for bios (spec.template.firmware)",
+    };
+    reconcile_with(world, guide_vm(), scenario).await.unwrap();
+}
+
+#[test]
+fn firmware_agrees_by_boot_firmware_and_secure_boot_follows_the_class() {
+    let built_for = |firmware: Option<&str>| {
+        let mut image = fixtures::image(&[]);
+        image.spec.template =
+            firmware.map(|f| serde_json::from_value(json!({"firmware": f})).unwrap());
+        image
+    };
+    let class = |firmware: &str| {
+        let mut class = fixtures::guide_class();
+        class.spec.firmware = serde_json::from_value(json!(firmware)).unwrap();
+        class
+    };
+    for (asked, image, mismatch) in [
+        ("efi-secure", Some("efi"), false),
+        ("efi", Some("efi-secure"), false),
+        ("bios", Some("bios"), false),
+        ("bios", None, false),
+        ("efi", Some("bios"), true),
+        ("efi-secure", Some("bios"), true),
+        ("bios", Some("efi"), true),
+    ] {
+        assert_eq!(
+            plan::firmware_mismatch(&class(asked), &built_for(image)).is_some(),
+            mismatch,
+            "class {asked}, image {image:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn missing_class_is_reported_not_retried() {
     let mut vm = guide_vm();
     vm.spec.class_ref.name = "nope".into();

@@ -391,10 +391,9 @@ async fn record<H: Hooks>(
 /// call deadline, `Failed` for anything else.
 pub fn error_condition(error: &Error) -> crate::conditions::Observed {
     let (reason, message) = match error {
-        Error::VSphere(e) if e.unresponsive() => (
-            crate::controllers::provider::readiness::reason::VCENTER_UNRESPONSIVE,
-            error.to_string(),
-        ),
+        Error::VSphere(e) if e.unresponsive() => {
+            (step::reason::VCENTER_UNRESPONSIVE, error.to_string())
+        }
         Error::ProviderNotFound(provider) => (
             step::reason::PROVIDER_NOT_FOUND,
             format!(

@@ -192,8 +192,11 @@ where
     let fetched = ctx
         .fetch(&provider_ref.namespace, &secrets, &config_maps)
         .await?;
-    let params = readiness::connect_params(&provider, &fetched)
-        .map_err(|(reason, message)| Error::ProviderUnusable { reason, message })?;
+    let params =
+        readiness::connect_params(&provider, &fetched).map_err(|f| Error::ProviderUnusable {
+            reason: f.reason,
+            message: f.message,
+        })?;
     // vCenter not answering within the call deadline is said in the
     // machine's status (the error policy then backs off); the session that
     // met it is dropped, so the next reconcile logs in anew.

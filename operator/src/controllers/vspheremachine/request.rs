@@ -22,6 +22,7 @@ pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<Clo
         cpus: spec.cpus.min(i32::MAX as u32) as i32,
         memory_mib: spec.memory_mib.min(i64::MAX as u64) as i64,
         root_disk_gib: root.map(|d| d.size_gib),
+        root_disk_provisioning: root.map(|d| d.provisioning),
         extra_disks: spec
             .disks
             .iter()
@@ -58,4 +59,40 @@ pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<Clo
         datastore: root.map(|d| d.datastore.clone()).filter(|d| !d.is_empty()),
         shape,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{MachineDisk, Provisioning};
+
+    #[test]
+    fn the_root_disk_is_cloned_with_its_provisioning_the_others_made_with_theirs() {
+        let mut m = crate::fixtures::machine("web");
+        m.spec.disks[0].provisioning = Provisioning::EagerZeroed;
+        m.spec.disks.push(MachineDisk {
+            name: "data".into(),
+            size_gib: 3,
+            storage_class: "fast".into(),
+            datastore: "LocalDS_0".into(),
+            provisioning: Provisioning::Thick,
+        });
+        let request = clone_request(&m, &[]).expect("request");
+        assert_eq!(
+            (
+                request.shape.root_disk_gib,
+                request.shape.root_disk_provisioning
+            ),
+            (Some(20), Some(Provisioning::EagerZeroed))
+        );
+        assert_eq!(request.shape.extra_disks.len(), 1);
+        assert_eq!(
+            request.shape.extra_disks[0].provisioning,
+            Provisioning::Thick
+        );
+
+        m.spec.disks.clear();
+        let request = clone_request(&m, &[]).expect("request");
+        assert_eq!(request.shape.root_disk_provisioning, None, "no disk asked");
+    }
 }

@@ -17,19 +17,9 @@ use crate::api::{InstallMode, PowerState, TaskStatus, VSphereMachine, VSphereMac
 use crate::conditions::{self, Observed, Status, READY};
 use crate::vsphere::{ServerIdentity, Shape, TaskFacts, TaskState, VmFacts};
 
-/// `Ready` condition reasons.
+/// `Ready` condition reasons (what each means: [`crate::api::reasons`]).
 pub mod reason {
-    pub const CLONING: &str = "Cloning";
-    pub const RECONFIGURING: &str = "Reconfiguring";
-    pub const POWERING_ON: &str = "PoweringOn";
-    pub const POWERING_OFF: &str = "PoweringOff";
-    pub const WAITING_FOR_IP: &str = "WaitingForIP";
-    pub const FAILED: &str = "Failed";
-    pub const DELETING: &str = "Deleting";
-    /// The Provider the machine names does not exist (see docs/operator.md).
-    pub const PROVIDER_NOT_FOUND: &str = "ProviderNotFound";
-    pub const POWERED_ON: &str = "PoweredOn";
-    pub const POWERED_OFF: &str = "PoweredOff";
+    pub use crate::api::reasons::vspheremachine::*;
 }
 
 /// Task operations, as recorded in `status.task.operation`.

@@ -2,7 +2,8 @@
 //!
 //! Calls per VM: the lookup by instance UUID is `FindByUuid` (plus one
 //! `RetrievePropertiesEx` when it finds the VM); a clone is one `CloneVM_Task`
-//! through the SDK's clone with the template's devices, read once per session;
+//! through the SDK's clone with the template's devices, read once per session
+//! (the root disk copied with the class's provisioning through a disk locator);
 //! each power or reconfigure operation is one task call; tasks are waited for
 //! through the client's one shared task filter. Placement (folder, resource
 //! pool, datastores, port groups) is resolved once per session and cached, so
@@ -69,6 +70,14 @@ fn firmware(firmware: Firmware) -> VmFirmware {
         Firmware::Bios => VmFirmware::Bios,
         Firmware::Efi => VmFirmware::Efi { secure_boot: false },
         Firmware::EfiSecure => VmFirmware::Efi { secure_boot: true },
+    }
+}
+
+fn provisioning(provisioning: Provisioning) -> DiskProvisioning {
+    match provisioning {
+        Provisioning::Thin => DiskProvisioning::Thin,
+        Provisioning::Thick => DiskProvisioning::Thick,
+        Provisioning::EagerZeroed => DiskProvisioning::EagerZeroedThick,
     }
 }
 
@@ -217,14 +226,9 @@ impl VCenterSession {
                     "datastore",
                 )
                 .await?;
-            let provisioning = match disk.provisioning {
-                Provisioning::Thin => DiskProvisioning::Thin,
-                Provisioning::Thick => DiskProvisioning::Thick,
-                Provisioning::EagerZeroed => DiskProvisioning::EagerZeroedThick,
-            };
             config = config.add_disk(
                 disk.size_gib as i64 * 1024 * 1024,
-                provisioning,
+                provisioning(disk.provisioning),
                 Some(DiskPlacement {
                     datastore_name: disk.datastore.clone(),
                     datastore,
@@ -366,6 +370,11 @@ impl Machines for VCenterSession {
         let mut spec = CloneSpec::new(folder).pool(pool).config(config);
         if let Some(datastore) = datastore {
             spec = spec.datastore(datastore);
+        }
+        // The root disk as the class asks: a disk locator vCenter converts
+        // it with while copying the template.
+        if let Some(root) = request.shape.root_disk_provisioning {
+            spec = spec.disk_provisioning(0, provisioning(root));
         }
         let task = self
             .client()

@@ -1,0 +1,169 @@
+//! The condition reasons of each kind, with what each means. The controllers
+//! set these constants; `crdgen` lists every one of them in the API
+//! reference. Where the user guide names a case (its troubleshooting table),
+//! the reason is the guide's: TLS and CA bundle problems are `ConnectFailed`,
+//! a VirtualMachine whose candidate Providers are not Ready is
+//! `ImageNotReady` (the image cannot be ready on them); the detail is in the
+//! message.
+
+/// A reason as the API reference lists it: the reason, the condition it is
+/// set on, what it means.
+pub type Documented = (&'static str, &'static str, &'static str);
+
+/// Defines one `pub const` per reason and `ALL`, each [`Documented`].
+macro_rules! reasons {
+    ($($name:ident = $value:literal, $condition:literal => $meaning:literal;)*) => {
+        $(#[doc = $meaning] pub const $name: &str = $value;)*
+        /// Every reason of this module.
+        pub const ALL: &[super::Documented] = &[$(($value, $condition, $meaning)),*];
+    };
+}
+
+/// A Provider's `Ready` and `Deleting` conditions.
+pub mod provider {
+    reasons! {
+        CONNECTED = "Connected", "Ready=True" =>
+            "Logged in to vCenter and walked its inventory: `status.failureDomains` is current.";
+        INVALID_SPEC = "InvalidSpec", "Ready=False" =>
+            "The spec breaks a rule beyond the schema (the message names the field); waits for the spec to change.";
+        SECRET_MISSING = "SecretMissing", "Ready=False" =>
+            "The `spec.connection.credentialsRef` Secret does not exist; looked at again with backoff.";
+        SECRET_INVALID = "SecretInvalid", "Ready=False" =>
+            "The Secret has no non-empty `username` or `password` key; looked at again with backoff.";
+        CONNECT_FAILED = "ConnectFailed", "Ready=False" =>
+            "Bad credentials, endpoint or TLS: vCenter refused the login or could not be reached, its certificate \
+             is not trusted, or `spec.connection.caBundle` is unusable (its ConfigMap or Secret missing, no PEM \
+             certificate under its key); the message says which. Retried with backoff.";
+        VCENTER_UNRESPONSIVE = "VCenterUnresponsive", "Ready=False" =>
+            "vCenter did not answer a call within `spec.connection.callDeadline`; retried with backoff on a new session.";
+        INVENTORY_FAILED = "InventoryFailed", "Ready=False" =>
+            "Logged in, but walking the inventory failed; retried with backoff. The last known failure domains are kept.";
+        DUPLICATE_FAILURE_DOMAIN = "DuplicateFailureDomainName", "Ready=False" =>
+            "Two (datacenter, cluster) pairs resolve to one failure-domain name (two overrides, or an override \
+             and a generated name); the message names both.";
+        CACHES_NOT_SYNCED = "CachesNotSynced", "Ready=False" =>
+            "The provider role's watch caches are not synced yet, so the Provider is not reconciled; see the \
+             provider's log.";
+        WAITING_FOR_MACHINES = "WaitingForVSphereMachines", "Deleting=True" =>
+            "The Provider is deleted and kept while VSphereMachines use it (named in the message), so they can \
+             still destroy their VMs.";
+    }
+}
+
+/// A VMImage's `status.perProvider[].reason`.
+pub mod vmimage {
+    reasons! {
+        TEMPLATE_FOUND = "TemplateFound", "ready: true" =>
+            "The template exists in every datacenter of the Provider's failure domains.";
+        TEMPLATE_NOT_FOUND = "TemplateNotFound", "ready: false" =>
+            "The template is absent in a datacenter (named), or the Provider has no failure domains.";
+        CONNECT_FAILED = "ConnectFailed", "ready: false" =>
+            "The Provider is not Ready (its reason in the message) or vCenter could not be reached; retried with backoff.";
+        VCENTER_UNRESPONSIVE = "VCenterUnresponsive", "ready: false" =>
+            "vCenter did not answer the lookup within the Provider's call deadline; retried with backoff.";
+        LOOKUP_FAILED = "LookupFailed", "ready: false" =>
+            "Looking the template up failed; retried with backoff.";
+        NO_VSPHERE_SOURCE = "NoVSphereSource", "ready: false" =>
+            "The image has no `Template` source for the Provider's class.";
+    }
+}
+
+/// A VirtualMachine's `Scheduled` and `Ready` conditions (`Ready` otherwise
+/// mirrors its VSphereMachine's `Ready`, reason included).
+pub mod virtualmachine {
+    reasons! {
+        SCHEDULED = "Scheduled", "Scheduled=True" =>
+            "Placed: `status.scheduled` names the Provider and failure domain, and the VSphereMachine exists.";
+        INVALID_SPEC = "InvalidSpec", "Scheduled=False" =>
+            "The spec breaks a rule beyond the schema (the message names the field).";
+        VMCLASS_NOT_FOUND = "VMClassNotFound", "Scheduled=False" => "The VMClass of `spec.classRef` does not exist.";
+        VMIMAGE_NOT_FOUND = "VMImageNotFound", "Scheduled=False" => "The VMImage of `spec.imageRef` does not exist.";
+        INVALID_VMCLASS = "InvalidVMClass", "Scheduled=False" =>
+            "The VMClass breaks a rule beyond the schema (the message names the field).";
+        INVALID_VMIMAGE = "InvalidVMImage", "Scheduled=False" =>
+            "The VMImage breaks a rule beyond the schema (the message names the field).";
+        FIRMWARE_MISMATCH = "FirmwareMismatch", "Scheduled=False" =>
+            "The VMImage's template was built for another boot firmware than the VMClass asks \
+             (`spec.template.firmware` `bios` against `efi` or `efi-secure`, or the other way round): \
+             its clones would not boot. Make them agree.";
+        MACHINE_CONFLICT = "VSphereMachineConflict", "Scheduled=False" =>
+            "A VSphereMachine of the same name exists and is not owned by this VirtualMachine.";
+        NO_PROVIDER_MATCHED = "NoProviderMatched", "Scheduled=False" =>
+            "No Provider matches `placement.providerSelector`, or none advertises the storage or network \
+             classes or features the VMClass needs, has a failure domain matching `failureDomainSelector` \
+             that offers them, or has a source in the VMImage; a deleted Provider takes no new VM. The message \
+             says what failed on each Provider.";
+        TPM_UNSUPPORTED = "TpmUnsupported", "Scheduled=False" =>
+            "The VMClass wants a vTPM but no candidate Provider advertises the `vtpm` feature.";
+        IMAGE_NOT_READY = "ImageNotReady", "Scheduled=False" =>
+            "The VMImage is not ready on any candidate Provider: its per-Provider reason, or the Provider is \
+             not Ready (its reason in the message), so the image cannot be ready on it.";
+        NOT_SCHEDULED = "NotScheduled", "Ready=False" => "Not scheduled: the `Scheduled` reason and message follow.";
+        WAITING_FOR_PROVIDER = "WaitingForProvider", "Ready=False" =>
+            "The VSphereMachine exists but has not reported readiness yet.";
+    }
+}
+
+/// A VSphereMachine's `Ready` condition.
+pub mod vspheremachine {
+    reasons! {
+        CLONING = "Cloning", "Ready=False" => "The clone task is being sent or is in flight (its progress in the message).";
+        RECONFIGURING = "Reconfiguring", "Ready=False" => "The clone is being given the class's CPUs, memory and firmware.";
+        POWERING_ON = "PoweringOn", "Ready=False" => "The VM is being powered on.";
+        POWERING_OFF = "PoweringOff", "Ready=False" => "The guest is being shut down (a hard power-off after a minute).";
+        WAITING_FOR_IP = "WaitingForIP", "Ready=False" => "The VM is on; waiting for the guest to report an IP address.";
+        FAILED = "Failed", "Ready=False" =>
+            "A task or call failed, or the machine cannot be made as asked; the message says why.";
+        DELETING = "Deleting", "Ready=False" => "The VM is being powered off and destroyed.";
+        PROVIDER_NOT_FOUND = "ProviderNotFound", "Ready=False" =>
+            "The Provider the machine names does not exist: recreate it, or remove the finalizer to leave the VM.";
+        VCENTER_UNRESPONSIVE = "VCenterUnresponsive", "Ready=False" =>
+            "vCenter did not answer within the Provider's call deadline; retried with backoff on a new session.";
+        POWERED_ON = "PoweredOn", "Ready=True" => "The VM is on (with an IP address when it needs one).";
+        POWERED_OFF = "PoweredOff", "Ready=True" => "The VM is off, as asked.";
+    }
+}
+
+/// A kind's reasons as the API reference lists them, with a note on where
+/// they appear.
+pub fn of_kind(kind: &str) -> Option<(&'static str, &'static [Documented])> {
+    match kind {
+        "Provider" => Some(("The reasons of `status.conditions`.", provider::ALL)),
+        "VMImage" => Some((
+            "The reasons of `status.perProvider[].reason`.",
+            vmimage::ALL,
+        )),
+        "VirtualMachine" => Some((
+            "The reasons of `status.conditions`; once the VSphereMachine reports, `Ready` is its `Ready` \
+             (reason and message).",
+            virtualmachine::ALL,
+        )),
+        "VSphereMachine" => Some(("The reasons of `status.conditions`.", vspheremachine::ALL)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn each_kind_names_a_reason_once_and_shared_ones_agree() {
+        for kind in ["Provider", "VMImage", "VirtualMachine", "VSphereMachine"] {
+            let (_, table) = of_kind(kind).expect("a table");
+            let names: BTreeSet<&str> = table.iter().map(|(r, _, _)| *r).collect();
+            assert_eq!(names.len(), table.len(), "{kind}: a reason listed twice");
+        }
+        assert_eq!(vmimage::CONNECT_FAILED, provider::CONNECT_FAILED);
+        assert_eq!(
+            vmimage::VCENTER_UNRESPONSIVE,
+            provider::VCENTER_UNRESPONSIVE
+        );
+        assert_eq!(
+            vspheremachine::VCENTER_UNRESPONSIVE,
+            provider::VCENTER_UNRESPONSIVE
+        );
+    }
+}
