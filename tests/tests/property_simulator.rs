@@ -74,6 +74,12 @@ async fn vms_under_the_root_folder_with_nested_paths() {
         let config = vm.config.as_ref().expect("config");
         assert_eq!(config.uuid.len(), 36, "uuid {:?}", config.uuid);
         assert!(config.hardware.num_cpu >= 1);
+        // `memory_mb` was not asked for: it reads 0, and the object says so.
+        assert_eq!(config.hardware.memory_mb, 0);
+        assert!(vm.retrieved.contains("config.hardware.numCPU"));
+        assert!(!vm.retrieved.contains("config.hardware.memoryMB"));
+        assert!(vm.retrieved.contains("summary.storage.committed"));
+        assert!(!vm.retrieved.contains("guest"));
         assert!(vm
             .summary
             .as_ref()
@@ -414,8 +420,11 @@ async fn an_update_stream_sees_a_power_change() {
             .map(|r| r.power_state.clone()),
         Some(VirtualMachinePowerState::PoweredOff)
     );
-    // The stream keeps the object's other properties.
+    // The stream keeps the object's other properties, and what was sent.
     assert!(change.object.name.is_some());
+    let sent: Vec<&str> = change.object.retrieved.iter().collect();
+    assert_eq!(sent, ["name", "runtime.powerState"]);
+    assert!(!change.object.retrieved.contains("runtime.host"));
 
     let collectors = calls(&client, "CreatePropertyCollector");
     stream.close().await.expect("close");

@@ -108,7 +108,7 @@ fn struct_code(model: &Model, plan: &Plan, mo: &ManagedObject, rust: &str) -> Re
         .into_iter()
         .flat_map(|m| m.properties.iter().map(move |p| (m.name.as_str(), p)))
         .collect();
-    let mut names = BTreeSet::from(["mo_ref".to_string()]);
+    let mut names = BTreeSet::from(["mo_ref".to_string(), "retrieved".to_string()]);
     let mut code = String::new();
     match &mo.base {
         Some(base) => writeln!(code, "/// Managed object `{}` (extends `{base}`).", mo.name),
@@ -119,7 +119,9 @@ fn struct_code(model: &Model, plan: &Plan, mo: &ManagedObject, rust: &str) -> Re
     writeln!(
         code,
         "///\n/// Every property is `None` until retrieved.\n#[derive(Debug, Clone, PartialEq, Default)]\npub struct {rust} {{\n    \
-         /// The managed object the properties were retrieved from.\n    pub mo_ref: x::ManagedObjectReference,"
+         /// The managed object the properties were retrieved from.\n    pub mo_ref: x::ManagedObjectReference,\n    \
+         /// The property paths the server sent values for (`RetrievedPaths::contains`).\n    \
+         pub retrieved: x::RetrievedPaths,"
     )
     .ok();
     let mut arms = String::new();

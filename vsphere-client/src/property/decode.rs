@@ -14,7 +14,9 @@ use std::borrow::Cow;
 
 use crate::generated::REGISTRY;
 use crate::mo::MANAGED_OBJECTS;
-use crate::xml::{skipped, Decode, DecodeError, DecodeErrorKind, Occurs, Value, XmlReader};
+use crate::xml::{
+    skipped, Decode, DecodeError, DecodeErrorKind, Occurs, RetrievedPaths, Value, XmlReader,
+};
 
 use super::object::ManagedObject;
 
@@ -77,6 +79,8 @@ impl NestedValue<'_> {
 #[derive(Default)]
 pub(crate) struct PathCache {
     entries: Vec<(String, Option<Occurs>)>,
+    /// The last object's retrieved paths, which the next ones most often share.
+    last_retrieved: RetrievedPaths,
 }
 
 impl PathCache {
@@ -488,8 +492,16 @@ impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
         Ok(())
     }
 
-    /// Decodes the nested values into the object and returns it.
-    pub(crate) fn finish(mut self) -> Result<T, DecodeError> {
+    /// Decodes the nested values into the object and returns it, with the
+    /// paths it got values for.
+    pub(crate) fn finish(mut self, cache: &mut PathCache) -> Result<T, DecodeError> {
+        let sent = self
+            .top_level
+            .iter()
+            .chain(self.nested.iter().map(|(p, _)| p));
+        let retrieved = RetrievedPaths::of(sent.map(String::as_str), &cache.last_retrieved);
+        cache.last_retrieved = retrieved.clone();
+        *self.object.retrieved_mut() = retrieved;
         let skip: Vec<&str> = self.top_level.iter().map(String::as_str).collect();
         let mut refs: Vec<(Cow<'_, str>, &NestedValue<'_>)> = self
             .nested

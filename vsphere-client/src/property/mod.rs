@@ -27,7 +27,11 @@
 //! retrieved. A nested path is set inside its top-level property:
 //! `runtime.powerState` gives `runtime: Some(VirtualMachineRuntimeInfo { power_state, .. })`
 //! where the fields that were not asked for hold their defaults (`None`,
-//! empty, zero), so read only what you asked for. Paths retrieved together
+//! empty, zero), so read only what you asked for: each object's `retrieved`
+//! ([`RetrievedPaths`](crate::xml::RetrievedPaths)) says which paths the
+//! server sent values for, so a default never passes for a real value
+//! (`vm.retrieved.contains("config.hardware.memoryMB")` is false after
+//! retrieving only `config.hardware.numCPU`). Paths retrieved together
 //! share their parent (`runtime.powerState` and `runtime.host` both land in
 //! `vm.runtime`). When the server has no value for a nested path (an unset
 //! `guest.ipAddress`), the parent stays `None` unless a sibling set it.
@@ -819,7 +823,7 @@ fn decode_object_content<'a, T: ManagedObject>(
             _ => r.skip()?,
         }
     }
-    let object = builder.finish()?;
+    let object = builder.finish(cache)?;
     let missing = MissingProperties {
         obj: object.mo_ref().clone(),
         properties: missing,
@@ -971,6 +975,59 @@ mod tests {
             ))
         ));
         assert!(matches!(devices[1], AnyVirtualDevice::VirtualVmxnet3(_)));
+    }
+
+    #[test]
+    fn an_object_says_which_paths_hold_real_values() {
+        // Two VMs with only `config.hardware.numCPU` and `name`; the second
+        // has no name and a missing path (no permission).
+        let page = decode(
+            r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval>
+<objects><obj type="VirtualMachine">vm-1</obj>
+<propSet><name>config.hardware.numCPU</name><val xsi:type="xsd:int">4</val></propSet>
+<propSet><name>name</name><val xsi:type="xsd:string">web</val></propSet></objects>
+<objects><obj type="VirtualMachine">vm-2</obj>
+<propSet><name>config.hardware.numCPU</name><val xsi:type="xsd:int">2</val></propSet>
+<missingSet><path>name</path><fault><fault xsi:type="NoPermission"><privilegeId>System.Read</privilegeId></fault></fault></missingSet></objects>
+<objects><obj type="VirtualMachine">vm-3</obj>
+<propSet><name>config</name><val xsi:type="VirtualMachineConfigInfo"><name>db</name><hardware><numCPU>8</numCPU><memoryMB>4096</memoryMB></hardware></val></propSet>
+<propSet><name>runtime.futureField</name><val xsi:type="xsd:string">x</val></propSet></objects>
+</returnval></RetrievePropertiesExResponse>"#,
+        );
+        let [web, unnamed, db] = &page.objects[..] else {
+            panic!("{:?}", page.objects)
+        };
+        // What the user meets: memory_mb reads 0 on a partial object, and the
+        // object says it was never sent.
+        let hardware = &web.config.as_ref().expect("config").hardware;
+        assert_eq!((hardware.num_cpu, hardware.memory_mb), (4, 0));
+        assert!(web.retrieved.contains("config.hardware.numCPU"));
+        assert!(!web.retrieved.contains("config.hardware.memoryMB"));
+        assert!(
+            !web.retrieved.contains("config.hardware"),
+            "only part of it"
+        );
+        assert!(!web.retrieved.contains("config"));
+        assert!(web.retrieved.contains("name"));
+        assert!(
+            !web.retrieved.contains("nam"),
+            "a prefix of a name is not a path"
+        );
+        let sent: Vec<&str> = web.retrieved.iter().collect();
+        assert_eq!(sent, ["config.hardware.numCPU", "name"]);
+
+        assert!(unnamed.retrieved.contains("config.hardware.numCPU"));
+        assert!(!unnamed.retrieved.contains("name"), "reported missing");
+        assert_eq!(unnamed.name, None);
+
+        // A whole property holds every path below it; a path the bindings
+        // do not know is not claimed.
+        assert!(db.retrieved.contains("config"));
+        assert!(db.retrieved.contains("config.hardware.memoryMB"));
+        assert!(!db.retrieved.contains("runtime.futureField"));
+        assert!(!db.retrieved.contains("runtime"));
+        assert_eq!(format!("{:?}", db.retrieved), r#"{"config"}"#);
+        assert!(mo::VirtualMachine::default().retrieved.is_empty());
     }
 
     #[test]

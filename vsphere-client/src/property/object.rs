@@ -3,7 +3,7 @@
 
 use crate::mo;
 use crate::types::ManagedObjectReference;
-use crate::xml::ManagedObjectType;
+use crate::xml::{ManagedObjectType, RetrievedPaths};
 
 /// A generated managed object struct (`mo::VirtualMachine`, `mo::HostSystem`,
 /// ...) that typed retrievals can fill: implemented for every managed object
@@ -11,6 +11,12 @@ use crate::xml::ManagedObjectType;
 pub trait ManagedObject: ManagedObjectType {
     /// Sets the reference the properties belong to.
     fn set_mo_ref(&mut self, mo_ref: ManagedObjectReference);
+
+    /// The property paths the server sent values for.
+    fn retrieved(&self) -> &RetrievedPaths;
+
+    /// What [`retrieved`](Self::retrieved) says, changed.
+    fn retrieved_mut(&mut self) -> &mut RetrievedPaths;
 
     /// An object with no property retrieved yet.
     fn for_reference(mo_ref: ManagedObjectReference) -> Self {
@@ -20,13 +26,19 @@ pub trait ManagedObject: ManagedObjectType {
     }
 }
 
-// The generated trait has no way to set `mo_ref`, every struct has the field:
-// one impl per type. A test checks that the list covers the generated table.
+// The generated trait has no way to set `mo_ref` or `retrieved`, every struct
+// has the fields: one impl per type. A test checks that the list covers the generated table.
 macro_rules! managed_objects {
     ($($name:ident),* $(,)?) => {
         $(impl ManagedObject for mo::$name {
             fn set_mo_ref(&mut self, mo_ref: ManagedObjectReference) {
                 self.mo_ref = mo_ref;
+            }
+            fn retrieved(&self) -> &RetrievedPaths {
+                &self.retrieved
+            }
+            fn retrieved_mut(&mut self) -> &mut RetrievedPaths {
+                &mut self.retrieved
             }
         })*
 

@@ -248,19 +248,25 @@ impl<T: ManagedObject> Watch<T> {
             match change.value {
                 Some(PropertyValue::TopLevel(value)) => {
                     set_top_level(&mut state.object, &change.path, value)?;
+                    state.object.retrieved_mut().insert(&change.path);
                 }
                 Some(PropertyValue::Nested(value)) => {
                     state.nested.retain(|(p, _)| p != &change.path);
                     state.nested.push((change.path.clone(), value));
+                    state.object.retrieved_mut().insert(&change.path);
                     dirty.push(top);
                 }
                 Some(PropertyValue::Unknown) => {}
                 None if change.path.contains('.') => {
                     // Removed (or assigned nothing): the path is unset now.
                     state.nested.retain(|(p, _)| p != &change.path);
+                    state.object.retrieved_mut().remove(&change.path);
                     dirty.push(top);
                 }
-                None => set_top_level(&mut state.object, &change.path, Value::Nil)?,
+                None => {
+                    set_top_level(&mut state.object, &change.path, Value::Nil)?;
+                    state.object.retrieved_mut().remove(&change.path);
+                }
             }
             changed.push(change.path);
         }

@@ -33,7 +33,7 @@ pub use primitives::DateTime;
 pub use reader::{DecodeError, DecodeErrorKind, XmlReader, MAX_DEPTH};
 pub use schema::{
     DecodeObjectFn, FieldInfo, ManagedObjectInfo, ManagedObjectType, ManagedObjects, Occurs,
-    PropertyPathError, Registry, TypeInfo, TypeKind,
+    PropertyPathError, Registry, RetrievedPaths, TypeInfo, TypeKind,
 };
 #[doc(hidden)]
 pub use schema::{FieldEntry, Name, RegistryChunk, TypeEntry};

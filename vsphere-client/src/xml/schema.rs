@@ -3,6 +3,7 @@
 //! object. The generator emits the tables; the lookups are written once here.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::mor::ManagedObjectReference;
 use super::reader::XmlReader;
@@ -449,6 +450,94 @@ pub struct ManagedObjectInfo {
     pub properties: &'static [FieldInfo],
     /// The operations invoked on this managed object type.
     pub methods: &'static [&'static str],
+}
+
+/// The property paths a server sent values for, on one partial managed
+/// object (`vm.retrieved`): what of it holds real values.
+///
+/// A nested path fills its top-level property with defaults around the value
+/// asked for: after retrieving only `config.hardware.numCPU`,
+/// `vm.config.hardware.memory_mb` reads 0, which the server never said.
+/// [`contains`](Self::contains) tells the two apart:
+///
+/// ```
+/// # use vsphere_client::mo;
+/// # fn demo(vm: &mo::VirtualMachine) {
+/// let memory_mb = vm
+///     .retrieved
+///     .contains("config.hardware.memoryMB")
+///     .then(|| vm.config.as_ref().map(|c| c.hardware.memory_mb))
+///     .flatten();
+/// # }
+/// ```
+///
+/// Paths the server had no value for (reported missing, or unset and so not
+/// sent) and paths the bindings do not know are not in the set. Objects of
+/// one retrieval with the same paths share one list.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct RetrievedPaths(Option<Arc<[Box<str>]>>);
+
+impl RetrievedPaths {
+    /// Whether `path` (a vim25 property path, `config.hardware.memoryMB`) is
+    /// one the server sent a value for, or lies inside one (`config` sent
+    /// whole holds `config.hardware.memoryMB`).
+    pub fn contains(&self, path: &str) -> bool {
+        self.iter().any(|sent| {
+            path.strip_prefix(sent)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
+    }
+
+    /// The paths, sorted.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().flat_map(|paths| paths.iter().map(|p| &**p))
+    }
+
+    /// Whether the server sent no value at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|paths| paths.is_empty())
+    }
+
+    /// The set of `paths`, sharing `like`'s list when they are the same.
+    pub(crate) fn of<'p>(paths: impl Iterator<Item = &'p str>, like: &RetrievedPaths) -> Self {
+        let mut paths: Vec<&str> = paths.collect();
+        paths.sort_unstable();
+        paths.dedup();
+        if paths.iter().copied().eq(like.iter()) {
+            return like.clone();
+        }
+        RetrievedPaths::from_sorted(&paths)
+    }
+
+    /// Adds `path` (a property update assigned it).
+    pub(crate) fn insert(&mut self, path: &str) {
+        let mut paths: Vec<&str> = self.iter().collect();
+        if let Err(at) = paths.binary_search(&path) {
+            paths.insert(at, path);
+            *self = RetrievedPaths::from_sorted(&paths);
+        }
+    }
+
+    /// Removes `path` (a property update unset it).
+    pub(crate) fn remove(&mut self, path: &str) {
+        if self.iter().any(|p| p == path) {
+            let paths: Vec<&str> = self.iter().filter(|p| *p != path).collect();
+            *self = RetrievedPaths::from_sorted(&paths);
+        }
+    }
+
+    fn from_sorted(paths: &[&str]) -> Self {
+        if paths.is_empty() {
+            return RetrievedPaths(None);
+        }
+        RetrievedPaths(Some(paths.iter().map(|p| Box::from(*p)).collect()))
+    }
+}
+
+impl fmt::Debug for RetrievedPaths {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
 }
 
 /// A generated managed object struct (`mo::VirtualMachine`): its reference and

@@ -11,6 +11,8 @@ use crate::xml as x;
 pub struct Canvas {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `name`, from `Entity`.
     pub name: Option<String>,
     /// `drawing`.
@@ -57,6 +59,8 @@ impl x::ManagedObjectType for Canvas {
 pub struct Easel {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `name`, from `Entity`.
     pub name: Option<String>,
     /// `canvas`: a `Canvas`.
@@ -89,6 +93,8 @@ impl x::ManagedObjectType for Easel {
 pub struct Entity {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `name`.
     pub name: Option<String>,
 }

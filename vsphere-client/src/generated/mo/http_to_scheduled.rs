@@ -11,6 +11,8 @@ use crate::xml as x;
 pub struct HttpNfcLease {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `capabilities`.
     pub capabilities: Option<HttpNfcLeaseCapabilities>,
     /// `error`.
@@ -56,6 +58,8 @@ impl x::ManagedObjectType for HttpNfcLease {
 pub struct InventoryView {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `view`, from `ManagedObjectView`: a `ManagedObject`.
     pub view: Option<Vec<x::ManagedObjectReference>>,
 }
@@ -83,6 +87,8 @@ impl x::ManagedObjectType for InventoryView {
 pub struct IoFilterManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for IoFilterManager {
     const TYPE_NAME: &'static str = "IoFilterManager";
@@ -105,6 +111,8 @@ impl x::ManagedObjectType for IoFilterManager {
 pub struct IpPoolManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for IpPoolManager {
     const TYPE_NAME: &'static str = "IpPoolManager";
@@ -127,6 +135,8 @@ impl x::ManagedObjectType for IpPoolManager {
 pub struct IscsiManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for IscsiManager {
     const TYPE_NAME: &'static str = "IscsiManager";
@@ -149,6 +159,8 @@ impl x::ManagedObjectType for IscsiManager {
 pub struct LicenseAssignmentManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for LicenseAssignmentManager {
     const TYPE_NAME: &'static str = "LicenseAssignmentManager";
@@ -171,6 +183,8 @@ impl x::ManagedObjectType for LicenseAssignmentManager {
 pub struct LicenseManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `diagnostics`.
     pub diagnostics: Option<LicenseDiagnostics>,
     /// `evaluation`.
@@ -221,6 +235,8 @@ impl x::ManagedObjectType for LicenseManager {
 pub struct ListView {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `view`, from `ManagedObjectView`: a `ManagedObject`.
     pub view: Option<Vec<x::ManagedObjectReference>>,
 }
@@ -248,6 +264,8 @@ impl x::ManagedObjectType for ListView {
 pub struct LocalizationManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `catalog`.
     pub catalog: Option<Vec<LocalizationManagerMessageCatalog>>,
 }
@@ -275,6 +293,8 @@ impl x::ManagedObjectType for LocalizationManager {
 pub struct ManagedEntity {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -351,6 +371,8 @@ impl x::ManagedObjectType for ManagedEntity {
 pub struct ManagedObjectView {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `view`: a `ManagedObject`.
     pub view: Option<Vec<x::ManagedObjectReference>>,
 }
@@ -378,6 +400,8 @@ impl x::ManagedObjectType for ManagedObjectView {
 pub struct MessageBusProxy {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for MessageBusProxy {
     const TYPE_NAME: &'static str = "MessageBusProxy";
@@ -400,6 +424,8 @@ impl x::ManagedObjectType for MessageBusProxy {
 pub struct Network {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -485,6 +511,8 @@ impl x::ManagedObjectType for Network {
 pub struct OpaqueNetwork {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -576,6 +604,8 @@ impl x::ManagedObjectType for OpaqueNetwork {
 pub struct OptionManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `setting`.
     pub setting: Option<Vec<AnyOptionValue>>,
     /// `supportedOption`.
@@ -606,6 +636,8 @@ impl x::ManagedObjectType for OptionManager {
 pub struct OverheadMemoryManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for OverheadMemoryManager {
     const TYPE_NAME: &'static str = "OverheadMemoryManager";
@@ -628,6 +660,8 @@ impl x::ManagedObjectType for OverheadMemoryManager {
 pub struct OvfManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `ovfExportOption`.
     pub ovf_export_option: Option<Vec<OvfOptionInfo>>,
     /// `ovfImportOption`.
@@ -658,6 +692,8 @@ impl x::ManagedObjectType for OvfManager {
 pub struct PerformanceManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `description`.
     pub description: Option<PerformanceDescription>,
     /// `historicalInterval`.
@@ -691,6 +727,8 @@ impl x::ManagedObjectType for PerformanceManager {
 pub struct Profile {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `complianceStatus`.
     pub compliance_status: Option<String>,
     /// `config`.
@@ -736,6 +774,8 @@ impl x::ManagedObjectType for Profile {
 pub struct ProfileComplianceManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for ProfileComplianceManager {
     const TYPE_NAME: &'static str = "ProfileComplianceManager";
@@ -758,6 +798,8 @@ impl x::ManagedObjectType for ProfileComplianceManager {
 pub struct ProfileManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `profile`: a `Profile`.
     pub profile: Option<Vec<x::ManagedObjectReference>>,
 }
@@ -785,6 +827,8 @@ impl x::ManagedObjectType for ProfileManager {
 pub struct PropertyCollector {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `filter`: a `PropertyFilter`.
     pub filter: Option<Vec<x::ManagedObjectReference>>,
 }
@@ -812,6 +856,8 @@ impl x::ManagedObjectType for PropertyCollector {
 pub struct PropertyFilter {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `partialUpdates`.
     pub partial_updates: Option<bool>,
     /// `spec`.
@@ -842,6 +888,8 @@ impl x::ManagedObjectType for PropertyFilter {
 pub struct ResourcePlanningManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for ResourcePlanningManager {
     const TYPE_NAME: &'static str = "ResourcePlanningManager";
@@ -864,6 +912,8 @@ impl x::ManagedObjectType for ResourcePlanningManager {
 pub struct ResourcePool {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -964,6 +1014,8 @@ impl x::ManagedObjectType for ResourcePool {
 pub struct ScheduledTask {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -997,6 +1049,8 @@ impl x::ManagedObjectType for ScheduledTask {
 pub struct ScheduledTaskManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `description`.
     pub description: Option<ScheduledTaskDescription>,
     /// `scheduledTask`: a `ScheduledTask`.
@@ -1015,88 +1069,6 @@ impl x::ManagedObjectType for ScheduledTaskManager {
         match name {
             "description" => self.description = x::from_property(value)?,
             "scheduledTask" => self.scheduled_task = x::from_property(value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-}
-/// Managed object `SearchIndex`.
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SearchIndex {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-}
-impl x::ManagedObjectType for SearchIndex {
-    const TYPE_NAME: &'static str = "SearchIndex";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        let _ = (name, value);
-        Ok(false)
-    }
-}
-/// Managed object `ServiceInstance`.
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ServiceInstance {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-    /// `capability`.
-    pub capability: Option<Capability>,
-    /// `content`.
-    pub content: Option<ServiceContent>,
-    /// `serverClock`.
-    pub server_clock: Option<x::DateTime>,
-}
-impl x::ManagedObjectType for ServiceInstance {
-    const TYPE_NAME: &'static str = "ServiceInstance";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        match name {
-            "capability" => self.capability = x::from_property(value)?,
-            "content" => self.content = x::from_property(value)?,
-            "serverClock" => self.server_clock = x::from_property(value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-}
-/// Managed object `ServiceManager`.
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ServiceManager {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-    /// `service`.
-    pub service: Option<Vec<ServiceManagerServiceInfo>>,
-}
-impl x::ManagedObjectType for ServiceManager {
-    const TYPE_NAME: &'static str = "ServiceManager";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        match name {
-            "service" => self.service = x::from_property(value)?,
             _ => return Ok(false),
         }
         Ok(true)

@@ -11,6 +11,8 @@ use crate::xml as x;
 pub struct Alarm {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -44,6 +46,8 @@ impl x::ManagedObjectType for Alarm {
 pub struct AlarmManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `defaultExpression`.
     pub default_expression: Option<Vec<AnyAlarmExpression>>,
     /// `description`.
@@ -74,6 +78,8 @@ impl x::ManagedObjectType for AlarmManager {
 pub struct AuthorizationManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `description`.
     pub description: Option<AuthorizationDescription>,
     /// `privilegeList`.
@@ -107,6 +113,8 @@ impl x::ManagedObjectType for AuthorizationManager {
 pub struct CertificateManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for CertificateManager {
     const TYPE_NAME: &'static str = "CertificateManager";
@@ -129,6 +137,8 @@ impl x::ManagedObjectType for CertificateManager {
 pub struct ClusterComputeResource {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -265,6 +275,8 @@ impl x::ManagedObjectType for ClusterComputeResource {
 pub struct ClusterEVCManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -301,6 +313,8 @@ impl x::ManagedObjectType for ClusterEVCManager {
 pub struct ClusterProfile {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `complianceStatus`, from `Profile`.
     pub compliance_status: Option<String>,
     /// `config`, from `Profile`.
@@ -346,6 +360,8 @@ impl x::ManagedObjectType for ClusterProfile {
 pub struct ClusterProfileManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `profile`, from `ProfileManager`: a `Profile`.
     pub profile: Option<Vec<x::ManagedObjectReference>>,
 }
@@ -373,6 +389,8 @@ impl x::ManagedObjectType for ClusterProfileManager {
 pub struct ComputeResource {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -485,6 +503,8 @@ impl x::ManagedObjectType for ComputeResource {
 pub struct ContainerView {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `view`, from `ManagedObjectView`: a `ManagedObject`.
     pub view: Option<Vec<x::ManagedObjectReference>>,
     /// `container`: a `ManagedEntity`.
@@ -521,6 +541,8 @@ impl x::ManagedObjectType for ContainerView {
 pub struct CryptoManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `enabled`.
     pub enabled: Option<bool>,
 }
@@ -548,6 +570,8 @@ impl x::ManagedObjectType for CryptoManager {
 pub struct CryptoManagerHost {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `enabled`, from `CryptoManager`.
     pub enabled: Option<bool>,
 }
@@ -575,6 +599,8 @@ impl x::ManagedObjectType for CryptoManagerHost {
 pub struct CryptoManagerHostKMS {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `enabled`, from `CryptoManager`.
     pub enabled: Option<bool>,
 }
@@ -602,6 +628,8 @@ impl x::ManagedObjectType for CryptoManagerHostKMS {
 pub struct CryptoManagerKmip {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `enabled`, from `CryptoManager`.
     pub enabled: Option<bool>,
     /// `kmipServers`.
@@ -632,6 +660,8 @@ impl x::ManagedObjectType for CryptoManagerKmip {
 pub struct CustomFieldsManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `field`.
     pub field: Option<Vec<CustomFieldDef>>,
 }
@@ -659,6 +689,8 @@ impl x::ManagedObjectType for CustomFieldsManager {
 pub struct CustomizationSpecManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `encryptionKey`.
     pub encryption_key: Option<Vec<i8>>,
     /// `info`.
@@ -689,6 +721,8 @@ impl x::ManagedObjectType for CustomizationSpecManager {
 pub struct Datacenter {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -786,6 +820,8 @@ impl x::ManagedObjectType for Datacenter {
 pub struct Datastore {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -883,6 +919,8 @@ impl x::ManagedObjectType for Datastore {
 pub struct DatastoreNamespaceManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for DatastoreNamespaceManager {
     const TYPE_NAME: &'static str = "DatastoreNamespaceManager";
@@ -905,6 +943,8 @@ impl x::ManagedObjectType for DatastoreNamespaceManager {
 pub struct DiagnosticManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for DiagnosticManager {
     const TYPE_NAME: &'static str = "DiagnosticManager";
@@ -929,224 +969,11 @@ impl x::ManagedObjectType for DiagnosticManager {
 pub struct DirectPathProfileManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for DirectPathProfileManager {
     const TYPE_NAME: &'static str = "DirectPathProfileManager";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        let _ = (name, value);
-        Ok(false)
-    }
-}
-/// Managed object `DistributedVirtualPortgroup` (extends `Network`).
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DistributedVirtualPortgroup {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-    /// `availableField`, from `ExtensibleManagedObject`.
-    pub available_field: Option<Vec<CustomFieldDef>>,
-    /// `value`, from `ExtensibleManagedObject`.
-    pub value: Option<Vec<AnyCustomFieldValue>>,
-    /// `alarmActionsEnabled`, from `ManagedEntity`.
-    pub alarm_actions_enabled: Option<bool>,
-    /// `configIssue`, from `ManagedEntity`.
-    pub config_issue: Option<Vec<AnyEvent>>,
-    /// `configStatus`, from `ManagedEntity`.
-    pub config_status: Option<ManagedEntityStatus>,
-    /// `customValue`, from `ManagedEntity`.
-    pub custom_value: Option<Vec<AnyCustomFieldValue>>,
-    /// `declaredAlarmState`, from `ManagedEntity`.
-    pub declared_alarm_state: Option<Vec<AlarmState>>,
-    /// `disabledMethod`, from `ManagedEntity`.
-    pub disabled_method: Option<Vec<String>>,
-    /// `effectiveRole`, from `ManagedEntity`.
-    pub effective_role: Option<Vec<i32>>,
-    /// `name`, from `ManagedEntity`.
-    pub name: Option<String>,
-    /// `overallStatus`, from `ManagedEntity`.
-    pub overall_status: Option<ManagedEntityStatus>,
-    /// `parent`, from `ManagedEntity`: a `ManagedEntity`.
-    pub parent: Option<x::ManagedObjectReference>,
-    /// `permission`, from `ManagedEntity`.
-    pub permission: Option<Vec<Permission>>,
-    /// `recentTask`, from `ManagedEntity`: a `Task`.
-    pub recent_task: Option<Vec<x::ManagedObjectReference>>,
-    /// `tag`, from `ManagedEntity`.
-    pub tag: Option<Vec<Tag>>,
-    /// `triggeredAlarmState`, from `ManagedEntity`.
-    pub triggered_alarm_state: Option<Vec<AlarmState>>,
-    /// `host`, from `Network`: a `HostSystem`.
-    pub host: Option<Vec<x::ManagedObjectReference>>,
-    /// `summary`, from `Network`.
-    pub summary: Option<AnyNetworkSummary>,
-    /// `vm`, from `Network`: a `VirtualMachine`.
-    pub vm: Option<Vec<x::ManagedObjectReference>>,
-    /// `config`.
-    pub config: Option<DVPortgroupConfigInfo>,
-    /// `key`.
-    pub key: Option<String>,
-    /// `portKeys`.
-    pub port_keys: Option<Vec<String>>,
-}
-impl x::ManagedObjectType for DistributedVirtualPortgroup {
-    const TYPE_NAME: &'static str = "DistributedVirtualPortgroup";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        match name {
-            "availableField" => self.available_field = x::from_property(value)?,
-            "value" => self.value = x::from_property(value)?,
-            "alarmActionsEnabled" => {
-                self.alarm_actions_enabled = x::from_property(value)?;
-            }
-            "configIssue" => self.config_issue = x::from_property(value)?,
-            "configStatus" => self.config_status = x::from_property(value)?,
-            "customValue" => self.custom_value = x::from_property(value)?,
-            "declaredAlarmState" => self.declared_alarm_state = x::from_property(value)?,
-            "disabledMethod" => self.disabled_method = x::from_property(value)?,
-            "effectiveRole" => self.effective_role = x::from_property(value)?,
-            "name" => self.name = x::from_property(value)?,
-            "overallStatus" => self.overall_status = x::from_property(value)?,
-            "parent" => self.parent = x::from_property(value)?,
-            "permission" => self.permission = x::from_property(value)?,
-            "recentTask" => self.recent_task = x::from_property(value)?,
-            "tag" => self.tag = x::from_property(value)?,
-            "triggeredAlarmState" => {
-                self.triggered_alarm_state = x::from_property(value)?;
-            }
-            "host" => self.host = x::from_property(value)?,
-            "summary" => self.summary = x::from_property(value)?,
-            "vm" => self.vm = x::from_property(value)?,
-            "config" => self.config = x::from_property(value)?,
-            "key" => self.key = x::from_property(value)?,
-            "portKeys" => self.port_keys = x::from_property(value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-}
-/// Managed object `DistributedVirtualSwitch` (extends `ManagedEntity`).
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DistributedVirtualSwitch {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-    /// `availableField`, from `ExtensibleManagedObject`.
-    pub available_field: Option<Vec<CustomFieldDef>>,
-    /// `value`, from `ExtensibleManagedObject`.
-    pub value: Option<Vec<AnyCustomFieldValue>>,
-    /// `alarmActionsEnabled`, from `ManagedEntity`.
-    pub alarm_actions_enabled: Option<bool>,
-    /// `configIssue`, from `ManagedEntity`.
-    pub config_issue: Option<Vec<AnyEvent>>,
-    /// `configStatus`, from `ManagedEntity`.
-    pub config_status: Option<ManagedEntityStatus>,
-    /// `customValue`, from `ManagedEntity`.
-    pub custom_value: Option<Vec<AnyCustomFieldValue>>,
-    /// `declaredAlarmState`, from `ManagedEntity`.
-    pub declared_alarm_state: Option<Vec<AlarmState>>,
-    /// `disabledMethod`, from `ManagedEntity`.
-    pub disabled_method: Option<Vec<String>>,
-    /// `effectiveRole`, from `ManagedEntity`.
-    pub effective_role: Option<Vec<i32>>,
-    /// `name`, from `ManagedEntity`.
-    pub name: Option<String>,
-    /// `overallStatus`, from `ManagedEntity`.
-    pub overall_status: Option<ManagedEntityStatus>,
-    /// `parent`, from `ManagedEntity`: a `ManagedEntity`.
-    pub parent: Option<x::ManagedObjectReference>,
-    /// `permission`, from `ManagedEntity`.
-    pub permission: Option<Vec<Permission>>,
-    /// `recentTask`, from `ManagedEntity`: a `Task`.
-    pub recent_task: Option<Vec<x::ManagedObjectReference>>,
-    /// `tag`, from `ManagedEntity`.
-    pub tag: Option<Vec<Tag>>,
-    /// `triggeredAlarmState`, from `ManagedEntity`.
-    pub triggered_alarm_state: Option<Vec<AlarmState>>,
-    /// `capability`.
-    pub capability: Option<DVSCapability>,
-    /// `config`.
-    pub config: Option<AnyDVSConfigInfo>,
-    /// `networkResourcePool`.
-    pub network_resource_pool: Option<Vec<DVSNetworkResourcePool>>,
-    /// `portgroup`: a `DistributedVirtualPortgroup`.
-    pub portgroup: Option<Vec<x::ManagedObjectReference>>,
-    /// `runtime`.
-    pub runtime: Option<DVSRuntimeInfo>,
-    /// `summary`.
-    pub summary: Option<DVSSummary>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-}
-impl x::ManagedObjectType for DistributedVirtualSwitch {
-    const TYPE_NAME: &'static str = "DistributedVirtualSwitch";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        match name {
-            "availableField" => self.available_field = x::from_property(value)?,
-            "value" => self.value = x::from_property(value)?,
-            "alarmActionsEnabled" => {
-                self.alarm_actions_enabled = x::from_property(value)?;
-            }
-            "configIssue" => self.config_issue = x::from_property(value)?,
-            "configStatus" => self.config_status = x::from_property(value)?,
-            "customValue" => self.custom_value = x::from_property(value)?,
-            "declaredAlarmState" => self.declared_alarm_state = x::from_property(value)?,
-            "disabledMethod" => self.disabled_method = x::from_property(value)?,
-            "effectiveRole" => self.effective_role = x::from_property(value)?,
-            "name" => self.name = x::from_property(value)?,
-            "overallStatus" => self.overall_status = x::from_property(value)?,
-            "parent" => self.parent = x::from_property(value)?,
-            "permission" => self.permission = x::from_property(value)?,
-            "recentTask" => self.recent_task = x::from_property(value)?,
-            "tag" => self.tag = x::from_property(value)?,
-            "triggeredAlarmState" => {
-                self.triggered_alarm_state = x::from_property(value)?;
-            }
-            "capability" => self.capability = x::from_property(value)?,
-            "config" => self.config = x::from_property(value)?,
-            "networkResourcePool" => {
-                self.network_resource_pool = x::from_property(value)?;
-            }
-            "portgroup" => self.portgroup = x::from_property(value)?,
-            "runtime" => self.runtime = x::from_property(value)?,
-            "summary" => self.summary = x::from_property(value)?,
-            "uuid" => self.uuid = x::from_property(value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-}
-/// Managed object `DistributedVirtualSwitchManager`.
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DistributedVirtualSwitchManager {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-}
-impl x::ManagedObjectType for DistributedVirtualSwitchManager {
-    const TYPE_NAME: &'static str = "DistributedVirtualSwitchManager";
     fn mo_ref(&self) -> &x::ManagedObjectReference {
         &self.mo_ref
     }

@@ -4,6 +4,227 @@
 use super::super::types::*;
 use crate::xml as x;
 
+/// Managed object `DistributedVirtualPortgroup` (extends `Network`).
+///
+/// Every property is `None` until retrieved.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DistributedVirtualPortgroup {
+    /// The managed object the properties were retrieved from.
+    pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
+    /// `availableField`, from `ExtensibleManagedObject`.
+    pub available_field: Option<Vec<CustomFieldDef>>,
+    /// `value`, from `ExtensibleManagedObject`.
+    pub value: Option<Vec<AnyCustomFieldValue>>,
+    /// `alarmActionsEnabled`, from `ManagedEntity`.
+    pub alarm_actions_enabled: Option<bool>,
+    /// `configIssue`, from `ManagedEntity`.
+    pub config_issue: Option<Vec<AnyEvent>>,
+    /// `configStatus`, from `ManagedEntity`.
+    pub config_status: Option<ManagedEntityStatus>,
+    /// `customValue`, from `ManagedEntity`.
+    pub custom_value: Option<Vec<AnyCustomFieldValue>>,
+    /// `declaredAlarmState`, from `ManagedEntity`.
+    pub declared_alarm_state: Option<Vec<AlarmState>>,
+    /// `disabledMethod`, from `ManagedEntity`.
+    pub disabled_method: Option<Vec<String>>,
+    /// `effectiveRole`, from `ManagedEntity`.
+    pub effective_role: Option<Vec<i32>>,
+    /// `name`, from `ManagedEntity`.
+    pub name: Option<String>,
+    /// `overallStatus`, from `ManagedEntity`.
+    pub overall_status: Option<ManagedEntityStatus>,
+    /// `parent`, from `ManagedEntity`: a `ManagedEntity`.
+    pub parent: Option<x::ManagedObjectReference>,
+    /// `permission`, from `ManagedEntity`.
+    pub permission: Option<Vec<Permission>>,
+    /// `recentTask`, from `ManagedEntity`: a `Task`.
+    pub recent_task: Option<Vec<x::ManagedObjectReference>>,
+    /// `tag`, from `ManagedEntity`.
+    pub tag: Option<Vec<Tag>>,
+    /// `triggeredAlarmState`, from `ManagedEntity`.
+    pub triggered_alarm_state: Option<Vec<AlarmState>>,
+    /// `host`, from `Network`: a `HostSystem`.
+    pub host: Option<Vec<x::ManagedObjectReference>>,
+    /// `summary`, from `Network`.
+    pub summary: Option<AnyNetworkSummary>,
+    /// `vm`, from `Network`: a `VirtualMachine`.
+    pub vm: Option<Vec<x::ManagedObjectReference>>,
+    /// `config`.
+    pub config: Option<DVPortgroupConfigInfo>,
+    /// `key`.
+    pub key: Option<String>,
+    /// `portKeys`.
+    pub port_keys: Option<Vec<String>>,
+}
+impl x::ManagedObjectType for DistributedVirtualPortgroup {
+    const TYPE_NAME: &'static str = "DistributedVirtualPortgroup";
+    fn mo_ref(&self) -> &x::ManagedObjectReference {
+        &self.mo_ref
+    }
+    fn set_property(
+        &mut self,
+        name: &str,
+        value: x::Value,
+    ) -> Result<bool, x::ValueTypeError> {
+        match name {
+            "availableField" => self.available_field = x::from_property(value)?,
+            "value" => self.value = x::from_property(value)?,
+            "alarmActionsEnabled" => {
+                self.alarm_actions_enabled = x::from_property(value)?;
+            }
+            "configIssue" => self.config_issue = x::from_property(value)?,
+            "configStatus" => self.config_status = x::from_property(value)?,
+            "customValue" => self.custom_value = x::from_property(value)?,
+            "declaredAlarmState" => self.declared_alarm_state = x::from_property(value)?,
+            "disabledMethod" => self.disabled_method = x::from_property(value)?,
+            "effectiveRole" => self.effective_role = x::from_property(value)?,
+            "name" => self.name = x::from_property(value)?,
+            "overallStatus" => self.overall_status = x::from_property(value)?,
+            "parent" => self.parent = x::from_property(value)?,
+            "permission" => self.permission = x::from_property(value)?,
+            "recentTask" => self.recent_task = x::from_property(value)?,
+            "tag" => self.tag = x::from_property(value)?,
+            "triggeredAlarmState" => {
+                self.triggered_alarm_state = x::from_property(value)?;
+            }
+            "host" => self.host = x::from_property(value)?,
+            "summary" => self.summary = x::from_property(value)?,
+            "vm" => self.vm = x::from_property(value)?,
+            "config" => self.config = x::from_property(value)?,
+            "key" => self.key = x::from_property(value)?,
+            "portKeys" => self.port_keys = x::from_property(value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+/// Managed object `DistributedVirtualSwitch` (extends `ManagedEntity`).
+///
+/// Every property is `None` until retrieved.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DistributedVirtualSwitch {
+    /// The managed object the properties were retrieved from.
+    pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
+    /// `availableField`, from `ExtensibleManagedObject`.
+    pub available_field: Option<Vec<CustomFieldDef>>,
+    /// `value`, from `ExtensibleManagedObject`.
+    pub value: Option<Vec<AnyCustomFieldValue>>,
+    /// `alarmActionsEnabled`, from `ManagedEntity`.
+    pub alarm_actions_enabled: Option<bool>,
+    /// `configIssue`, from `ManagedEntity`.
+    pub config_issue: Option<Vec<AnyEvent>>,
+    /// `configStatus`, from `ManagedEntity`.
+    pub config_status: Option<ManagedEntityStatus>,
+    /// `customValue`, from `ManagedEntity`.
+    pub custom_value: Option<Vec<AnyCustomFieldValue>>,
+    /// `declaredAlarmState`, from `ManagedEntity`.
+    pub declared_alarm_state: Option<Vec<AlarmState>>,
+    /// `disabledMethod`, from `ManagedEntity`.
+    pub disabled_method: Option<Vec<String>>,
+    /// `effectiveRole`, from `ManagedEntity`.
+    pub effective_role: Option<Vec<i32>>,
+    /// `name`, from `ManagedEntity`.
+    pub name: Option<String>,
+    /// `overallStatus`, from `ManagedEntity`.
+    pub overall_status: Option<ManagedEntityStatus>,
+    /// `parent`, from `ManagedEntity`: a `ManagedEntity`.
+    pub parent: Option<x::ManagedObjectReference>,
+    /// `permission`, from `ManagedEntity`.
+    pub permission: Option<Vec<Permission>>,
+    /// `recentTask`, from `ManagedEntity`: a `Task`.
+    pub recent_task: Option<Vec<x::ManagedObjectReference>>,
+    /// `tag`, from `ManagedEntity`.
+    pub tag: Option<Vec<Tag>>,
+    /// `triggeredAlarmState`, from `ManagedEntity`.
+    pub triggered_alarm_state: Option<Vec<AlarmState>>,
+    /// `capability`.
+    pub capability: Option<DVSCapability>,
+    /// `config`.
+    pub config: Option<AnyDVSConfigInfo>,
+    /// `networkResourcePool`.
+    pub network_resource_pool: Option<Vec<DVSNetworkResourcePool>>,
+    /// `portgroup`: a `DistributedVirtualPortgroup`.
+    pub portgroup: Option<Vec<x::ManagedObjectReference>>,
+    /// `runtime`.
+    pub runtime: Option<DVSRuntimeInfo>,
+    /// `summary`.
+    pub summary: Option<DVSSummary>,
+    /// `uuid`.
+    pub uuid: Option<String>,
+}
+impl x::ManagedObjectType for DistributedVirtualSwitch {
+    const TYPE_NAME: &'static str = "DistributedVirtualSwitch";
+    fn mo_ref(&self) -> &x::ManagedObjectReference {
+        &self.mo_ref
+    }
+    fn set_property(
+        &mut self,
+        name: &str,
+        value: x::Value,
+    ) -> Result<bool, x::ValueTypeError> {
+        match name {
+            "availableField" => self.available_field = x::from_property(value)?,
+            "value" => self.value = x::from_property(value)?,
+            "alarmActionsEnabled" => {
+                self.alarm_actions_enabled = x::from_property(value)?;
+            }
+            "configIssue" => self.config_issue = x::from_property(value)?,
+            "configStatus" => self.config_status = x::from_property(value)?,
+            "customValue" => self.custom_value = x::from_property(value)?,
+            "declaredAlarmState" => self.declared_alarm_state = x::from_property(value)?,
+            "disabledMethod" => self.disabled_method = x::from_property(value)?,
+            "effectiveRole" => self.effective_role = x::from_property(value)?,
+            "name" => self.name = x::from_property(value)?,
+            "overallStatus" => self.overall_status = x::from_property(value)?,
+            "parent" => self.parent = x::from_property(value)?,
+            "permission" => self.permission = x::from_property(value)?,
+            "recentTask" => self.recent_task = x::from_property(value)?,
+            "tag" => self.tag = x::from_property(value)?,
+            "triggeredAlarmState" => {
+                self.triggered_alarm_state = x::from_property(value)?;
+            }
+            "capability" => self.capability = x::from_property(value)?,
+            "config" => self.config = x::from_property(value)?,
+            "networkResourcePool" => {
+                self.network_resource_pool = x::from_property(value)?;
+            }
+            "portgroup" => self.portgroup = x::from_property(value)?,
+            "runtime" => self.runtime = x::from_property(value)?,
+            "summary" => self.summary = x::from_property(value)?,
+            "uuid" => self.uuid = x::from_property(value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+/// Managed object `DistributedVirtualSwitchManager`.
+///
+/// Every property is `None` until retrieved.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DistributedVirtualSwitchManager {
+    /// The managed object the properties were retrieved from.
+    pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
+}
+impl x::ManagedObjectType for DistributedVirtualSwitchManager {
+    const TYPE_NAME: &'static str = "DistributedVirtualSwitchManager";
+    fn mo_ref(&self) -> &x::ManagedObjectReference {
+        &self.mo_ref
+    }
+    fn set_property(
+        &mut self,
+        name: &str,
+        value: x::Value,
+    ) -> Result<bool, x::ValueTypeError> {
+        let _ = (name, value);
+        Ok(false)
+    }
+}
 /// Managed object `EnvironmentBrowser`.
 ///
 /// Every property is `None` until retrieved.
@@ -11,6 +232,8 @@ use crate::xml as x;
 pub struct EnvironmentBrowser {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `datastoreBrowser`: a `HostDatastoreBrowser`.
     pub datastore_browser: Option<x::ManagedObjectReference>,
 }
@@ -38,6 +261,8 @@ impl x::ManagedObjectType for EnvironmentBrowser {
 pub struct EventHistoryCollector {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `filter`, from `HistoryCollector`.
     pub filter: Option<x::Value>,
     /// `initialized`.
@@ -73,6 +298,8 @@ impl x::ManagedObjectType for EventHistoryCollector {
 pub struct EventManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `description`.
     pub description: Option<EventDescription>,
     /// `latestEvent`.
@@ -106,6 +333,8 @@ impl x::ManagedObjectType for EventManager {
 pub struct ExtensibleManagedObject {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`.
@@ -136,6 +365,8 @@ impl x::ManagedObjectType for ExtensibleManagedObject {
 pub struct ExtensionManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `extensionList`.
     pub extension_list: Option<Vec<Extension>>,
 }
@@ -163,6 +394,8 @@ impl x::ManagedObjectType for ExtensionManager {
 pub struct FailoverClusterConfigurator {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `disabledConfigureMethod`.
     pub disabled_configure_method: Option<Vec<String>>,
 }
@@ -192,6 +425,8 @@ impl x::ManagedObjectType for FailoverClusterConfigurator {
 pub struct FailoverClusterManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `disabledClusterMethod`.
     pub disabled_cluster_method: Option<Vec<String>>,
 }
@@ -221,6 +456,8 @@ impl x::ManagedObjectType for FailoverClusterManager {
 pub struct FileManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for FileManager {
     const TYPE_NAME: &'static str = "FileManager";
@@ -243,6 +480,8 @@ impl x::ManagedObjectType for FileManager {
 pub struct Folder {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -335,6 +574,8 @@ impl x::ManagedObjectType for Folder {
 pub struct GuestAliasManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for GuestAliasManager {
     const TYPE_NAME: &'static str = "GuestAliasManager";
@@ -357,6 +598,8 @@ impl x::ManagedObjectType for GuestAliasManager {
 pub struct GuestAuthManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for GuestAuthManager {
     const TYPE_NAME: &'static str = "GuestAuthManager";
@@ -379,6 +622,8 @@ impl x::ManagedObjectType for GuestAuthManager {
 pub struct GuestFileManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for GuestFileManager {
     const TYPE_NAME: &'static str = "GuestFileManager";
@@ -401,6 +646,8 @@ impl x::ManagedObjectType for GuestFileManager {
 pub struct GuestOperationsManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `aliasManager`: a `GuestAliasManager`.
     pub alias_manager: Option<x::ManagedObjectReference>,
     /// `authManager`: a `GuestAuthManager`.
@@ -442,6 +689,8 @@ impl x::ManagedObjectType for GuestOperationsManager {
 pub struct GuestProcessManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for GuestProcessManager {
     const TYPE_NAME: &'static str = "GuestProcessManager";
@@ -464,6 +713,8 @@ impl x::ManagedObjectType for GuestProcessManager {
 pub struct GuestWindowsRegistryManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for GuestWindowsRegistryManager {
     const TYPE_NAME: &'static str = "GuestWindowsRegistryManager";
@@ -486,6 +737,8 @@ impl x::ManagedObjectType for GuestWindowsRegistryManager {
 pub struct HealthUpdateManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HealthUpdateManager {
     const TYPE_NAME: &'static str = "HealthUpdateManager";
@@ -508,6 +761,8 @@ impl x::ManagedObjectType for HealthUpdateManager {
 pub struct HistoryCollector {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `filter`.
     pub filter: Option<x::Value>,
 }
@@ -535,6 +790,8 @@ impl x::ManagedObjectType for HistoryCollector {
 pub struct HostAccessManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `lockdownMode`.
     pub lockdown_mode: Option<HostLockdownMode>,
 }
@@ -562,6 +819,8 @@ impl x::ManagedObjectType for HostAccessManager {
 pub struct HostActiveDirectoryAuthentication {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `info`, from `HostAuthenticationStore`.
     pub info: Option<AnyHostAuthenticationStoreInfo>,
 }
@@ -589,6 +848,8 @@ impl x::ManagedObjectType for HostActiveDirectoryAuthentication {
 pub struct HostAssignableHardwareManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `binding`.
     pub binding: Option<Vec<HostAssignableHardwareBinding>>,
     /// `config`.
@@ -619,6 +880,8 @@ impl x::ManagedObjectType for HostAssignableHardwareManager {
 pub struct HostAuthenticationManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `info`.
     pub info: Option<HostAuthenticationManagerInfo>,
     /// `supportedStore`: a `HostAuthenticationStore`.
@@ -649,6 +912,8 @@ impl x::ManagedObjectType for HostAuthenticationManager {
 pub struct HostAuthenticationStore {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `info`.
     pub info: Option<AnyHostAuthenticationStoreInfo>,
 }
@@ -676,6 +941,8 @@ impl x::ManagedObjectType for HostAuthenticationStore {
 pub struct HostAutoStartManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `config`.
     pub config: Option<HostAutoStartManagerConfig>,
 }
@@ -703,6 +970,8 @@ impl x::ManagedObjectType for HostAutoStartManager {
 pub struct HostBootDeviceSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HostBootDeviceSystem {
     const TYPE_NAME: &'static str = "HostBootDeviceSystem";
@@ -725,6 +994,8 @@ impl x::ManagedObjectType for HostBootDeviceSystem {
 pub struct HostCacheConfigurationManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `cacheConfigurationInfo`.
     pub cache_configuration_info: Option<Vec<HostCacheConfigurationInfo>>,
 }
@@ -754,6 +1025,8 @@ impl x::ManagedObjectType for HostCacheConfigurationManager {
 pub struct HostCertificateManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `certificateInfo`.
     pub certificate_info: Option<HostCertificateManagerCertificateInfo>,
 }
@@ -781,6 +1054,8 @@ impl x::ManagedObjectType for HostCertificateManager {
 pub struct HostCpuSchedulerSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -819,6 +1094,8 @@ impl x::ManagedObjectType for HostCpuSchedulerSystem {
 pub struct HostDatastoreBrowser {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `datastore`: a `Datastore`.
     pub datastore: Option<Vec<x::ManagedObjectReference>>,
     /// `supportedType`.
@@ -849,6 +1126,8 @@ impl x::ManagedObjectType for HostDatastoreBrowser {
 pub struct HostDatastoreSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `capabilities`.
     pub capabilities: Option<HostDatastoreSystemCapabilities>,
     /// `datastore`: a `Datastore`.
@@ -879,6 +1158,8 @@ impl x::ManagedObjectType for HostDatastoreSystem {
 pub struct HostDateTimeSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `dateTimeInfo`.
     pub date_time_info: Option<HostDateTimeInfo>,
 }
@@ -906,6 +1187,8 @@ impl x::ManagedObjectType for HostDateTimeSystem {
 pub struct HostDiagnosticSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `activePartition`.
     pub active_partition: Option<HostDiagnosticPartition>,
 }
@@ -933,6 +1216,8 @@ impl x::ManagedObjectType for HostDiagnosticSystem {
 pub struct HostDirectoryStore {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `info`, from `HostAuthenticationStore`.
     pub info: Option<AnyHostAuthenticationStoreInfo>,
 }
@@ -960,6 +1245,8 @@ impl x::ManagedObjectType for HostDirectoryStore {
 pub struct HostEsxAgentHostManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `configInfo`.
     pub config_info: Option<HostEsxAgentHostManagerConfigInfo>,
 }
@@ -987,6 +1274,8 @@ impl x::ManagedObjectType for HostEsxAgentHostManager {
 pub struct HostFirewallSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1020,6 +1309,8 @@ impl x::ManagedObjectType for HostFirewallSystem {
 pub struct HostFirmwareSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HostFirmwareSystem {
     const TYPE_NAME: &'static str = "HostFirmwareSystem";
@@ -1042,6 +1333,8 @@ impl x::ManagedObjectType for HostFirmwareSystem {
 pub struct HostGraphicsManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1088,6 +1381,8 @@ impl x::ManagedObjectType for HostGraphicsManager {
 pub struct HostHealthStatusSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `runtime`.
     pub runtime: Option<HealthSystemRuntime>,
 }
@@ -1115,6 +1410,8 @@ impl x::ManagedObjectType for HostHealthStatusSystem {
 pub struct HostImageConfigManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HostImageConfigManager {
     const TYPE_NAME: &'static str = "HostImageConfigManager";
@@ -1137,6 +1434,8 @@ impl x::ManagedObjectType for HostImageConfigManager {
 pub struct HostKernelModuleSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HostKernelModuleSystem {
     const TYPE_NAME: &'static str = "HostKernelModuleSystem";
@@ -1159,6 +1458,8 @@ impl x::ManagedObjectType for HostKernelModuleSystem {
 pub struct HostLocalAccountManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HostLocalAccountManager {
     const TYPE_NAME: &'static str = "HostLocalAccountManager";
@@ -1181,6 +1482,8 @@ impl x::ManagedObjectType for HostLocalAccountManager {
 pub struct HostLocalAuthentication {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `info`, from `HostAuthenticationStore`.
     pub info: Option<AnyHostAuthenticationStoreInfo>,
 }
@@ -1208,6 +1511,8 @@ impl x::ManagedObjectType for HostLocalAuthentication {
 pub struct HostMemorySystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1248,6 +1553,8 @@ impl x::ManagedObjectType for HostMemorySystem {
 pub struct HostNetworkSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1301,6 +1608,8 @@ impl x::ManagedObjectType for HostNetworkSystem {
 pub struct HostNvdimmSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `nvdimmSystemInfo`.
     pub nvdimm_system_info: Option<NvdimmSystemInfo>,
 }
@@ -1328,6 +1637,8 @@ impl x::ManagedObjectType for HostNvdimmSystem {
 pub struct HostPatchManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HostPatchManager {
     const TYPE_NAME: &'static str = "HostPatchManager";
@@ -1350,6 +1661,8 @@ impl x::ManagedObjectType for HostPatchManager {
 pub struct HostPciPassthruSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1388,6 +1701,8 @@ impl x::ManagedObjectType for HostPciPassthruSystem {
 pub struct HostPowerSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `capability`.
     pub capability: Option<PowerSystemCapability>,
     /// `info`.
@@ -1418,6 +1733,8 @@ impl x::ManagedObjectType for HostPowerSystem {
 pub struct HostProfile {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `complianceStatus`, from `Profile`.
     pub compliance_status: Option<String>,
     /// `config`, from `Profile`.
@@ -1486,6 +1803,8 @@ impl x::ManagedObjectType for HostProfile {
 pub struct HostProfileManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `profile`, from `ProfileManager`: a `Profile`.
     pub profile: Option<Vec<x::ManagedObjectReference>>,
 }
@@ -1513,6 +1832,8 @@ impl x::ManagedObjectType for HostProfileManager {
 pub struct HostServiceSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1546,6 +1867,8 @@ impl x::ManagedObjectType for HostServiceSystem {
 pub struct HostSnmpSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `configuration`.
     pub configuration: Option<HostSnmpConfigSpec>,
     /// `limits`.
@@ -1576,6 +1899,8 @@ impl x::ManagedObjectType for HostSnmpSystem {
 pub struct HostSpecificationManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HostSpecificationManager {
     const TYPE_NAME: &'static str = "HostSpecificationManager";
@@ -1598,6 +1923,8 @@ impl x::ManagedObjectType for HostSpecificationManager {
 pub struct HostStorageSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1642,6 +1969,8 @@ impl x::ManagedObjectType for HostStorageSystem {
 pub struct HostSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1785,6 +2114,8 @@ impl x::ManagedObjectType for HostSystem {
 pub struct HostVFlashManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `vFlashConfigInfo`.
     pub vflash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
 }
@@ -1812,6 +2143,8 @@ impl x::ManagedObjectType for HostVFlashManager {
 pub struct HostVMotionSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1848,6 +2181,8 @@ impl x::ManagedObjectType for HostVMotionSystem {
 pub struct HostVStorageObjectManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HostVStorageObjectManager {
     const TYPE_NAME: &'static str = "HostVStorageObjectManager";
@@ -1870,6 +2205,8 @@ impl x::ManagedObjectType for HostVStorageObjectManager {
 pub struct HostVirtualNicManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -1903,6 +2240,8 @@ impl x::ManagedObjectType for HostVirtualNicManager {
 pub struct HostVsanInternalSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for HostVsanInternalSystem {
     const TYPE_NAME: &'static str = "HostVsanInternalSystem";
@@ -1925,6 +2264,8 @@ impl x::ManagedObjectType for HostVsanInternalSystem {
 pub struct HostVsanSystem {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `config`.
     pub config: Option<VsanHostConfigInfo>,
 }

@@ -4,6 +4,94 @@
 use super::super::types::*;
 use crate::xml as x;
 
+/// Managed object `SearchIndex`.
+///
+/// Every property is `None` until retrieved.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SearchIndex {
+    /// The managed object the properties were retrieved from.
+    pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
+}
+impl x::ManagedObjectType for SearchIndex {
+    const TYPE_NAME: &'static str = "SearchIndex";
+    fn mo_ref(&self) -> &x::ManagedObjectReference {
+        &self.mo_ref
+    }
+    fn set_property(
+        &mut self,
+        name: &str,
+        value: x::Value,
+    ) -> Result<bool, x::ValueTypeError> {
+        let _ = (name, value);
+        Ok(false)
+    }
+}
+/// Managed object `ServiceInstance`.
+///
+/// Every property is `None` until retrieved.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ServiceInstance {
+    /// The managed object the properties were retrieved from.
+    pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
+    /// `capability`.
+    pub capability: Option<Capability>,
+    /// `content`.
+    pub content: Option<ServiceContent>,
+    /// `serverClock`.
+    pub server_clock: Option<x::DateTime>,
+}
+impl x::ManagedObjectType for ServiceInstance {
+    const TYPE_NAME: &'static str = "ServiceInstance";
+    fn mo_ref(&self) -> &x::ManagedObjectReference {
+        &self.mo_ref
+    }
+    fn set_property(
+        &mut self,
+        name: &str,
+        value: x::Value,
+    ) -> Result<bool, x::ValueTypeError> {
+        match name {
+            "capability" => self.capability = x::from_property(value)?,
+            "content" => self.content = x::from_property(value)?,
+            "serverClock" => self.server_clock = x::from_property(value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+/// Managed object `ServiceManager`.
+///
+/// Every property is `None` until retrieved.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ServiceManager {
+    /// The managed object the properties were retrieved from.
+    pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
+    /// `service`.
+    pub service: Option<Vec<ServiceManagerServiceInfo>>,
+}
+impl x::ManagedObjectType for ServiceManager {
+    const TYPE_NAME: &'static str = "ServiceManager";
+    fn mo_ref(&self) -> &x::ManagedObjectReference {
+        &self.mo_ref
+    }
+    fn set_property(
+        &mut self,
+        name: &str,
+        value: x::Value,
+    ) -> Result<bool, x::ValueTypeError> {
+        match name {
+            "service" => self.service = x::from_property(value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
 /// Managed object `SessionManager`.
 ///
 /// Every property is `None` until retrieved.
@@ -11,6 +99,8 @@ use crate::xml as x;
 pub struct SessionManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `currentSession`.
     pub current_session: Option<UserSession>,
     /// `defaultLocale`.
@@ -55,6 +145,8 @@ impl x::ManagedObjectType for SessionManager {
 pub struct SimpleCommand {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `encodingType`.
     pub encoding_type: Option<SimpleCommandEncoding>,
     /// `entity`.
@@ -85,6 +177,8 @@ impl x::ManagedObjectType for SimpleCommand {
 pub struct SiteInfoManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for SiteInfoManager {
     const TYPE_NAME: &'static str = "SiteInfoManager";
@@ -107,6 +201,8 @@ impl x::ManagedObjectType for SiteInfoManager {
 pub struct StoragePod {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -205,6 +301,8 @@ impl x::ManagedObjectType for StoragePod {
 pub struct StorageQueryManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for StorageQueryManager {
     const TYPE_NAME: &'static str = "StorageQueryManager";
@@ -227,6 +325,8 @@ impl x::ManagedObjectType for StorageQueryManager {
 pub struct StorageResourceManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for StorageResourceManager {
     const TYPE_NAME: &'static str = "StorageResourceManager";
@@ -249,6 +349,8 @@ impl x::ManagedObjectType for StorageResourceManager {
 pub struct Task {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -282,6 +384,8 @@ impl x::ManagedObjectType for Task {
 pub struct TaskHistoryCollector {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `filter`, from `HistoryCollector`.
     pub filter: Option<x::Value>,
     /// `latestPage`.
@@ -312,6 +416,8 @@ impl x::ManagedObjectType for TaskHistoryCollector {
 pub struct TaskManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `description`.
     pub description: Option<TaskDescription>,
     /// `maxCollector`.
@@ -345,6 +451,8 @@ impl x::ManagedObjectType for TaskManager {
 pub struct TenantTenantManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for TenantTenantManager {
     const TYPE_NAME: &'static str = "TenantTenantManager";
@@ -369,6 +477,8 @@ impl x::ManagedObjectType for TenantTenantManager {
 pub struct TransitGateway {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -450,6 +560,8 @@ impl x::ManagedObjectType for TransitGateway {
 pub struct UserDirectory {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `domainList`.
     pub domain_list: Option<Vec<String>>,
 }
@@ -477,6 +589,8 @@ impl x::ManagedObjectType for UserDirectory {
 pub struct VStorageObjectManagerBase {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for VStorageObjectManagerBase {
     const TYPE_NAME: &'static str = "VStorageObjectManagerBase";
@@ -499,6 +613,8 @@ impl x::ManagedObjectType for VStorageObjectManagerBase {
 pub struct VcenterVStorageObjectManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for VcenterVStorageObjectManager {
     const TYPE_NAME: &'static str = "VcenterVStorageObjectManager";
@@ -521,6 +637,8 @@ impl x::ManagedObjectType for VcenterVStorageObjectManager {
 pub struct View {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for View {
     const TYPE_NAME: &'static str = "View";
@@ -543,6 +661,8 @@ impl x::ManagedObjectType for View {
 pub struct ViewManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `viewList`: a `View`.
     pub view_list: Option<Vec<x::ManagedObjectReference>>,
 }
@@ -570,6 +690,8 @@ impl x::ManagedObjectType for ViewManager {
 pub struct VirtualApp {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -688,6 +810,8 @@ impl x::ManagedObjectType for VirtualApp {
 pub struct VirtualDiskManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for VirtualDiskManager {
     const TYPE_NAME: &'static str = "VirtualDiskManager";
@@ -710,6 +834,8 @@ impl x::ManagedObjectType for VirtualDiskManager {
 pub struct VirtualMachine {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -839,6 +965,8 @@ impl x::ManagedObjectType for VirtualMachine {
 pub struct VirtualMachineCompatibilityChecker {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for VirtualMachineCompatibilityChecker {
     const TYPE_NAME: &'static str = "VirtualMachineCompatibilityChecker";
@@ -861,6 +989,8 @@ impl x::ManagedObjectType for VirtualMachineCompatibilityChecker {
 pub struct VirtualMachineGuestCustomizationManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for VirtualMachineGuestCustomizationManager {
     const TYPE_NAME: &'static str = "VirtualMachineGuestCustomizationManager";
@@ -883,6 +1013,8 @@ impl x::ManagedObjectType for VirtualMachineGuestCustomizationManager {
 pub struct VirtualMachineProvisioningChecker {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
 }
 impl x::ManagedObjectType for VirtualMachineProvisioningChecker {
     const TYPE_NAME: &'static str = "VirtualMachineProvisioningChecker";
@@ -905,6 +1037,8 @@ impl x::ManagedObjectType for VirtualMachineProvisioningChecker {
 pub struct VirtualMachineSnapshot {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
+    /// The property paths the server sent values for (`RetrievedPaths::contains`).
+    pub retrieved: x::RetrievedPaths,
     /// `availableField`, from `ExtensibleManagedObject`.
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
@@ -932,127 +1066,6 @@ impl x::ManagedObjectType for VirtualMachineSnapshot {
             "childSnapshot" => self.child_snapshot = x::from_property(value)?,
             "config" => self.config = x::from_property(value)?,
             "vm" => self.vm = x::from_property(value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-}
-/// Managed object `VirtualizationManager`.
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualizationManager {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-}
-impl x::ManagedObjectType for VirtualizationManager {
-    const TYPE_NAME: &'static str = "VirtualizationManager";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        let _ = (name, value);
-        Ok(false)
-    }
-}
-/// Managed object `VmwareDistributedVirtualSwitch` (extends `DistributedVirtualSwitch`).
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitch {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-    /// `availableField`, from `ExtensibleManagedObject`.
-    pub available_field: Option<Vec<CustomFieldDef>>,
-    /// `value`, from `ExtensibleManagedObject`.
-    pub value: Option<Vec<AnyCustomFieldValue>>,
-    /// `alarmActionsEnabled`, from `ManagedEntity`.
-    pub alarm_actions_enabled: Option<bool>,
-    /// `configIssue`, from `ManagedEntity`.
-    pub config_issue: Option<Vec<AnyEvent>>,
-    /// `configStatus`, from `ManagedEntity`.
-    pub config_status: Option<ManagedEntityStatus>,
-    /// `customValue`, from `ManagedEntity`.
-    pub custom_value: Option<Vec<AnyCustomFieldValue>>,
-    /// `declaredAlarmState`, from `ManagedEntity`.
-    pub declared_alarm_state: Option<Vec<AlarmState>>,
-    /// `disabledMethod`, from `ManagedEntity`.
-    pub disabled_method: Option<Vec<String>>,
-    /// `effectiveRole`, from `ManagedEntity`.
-    pub effective_role: Option<Vec<i32>>,
-    /// `name`, from `ManagedEntity`.
-    pub name: Option<String>,
-    /// `overallStatus`, from `ManagedEntity`.
-    pub overall_status: Option<ManagedEntityStatus>,
-    /// `parent`, from `ManagedEntity`: a `ManagedEntity`.
-    pub parent: Option<x::ManagedObjectReference>,
-    /// `permission`, from `ManagedEntity`.
-    pub permission: Option<Vec<Permission>>,
-    /// `recentTask`, from `ManagedEntity`: a `Task`.
-    pub recent_task: Option<Vec<x::ManagedObjectReference>>,
-    /// `tag`, from `ManagedEntity`.
-    pub tag: Option<Vec<Tag>>,
-    /// `triggeredAlarmState`, from `ManagedEntity`.
-    pub triggered_alarm_state: Option<Vec<AlarmState>>,
-    /// `capability`, from `DistributedVirtualSwitch`.
-    pub capability: Option<DVSCapability>,
-    /// `config`, from `DistributedVirtualSwitch`.
-    pub config: Option<AnyDVSConfigInfo>,
-    /// `networkResourcePool`, from `DistributedVirtualSwitch`.
-    pub network_resource_pool: Option<Vec<DVSNetworkResourcePool>>,
-    /// `portgroup`, from `DistributedVirtualSwitch`: a `DistributedVirtualPortgroup`.
-    pub portgroup: Option<Vec<x::ManagedObjectReference>>,
-    /// `runtime`, from `DistributedVirtualSwitch`.
-    pub runtime: Option<DVSRuntimeInfo>,
-    /// `summary`, from `DistributedVirtualSwitch`.
-    pub summary: Option<DVSSummary>,
-    /// `uuid`, from `DistributedVirtualSwitch`.
-    pub uuid: Option<String>,
-}
-impl x::ManagedObjectType for VmwareDistributedVirtualSwitch {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitch";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        match name {
-            "availableField" => self.available_field = x::from_property(value)?,
-            "value" => self.value = x::from_property(value)?,
-            "alarmActionsEnabled" => {
-                self.alarm_actions_enabled = x::from_property(value)?;
-            }
-            "configIssue" => self.config_issue = x::from_property(value)?,
-            "configStatus" => self.config_status = x::from_property(value)?,
-            "customValue" => self.custom_value = x::from_property(value)?,
-            "declaredAlarmState" => self.declared_alarm_state = x::from_property(value)?,
-            "disabledMethod" => self.disabled_method = x::from_property(value)?,
-            "effectiveRole" => self.effective_role = x::from_property(value)?,
-            "name" => self.name = x::from_property(value)?,
-            "overallStatus" => self.overall_status = x::from_property(value)?,
-            "parent" => self.parent = x::from_property(value)?,
-            "permission" => self.permission = x::from_property(value)?,
-            "recentTask" => self.recent_task = x::from_property(value)?,
-            "tag" => self.tag = x::from_property(value)?,
-            "triggeredAlarmState" => {
-                self.triggered_alarm_state = x::from_property(value)?;
-            }
-            "capability" => self.capability = x::from_property(value)?,
-            "config" => self.config = x::from_property(value)?,
-            "networkResourcePool" => {
-                self.network_resource_pool = x::from_property(value)?;
-            }
-            "portgroup" => self.portgroup = x::from_property(value)?,
-            "runtime" => self.runtime = x::from_property(value)?,
-            "summary" => self.summary = x::from_property(value)?,
-            "uuid" => self.uuid = x::from_property(value)?,
             _ => return Ok(false),
         }
         Ok(true)
