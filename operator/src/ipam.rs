@@ -271,10 +271,16 @@ mod tests {
 
     fn pool(addresses: &[&str], prefix: u8, gateway: Option<&str>, excluded: &[&str]) -> Pool {
         Pool::parse(&PoolSpec {
-            addresses: addresses.iter().map(|s| s.to_string()).collect(),
+            addresses: addresses
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
             prefix,
             gateway: gateway.map(String::from),
-            excluded_addresses: excluded.iter().map(|s| s.to_string()).collect(),
+            excluded_addresses: excluded
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
         })
         .expect("a valid pool")
     }
@@ -366,7 +372,10 @@ mod tests {
     fn a_wrong_spec_says_which_field() {
         let invalid =
             |addresses: &[&str], prefix: u8, gateway: Option<&str>| match Pool::parse(&PoolSpec {
-                addresses: addresses.iter().map(|s| s.to_string()).collect(),
+                addresses: addresses
+                    .iter()
+                    .map(std::string::ToString::to_string)
+                    .collect(),
                 prefix,
                 gateway: gateway.map(String::from),
                 excluded_addresses: vec![],
@@ -419,7 +428,10 @@ mod tests {
         assert_eq!(p.allocate(&used).unwrap(), ip("10.1.3.232"));
     }
     fn live(claims: &[&str]) -> BTreeSet<String> {
-        claims.iter().map(|c| c.to_string()).collect()
+        claims
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect()
     }
 
     #[test]
