@@ -12,7 +12,8 @@
 //!   mod.rs           shared start-up (health listener, Kubernetes client), loop logging
 //!   controller.rs    `banlieue controller`
 //!   provider.rs      `banlieue provider vsphere`: one Controller per kind, session sweeper
-//! controllers/       one module per reconciled kind, pure cores beside the reconciler
+//! controllers/       one module per reconciled kind, pure cores beside the reconciler;
+//!                    tests.rs beside a reconciler: its tests on the mocked API server
 //!   mod.rs           the kit: per-object backoff, events, server-side-apply status
 //!   context.rs       the provider role's shared state
 //!   virtualmachine/  mod.rs (reconcile), plan.rs, schedule.rs, build.rs (pure)
@@ -26,7 +27,9 @@
 //!   vcenter/         the real backend: mod.rs (a session per Provider), inventory.rs,
 //!                    machines.rs, facts.rs (vim25 -> facts, SDK errors), watch.rs
 //! check/             `banlieue check`: mod.rs, apply.rs, schema.rs (the CRDs' OpenAPI checks)
-//! api/               the CRDs, one file per kind, validate.rs (rules beyond the schema)
+//! api/               the CRDs, one file per kind (provider.rs, vmclass.rs, vmimage.rs,
+//!                    virtualmachine.rs, vspheremachine.rs), validate.rs (rules beyond
+//!                    the schema), reasons.rs (every condition reason and what it means)
 //! conditions.rs      conditions with a stable lastTransitionTime
 //! caches.rs          waiting for watch caches
 //! ipam.rs            the built-in IP pool's addresses and allocation (pure)
