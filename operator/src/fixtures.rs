@@ -276,6 +276,10 @@ pub(crate) mod virtualmachine {
                             "placement comes from the machine: {s}"
                         );
                         assert_eq!(s["powerState"], "PoweredOn");
+                        // What users look for, on the object they wrote.
+                        assert_eq!(s["ipAddresses"], json!(["10.0.0.7", "fe80::1"]));
+                        assert_eq!(s["consoleURL"], "https://vc.example/ui/vm-42");
+                        assert_eq!(s["instanceUUID"], "5012f3a4-0000-4000-8000-000000000042");
                         assert_eq!(s["conditions"][1]["type"], "Ready");
                         assert_eq!(s["conditions"][1]["status"], "True");
                         assert_eq!(s["conditions"][1]["reason"], "Provisioned");

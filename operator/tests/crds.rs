@@ -167,9 +167,10 @@ fn names_scopes_columns_and_status_subresources() {
             .collect()
     };
     assert_eq!(columns("Provider"), ["CLASS", "READY"]);
+    // The guide's columns in its order, then the primary IP address.
     assert_eq!(
         columns("VirtualMachine"),
-        ["CLASS", "IMAGE", "PROVIDER", "POWER", "READY"]
+        ["CLASS", "IMAGE", "PROVIDER", "POWER", "READY", "IP"]
     );
     assert_eq!(
         by_kind("VirtualMachine").spec.names.short_names,

@@ -26,7 +26,8 @@ use super::{conditions_schema, Condition, LabelSelector, LocalObjectReference, P
         name = "READY",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    )
+    ),
+    printcolumn(name = "IP", type_ = "string", json_path = ".status.ipAddresses[0]")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualMachineSpec {
@@ -62,6 +63,24 @@ pub struct VirtualMachineStatus {
     /// Mirrored from the VSphereMachine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_state: Option<String>,
+    /// The guest's IP addresses as VMware Tools reports them, the primary
+    /// first (mirrored from the VSphereMachine).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_addresses: Vec<String>,
+    /// The VM's page in the vSphere Client (mirrored from the VSphereMachine).
+    #[serde(
+        default,
+        rename = "consoleURL",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub console_url: Option<String>,
+    /// The VM's instance UUID in vCenter (mirrored from the VSphereMachine).
+    #[serde(
+        default,
+        rename = "instanceUUID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub instance_uuid: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,

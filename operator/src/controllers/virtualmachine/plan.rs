@@ -85,7 +85,11 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
     };
 
     let ready = if let Some(m) = &existing {
-        status.power_state = m.status.as_ref().and_then(|s| s.power_state.clone());
+        let mirrored = m.status.clone().unwrap_or_default();
+        status.power_state = mirrored.power_state;
+        status.ip_addresses = mirrored.ip_addresses;
+        status.console_url = mirrored.console_url;
+        status.instance_uuid = mirrored.instance_uuid;
         match m.ready_condition() {
             Some(c) => Observed::new(
                 READY,

@@ -180,6 +180,8 @@ async fn existing_machine_is_adopted_not_recreated() {
     let mut machine = machine_owned_by(&vm);
     machine.status = Some(
         serde_json::from_value(json!({"powerState": "PoweredOn", "provisioned": true,
+        "ipAddresses": ["10.0.0.7", "fe80::1"], "consoleURL": "https://vc.example/ui/vm-42",
+        "instanceUUID": "5012f3a4-0000-4000-8000-000000000042",
         "conditions": [{"type": "Ready", "status": "True", "reason": "Provisioned", "message": "up",
                         "lastTransitionTime": "2025-01-01T00:00:00Z"}]}))
         .unwrap(),
