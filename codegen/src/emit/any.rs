@@ -144,7 +144,7 @@ pub(crate) fn emit(
         for t in variants.iter().skip(1) {
             writeln!(
                 code,
-                "            Some({}) => match r.read_boxed() {{ Ok(v) => Self::{}(v), Err(e) => return Err(e) }},",
+                "            Some({}) => match x::Decode::decode_boxed(r) {{ Ok(v) => Self::{}(v), Err(e) => return Err(e) }},",
                 lit(t),
                 rust(t)
             )
@@ -152,7 +152,7 @@ pub(crate) fn emit(
         }
         writeln!(
             code,
-            "            _ => match r.read_boxed() {{ Ok(v) => Self::{base_rust}(v), Err(e) => return Err(e) }},\n        }})\n    }}\n}}"
+            "            _ => match x::Decode::decode_boxed(r) {{ Ok(v) => Self::{base_rust}(v), Err(e) => return Err(e) }},\n        }})\n    }}\n}}"
         )
         .ok();
         let decode = std::mem::take(&mut code);

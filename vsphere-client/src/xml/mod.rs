@@ -66,7 +66,8 @@ pub trait Decode: Sized + Default {
     fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError>;
 
     /// [`decode`](Self::decode) into a new box (a polymorphic variant, an
-    /// `anyType` value). Structures override it to decode in place.
+    /// `anyType` value). Structures override it to decode in place, and
+    /// give an `xsi:nil` element their default.
     fn decode_boxed(r: &mut XmlReader<'_>) -> Result<Box<Self>, DecodeError> {
         match Self::decode(r) {
             Ok(value) => Ok(Box::new(value)),

@@ -160,37 +160,37 @@ impl x::Decode for AnyAction {
         Ok(
             match r.xsi_type() {
                 Some("CreateTaskAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CreateTaskAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MethodAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RunScriptAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RunScriptAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SendEmailAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SendEmailAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SendSNMPAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SendSNMPAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Action(v),
                         Err(e) => return Err(e),
                     }
@@ -403,19 +403,19 @@ impl x::Decode for AnyAlarmAction {
         Ok(
             match r.xsi_type() {
                 Some("AlarmTriggeringAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmTriggeringAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GroupAlarmAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GroupAlarmAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmAction(v),
                         Err(e) => return Err(e),
                     }
@@ -639,37 +639,37 @@ impl x::Decode for AnyAlarmExpression {
         Ok(
             match r.xsi_type() {
                 Some("AndAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AndAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EventAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EventAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MetricAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MetricAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OrAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OrAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StateAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StateAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmExpression(v),
                         Err(e) => return Err(e),
                     }
@@ -858,13 +858,13 @@ impl x::Decode for AnyAlarmSpec {
         Ok(
             match r.xsi_type() {
                 Some("AlarmInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1034,19 +1034,19 @@ impl x::Decode for AnyAnswerFileCreateSpec {
         Ok(
             match r.xsi_type() {
                 Some("AnswerFileOptionsCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AnswerFileOptionsCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AnswerFileSerializedCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AnswerFileSerializedCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AnswerFileCreateSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1824,247 +1824,247 @@ impl x::Decode for AnyApplyProfile {
         Ok(
             match r.xsi_type() {
                 Some("ActiveDirectoryProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ActiveDirectoryProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AuthenticationProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AuthenticationProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DateTimeProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DateTimeProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsHostVNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsHostVNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsServiceConsoleVNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsServiceConsoleVNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsVNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsVNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FirewallProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FirewallProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FirewallProfileRulesetProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FirewallProfileRulesetProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostApplyProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostApplyProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostMemoryProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMemoryProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPortGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPortGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IpAddressProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IpAddressProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IpRouteProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IpRouteProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LinkProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LinkProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NasStorageProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NasStorageProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetStackInstanceProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetStackInstanceProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkPolicyProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkPolicyProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkProfileDnsConfigProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkProfileDnsConfigProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NsxHostVNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NsxHostVNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NumPortsProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NumPortsProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OpaqueSwitchProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OpaqueSwitchProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OptionProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OptionProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PermissionProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PermissionProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PhysicalNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PhysicalNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PnicUplinkProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PnicUplinkProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PortGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PortGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileApplyProfileElement") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileApplyProfileElement(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SecurityProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SecurityProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ServiceConsolePortGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceConsolePortGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ServiceProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StaticRouteProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StaticRouteProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSwitchProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSwitchProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSwitchSelectionProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSwitchSelectionProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VlanProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VlanProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmPortGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPortGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ApplyProfile(v),
                         Err(e) => return Err(e),
                     }

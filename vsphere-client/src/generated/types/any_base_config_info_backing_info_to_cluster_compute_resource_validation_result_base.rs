@@ -171,25 +171,25 @@ impl x::Decode for AnyBaseConfigInfoBackingInfo {
         Ok(
             match r.xsi_type() {
                 Some("BaseConfigInfoDiskFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoDiskFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BaseConfigInfoFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BaseConfigInfoRawDiskMappingBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoRawDiskMappingBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoBackingInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -409,19 +409,19 @@ impl x::Decode for AnyBaseConfigInfoFileBackingInfo {
         Ok(
             match r.xsi_type() {
                 Some("BaseConfigInfoDiskFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoDiskFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BaseConfigInfoRawDiskMappingBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoRawDiskMappingBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -751,61 +751,61 @@ impl x::Decode for AnyClusterAction {
         Ok(
             match r.xsi_type() {
                 Some("ClusterClusterInitialPlacementAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterClusterInitialPlacementAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterHostInfraUpdateHaModeAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterHostInfraUpdateHaModeAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterHostPowerAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterHostPowerAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterInitialPlacementAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterInitialPlacementAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterMigrationAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterMigrationAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HbrDiskMigrationAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HbrDiskMigrationAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PlacementAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PlacementAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageMigrationAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageMigrationAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StoragePlacementAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StoragePlacementAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterAction(v),
                         Err(e) => return Err(e),
                     }
@@ -1123,7 +1123,7 @@ impl x::Decode for AnyClusterComputeResourceValidationResultBase {
         Ok(
             match r.xsi_type() {
                 Some("ClusterComputeResourceDVSConfigurationValidation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::ClusterComputeResourceDVSConfigurationValidation(v)
                         }
@@ -1131,7 +1131,7 @@ impl x::Decode for AnyClusterComputeResourceValidationResultBase {
                     }
                 }
                 Some("ClusterComputeResourceHostConfigurationValidation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::ClusterComputeResourceHostConfigurationValidation(v)
                         }
@@ -1139,7 +1139,7 @@ impl x::Decode for AnyClusterComputeResourceValidationResultBase {
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterComputeResourceValidationResultBase(v),
                         Err(e) => return Err(e),
                     }

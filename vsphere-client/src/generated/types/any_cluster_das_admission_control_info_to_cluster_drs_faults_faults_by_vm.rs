@@ -189,25 +189,25 @@ impl x::Decode for AnyClusterDasAdmissionControlInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterFailoverHostAdmissionControlInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverHostAdmissionControlInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFailoverLevelAdmissionControlInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverLevelAdmissionControlInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFailoverResourcesAdmissionControlInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverResourcesAdmissionControlInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasAdmissionControlInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -477,25 +477,25 @@ impl x::Decode for AnyClusterDasAdmissionControlPolicy {
         Ok(
             match r.xsi_type() {
                 Some("ClusterFailoverHostAdmissionControlPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverHostAdmissionControlPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFailoverLevelAdmissionControlPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverLevelAdmissionControlPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFailoverResourcesAdmissionControlPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverResourcesAdmissionControlPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasAdmissionControlPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -704,13 +704,13 @@ impl x::Decode for AnyClusterDasAdvancedRuntimeInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterDasFailoverLevelAdvancedRuntimeInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasAdvancedRuntimeInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -859,13 +859,13 @@ impl x::Decode for AnyClusterDasData {
         Ok(
             match r.xsi_type() {
                 Some("ClusterDasDataSummary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasDataSummary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasData(v),
                         Err(e) => return Err(e),
                     }
@@ -1010,13 +1010,13 @@ impl x::Decode for AnyClusterDasHostInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterDasAamHostInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasAamHostInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasHostInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -1178,13 +1178,13 @@ impl x::Decode for AnyClusterDrsFaultsFaultsByVm {
         Ok(
             match r.xsi_type() {
                 Some("ClusterDrsFaultsFaultsByVirtualDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDrsFaultsFaultsByVirtualDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDrsFaultsFaultsByVm(v),
                         Err(e) => return Err(e),
                     }

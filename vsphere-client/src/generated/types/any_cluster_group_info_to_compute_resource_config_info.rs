@@ -122,19 +122,19 @@ impl x::Decode for AnyClusterGroupInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterHostGroup") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterHostGroup(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterVmGroup") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterVmGroup(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterGroupInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -330,19 +330,19 @@ impl x::Decode for AnyClusterProfileConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("ClusterProfileCompleteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileCompleteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterProfileConfigServiceCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigServiceCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -621,49 +621,49 @@ impl x::Decode for AnyClusterRuleInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterAffinityRuleSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterAffinityRuleSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterAntiAffinityRuleSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterAntiAffinityRuleSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterDependencyRuleInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDependencyRuleInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFtVmHostRuleInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFtVmHostRuleInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterVmHostRuleInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterVmHostRuleInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskAntiAffinityRuleSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskAntiAffinityRuleSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRuleSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRuleSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterRuleInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -887,13 +887,13 @@ impl x::Decode for AnyClusterSlotPolicy {
         Ok(
             match r.xsi_type() {
                 Some("ClusterFixedSizeSlotPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFixedSizeSlotPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterSlotPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -1040,13 +1040,13 @@ impl x::Decode for AnyComputeResourceConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterConfigInfoEx") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterConfigInfoEx(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ComputeResourceConfigInfo(v),
                         Err(e) => return Err(e),
                     }

@@ -112,13 +112,13 @@ impl x::Decode for AnyComputeResourceConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("ClusterConfigSpecEx") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterConfigSpecEx(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ComputeResourceConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -267,13 +267,13 @@ impl x::Decode for AnyComputeResourceSummary {
         Ok(
             match r.xsi_type() {
                 Some("ClusterComputeResourceSummary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterComputeResourceSummary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ComputeResourceSummary(v),
                         Err(e) => return Err(e),
                     }
@@ -489,7 +489,7 @@ impl x::Decode for AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
         Ok(
             match r.xsi_type() {
                 Some("CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v)
                         }
@@ -499,7 +499,7 @@ impl x::Decode for AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
                 Some(
                     "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo",
                 ) => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(
                                 v,
@@ -509,7 +509,7 @@ impl x::Decode for AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoManagerKmipCryptoKeyStatusKeyInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -761,43 +761,43 @@ impl x::Decode for AnyCryptoSpec {
         Ok(
             match r.xsi_type() {
                 Some("CryptoSpecDecrypt") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecDecrypt(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecDeepRecrypt") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecDeepRecrypt(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecEncrypt") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecEncrypt(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecNoOp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecNoOp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecRegister") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecRegister(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecShallowRecrypt") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecShallowRecrypt(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1009,13 +1009,13 @@ impl x::Decode for AnyCustomFieldValue {
         Ok(
             match r.xsi_type() {
                 Some("CustomFieldStringValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldStringValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldValue(v),
                         Err(e) => return Err(e),
                     }
@@ -1256,43 +1256,43 @@ impl x::Decode for AnyCustomizationIdentitySettings {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationCloudinitPrep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationCloudinitPrep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationLinuxFlexPrep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationLinuxFlexPrep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationLinuxPrep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationLinuxPrep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationSysprep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationSysprep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationSysprepText") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationSysprepText(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationWindowsFlexPrep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationWindowsFlexPrep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationIdentitySettings(v),
                         Err(e) => return Err(e),
                     }

@@ -195,37 +195,37 @@ impl x::Decode for AnyCustomizationIpGenerator {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationCustomIpGenerator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationCustomIpGenerator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationDhcpIpGenerator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationDhcpIpGenerator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationDisableIpV4") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationDisableIpV4(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationFixedIp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationFixedIp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationUnknownIpGenerator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationUnknownIpGenerator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationIpGenerator(v),
                         Err(e) => return Err(e),
                     }
@@ -558,43 +558,43 @@ impl x::Decode for AnyCustomizationIpV6Generator {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationAutoIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationAutoIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationCustomIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationCustomIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationDhcpIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationDhcpIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationFixedIpV6") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationFixedIpV6(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationStatelessIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationStatelessIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationUnknownIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationUnknownIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
@@ -890,37 +890,37 @@ impl x::Decode for AnyCustomizationName {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationCustomName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationCustomName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationFixedName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationFixedName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationPrefixName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationPrefixName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationUnknownName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationUnknownName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationVirtualMachineName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationVirtualMachineName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationName(v),
                         Err(e) => return Err(e),
                     }
@@ -1135,19 +1135,19 @@ impl x::Decode for AnyCustomizationOptions {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationLinuxOptions") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationLinuxOptions(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationWinOptions") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationWinOptions(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationOptions(v),
                         Err(e) => return Err(e),
                     }

@@ -167,19 +167,19 @@ impl x::Decode for AnyDirectPathProfileManagerCapacityResult {
         Ok(
             match r.xsi_type() {
                 Some("DirectPathProfileManagerCapacityInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerCapacityUnknown") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityUnknown(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityResult(v),
                         Err(e) => return Err(e),
                     }
@@ -484,19 +484,19 @@ impl x::Decode for AnyDirectPathProfileManagerDirectPathConfig {
         Ok(
             match r.xsi_type() {
                 Some("DirectPathProfileManagerDvxDirectPathConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerDvxDirectPathConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerDynamicDirectPathConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerDynamicDirectPathConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(
                                 v,
@@ -506,13 +506,13 @@ impl x::Decode for AnyDirectPathProfileManagerDirectPathConfig {
                     }
                 }
                 Some("DirectPathProfileManagerVmiopDirectPathConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerVmiopDirectPathConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerDirectPathConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -771,19 +771,19 @@ impl x::Decode for AnyDirectPathProfileManagerTargetEntity {
         Ok(
             match r.xsi_type() {
                 Some("DirectPathProfileManagerTargetCluster") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerTargetCluster(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerTargetHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerTargetHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerTargetEntity(v),
                         Err(e) => return Err(e),
                     }
@@ -986,13 +986,13 @@ impl x::Decode for AnyDistributedVirtualSwitchHostMemberBacking {
         Ok(
             match r.xsi_type() {
                 Some("DistributedVirtualSwitchHostMemberPnicBacking") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DistributedVirtualSwitchHostMemberPnicBacking(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DistributedVirtualSwitchHostMemberBacking(v),
                         Err(e) => return Err(e),
                     }

@@ -219,13 +219,13 @@ impl x::Decode for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
         Ok(
             match r.xsi_type() {
                 Some("DistributedVirtualSwitchManagerHostArrayFilter") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DistributedVirtualSwitchManagerHostArrayFilter(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DistributedVirtualSwitchManagerHostContainerFilter") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::DistributedVirtualSwitchManagerHostContainerFilter(v)
                         }
@@ -233,7 +233,7 @@ impl x::Decode for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
                     }
                 }
                 Some("DistributedVirtualSwitchManagerHostDvsMembershipFilter") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
                                 v,
@@ -243,7 +243,7 @@ impl x::Decode for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v)
                         }
@@ -482,25 +482,25 @@ impl x::Decode for AnyDvsFilterConfig {
         Ok(
             match r.xsi_type() {
                 Some("DvsFilterConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsFilterConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsTrafficFilterConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsTrafficFilterConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsTrafficFilterConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsTrafficFilterConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsFilterConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -679,19 +679,19 @@ impl x::Decode for AnyDvsIpPort {
         Ok(
             match r.xsi_type() {
                 Some("DvsIpPortRange") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsIpPortRange(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsSingleIpPort") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsSingleIpPort(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsIpPort(v),
                         Err(e) => return Err(e),
                     }
@@ -1003,61 +1003,61 @@ impl x::Decode for AnyDvsNetworkRuleAction {
         Ok(
             match r.xsi_type() {
                 Some("DvsAcceptNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsAcceptNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsCopyNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsCopyNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsDropNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsDropNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsGreEncapNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsGreEncapNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsLogNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsLogNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsMacRewriteNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsMacRewriteNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPuntNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPuntNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsRateLimitNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsRateLimitNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsUpdateTagNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsUpdateTagNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }

@@ -106,13 +106,13 @@ impl x::Decode for AnyDVPortSetting {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSPortSetting") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSPortSetting(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortSetting(v),
                         Err(e) => return Err(e),
                     }
@@ -257,13 +257,13 @@ impl x::Decode for AnyDVPortgroupPolicy {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSPortgroupPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSPortgroupPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortgroupPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -404,13 +404,13 @@ impl x::Decode for AnyDVSConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSConfigInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -551,13 +551,13 @@ impl x::Decode for AnyDVSConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -703,13 +703,13 @@ impl x::Decode for AnyDVSFeatureCapability {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSFeatureCapability") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSFeatureCapability(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSFeatureCapability(v),
                         Err(e) => return Err(e),
                     }
@@ -862,13 +862,13 @@ impl x::Decode for AnyDVSHealthCheckCapability {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSHealthCheckCapability") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSHealthCheckCapability(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSHealthCheckCapability(v),
                         Err(e) => return Err(e),
                     }
@@ -1071,25 +1071,25 @@ impl x::Decode for AnyDVSHealthCheckConfig {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSHealthCheckConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSHealthCheckConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSTeamingHealthCheckConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSTeamingHealthCheckConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSVlanMtuHealthCheckConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSVlanMtuHealthCheckConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSHealthCheckConfig(v),
                         Err(e) => return Err(e),
                     }

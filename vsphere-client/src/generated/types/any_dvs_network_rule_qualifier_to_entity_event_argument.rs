@@ -163,25 +163,25 @@ impl x::Decode for AnyDvsNetworkRuleQualifier {
         Ok(
             match r.xsi_type() {
                 Some("DvsIpNetworkRuleQualifier") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsIpNetworkRuleQualifier(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsMacNetworkRuleQualifier") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsMacNetworkRuleQualifier(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsSystemTrafficNetworkRuleQualifier") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsSystemTrafficNetworkRuleQualifier(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsNetworkRuleQualifier(v),
                         Err(e) => return Err(e),
                     }
@@ -398,31 +398,31 @@ impl x::Decode for AnyElementDescription {
         Ok(
             match r.xsi_type() {
                 Some("EVCMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExtendedElementDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExtendedElementDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FeatureEVCMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FeatureEVCMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OptionDef") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OptionDef(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ElementDescription(v),
                         Err(e) => return Err(e),
                     }
@@ -805,85 +805,85 @@ impl x::Decode for AnyEntityEventArgument {
         Ok(
             match r.xsi_type() {
                 Some("AlarmEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ComputeResourceEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ComputeResourceEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatacenterEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatacenterEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FolderEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FolderEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ManagedEntityEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ManagedEntityEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ResourcePoolEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourcePoolEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TgwEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TgwEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmEventArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EntityEventArgument(v),
                         Err(e) => return Err(e),
                     }

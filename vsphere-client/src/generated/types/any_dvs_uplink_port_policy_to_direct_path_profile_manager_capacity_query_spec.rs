@@ -111,13 +111,13 @@ impl x::Decode for AnyDVSUplinkPortPolicy {
         Ok(
             match r.xsi_type() {
                 Some("DVSNameArrayUplinkPortPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSNameArrayUplinkPortPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSUplinkPortPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -336,43 +336,43 @@ impl x::Decode for AnyDatastoreInfo {
         Ok(
             match r.xsi_type() {
                 Some("LocalDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LocalDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NasDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NasDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PMemDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PMemDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VvolDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VvolDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -697,61 +697,61 @@ impl x::Decode for AnyDescription {
         Ok(
             match r.xsi_type() {
                 Some("EVCMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ElementDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ElementDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExtendedDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExtendedDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExtendedElementDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExtendedElementDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FeatureEVCMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FeatureEVCMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MethodDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OptionDef") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OptionDef(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskDetail") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskDetail(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TypeDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TypeDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Description(v),
                         Err(e) => return Err(e),
                     }
@@ -1097,7 +1097,7 @@ impl x::Decode for AnyDirectPathProfileManagerCapacityQuerySpec {
         Ok(
             match r.xsi_type() {
                 Some("DirectPathProfileManagerCapacityQueryByDeviceConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::DirectPathProfileManagerCapacityQueryByDeviceConfig(v)
                         }
@@ -1105,19 +1105,19 @@ impl x::Decode for AnyDirectPathProfileManagerCapacityQuerySpec {
                     }
                 }
                 Some("DirectPathProfileManagerCapacityQueryById") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityQueryById(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerCapacityQueryByName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityQueryByName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityQuerySpec(v),
                         Err(e) => return Err(e),
                     }

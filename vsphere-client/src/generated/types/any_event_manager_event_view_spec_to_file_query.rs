@@ -114,13 +114,13 @@ impl x::Decode for AnyEventManagerEventViewSpec {
         Ok(
             match r.xsi_type() {
                 Some("EventManagerViewByStartId") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EventManagerViewByStartId(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EventManagerEventViewSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -300,19 +300,19 @@ impl x::Decode for AnyFaultToleranceConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("FaultTolerancePrimaryConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultTolerancePrimaryConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultToleranceSecondaryConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceSecondaryConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceConfigInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -589,61 +589,61 @@ impl x::Decode for AnyFileInfo {
         Ok(
             match r.xsi_type() {
                 Some("FloppyImageFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FloppyImageFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FolderFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FolderFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IsoImageFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IsoImageFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TemplateConfigFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TemplateConfigFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmConfigFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDiskFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDiskFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmLogFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmLogFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmNvramFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmNvramFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSnapshotFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSnapshotFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -1014,61 +1014,61 @@ impl x::Decode for AnyFileQuery {
         Ok(
             match r.xsi_type() {
                 Some("FloppyImageFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FloppyImageFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FolderFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FolderFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IsoImageFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IsoImageFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TemplateConfigFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TemplateConfigFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmConfigFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDiskFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDiskFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmLogFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmLogFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmNvramFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmNvramFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSnapshotFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSnapshotFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileQuery(v),
                         Err(e) => return Err(e),
                     }

@@ -128,19 +128,19 @@ impl x::Decode for AnyGuestAuthSubject {
         Ok(
             match r.xsi_type() {
                 Some("GuestAuthAnySubject") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestAuthAnySubject(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestAuthNamedSubject") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestAuthNamedSubject(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestAuthSubject(v),
                         Err(e) => return Err(e),
                     }
@@ -352,31 +352,31 @@ impl x::Decode for AnyGuestAuthentication {
         Ok(
             match r.xsi_type() {
                 Some("NamePasswordAuthentication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NamePasswordAuthentication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SAMLTokenAuthentication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SAMLTokenAuthentication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SSPIAuthentication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SSPIAuthentication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TicketedSessionAuthentication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TicketedSessionAuthentication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestAuthentication(v),
                         Err(e) => return Err(e),
                     }
@@ -579,19 +579,19 @@ impl x::Decode for AnyGuestFileAttributes {
         Ok(
             match r.xsi_type() {
                 Some("GuestPosixFileAttributes") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestPosixFileAttributes(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestWindowsFileAttributes") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestWindowsFileAttributes(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestFileAttributes(v),
                         Err(e) => return Err(e),
                     }
@@ -747,13 +747,13 @@ impl x::Decode for AnyGuestProgramSpec {
         Ok(
             match r.xsi_type() {
                 Some("GuestWindowsProgramSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestWindowsProgramSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestProgramSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -992,43 +992,43 @@ impl x::Decode for AnyGuestRegValueDataSpec {
         Ok(
             match r.xsi_type() {
                 Some("GuestRegValueBinarySpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueBinarySpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueDwordSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueDwordSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueExpandStringSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueExpandStringSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueMultiStringSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueMultiStringSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueQwordSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueQwordSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueStringSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueStringSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueDataSpec(v),
                         Err(e) => return Err(e),
                     }

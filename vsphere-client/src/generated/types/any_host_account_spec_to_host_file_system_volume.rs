@@ -110,13 +110,13 @@ impl x::Decode for AnyHostAccountSpec {
         Ok(
             match r.xsi_type() {
                 Some("HostPosixAccountSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPosixAccountSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostAccountSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -307,25 +307,25 @@ impl x::Decode for AnyHostAuthenticationStoreInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostActiveDirectoryInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostActiveDirectoryInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDirectoryStoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDirectoryStoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostLocalAuthenticationInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostLocalAuthenticationInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostAuthenticationStoreInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -506,13 +506,13 @@ impl x::Decode for AnyHostConnectInfoNetworkInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostNewNetworkConnectInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNewNetworkConnectInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostConnectInfoNetworkInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -698,19 +698,19 @@ impl x::Decode for AnyHostDatastoreConnectInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostDatastoreExistsConnectInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDatastoreExistsConnectInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDatastoreNameConflictConnectInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDatastoreNameConflictConnectInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDatastoreConnectInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -867,13 +867,13 @@ impl x::Decode for AnyHostDnsConfig {
         Ok(
             match r.xsi_type() {
                 Some("HostDnsConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDnsConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDnsConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -1102,49 +1102,49 @@ impl x::Decode for AnyHostFileSystemVolume {
         Ok(
             match r.xsi_type() {
                 Some("HostLocalFileSystemVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostLocalFileSystemVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNasVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNasVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPMemVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPMemVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVfatVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVfatVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVffsVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVffsVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVmfsVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVmfsVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVvolVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVvolVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFileSystemVolume(v),
                         Err(e) => return Err(e),
                     }

@@ -130,19 +130,19 @@ impl x::Decode for AnyHostHardwareElementInfo {
         Ok(
             match r.xsi_type() {
                 Some("DpuStatusInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DpuStatusInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostStorageElementInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostStorageElementInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostHardwareElementInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -299,13 +299,13 @@ impl x::Decode for AnyHostHbaCreateSpec {
         Ok(
             match r.xsi_type() {
                 Some("HostTcpHbaCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTcpHbaCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostHbaCreateSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -580,61 +580,61 @@ impl x::Decode for AnyHostHostBusAdapter {
         Ok(
             match r.xsi_type() {
                 Some("HostBlockHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostBlockHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostFibreChannelHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFibreChannelHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostFibreChannelOverEthernetHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFibreChannelOverEthernetHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostInternetScsiHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInternetScsiHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostParallelScsiHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostParallelScsiHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPcieHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPcieHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostRdmaHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostRdmaHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSerialAttachedHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSerialAttachedHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTcpHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTcpHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostHostBusAdapter(v),
                         Err(e) => return Err(e),
                     }
@@ -883,13 +883,13 @@ impl x::Decode for AnyHostIpRouteConfig {
         Ok(
             match r.xsi_type() {
                 Some("HostIpRouteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIpRouteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIpRouteConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -1120,31 +1120,31 @@ impl x::Decode for AnyHostMemberHealthCheckResult {
         Ok(
             match r.xsi_type() {
                 Some("HostMemberUplinkHealthCheckResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMemberUplinkHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSMtuHealthCheckResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSMtuHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSTeamingHealthCheckResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSTeamingHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSVlanHealthCheckResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSVlanHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMemberHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }

@@ -157,19 +157,19 @@ impl x::Decode for AnyHostMultipathInfoLogicalUnitPolicy {
         Ok(
             match r.xsi_type() {
                 Some("HostMultipathInfoFixedLogicalUnitPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMultipathInfoFixedLogicalUnitPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostMultipathInfoHppLogicalUnitPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMultipathInfoHppLogicalUnitPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMultipathInfoLogicalUnitPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -419,31 +419,31 @@ impl x::Decode for AnyHostNvmeTransportParameters {
         Ok(
             match r.xsi_type() {
                 Some("HostNvmeOpaqueTransportParameters") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeOpaqueTransportParameters(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNvmeOverFibreChannelParameters") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeOverFibreChannelParameters(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNvmeOverRdmaParameters") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeOverRdmaParameters(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNvmeOverTcpParameters") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeOverTcpParameters(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeTransportParameters(v),
                         Err(e) => return Err(e),
                     }
@@ -637,13 +637,13 @@ impl x::Decode for AnyHostPciPassthruConfig {
         Ok(
             match r.xsi_type() {
                 Some("HostSriovConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSriovConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPciPassthruConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -788,13 +788,13 @@ impl x::Decode for AnyHostPciPassthruInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostSriovInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSriovInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPciPassthruInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -966,19 +966,19 @@ impl x::Decode for AnyHostProfileConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("HostProfileCompleteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileCompleteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileHostBasedConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileHostBasedConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1147,13 +1147,13 @@ impl x::Decode for AnyHostProfilesEntityCustomizations {
         Ok(
             match r.xsi_type() {
                 Some("StructuredCustomizations") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StructuredCustomizations(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfilesEntityCustomizations(v),
                         Err(e) => return Err(e),
                     }

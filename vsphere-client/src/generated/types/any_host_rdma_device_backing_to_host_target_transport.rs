@@ -112,13 +112,13 @@ impl x::Decode for AnyHostRdmaDeviceBacking {
         Ok(
             match r.xsi_type() {
                 Some("HostRdmaDevicePnicBacking") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostRdmaDevicePnicBacking(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostRdmaDeviceBacking(v),
                         Err(e) => return Err(e),
                     }
@@ -275,13 +275,13 @@ impl x::Decode for AnyHostSriovDevicePoolInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostSriovNetworkDevicePoolInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSriovNetworkDevicePoolInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSriovDevicePoolInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -552,31 +552,31 @@ impl x::Decode for AnyHostSystemSwapConfigurationSystemSwapOption {
         Ok(
             match r.xsi_type() {
                 Some("HostSystemSwapConfigurationDatastoreOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationDatastoreOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSystemSwapConfigurationDisabledOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationDisabledOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSystemSwapConfigurationHostCacheOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationHostCacheOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSystemSwapConfigurationHostLocalSwapOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationHostLocalSwapOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationSystemSwapOption(v),
                         Err(e) => return Err(e),
                     }
@@ -986,61 +986,61 @@ impl x::Decode for AnyHostTargetTransport {
         Ok(
             match r.xsi_type() {
                 Some("HostBlockAdapterTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostBlockAdapterTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostFibreChannelOverEthernetTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFibreChannelOverEthernetTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostFibreChannelTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFibreChannelTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostInternetScsiTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInternetScsiTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostParallelScsiTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostParallelScsiTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPcieTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPcieTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostRdmaTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostRdmaTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSerialAttachedTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSerialAttachedTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTcpTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTcpTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTargetTransport(v),
                         Err(e) => return Err(e),
                     }

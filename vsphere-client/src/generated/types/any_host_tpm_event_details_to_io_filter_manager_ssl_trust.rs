@@ -290,61 +290,61 @@ impl x::Decode for AnyHostTpmEventDetails {
         Ok(
             match r.xsi_type() {
                 Some("HostTpmBootCompleteEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmBootCompleteEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmBootSecurityOptionEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmBootSecurityOptionEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmCommandEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmCommandEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmNvTagEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmNvTagEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmOptionEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmOptionEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmSignerEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmSignerEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmSoftwareComponentEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmSoftwareComponentEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmSystemVersionEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmSystemVersionEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmVersionEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmVersionEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmEventDetails(v),
                         Err(e) => return Err(e),
                     }
@@ -634,25 +634,25 @@ impl x::Decode for AnyHostVirtualSwitchBridge {
         Ok(
             match r.xsi_type() {
                 Some("HostVirtualSwitchAutoBridge") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVirtualSwitchAutoBridge(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVirtualSwitchBondBridge") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVirtualSwitchBondBridge(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVirtualSwitchSimpleBridge") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVirtualSwitchSimpleBridge(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVirtualSwitchBridge(v),
                         Err(e) => return Err(e),
                     }
@@ -842,19 +842,19 @@ impl x::Decode for AnyImportSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualAppImportSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualAppImportSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineImportSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineImportSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ImportSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1028,19 +1028,19 @@ impl x::Decode for AnyIoFilterManagerSslTrust {
         Ok(
             match r.xsi_type() {
                 Some("PinnedCertificate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PinnedCertificate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UntrustedCertificate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UntrustedCertificate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IoFilterManagerSslTrust(v),
                         Err(e) => return Err(e),
                     }

@@ -114,19 +114,19 @@ impl x::Decode for AnyIpAddress {
         Ok(
             match r.xsi_type() {
                 Some("IpRange") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IpRange(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SingleIp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SingleIp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IpAddress(v),
                         Err(e) => return Err(e),
                     }
@@ -326,19 +326,19 @@ impl x::Decode for AnyKmipClusterInfoKeyInfo {
         Ok(
             match r.xsi_type() {
                 Some("KmipClusterInfoWrappingKeyIdKeyInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipClusterInfoWrappingKeyIdKeyInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("KmipClusterInfoWrappingRotationIntervalKeyInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipClusterInfoWrappingRotationIntervalKeyInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipClusterInfoKeyInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -543,19 +543,19 @@ impl x::Decode for AnyKmipServerSpecKeySpec {
         Ok(
             match r.xsi_type() {
                 Some("KmipServerSpecWrappingKeyIdKeySpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipServerSpecWrappingKeyIdKeySpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("KmipServerSpecWrappingRotationIntervalKeySpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipServerSpecWrappingRotationIntervalKeySpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipServerSpecKeySpec(v),
                         Err(e) => return Err(e),
                     }
@@ -748,25 +748,25 @@ impl x::Decode for AnyLicenseSource {
         Ok(
             match r.xsi_type() {
                 Some("EvaluationLicenseSource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EvaluationLicenseSource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseServerSource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseServerSource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LocalLicenseSource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LocalLicenseSource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseSource(v),
                         Err(e) => return Err(e),
                     }
@@ -941,19 +941,19 @@ impl x::Decode for AnyMacAddress {
         Ok(
             match r.xsi_type() {
                 Some("MacRange") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MacRange(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SingleMac") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SingleMac(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MacAddress(v),
                         Err(e) => return Err(e),
                     }

@@ -108,13 +108,13 @@ impl x::Decode for AnyNetBIOSConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("WinNetBIOSConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WinNetBIOSConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetBIOSConfigInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -255,13 +255,13 @@ impl x::Decode for AnyNetworkSummary {
         Ok(
             match r.xsi_type() {
                 Some("OpaqueNetworkSummary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OpaqueNetworkSummary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkSummary(v),
                         Err(e) => return Err(e),
                     }
@@ -406,13 +406,13 @@ impl x::Decode for AnyNodeDeploymentSpec {
         Ok(
             match r.xsi_type() {
                 Some("PassiveNodeDeploymentSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PassiveNodeDeploymentSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NodeDeploymentSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -555,13 +555,13 @@ impl x::Decode for AnyNodeNetworkSpec {
         Ok(
             match r.xsi_type() {
                 Some("PassiveNodeNetworkSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PassiveNodeNetworkSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NodeNetworkSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -764,43 +764,43 @@ impl x::Decode for AnyOptionType {
         Ok(
             match r.xsi_type() {
                 Some("BoolOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BoolOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ChoiceOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ChoiceOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FloatOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FloatOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IntOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IntOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LongOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LongOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StringOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StringOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OptionType(v),
                         Err(e) => return Err(e),
                     }
@@ -1013,13 +1013,13 @@ impl x::Decode for AnyOptionValue {
         Ok(
             match r.xsi_type() {
                 Some("HostInternetScsiHbaParamValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInternetScsiHbaParamValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OptionValue(v),
                         Err(e) => return Err(e),
                     }
@@ -1164,13 +1164,13 @@ impl x::Decode for AnyOvfCreateImportSpecParams {
         Ok(
             match r.xsi_type() {
                 Some("OvfImportParams") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfImportParams(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfCreateImportSpecParams(v),
                         Err(e) => return Err(e),
                     }

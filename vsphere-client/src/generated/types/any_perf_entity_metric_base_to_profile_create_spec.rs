@@ -126,19 +126,19 @@ impl x::Decode for AnyPerfEntityMetricBase {
         Ok(
             match r.xsi_type() {
                 Some("PerfEntityMetric") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfEntityMetric(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PerfEntityMetricCSV") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfEntityMetricCSV(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfEntityMetricBase(v),
                         Err(e) => return Err(e),
                     }
@@ -312,19 +312,19 @@ impl x::Decode for AnyPerfMetricSeries {
         Ok(
             match r.xsi_type() {
                 Some("PerfMetricIntSeries") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfMetricIntSeries(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PerfMetricSeriesCSV") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfMetricSeriesCSV(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfMetricSeries(v),
                         Err(e) => return Err(e),
                     }
@@ -484,13 +484,13 @@ impl x::Decode for AnyPolicyOption {
         Ok(
             match r.xsi_type() {
                 Some("CompositePolicyOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CompositePolicyOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PolicyOption(v),
                         Err(e) => return Err(e),
                     }
@@ -653,19 +653,19 @@ impl x::Decode for AnyProfileConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterProfileConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileConfigInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -1003,61 +1003,61 @@ impl x::Decode for AnyProfileCreateSpec {
         Ok(
             match r.xsi_type() {
                 Some("ClusterProfileCompleteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileCompleteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterProfileConfigServiceCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigServiceCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterProfileConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterProfileCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileCompleteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileCompleteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileHostBasedConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileHostBasedConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileSerializedHostProfileSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileSerializedHostProfileSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileSerializedCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileSerializedCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileCreateSpec(v),
                         Err(e) => return Err(e),
                     }

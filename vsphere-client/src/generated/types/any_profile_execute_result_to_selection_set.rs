@@ -118,13 +118,13 @@ impl x::Decode for AnyProfileExecuteResult {
         Ok(
             match r.xsi_type() {
                 Some("ApplyHostProfileConfigurationSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ApplyHostProfileConfigurationSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileExecuteResult(v),
                         Err(e) => return Err(e),
                     }
@@ -292,19 +292,19 @@ impl x::Decode for AnyProfileExpression {
         Ok(
             match r.xsi_type() {
                 Some("ProfileCompositeExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileCompositeExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileSimpleExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileSimpleExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileExpression(v),
                         Err(e) => return Err(e),
                     }
@@ -507,19 +507,19 @@ impl x::Decode for AnyProfilePolicyOptionMetadata {
         Ok(
             match r.xsi_type() {
                 Some("ProfileCompositePolicyOptionMetadata") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileCompositePolicyOptionMetadata(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserInputRequiredParameterMetadata") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserInputRequiredParameterMetadata(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfilePolicyOptionMetadata(v),
                         Err(e) => return Err(e),
                     }
@@ -686,13 +686,13 @@ impl x::Decode for AnyResourcePoolSummary {
         Ok(
             match r.xsi_type() {
                 Some("VirtualAppSummary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualAppSummary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourcePoolSummary(v),
                         Err(e) => return Err(e),
                     }
@@ -835,13 +835,13 @@ impl x::Decode for AnyScheduledTaskSpec {
         Ok(
             match r.xsi_type() {
                 Some("ScheduledTaskInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -984,13 +984,13 @@ impl x::Decode for AnyScsiLun {
         Ok(
             match r.xsi_type() {
                 Some("HostScsiDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostScsiDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScsiLun(v),
                         Err(e) => return Err(e),
                     }
@@ -1149,19 +1149,19 @@ impl x::Decode for AnySelectionSet {
         Ok(
             match r.xsi_type() {
                 Some("DVPortgroupSelection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortgroupSelection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DVSSelection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSSelection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SelectionSet(v),
                         Err(e) => return Err(e),
                     }

@@ -108,13 +108,13 @@ impl x::Decode for AnySelectionSpec {
         Ok(
             match r.xsi_type() {
                 Some("TraversalSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TraversalSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SelectionSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -281,19 +281,19 @@ impl x::Decode for AnyServiceLocatorCredential {
         Ok(
             match r.xsi_type() {
                 Some("ServiceLocatorNamePassword") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceLocatorNamePassword(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ServiceLocatorSAMLCredential") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceLocatorSAMLCredential(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceLocatorCredential(v),
                         Err(e) => return Err(e),
                     }
@@ -497,19 +497,19 @@ impl x::Decode for AnySessionManagerServiceRequestSpec {
         Ok(
             match r.xsi_type() {
                 Some("SessionManagerHttpServiceRequestSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SessionManagerHttpServiceRequestSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SessionManagerVmomiServiceRequestSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SessionManagerVmomiServiceRequestSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SessionManagerServiceRequestSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -685,13 +685,13 @@ impl x::Decode for AnyTaskManagerTaskViewSpec {
         Ok(
             match r.xsi_type() {
                 Some("TaskManagerViewByStartId") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskManagerViewByStartId(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskManagerTaskViewSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -875,31 +875,31 @@ impl x::Decode for AnyTaskReason {
         Ok(
             match r.xsi_type() {
                 Some("TaskReasonAlarm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReasonAlarm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TaskReasonSchedule") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReasonSchedule(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TaskReasonSystem") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReasonSystem(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TaskReasonUser") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReasonUser(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReason(v),
                         Err(e) => return Err(e),
                     }
@@ -1216,61 +1216,61 @@ impl x::Decode for AnyTaskScheduler {
         Ok(
             match r.xsi_type() {
                 Some("AfterStartupTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AfterStartupTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DailyTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DailyTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HourlyTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HourlyTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MonthlyByDayTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MonthlyByDayTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MonthlyByWeekdayTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MonthlyByWeekdayTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MonthlyTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MonthlyTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OnceTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OnceTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RecurrentTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RecurrentTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("WeeklyTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WeeklyTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskScheduler(v),
                         Err(e) => return Err(e),
                     }

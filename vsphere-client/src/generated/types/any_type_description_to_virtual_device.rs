@@ -110,13 +110,13 @@ impl x::Decode for AnyTypeDescription {
         Ok(
             match r.xsi_type() {
                 Some("ScheduledTaskDetail") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskDetail(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TypeDescription(v),
                         Err(e) => return Err(e),
                     }
@@ -263,13 +263,13 @@ impl x::Decode for AnyUserSearchResult {
         Ok(
             match r.xsi_type() {
                 Some("PosixUserSearchResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PosixUserSearchResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserSearchResult(v),
                         Err(e) => return Err(e),
                     }
@@ -1135,283 +1135,283 @@ impl x::Decode for AnyVirtualDevice {
         Ok(
             match r.xsi_type() {
                 Some("ParaVirtualSCSIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ParaVirtualSCSIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualAHCIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualAHCIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualBusLogicController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualBusLogicController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdrom") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdrom(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualE1000") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualE1000(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualE1000e") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualE1000e(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEnsoniq1371") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEnsoniq1371(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualHdAudioCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualHdAudioCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualIDEController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualIDEController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualKeyboard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualKeyboard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualLsiLogicController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualLsiLogicController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualLsiLogicSASController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualLsiLogicSASController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineVMCIDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVMCIDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineVMIROM") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVMIROM(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineVideoCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVideoCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMM") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMM(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMMController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMMController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVMEController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVMEController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthrough") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthrough(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCNet32") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCNet32(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPS2Controller") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPS2Controller(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPort") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPort(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPointingDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPointingDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPrecisionClock") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPrecisionClock(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSATAController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSATAController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIPassthrough") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIPassthrough(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSIOController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSIOController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPort") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPort(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundBlaster16") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundBlaster16(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSriovEthernetCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSriovEthernetCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualTPM") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualTPM(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSB") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSB(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBXHCIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBXHCIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet2") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet2(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet3") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet3(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet3Vrdma") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet3Vrdma(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualWDT") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualWDT(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDevice(v),
                         Err(e) => return Err(e),
                     }

@@ -1312,121 +1312,121 @@ impl x::Decode for AnyVirtualDeviceBackingInfo {
         Ok(
             match r.xsi_type() {
                 Some("VirtualCdromAtapiBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromAtapiBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromIsoBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromIsoBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromPassthroughBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromPassthroughBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromRemoteAtapiBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromRemoteAtapiBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromRemotePassthroughBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromRemotePassthroughBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDevicePipeBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDevicePipeBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceRemoteDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceRemoteDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceURIBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceURIBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskFlatVer1BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskFlatVer1BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskFlatVer2BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskFlatVer2BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskLocalPMemBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskLocalPMemBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskPartitionedRawDiskVer2BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRawDiskMappingVer1BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRawDiskMappingVer1BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRawDiskVer2BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRawDiskVer2BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSeSparseBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSeSparseBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSparseVer1BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSparseVer1BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSparseVer2BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSparseVer2BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardDistributedVirtualPortBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v)
                         }
@@ -1434,169 +1434,169 @@ impl x::Decode for AnyVirtualDeviceBackingInfo {
                     }
                 }
                 Some("VirtualEthernetCardLegacyNetworkBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardLegacyNetworkBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardNetworkBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardNetworkBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardOpaqueNetworkBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyImageBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyImageBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyRemoteDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyRemoteDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMMBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMMBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDvxBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDvxBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDynamicBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDynamicBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughPluginBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughPluginBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughVmiopBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughVmiopBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPointingDeviceDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPointingDeviceDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPrecisionClockSystemClockBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPrecisionClockSystemClockBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIPassthroughDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIPassthroughDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortPipeBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortPipeBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortThinPrintBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortThinPrintBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortURIBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortURIBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundCardDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundCardDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSriovEthernetCardSriovBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSriovEthernetCardSriovBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBRemoteClientBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBRemoteClientBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBRemoteHostBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBRemoteHostBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBUSBBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBUSBBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }

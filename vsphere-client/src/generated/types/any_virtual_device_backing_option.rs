@@ -1350,283 +1350,283 @@ impl x::Decode for AnyVirtualDeviceBackingOption {
         Ok(
             match r.xsi_type() {
                 Some("VirtualCdromAtapiBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromAtapiBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromIsoBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromIsoBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromPassthroughBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromPassthroughBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromRemoteAtapiBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromRemoteAtapiBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromRemotePassthroughBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromRemotePassthroughBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceFileBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceFileBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDevicePipeBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDevicePipeBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceRemoteDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceRemoteDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceURIBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceURIBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskFlatVer1BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskFlatVer1BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskFlatVer2BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskFlatVer2BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskLocalPMemBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskLocalPMemBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskPartitionedRawDiskVer2BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRawDiskMappingVer1BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRawDiskMappingVer1BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRawDiskVer2BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRawDiskVer2BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSeSparseBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSeSparseBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSparseVer1BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSparseVer1BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSparseVer2BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSparseVer2BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardDVPortBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardDVPortBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardLegacyNetworkBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardLegacyNetworkBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardNetworkBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardNetworkBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardOpaqueNetworkBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardOpaqueNetworkBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyImageBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyImageBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyRemoteDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyRemoteDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDvxBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDvxBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDynamicBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDynamicBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughPluginBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughPluginBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughVmiopBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughVmiopBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortFileBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortFileBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPointingDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPointingDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPrecisionClockSystemClockBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPrecisionClockSystemClockBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIPassthroughDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIPassthroughDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortFileBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortFileBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortPipeBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortPipeBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortThinPrintBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortThinPrintBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortURIBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortURIBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundCardDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundCardDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSriovEthernetCardSriovBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSriovEthernetCardSriovBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBRemoteClientBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBRemoteClientBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBRemoteHostBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBRemoteHostBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBUSBBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBUSBBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }

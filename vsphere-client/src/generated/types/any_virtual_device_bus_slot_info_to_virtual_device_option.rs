@@ -139,19 +139,19 @@ impl x::Decode for AnyVirtualDeviceBusSlotInfo {
         Ok(
             match r.xsi_type() {
                 Some("VirtualDevicePciBusSlotInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDevicePciBusSlotInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBControllerPciBusSlotInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBControllerPciBusSlotInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceBusSlotInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -316,13 +316,13 @@ impl x::Decode for AnyVirtualDeviceConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualDiskConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1307,283 +1307,283 @@ impl x::Decode for AnyVirtualDeviceOption {
         Ok(
             match r.xsi_type() {
                 Some("ParaVirtualSCSIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ParaVirtualSCSIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualAHCIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualAHCIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualBusLogicControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualBusLogicControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualE1000Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualE1000Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualE1000eOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualE1000eOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEnsoniq1371Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEnsoniq1371Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualHdAudioCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualHdAudioCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualIDEControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualIDEControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualKeyboardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualKeyboardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualLsiLogicControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualLsiLogicControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualLsiLogicSASControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualLsiLogicSASControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineVMCIDeviceOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVMCIDeviceOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMMControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMMControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMMOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMMOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVMEControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVMEControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCNet32Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCNet32Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPS2ControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPS2ControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPointingDeviceOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPointingDeviceOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPrecisionClockOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPrecisionClockOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSATAControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSATAControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIPassthroughOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIPassthroughOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSIOControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSIOControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundBlaster16Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundBlaster16Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSriovEthernetCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSriovEthernetCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualTPMOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualTPMOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBXHCIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBXHCIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVMIROMOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVMIROMOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVideoCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVideoCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet2Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet2Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet3Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet3Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet3VrdmaOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet3VrdmaOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnetOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnetOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualWDTOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualWDTOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceOption(v),
                         Err(e) => return Err(e),
                     }

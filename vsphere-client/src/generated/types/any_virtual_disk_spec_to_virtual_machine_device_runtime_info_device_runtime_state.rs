@@ -145,25 +145,25 @@ impl x::Decode for AnyVirtualDiskSpec {
         Ok(
             match r.xsi_type() {
                 Some("DeviceBackedVirtualDiskSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeviceBackedVirtualDiskSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileBackedVirtualDiskSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileBackedVirtualDiskSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SeSparseVirtualDiskSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SeSparseVirtualDiskSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -391,19 +391,19 @@ impl x::Decode for AnyVirtualMachineBaseIndependentFilterSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineEmptyIndependentFilterSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineEmptyIndependentFilterSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineIndependentFilterSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineIndependentFilterSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBaseIndependentFilterSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -706,31 +706,31 @@ impl x::Decode for AnyVirtualMachineBootOptionsBootableDevice {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineBootOptionsBootableCdromDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableCdromDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineBootOptionsBootableDiskDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableDiskDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineBootOptionsBootableEthernetDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableEthernetDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineBootOptionsBootableFloppyDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableFloppyDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableDevice(v),
                         Err(e) => return Err(e),
                     }
@@ -947,13 +947,13 @@ impl x::Decode for AnyVirtualMachineConnection {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineMksConnection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineMksConnection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineConnection(v),
                         Err(e) => return Err(e),
                     }
@@ -1142,7 +1142,7 @@ impl x::Decode for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
                 Some(
                     "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState",
                 ) => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(
                                 v,
@@ -1152,7 +1152,7 @@ impl x::Decode for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v)
                         }

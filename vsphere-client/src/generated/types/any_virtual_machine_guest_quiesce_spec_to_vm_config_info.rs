@@ -123,13 +123,13 @@ impl x::Decode for AnyVirtualMachineGuestQuiesceSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineWindowsQuiesceSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineWindowsQuiesceSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineGuestQuiesceSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -293,13 +293,13 @@ impl x::Decode for AnyVirtualMachinePciPassthroughInfo {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineSriovInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineSriovInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachinePciPassthroughInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -516,25 +516,25 @@ impl x::Decode for AnyVirtualMachineProfileSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineDefaultProfileSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineDefaultProfileSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineDefinedProfileSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineDefinedProfileSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineEmptyProfileSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineEmptyProfileSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineProfileSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -725,13 +725,13 @@ impl x::Decode for AnyVirtualMachineSriovDevicePoolInfo {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineSriovNetworkDevicePoolInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineSriovNetworkDevicePoolInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineSriovDevicePoolInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -924,7 +924,7 @@ impl x::Decode for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineVirtualDeviceGroupsVendorDeviceGroup") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(v)
                         }
@@ -932,7 +932,7 @@ impl x::Decode for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(v),
                         Err(e) => return Err(e),
                     }
@@ -1086,13 +1086,13 @@ impl x::Decode for AnyVmConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("VAppConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VAppConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigInfo(v),
                         Err(e) => return Err(e),
                     }

@@ -104,13 +104,13 @@ impl x::Decode for AnyVmConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("VAppConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VAppConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -287,25 +287,25 @@ impl x::Decode for AnyVmPlacementPolicy {
         Ok(
             match r.xsi_type() {
                 Some("VmToVmGroupsAntiAffinity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmToVmGroupsAntiAffinity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmVmAffinity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmVmAffinity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmVmAntiAffinity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmVmAntiAffinity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPlacementPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -529,25 +529,25 @@ impl x::Decode for AnyVmfsDatastoreBaseOption {
         Ok(
             match r.xsi_type() {
                 Some("VmfsDatastoreAllExtentOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreAllExtentOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreMultipleExtentOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreMultipleExtentOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreSingleExtentOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreSingleExtentOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreBaseOption(v),
                         Err(e) => return Err(e),
                     }
@@ -755,25 +755,25 @@ impl x::Decode for AnyVmfsDatastoreSpec {
         Ok(
             match r.xsi_type() {
                 Some("VmfsDatastoreCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreExpandSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreExpandSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreExtendSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreExtendSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1031,25 +1031,25 @@ impl x::Decode for AnyVmwareDistributedVirtualSwitchVlanSpec {
         Ok(
             match r.xsi_type() {
                 Some("VmwareDistributedVirtualSwitchPvlanSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmwareDistributedVirtualSwitchPvlanSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmwareDistributedVirtualSwitchTrunkVlanSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmwareDistributedVirtualSwitchTrunkVlanSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmwareDistributedVirtualSwitchVlanIdSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmwareDistributedVirtualSwitchVlanIdSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmwareDistributedVirtualSwitchVlanSpec(v),
                         Err(e) => return Err(e),
                     }

@@ -383,49 +383,49 @@ impl x::Decode for AnyVsanUpgradeSystemPreflightCheckIssue {
         Ok(
             match r.xsi_type() {
                 Some("VsanUpgradeSystemAPIBrokenIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemAPIBrokenIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemAutoClaimEnabledOnHostsIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemHostsDisconnectedIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemHostsDisconnectedIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemMissingHostsInClusterIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemMissingHostsInClusterIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemNetworkPartitionIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemNetworkPartitionIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemNotEnoughFreeCapacityIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemRogueHostsInClusterIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemRogueHostsInClusterIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
                                 v,
@@ -435,13 +435,13 @@ impl x::Decode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     }
                 }
                 Some("VsanUpgradeSystemWrongEsxVersionIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemWrongEsxVersionIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemPreflightCheckIssue(v),
                         Err(e) => return Err(e),
                     }
@@ -800,19 +800,19 @@ impl x::Decode for AnyVsanUpgradeSystemUpgradeHistoryItem {
         Ok(
             match r.xsi_type() {
                 Some("VsanUpgradeSystemUpgradeHistoryDiskGroupOp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemUpgradeHistoryPreflightFail") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryItem(v),
                         Err(e) => return Err(e),
                     }
@@ -1028,19 +1028,19 @@ impl x::Decode for AnyVslmCreateSpecBackingSpec {
         Ok(
             match r.xsi_type() {
                 Some("VslmCreateSpecDiskFileBackingSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VslmCreateSpecDiskFileBackingSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VslmCreateSpecRawDiskMappingBackingSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VslmCreateSpecRawDiskMappingBackingSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VslmCreateSpecBackingSpec(v),
                         Err(e) => return Err(e),
                     }

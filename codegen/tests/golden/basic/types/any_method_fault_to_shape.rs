@@ -104,13 +104,13 @@ impl x::Decode for AnyMethodFault {
         Ok(
             match r.xsi_type() {
                 Some("InvalidLogin") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidLogin(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodFault(v),
                         Err(e) => return Err(e),
                     }
@@ -275,25 +275,25 @@ impl x::Decode for AnyShape {
         Ok(
             match r.xsi_type() {
                 Some("Circle") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Circle(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("Square") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Square(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("Triangle") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Triangle(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Shape(v),
                         Err(e) => return Err(e),
                     }
