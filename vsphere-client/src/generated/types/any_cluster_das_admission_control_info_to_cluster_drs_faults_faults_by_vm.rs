@@ -155,33 +155,28 @@ impl AnyClusterDasAdmissionControlInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasAdmissionControlInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasAdmissionControlInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasAdmissionControlInfo(v)) => {
+                return Ok(Self::ClusterDasAdmissionControlInfo(v));
             }
-            "ClusterFailoverHostAdmissionControlInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverHostAdmissionControlInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterFailoverHostAdmissionControlInfo(v)) => {
+                return Ok(Self::ClusterFailoverHostAdmissionControlInfo(v));
             }
-            "ClusterFailoverLevelAdmissionControlInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverLevelAdmissionControlInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterFailoverLevelAdmissionControlInfo(v)) => {
+                return Ok(Self::ClusterFailoverLevelAdmissionControlInfo(v));
             }
-            "ClusterFailoverResourcesAdmissionControlInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverResourcesAdmissionControlInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterFailoverResourcesAdmissionControlInfo(v)) => {
+                return Ok(Self::ClusterFailoverResourcesAdmissionControlInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasAdmissionControlInfo {
@@ -443,33 +438,28 @@ impl AnyClusterDasAdmissionControlPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasAdmissionControlPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasAdmissionControlPolicy(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasAdmissionControlPolicy(v)) => {
+                return Ok(Self::ClusterDasAdmissionControlPolicy(v));
             }
-            "ClusterFailoverHostAdmissionControlPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverHostAdmissionControlPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterFailoverHostAdmissionControlPolicy(v)) => {
+                return Ok(Self::ClusterFailoverHostAdmissionControlPolicy(v));
             }
-            "ClusterFailoverLevelAdmissionControlPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverLevelAdmissionControlPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterFailoverLevelAdmissionControlPolicy(v)) => {
+                return Ok(Self::ClusterFailoverLevelAdmissionControlPolicy(v));
             }
-            "ClusterFailoverResourcesAdmissionControlPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverResourcesAdmissionControlPolicy(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::c_2::Object::ClusterFailoverResourcesAdmissionControlPolicy(v),
+            ) => return Ok(Self::ClusterFailoverResourcesAdmissionControlPolicy(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasAdmissionControlPolicy {
@@ -682,21 +672,18 @@ impl AnyClusterDasAdvancedRuntimeInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasAdvancedRuntimeInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasAdvancedRuntimeInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasAdvancedRuntimeInfo(v)) => {
+                return Ok(Self::ClusterDasAdvancedRuntimeInfo(v));
             }
-            "ClusterDasFailoverLevelAdvancedRuntimeInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_1::Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v)) => {
+                return Ok(Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasAdvancedRuntimeInfo {
@@ -837,21 +824,18 @@ impl AnyClusterDasData {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasData" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasData(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasData(v)) => {
+                return Ok(Self::ClusterDasData(v));
             }
-            "ClusterDasDataSummary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasDataSummary(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_1::Object::ClusterDasDataSummary(v)) => {
+                return Ok(Self::ClusterDasDataSummary(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasData {
@@ -988,21 +972,18 @@ impl AnyClusterDasHostInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasHostInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasHostInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasHostInfo(v)) => {
+                return Ok(Self::ClusterDasHostInfo(v));
             }
-            "ClusterDasAamHostInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasAamHostInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_1::Object::ClusterDasAamHostInfo(v)) => {
+                return Ok(Self::ClusterDasAamHostInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasHostInfo {
@@ -1156,21 +1137,22 @@ impl AnyClusterDrsFaultsFaultsByVm {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDrsFaultsFaultsByVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDrsFaultsFaultsByVm(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDrsFaultsFaultsByVirtualDisk(v)) => {
+                return Ok(Self::ClusterDrsFaultsFaultsByVirtualDisk(v));
             }
-            "ClusterDrsFaultsFaultsByVirtualDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDrsFaultsFaultsByVirtualDisk(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterDrsFaultsFaultsByVm(v)) => {
+                return Ok(Self::ClusterDrsFaultsFaultsByVm(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDrsFaultsFaultsByVm {

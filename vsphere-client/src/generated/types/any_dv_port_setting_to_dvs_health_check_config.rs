@@ -84,21 +84,22 @@ impl AnyDVPortSetting {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVPortSetting" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortSetting(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVPortSetting(v)) => {
+                return Ok(Self::DVPortSetting(v));
             }
-            "VMwareDVSPortSetting" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSPortSetting(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSPortSetting(v)) => {
+                return Ok(Self::VMwareDVSPortSetting(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVPortSetting {
@@ -235,21 +236,22 @@ impl AnyDVPortgroupPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVPortgroupPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortgroupPolicy(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVPortgroupPolicy(v)) => {
+                return Ok(Self::DVPortgroupPolicy(v));
             }
-            "VMwareDVSPortgroupPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSPortgroupPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSPortgroupPolicy(v)) => {
+                return Ok(Self::VMwareDVSPortgroupPolicy(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVPortgroupPolicy {
@@ -382,21 +384,22 @@ impl AnyDVSConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSConfigInfo(v)) => {
+                return Ok(Self::DVSConfigInfo(v));
             }
-            "VMwareDVSConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSConfigInfo(v)) => {
+                return Ok(Self::VMwareDVSConfigInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSConfigInfo {
@@ -529,21 +532,22 @@ impl AnyDVSConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSConfigSpec(v)) => {
+                return Ok(Self::DVSConfigSpec(v));
             }
-            "VMwareDVSConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSConfigSpec(v)) => {
+                return Ok(Self::VMwareDVSConfigSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSConfigSpec {
@@ -681,21 +685,22 @@ impl AnyDVSFeatureCapability {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSFeatureCapability" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSFeatureCapability(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSFeatureCapability(v)) => {
+                return Ok(Self::DVSFeatureCapability(v));
             }
-            "VMwareDVSFeatureCapability" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSFeatureCapability(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSFeatureCapability(v)) => {
+                return Ok(Self::VMwareDVSFeatureCapability(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSFeatureCapability {
@@ -840,21 +845,22 @@ impl AnyDVSHealthCheckCapability {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSHealthCheckCapability" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSHealthCheckCapability(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSHealthCheckCapability(v)) => {
+                return Ok(Self::DVSHealthCheckCapability(v));
             }
-            "VMwareDVSHealthCheckCapability" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSHealthCheckCapability(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSHealthCheckCapability(v)) => {
+                return Ok(Self::VMwareDVSHealthCheckCapability(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSHealthCheckCapability {
@@ -1037,33 +1043,28 @@ impl AnyDVSHealthCheckConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSHealthCheckConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSHealthCheckConfig(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSHealthCheckConfig(v)) => {
+                return Ok(Self::DVSHealthCheckConfig(v));
             }
-            "VMwareDVSHealthCheckConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSHealthCheckConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSHealthCheckConfig(v)) => {
+                return Ok(Self::VMwareDVSHealthCheckConfig(v));
             }
-            "VMwareDVSTeamingHealthCheckConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSTeamingHealthCheckConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_1::Object::VMwareDVSTeamingHealthCheckConfig(v)) => {
+                return Ok(Self::VMwareDVSTeamingHealthCheckConfig(v));
             }
-            "VMwareDVSVlanMtuHealthCheckConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSVlanMtuHealthCheckConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_1::Object::VMwareDVSVlanMtuHealthCheckConfig(v)) => {
+                return Ok(Self::VMwareDVSVlanMtuHealthCheckConfig(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSHealthCheckConfig {

@@ -100,27 +100,21 @@ impl AnyGuestAuthSubject {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestAuthSubject" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestAuthSubject(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::GuestAuthSubject(v)) => {
+                return Ok(Self::GuestAuthSubject(v));
             }
-            "GuestAuthAnySubject" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestAuthAnySubject(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::f_to_g::Object::GuestAuthAnySubject(v)) => {
+                return Ok(Self::GuestAuthAnySubject(v));
             }
-            "GuestAuthNamedSubject" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestAuthNamedSubject(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::f_to_g::Object::GuestAuthNamedSubject(v)) => {
+                return Ok(Self::GuestAuthNamedSubject(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestAuthSubject {
@@ -312,39 +306,39 @@ impl AnyGuestAuthentication {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::GuestAuthentication(v)) => {
+                return Ok(Self::GuestAuthentication(v));
             }
-            "NamePasswordAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NamePasswordAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            Ok(chunks::n_1::Object::NamePasswordAuthentication(v)) => {
+                return Ok(Self::NamePasswordAuthentication(v));
             }
-            "SAMLTokenAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SAMLTokenAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::SAMLTokenAuthentication(v)) => {
+                return Ok(Self::SAMLTokenAuthentication(v));
             }
-            "SSPIAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SSPIAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_1::Object::SSPIAuthentication(v)) => {
+                return Ok(Self::SSPIAuthentication(v));
             }
-            "TicketedSessionAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TicketedSessionAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TicketedSessionAuthentication(v)) => {
+                return Ok(Self::TicketedSessionAuthentication(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestAuthentication {
@@ -551,27 +545,25 @@ impl AnyGuestFileAttributes {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestFileAttributes" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestFileAttributes(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::GuestFileAttributes(v)) => {
+                return Ok(Self::GuestFileAttributes(v));
             }
-            "GuestPosixFileAttributes" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestPosixFileAttributes(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::g::Object>(object) {
+            Ok(chunks::g::Object::GuestPosixFileAttributes(v)) => {
+                return Ok(Self::GuestPosixFileAttributes(v));
             }
-            "GuestWindowsFileAttributes" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestWindowsFileAttributes(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestWindowsFileAttributes(v)) => {
+                return Ok(Self::GuestWindowsFileAttributes(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestFileAttributes {
@@ -725,21 +717,18 @@ impl AnyGuestProgramSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestProgramSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestProgramSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::g::Object>(object) {
+            Ok(chunks::g::Object::GuestProgramSpec(v)) => {
+                return Ok(Self::GuestProgramSpec(v));
             }
-            "GuestWindowsProgramSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestWindowsProgramSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestWindowsProgramSpec(v)) => {
+                return Ok(Self::GuestWindowsProgramSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestProgramSpec {
@@ -940,51 +929,33 @@ impl AnyGuestRegValueDataSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestRegValueDataSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueDataSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::g::Object>(object) {
+            Ok(chunks::g::Object::GuestRegValueDataSpec(v)) => {
+                return Ok(Self::GuestRegValueDataSpec(v));
             }
-            "GuestRegValueBinarySpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueBinarySpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueBinarySpec(v)) => {
+                return Ok(Self::GuestRegValueBinarySpec(v));
             }
-            "GuestRegValueDwordSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueDwordSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueDwordSpec(v)) => {
+                return Ok(Self::GuestRegValueDwordSpec(v));
             }
-            "GuestRegValueExpandStringSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueExpandStringSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueExpandStringSpec(v)) => {
+                return Ok(Self::GuestRegValueExpandStringSpec(v));
             }
-            "GuestRegValueMultiStringSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueMultiStringSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueMultiStringSpec(v)) => {
+                return Ok(Self::GuestRegValueMultiStringSpec(v));
             }
-            "GuestRegValueQwordSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueQwordSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueQwordSpec(v)) => {
+                return Ok(Self::GuestRegValueQwordSpec(v));
             }
-            "GuestRegValueStringSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueStringSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueStringSpec(v)) => {
+                return Ok(Self::GuestRegValueStringSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestRegValueDataSpec {

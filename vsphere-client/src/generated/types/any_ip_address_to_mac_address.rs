@@ -86,27 +86,19 @@ impl AnyIpAddress {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "IpAddress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IpAddress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IpRange" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IpRange(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SingleIp" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SingleIp(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
+            Ok(chunks::i_2::Object::IpAddress(v)) => return Ok(Self::IpAddress(v)),
+            Ok(chunks::i_2::Object::IpRange(v)) => return Ok(Self::IpRange(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            Ok(chunks::s_2::Object::SingleIp(v)) => return Ok(Self::SingleIp(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyIpAddress {
@@ -298,27 +290,21 @@ impl AnyKmipClusterInfoKeyInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "KmipClusterInfoKeyInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipClusterInfoKeyInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::KmipClusterInfoKeyInfo(v)) => {
+                return Ok(Self::KmipClusterInfoKeyInfo(v));
             }
-            "KmipClusterInfoWrappingKeyIdKeyInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipClusterInfoWrappingKeyIdKeyInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::j_to_l::Object::KmipClusterInfoWrappingKeyIdKeyInfo(v)) => {
+                return Ok(Self::KmipClusterInfoWrappingKeyIdKeyInfo(v));
             }
-            "KmipClusterInfoWrappingRotationIntervalKeyInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipClusterInfoWrappingRotationIntervalKeyInfo(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::j_to_l::Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v),
+            ) => return Ok(Self::KmipClusterInfoWrappingRotationIntervalKeyInfo(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyKmipClusterInfoKeyInfo {
@@ -515,27 +501,21 @@ impl AnyKmipServerSpecKeySpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "KmipServerSpecKeySpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipServerSpecKeySpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::KmipServerSpecKeySpec(v)) => {
+                return Ok(Self::KmipServerSpecKeySpec(v));
             }
-            "KmipServerSpecWrappingKeyIdKeySpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipServerSpecWrappingKeyIdKeySpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::j_to_l::Object::KmipServerSpecWrappingKeyIdKeySpec(v)) => {
+                return Ok(Self::KmipServerSpecWrappingKeyIdKeySpec(v));
             }
-            "KmipServerSpecWrappingRotationIntervalKeySpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipServerSpecWrappingRotationIntervalKeySpec(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::j_to_l::Object::KmipServerSpecWrappingRotationIntervalKeySpec(v),
+            ) => return Ok(Self::KmipServerSpecWrappingRotationIntervalKeySpec(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyKmipServerSpecKeySpec {
@@ -714,33 +694,28 @@ impl AnyLicenseSource {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "LicenseSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseSource(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
+            Ok(chunks::e::Object::EvaluationLicenseSource(v)) => {
+                return Ok(Self::EvaluationLicenseSource(v));
             }
-            "EvaluationLicenseSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EvaluationLicenseSource(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::LicenseSource(v)) => {
+                return Ok(Self::LicenseSource(v));
             }
-            "LicenseServerSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseServerSource(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::j_to_l::Object::LicenseServerSource(v)) => {
+                return Ok(Self::LicenseServerSource(v));
             }
-            "LocalLicenseSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LocalLicenseSource(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::j_to_l::Object::LocalLicenseSource(v)) => {
+                return Ok(Self::LocalLicenseSource(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyLicenseSource {
@@ -913,27 +888,19 @@ impl AnyMacAddress {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "MacAddress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MacAddress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MacRange" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MacRange(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SingleMac" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SingleMac(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::MacAddress(v)) => return Ok(Self::MacAddress(v)),
+            Ok(chunks::l_to_m::Object::MacRange(v)) => return Ok(Self::MacRange(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            Ok(chunks::s_2::Object::SingleMac(v)) => return Ok(Self::SingleMac(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyMacAddress {

@@ -88,21 +88,22 @@ impl AnyTypeDescription {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "TypeDescription" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TypeDescription(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::ScheduledTaskDetail(v)) => {
+                return Ok(Self::ScheduledTaskDetail(v));
             }
-            "ScheduledTaskDetail" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskDetail(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TypeDescription(v)) => {
+                return Ok(Self::TypeDescription(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyTypeDescription {
@@ -241,21 +242,22 @@ impl AnyUserSearchResult {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "UserSearchResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserSearchResult(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::PosixUserSearchResult(v)) => {
+                return Ok(Self::PosixUserSearchResult(v));
             }
-            "PosixUserSearchResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PosixUserSearchResult(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
+            Ok(chunks::u::Object::UserSearchResult(v)) => {
+                return Ok(Self::UserSearchResult(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyUserSearchResult {
@@ -843,291 +845,165 @@ impl AnyVirtualDevice {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDevice(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::ParaVirtualSCSIController(v)) => {
+                return Ok(Self::ParaVirtualSCSIController(v));
             }
-            "ParaVirtualSCSIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ParaVirtualSCSIController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
+            Ok(chunks::v_2::Object::VirtualAHCIController(v)) => {
+                return Ok(Self::VirtualAHCIController(v));
             }
-            "VirtualAHCIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualAHCIController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            Ok(chunks::v_3::Object::VirtualDevice(v)) => {
+                return Ok(Self::VirtualDevice(v));
             }
-            "VirtualBusLogicController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualBusLogicController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualBusLogicController(v)) => {
+                return Ok(Self::VirtualBusLogicController(v));
             }
-            "VirtualCdrom" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdrom(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdrom(v)) => return Ok(Self::VirtualCdrom(v)),
+            Ok(chunks::v_3::Object::VirtualController(v)) => {
+                return Ok(Self::VirtualController(v));
             }
-            "VirtualController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDisk(v)) => return Ok(Self::VirtualDisk(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualE1000(v)) => return Ok(Self::VirtualE1000(v)),
+            Ok(chunks::v_4::Object::VirtualE1000e(v)) => {
+                return Ok(Self::VirtualE1000e(v));
             }
-            "VirtualDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDisk(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEnsoniq1371(v)) => {
+                return Ok(Self::VirtualEnsoniq1371(v));
             }
-            "VirtualE1000" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualE1000(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEthernetCard(v)) => {
+                return Ok(Self::VirtualEthernetCard(v));
             }
-            "VirtualE1000e" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualE1000e(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualFloppy(v)) => {
+                return Ok(Self::VirtualFloppy(v));
             }
-            "VirtualEnsoniq1371" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEnsoniq1371(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualHdAudioCard(v)) => {
+                return Ok(Self::VirtualHdAudioCard(v));
             }
-            "VirtualEthernetCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualIDEController(v)) => {
+                return Ok(Self::VirtualIDEController(v));
             }
-            "VirtualFloppy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualFloppy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualKeyboard(v)) => {
+                return Ok(Self::VirtualKeyboard(v));
             }
-            "VirtualHdAudioCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualHdAudioCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualLsiLogicController(v)) => {
+                return Ok(Self::VirtualLsiLogicController(v));
             }
-            "VirtualIDEController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualIDEController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualLsiLogicSASController(v)) => {
+                return Ok(Self::VirtualLsiLogicSASController(v));
             }
-            "VirtualKeyboard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualKeyboard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineVMCIDevice(v)) => {
+                return Ok(Self::VirtualMachineVMCIDevice(v));
             }
-            "VirtualLsiLogicController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualLsiLogicController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_7::Object::VirtualMachineVMIROM(v)) => {
+                return Ok(Self::VirtualMachineVMIROM(v));
             }
-            "VirtualLsiLogicSASController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualLsiLogicSASController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_7::Object::VirtualMachineVideoCard(v)) => {
+                return Ok(Self::VirtualMachineVideoCard(v));
             }
-            "VirtualMachineVMCIDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineVMCIDevice(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
+            Ok(chunks::v_8::Object::VirtualNVDIMM(v)) => {
+                return Ok(Self::VirtualNVDIMM(v));
             }
-            "VirtualMachineVMIROM" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineVMIROM(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualNVDIMMController(v)) => {
+                return Ok(Self::VirtualNVDIMMController(v));
             }
-            "VirtualMachineVideoCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineVideoCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualNVMEController(v)) => {
+                return Ok(Self::VirtualNVMEController(v));
             }
-            "VirtualNVDIMM" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVDIMM(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIController(v)) => {
+                return Ok(Self::VirtualPCIController(v));
             }
-            "VirtualNVDIMMController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVDIMMController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthrough(v)) => {
+                return Ok(Self::VirtualPCIPassthrough(v));
             }
-            "VirtualNVMEController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVMEController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCNet32(v)) => {
+                return Ok(Self::VirtualPCNet32(v));
             }
-            "VirtualPCIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPS2Controller(v)) => {
+                return Ok(Self::VirtualPS2Controller(v));
             }
-            "VirtualPCIPassthrough" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthrough(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualParallelPort(v)) => {
+                return Ok(Self::VirtualParallelPort(v));
             }
-            "VirtualPCNet32" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCNet32(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPointingDevice(v)) => {
+                return Ok(Self::VirtualPointingDevice(v));
             }
-            "VirtualPS2Controller" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPS2Controller(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPrecisionClock(v)) => {
+                return Ok(Self::VirtualPrecisionClock(v));
             }
-            "VirtualParallelPort" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualParallelPort(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSATAController(v)) => {
+                return Ok(Self::VirtualSATAController(v));
             }
-            "VirtualPointingDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPointingDevice(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSCSIController(v)) => {
+                return Ok(Self::VirtualSCSIController(v));
             }
-            "VirtualPrecisionClock" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPrecisionClock(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSCSIPassthrough(v)) => {
+                return Ok(Self::VirtualSCSIPassthrough(v));
             }
-            "VirtualSATAController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSATAController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSIOController(v)) => {
+                return Ok(Self::VirtualSIOController(v));
             }
-            "VirtualSCSIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSCSIController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPort(v)) => {
+                return Ok(Self::VirtualSerialPort(v));
             }
-            "VirtualSCSIPassthrough" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSCSIPassthrough(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSoundBlaster16(v)) => {
+                return Ok(Self::VirtualSoundBlaster16(v));
             }
-            "VirtualSIOController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSIOController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSoundCard(v)) => {
+                return Ok(Self::VirtualSoundCard(v));
             }
-            "VirtualSerialPort" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPort(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSriovEthernetCard(v)) => {
+                return Ok(Self::VirtualSriovEthernetCard(v));
             }
-            "VirtualSoundBlaster16" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSoundBlaster16(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VirtualTPM(v)) => return Ok(Self::VirtualTPM(v)),
+            Ok(chunks::v_9::Object::VirtualUSB(v)) => return Ok(Self::VirtualUSB(v)),
+            Ok(chunks::v_9::Object::VirtualUSBController(v)) => {
+                return Ok(Self::VirtualUSBController(v));
             }
-            "VirtualSoundCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSoundCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualUSBXHCIController(v)) => {
+                return Ok(Self::VirtualUSBXHCIController(v));
             }
-            "VirtualSriovEthernetCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSriovEthernetCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet(v)) => {
+                return Ok(Self::VirtualVmxnet(v));
             }
-            "VirtualTPM" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualTPM(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet2(v)) => {
+                return Ok(Self::VirtualVmxnet2(v));
             }
-            "VirtualUSB" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSB(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet3(v)) => {
+                return Ok(Self::VirtualVmxnet3(v));
             }
-            "VirtualUSBController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet3Vrdma(v)) => {
+                return Ok(Self::VirtualVmxnet3Vrdma(v));
             }
-            "VirtualUSBXHCIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBXHCIController(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualVmxnet" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualVmxnet2" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet2(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualVmxnet3" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet3(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualVmxnet3Vrdma" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet3Vrdma(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualWDT" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualWDT(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(chunks::v_9::Object::VirtualWDT(v)) => return Ok(Self::VirtualWDT(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualDevice {

@@ -101,21 +101,22 @@ impl AnyVirtualMachineGuestQuiesceSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineGuestQuiesceSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineGuestQuiesceSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
+            Ok(chunks::v_6::Object::VirtualMachineGuestQuiesceSpec(v)) => {
+                return Ok(Self::VirtualMachineGuestQuiesceSpec(v));
             }
-            "VirtualMachineWindowsQuiesceSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineWindowsQuiesceSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineWindowsQuiesceSpec(v)) => {
+                return Ok(Self::VirtualMachineWindowsQuiesceSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineGuestQuiesceSpec {
@@ -271,21 +272,22 @@ impl AnyVirtualMachinePciPassthroughInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachinePciPassthroughInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachinePciPassthroughInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
+            Ok(chunks::v_6::Object::VirtualMachinePciPassthroughInfo(v)) => {
+                return Ok(Self::VirtualMachinePciPassthroughInfo(v));
             }
-            "VirtualMachineSriovInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineSriovInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineSriovInfo(v)) => {
+                return Ok(Self::VirtualMachineSriovInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachinePciPassthroughInfo {
@@ -482,33 +484,28 @@ impl AnyVirtualMachineProfileSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineProfileSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineProfileSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_5::Object>(object) {
+            Ok(chunks::v_5::Object::VirtualMachineDefaultProfileSpec(v)) => {
+                return Ok(Self::VirtualMachineDefaultProfileSpec(v));
             }
-            "VirtualMachineDefaultProfileSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineDefaultProfileSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_5::Object::VirtualMachineDefinedProfileSpec(v)) => {
+                return Ok(Self::VirtualMachineDefinedProfileSpec(v));
             }
-            "VirtualMachineDefinedProfileSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineDefinedProfileSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_5::Object::VirtualMachineEmptyProfileSpec(v)) => {
+                return Ok(Self::VirtualMachineEmptyProfileSpec(v));
             }
-            "VirtualMachineEmptyProfileSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineEmptyProfileSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
+            Ok(chunks::v_6::Object::VirtualMachineProfileSpec(v)) => {
+                return Ok(Self::VirtualMachineProfileSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineProfileSpec {
@@ -703,21 +700,18 @@ impl AnyVirtualMachineSriovDevicePoolInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineSriovDevicePoolInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineSriovDevicePoolInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineSriovDevicePoolInfo(v)) => {
+                return Ok(Self::VirtualMachineSriovDevicePoolInfo(v));
             }
-            "VirtualMachineSriovNetworkDevicePoolInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineSriovNetworkDevicePoolInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_7::Object::VirtualMachineSriovNetworkDevicePoolInfo(v)) => {
+                return Ok(Self::VirtualMachineSriovNetworkDevicePoolInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineSriovDevicePoolInfo {
@@ -900,23 +894,20 @@ impl AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineVirtualDeviceGroupsDeviceGroup" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineVirtualDeviceGroupsDeviceGroup(v)) => {
+                return Ok(Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(v));
             }
-            "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(v))
-                    }
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::v_7::Object::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(
+                    v,
+                ),
+            ) => return Ok(Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
@@ -1064,21 +1055,20 @@ impl AnyVmConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VmConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VAppConfigInfo(v)) => {
+                return Ok(Self::VAppConfigInfo(v));
             }
-            "VAppConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VAppConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VmConfigInfo(v)) => return Ok(Self::VmConfigInfo(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVmConfigInfo {
